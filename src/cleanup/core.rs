@@ -1,0 +1,347 @@
+//! The scheduling policy as a pure state machine, shared by the live
+//! [`CleanupQueue`](super::CleanupQueue) and the deterministic explorer.
+//!
+//! Every method here is one atomic step taken under the queue's lock. Nothing
+//! here blocks, allocates beyond the item vector, or runs user code: the
+//! caller performs the side effects (scheduling, destroying) that a step asks
+//! for, outside the lock, and reports back.
+
+use std::fmt;
+
+/// How a queue decides when to schedule a drain.
+///
+/// All of them are kept: the weaker ones are how the bug is shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Policy {
+    /// greenlet <= 3.5.6: schedule whenever a push makes the size exactly 1.
+    /// Schedules a second drain while the first is destroying (the queue is
+    /// empty then), and never retries after a failed schedule.
+    Legacy,
+    /// The seed report's patch: like `Legacy`, but not while a drain is
+    /// destroying a state. Still never retries after a failed schedule.
+    Draining,
+    /// One drain outstanding or running whenever the queue is non-empty: the
+    /// flag is claimed by the push that schedules, cleared by the drain when it
+    /// finds the queue empty, and released again when scheduling fails, so the
+    /// next push retries.
+    Scheduled,
+    /// `Scheduled`, and every destruction runs inside the scheduler's shield
+    /// (in the CPython model: with tracing suspended on the draining thread,
+    /// `PyThreadState_EnterTracing`), so user code run by a drain can never
+    /// reach a traced function entry while a pending call is being handled.
+    Shielded,
+}
+
+impl Policy {
+    /// Every policy, weakest first.
+    pub const ALL: [Policy; 4] = [
+        Policy::Legacy,
+        Policy::Draining,
+        Policy::Scheduled,
+        Policy::Shielded,
+    ];
+
+    /// The name used on command lines and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Legacy => "legacy",
+            Policy::Draining => "draining",
+            Policy::Scheduled => "scheduled",
+            Policy::Shielded => "shielded",
+        }
+    }
+
+    /// Whether destructions run inside [`Scheduler::shield`](super::Scheduler::shield).
+    pub fn shields(self) -> bool {
+        matches!(self, Policy::Shielded)
+    }
+
+    fn uses_scheduled_flag(self) -> bool {
+        matches!(self, Policy::Scheduled | Policy::Shielded)
+    }
+}
+
+impl Default for Policy {
+    /// The recommended policy.
+    fn default() -> Self {
+        Policy::Shielded
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A policy name that is not one of [`Policy::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown cleanup policy {given:?}: expected one of legacy, draining, scheduled, shielded")]
+pub struct UnknownPolicy {
+    /// What was given.
+    pub given: String,
+}
+
+impl std::str::FromStr for Policy {
+    type Err = UnknownPolicy;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Policy::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| UnknownPolicy {
+                given: s.to_string(),
+            })
+    }
+}
+
+/// Counters kept per queue. Tests and examples assert on them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Metrics {
+    /// Pushes that asked the scheduler for a drain.
+    pub schedules_requested: u64,
+    /// Of those, how many the scheduler refused.
+    pub schedules_failed: u64,
+    /// Drains started.
+    pub drains_run: u64,
+    /// States handed out by drains for destruction.
+    pub states_destroyed: u64,
+    /// States that will never be destroyed: pushed after finalization began,
+    /// or still queued when it began.
+    pub states_leaked: u64,
+    /// The most drains scheduled and not yet finished at any one time.
+    pub max_outstanding: u64,
+}
+
+/// What the caller of [`QueueCore::push`] must do next, outside the lock.
+#[derive(Debug, PartialEq, Eq)]
+pub enum PushAction<T> {
+    /// Ask the scheduler for a drain; report a refusal with
+    /// [`QueueCore::schedule_failed`]. The drain counts as outstanding from
+    /// this step on, so that a drain that runs before the scheduler returns
+    /// is accounted for.
+    Schedule,
+    /// Nothing: a drain is (believed to be) coming.
+    Nothing,
+    /// The queue is finalized: the item is handed back, counted as leaked.
+    Leaked(T),
+}
+
+/// The queue's state: its items, the policy's flags and the metrics.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct QueueCore<T> {
+    policy: Policy,
+    items: Vec<T>,
+    draining: bool,
+    scheduled: bool,
+    outstanding: u64,
+    finalized: bool,
+    metrics: Metrics,
+}
+
+impl<T> QueueCore<T> {
+    /// An empty queue under `policy`.
+    pub fn new(policy: Policy) -> Self {
+        QueueCore {
+            policy,
+            items: Vec::new(),
+            draining: false,
+            scheduled: false,
+            outstanding: 0,
+            finalized: false,
+            metrics: Metrics::default(),
+        }
+    }
+
+    /// The policy this queue follows.
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    /// Items waiting for a drain.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Whether no item is waiting.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// The items waiting, oldest first.
+    pub fn items(&self) -> &[T] {
+        &self.items
+    }
+
+    /// Drains scheduled and not yet finished.
+    pub fn outstanding(&self) -> u64 {
+        self.outstanding
+    }
+
+    /// Whether the `Scheduled`/`Shielded` flag is held.
+    pub fn scheduled_flag(&self) -> bool {
+        self.scheduled
+    }
+
+    /// Whether the `Draining` flag is held.
+    pub fn draining_flag(&self) -> bool {
+        self.draining
+    }
+
+    /// Whether finalization has begun.
+    pub fn is_finalized(&self) -> bool {
+        self.finalized
+    }
+
+    /// The counters so far.
+    pub fn metrics(&self) -> Metrics {
+        self.metrics
+    }
+
+    /// A dying thread enqueues its state (greenlet's `AddToCleanupQueue`).
+    pub fn push(&mut self, item: T) -> PushAction<T> {
+        if self.finalized {
+            self.metrics.states_leaked += 1;
+            return PushAction::Leaked(item);
+        }
+        self.items.push(item);
+        let schedule = match self.policy {
+            Policy::Legacy => self.items.len() == 1,
+            Policy::Draining => self.items.len() == 1 && !self.draining,
+            Policy::Scheduled | Policy::Shielded => {
+                let claim = !self.scheduled;
+                self.scheduled = true;
+                claim
+            }
+        };
+        if schedule {
+            self.metrics.schedules_requested += 1;
+            self.outstanding += 1;
+            self.metrics.max_outstanding = self.metrics.max_outstanding.max(self.outstanding);
+            PushAction::Schedule
+        } else {
+            PushAction::Nothing
+        }
+    }
+
+    /// The scheduler refused the drain. `Scheduled`/`Shielded` release their
+    /// flag so that the next push retries; the others never retry.
+    pub fn schedule_failed(&mut self) {
+        self.metrics.schedules_failed += 1;
+        self.outstanding = self.outstanding.saturating_sub(1);
+        if self.policy.uses_scheduled_flag() {
+            self.scheduled = false;
+        }
+    }
+
+    /// A drain starts (greenlet's `PendingCallback_DestroyQueue` entered).
+    pub fn drain_begin(&mut self) {
+        self.metrics.drains_run += 1;
+    }
+
+    /// The drain takes the next item, newest first as greenlet does, or finds
+    /// the queue empty and releases the policy's flags.
+    pub fn drain_next(&mut self) -> Option<T> {
+        match self.items.pop() {
+            Some(item) => {
+                self.draining = true;
+                self.metrics.states_destroyed += 1;
+                Some(item)
+            }
+            None => {
+                self.draining = false;
+                self.scheduled = false;
+                None
+            }
+        }
+    }
+
+    /// The drain returns to whoever ran it.
+    pub fn drain_end(&mut self) {
+        self.outstanding = self.outstanding.saturating_sub(1);
+    }
+
+    /// The host is going away: no drain will run again. Queued items and every
+    /// later push are leaked on purpose and counted; the items are handed back
+    /// so that the caller can forget them without running user code.
+    pub fn finalize(&mut self) -> Vec<T> {
+        self.finalized = true;
+        self.metrics.states_leaked += self.items.len() as u64;
+        std::mem::take(&mut self.items)
+    }
+
+    /// A leak in the explorer's sense: items wait, and no drain is scheduled
+    /// or running that would take them.
+    pub fn is_stranded(&self) -> bool {
+        !self.items.is_empty() && self.outstanding == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schedule_ok<T>(q: &mut QueueCore<T>, item: T) -> bool {
+        match q.push(item) {
+            PushAction::Schedule => true,
+            PushAction::Nothing => false,
+            PushAction::Leaked(_) => panic!("queue finalized"),
+        }
+    }
+
+    #[test]
+    fn legacy_schedules_again_while_destroying() {
+        let mut q = QueueCore::new(Policy::Legacy);
+        assert!(schedule_ok(&mut q, 1));
+        q.drain_begin();
+        assert_eq!(q.drain_next(), Some(1));
+        // A thread dies while state 1 is destroyed: the size is 1 again.
+        assert!(schedule_ok(&mut q, 2));
+        assert_eq!(q.metrics().max_outstanding, 2);
+    }
+
+    #[test]
+    fn draining_and_scheduled_do_not_schedule_while_destroying() {
+        for policy in [Policy::Draining, Policy::Scheduled, Policy::Shielded] {
+            let mut q = QueueCore::new(policy);
+            assert!(schedule_ok(&mut q, 1));
+            q.drain_begin();
+            assert_eq!(q.drain_next(), Some(1));
+            assert!(!schedule_ok(&mut q, 2), "{policy}");
+            assert_eq!(q.drain_next(), Some(2));
+            assert_eq!(q.drain_next(), None);
+            q.drain_end();
+            assert_eq!(q.metrics().max_outstanding, 1);
+            assert!(!q.is_stranded());
+        }
+    }
+
+    #[test]
+    fn failed_schedule_strands_legacy_and_draining_but_scheduled_retries() {
+        for policy in Policy::ALL {
+            let mut q = QueueCore::new(policy);
+            assert_eq!(q.push(1), PushAction::Schedule);
+            q.schedule_failed();
+            let retried = schedule_ok(&mut q, 2);
+            assert_eq!(retried, policy.uses_scheduled_flag(), "{policy}");
+            assert_eq!(q.is_stranded(), !retried, "{policy}");
+        }
+    }
+
+    #[test]
+    fn finalize_leaks_and_counts() {
+        let mut q = QueueCore::new(Policy::Shielded);
+        assert_eq!(q.push(1), PushAction::Schedule);
+        assert_eq!(q.finalize(), vec![1]);
+        assert_eq!(q.push(2), PushAction::Leaked(2));
+        assert_eq!(q.metrics().states_leaked, 2);
+    }
+
+    #[test]
+    fn policy_names_round_trip() {
+        for p in Policy::ALL {
+            assert_eq!(p.name().parse::<Policy>(), Ok(p));
+        }
+        let err = "fast".parse::<Policy>().unwrap_err();
+        assert!(err.to_string().contains("fast"));
+    }
+}

@@ -1,0 +1,16 @@
+//! The interpreter-agnostic deferred-destruction queue.
+//!
+//! Owns: [`CleanupQueue`] (where dying threads leave their state), the
+//! scheduling [`Policy`] as a pure state machine ([`QueueCore`], shared with
+//! the explorer), the [`Scheduler`] trait and the host-free schedulers
+//! ([`Inline`], [`Manual`], [`Reaper`]), and the per-queue [`Metrics`].
+//!
+//! Uses nothing else of this crate: it knows neither greenlets nor Python.
+
+mod core;
+mod queue;
+mod scheduler;
+
+pub use self::core::{Metrics, Policy, PushAction, QueueCore, UnknownPolicy};
+pub use self::queue::{current_queue, default_queue, set_thread_queue, CleanupQueue, Remains};
+pub use self::scheduler::{Inline, Manual, Reaper, ScheduleError, Scheduler};

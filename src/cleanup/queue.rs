@@ -1,0 +1,198 @@
+//! The live queue: a [`QueueCore`] behind a lock, a scheduler, and the drain
+//! that destroys states with the lock released.
+
+use std::cell::RefCell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
+
+use super::core::{Metrics, Policy, PushAction, QueueCore};
+use super::scheduler::{Inline, Scheduler};
+
+/// What a dying thread leaves behind for a drain to destroy.
+///
+/// `destroy` runs user code (finalizers); it is called exactly once, by a
+/// drain, never under the queue's lock. A state that is leaked on purpose
+/// (after [`CleanupQueue::finalize`]) is forgotten without being destroyed.
+pub trait Remains: Send + 'static {
+    /// Destroy the state, running its finalizers.
+    fn destroy(self: Box<Self>);
+    /// What it is, for reports ("main greenlet of thread 'worker-3'").
+    fn label(&self) -> String;
+}
+
+/// A shared deferred-destruction queue (greenlet's `thread_states_to_destroy`
+/// with a choice of [`Policy`] and [`Scheduler`]).
+///
+/// # Example
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use greenlet::cleanup::{CleanupQueue, Manual, Policy, Remains};
+///
+/// static DESTROYED: AtomicUsize = AtomicUsize::new(0);
+/// struct State;
+/// impl Remains for State {
+///     fn destroy(self: Box<Self>) { DESTROYED.fetch_add(1, Ordering::SeqCst); }
+///     fn label(&self) -> String { "a state".into() }
+/// }
+///
+/// let queue = CleanupQueue::new(Policy::Scheduled, Arc::new(Manual));
+/// queue.push(Box::new(State));
+/// queue.push(Box::new(State));
+/// assert_eq!(queue.metrics().schedules_requested, 1); // one drain covers both
+/// queue.drain(); // the application's safe point
+/// assert_eq!(DESTROYED.load(Ordering::SeqCst), 2);
+/// assert!(queue.is_empty());
+/// ```
+pub struct CleanupQueue {
+    core: Mutex<QueueCore<Box<dyn Remains>>>,
+    scheduler: Arc<dyn Scheduler>,
+    finalizer_panics: AtomicU64,
+}
+
+impl CleanupQueue {
+    /// A new, empty queue.
+    pub fn new(policy: Policy, scheduler: Arc<dyn Scheduler>) -> Arc<Self> {
+        Arc::new(CleanupQueue {
+            core: Mutex::new(QueueCore::new(policy)),
+            scheduler,
+            finalizer_panics: AtomicU64::new(0),
+        })
+    }
+
+    /// The policy this queue follows.
+    pub fn policy(&self) -> Policy {
+        self.core.lock().policy()
+    }
+
+    /// The scheduler's name.
+    pub fn scheduler_name(&self) -> &str {
+        self.scheduler.name()
+    }
+
+    /// States waiting for a drain.
+    pub fn len(&self) -> usize {
+        self.core.lock().len()
+    }
+
+    /// Whether no state is waiting.
+    pub fn is_empty(&self) -> bool {
+        self.core.lock().is_empty()
+    }
+
+    /// Drains scheduled and not yet finished.
+    pub fn outstanding(&self) -> u64 {
+        self.core.lock().outstanding()
+    }
+
+    /// The counters so far.
+    pub fn metrics(&self) -> Metrics {
+        self.core.lock().metrics()
+    }
+
+    /// Finalizers that panicked during a drain (each reported on stderr; the
+    /// drain went on).
+    pub fn finalizer_panics(&self) -> u64 {
+        self.finalizer_panics.load(Ordering::Relaxed)
+    }
+
+    /// Enqueue a state (greenlet's `AddToCleanupQueue`), scheduling a drain
+    /// if the policy says so. Runs no user code under the lock.
+    pub fn push(self: &Arc<Self>, state: Box<dyn Remains>) {
+        let action = self.core.lock().push(state);
+        match action {
+            PushAction::Nothing => {}
+            PushAction::Schedule => {
+                if let Err(err) = self.scheduler.schedule(self) {
+                    self.core.lock().schedule_failed();
+                    eprintln!("greenlet: {err}; queued thread states may leak until a later push");
+                }
+            }
+            PushAction::Leaked(state) => {
+                // Leaked on purpose: the host is finalizing and must not run
+                // user code any more.
+                std::mem::forget(state);
+            }
+        }
+    }
+
+    /// Destroy every queued state, newest first, with the lock released while
+    /// each one is destroyed (greenlet's `PendingCallback_DestroyQueue`).
+    /// States pushed meanwhile are taken by this same drain. A finalizer
+    /// that panics is reported and the drain goes on.
+    pub fn drain(&self) {
+        let shield = {
+            let mut core = self.core.lock();
+            core.drain_begin();
+            core.policy().shields()
+        };
+        loop {
+            let next = self.core.lock().drain_next();
+            let Some(state) = next else { break };
+            let mut slot = Some(state);
+            let mut destroy = || {
+                if let Some(state) = slot.take() {
+                    self.destroy_one(state);
+                }
+            };
+            if shield {
+                self.scheduler.shield(&mut destroy);
+            } else {
+                destroy();
+            }
+        }
+        self.core.lock().drain_end();
+    }
+
+    fn destroy_one(&self, state: Box<dyn Remains>) {
+        let label = state.label();
+        if catch_unwind(AssertUnwindSafe(|| state.destroy())).is_err() {
+            self.finalizer_panics.fetch_add(1, Ordering::Relaxed);
+            eprintln!("greenlet: a finalizer of {label} panicked; the cleanup drain goes on");
+        }
+    }
+
+    /// The host is going away: no drain may run user code any more. Queued
+    /// states and every later push are leaked on purpose (never destroyed)
+    /// and counted in [`Metrics::states_leaked`].
+    pub fn finalize(&self) {
+        let stranded = self.core.lock().finalize();
+        for state in stranded {
+            std::mem::forget(state);
+        }
+    }
+}
+
+static DEFAULT_QUEUE: OnceLock<Arc<CleanupQueue>> = OnceLock::new();
+
+thread_local! {
+    static THREAD_QUEUE: RefCell<Option<Arc<CleanupQueue>>> = const { RefCell::new(None) };
+}
+
+/// The process-wide default queue: [`Policy::default`] with the [`Inline`]
+/// scheduler, so a plain Rust program's finalizers run on the dying thread
+/// before its `join` returns.
+pub fn default_queue() -> Arc<CleanupQueue> {
+    Arc::clone(DEFAULT_QUEUE.get_or_init(|| CleanupQueue::new(Policy::default(), Arc::new(Inline))))
+}
+
+/// Choose the queue that the calling thread's state will go to when it exits
+/// (`None`: the default queue). Takes effect for greenlet state created after
+/// the call; call it first thing in a new thread.
+pub fn set_thread_queue(queue: Option<Arc<CleanupQueue>>) {
+    THREAD_QUEUE.with(|q| *q.borrow_mut() = queue);
+}
+
+/// The queue the calling thread's state goes to: the one set with
+/// [`set_thread_queue`], else [`default_queue`]. During thread-local teardown,
+/// when the setting may be gone, the default queue.
+pub fn current_queue() -> Arc<CleanupQueue> {
+    THREAD_QUEUE
+        .try_with(|q| q.borrow().clone())
+        .ok()
+        .flatten()
+        .unwrap_or_else(default_queue)
+}

@@ -1,0 +1,1 @@
+//! Greenlets on corosensei.

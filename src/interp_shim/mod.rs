@@ -1,0 +1,1 @@
+//! A model of CPython's pending calls.

@@ -1,0 +1,13 @@
+//! Stackful greenlets for Rust, with Python greenlet's semantics, a deferred
+//! thread-exit cleanup queue, and a model of CPython's pending calls.
+//!
+//! - [`coroutine`]: greenlets on `corosensei` (per-thread main greenlet,
+//!   symmetric switch, parent chain, throw/kill, tracing, thread affinity).
+//! - [`cleanup`]: the interpreter-agnostic deferred-destruction queue that a
+//!   dying thread hands its remaining state to.
+//! - [`interp_shim`]: a model of CPython 3.11/3.12/3.13 pending calls, GIL,
+//!   eval breaker and tracing, used to reproduce and fix greenlet's livelock.
+
+pub mod cleanup;
+pub mod coroutine;
+pub mod interp_shim;
