@@ -1,0 +1,151 @@
+//! The three CPython versions as data: which recursion guard, which eval
+//! breaker, how big the pending-call ring is, and what happens after the eval
+//! breaker is handled at a traced function entry. The rules in
+//! [`core`](super::core) read these facts; there is one copy of the rules.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// A modelled CPython version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PyVersion {
+    /// CPython 3.11: one shared eval breaker stored by `COMPUTE_EVAL_BREAKER`,
+    /// a process-global `busy`, `DO_TRACING` re-dispatching a traced RESUME.
+    V3_11,
+    /// CPython 3.12: `busy` per interpreter under the pending lock, a final
+    /// recompute in `_Py_HandlePending`, tracing through instrumentation.
+    V3_12,
+    /// CPython 3.13: per-thread eval-breaker bits, `handling_thread`.
+    V3_13,
+}
+
+/// How `make_pending_calls` refuses to recurse.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RecursionGuard {
+    /// `static int busy` in `make_pending_calls` (3.11): a recursive call
+    /// returns 0 and changes nothing.
+    StaticBusy,
+    /// `pending->busy` read and written under `pending->lock` (3.12): same
+    /// outcome, different storage.
+    LockedBusy,
+    /// `pending->handling_thread` (3.13): a recursive call clears the calling
+    /// thread's `CALLS_TO_DO` bit (after setting it on the handling thread,
+    /// which is itself here) and returns 0.
+    HandlingThread,
+}
+
+/// Where the eval breaker lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BreakerModel {
+    /// One int per interpreter, written with a plain store by
+    /// `COMPUTE_EVAL_BREAKER` evaluated as the calling thread (3.11, 3.12).
+    SharedComputed,
+    /// One atomic bit set per thread state (3.13).
+    PerThreadBits,
+}
+
+/// What a traced function entry (RESUME with oparg < 2) does after the eval
+/// breaker was handled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TracedResume {
+    /// 3.11 `DO_TRACING`: checks the breaker before advancing `next_instr`,
+    /// so `DISPATCH()` lands on the same RESUME again.
+    Redispatch,
+    /// 3.12/3.13 `INSTRUMENTED_RESUME`: a `TARGET` that has already advanced;
+    /// execution continues at the next instruction.
+    Continue,
+}
+
+/// The facts of one version that the rules depend on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct VersionSpec {
+    /// Which version.
+    pub version: PyVersion,
+    /// Calls the ring `Py_AddPendingCall` targets can hold: `NPENDINGCALLS`
+    /// is 32 with one slot kept empty in 3.11/3.12 (31); 3.13's main-thread
+    /// queue holds 32.
+    pub ring_capacity: usize,
+    /// The recursion guard of `make_pending_calls`.
+    pub guard: RecursionGuard,
+    /// The eval breaker's representation.
+    pub breaker: BreakerModel,
+    /// The continuation at a traced RESUME.
+    pub traced_resume: TracedResume,
+    /// `_Py_HandlePending` ends with an unconditional `COMPUTE_EVAL_BREAKER`
+    /// (3.12 only).
+    pub final_recompute: bool,
+}
+
+/// Calls one `make_pending_calls` runs at most before returning (the loop
+/// bound `NPENDINGCALLS` in 3.11/3.12, and 3.13's main-thread batch).
+pub const MAX_CALLS_PER_MAKE: u32 = 32;
+
+impl PyVersion {
+    /// Every modelled version, oldest first.
+    pub const ALL: [PyVersion; 3] = [PyVersion::V3_11, PyVersion::V3_12, PyVersion::V3_13];
+
+    /// The facts of this version.
+    pub fn spec(self) -> VersionSpec {
+        match self {
+            PyVersion::V3_11 => VersionSpec {
+                version: self,
+                ring_capacity: 31,
+                guard: RecursionGuard::StaticBusy,
+                breaker: BreakerModel::SharedComputed,
+                traced_resume: TracedResume::Redispatch,
+                final_recompute: false,
+            },
+            PyVersion::V3_12 => VersionSpec {
+                version: self,
+                ring_capacity: 31,
+                guard: RecursionGuard::LockedBusy,
+                breaker: BreakerModel::SharedComputed,
+                traced_resume: TracedResume::Continue,
+                final_recompute: true,
+            },
+            PyVersion::V3_13 => VersionSpec {
+                version: self,
+                ring_capacity: 32,
+                guard: RecursionGuard::HandlingThread,
+                breaker: BreakerModel::PerThreadBits,
+                traced_resume: TracedResume::Continue,
+                final_recompute: false,
+            },
+        }
+    }
+
+    /// "3.11", "3.12" or "3.13".
+    pub fn name(self) -> &'static str {
+        match self {
+            PyVersion::V3_11 => "3.11",
+            PyVersion::V3_12 => "3.12",
+            PyVersion::V3_13 => "3.13",
+        }
+    }
+}
+
+impl fmt::Display for PyVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A version string that is not one of the modelled versions.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unsupported Python version {given:?}: the model covers 3.11, 3.12 and 3.13")]
+pub struct UnknownVersion {
+    /// What was given.
+    pub given: String,
+}
+
+impl FromStr for PyVersion {
+    type Err = UnknownVersion;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        PyVersion::ALL
+            .into_iter()
+            .find(|v| v.name() == s)
+            .ok_or_else(|| UnknownVersion {
+                given: s.to_string(),
+            })
+    }
+}
