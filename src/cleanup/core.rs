@@ -126,6 +126,15 @@ pub enum PushAction<T> {
     Leaked(T),
 }
 
+/// What the caller of [`QueueCore::schedule_failed`] must do next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Retry {
+    /// Ask the scheduler again: the drain still counts as outstanding.
+    Schedule,
+    /// Give up: no drain is outstanding for this push any more.
+    GiveUp,
+}
+
 /// The queue's state: its items, the policy's flags and the metrics.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct QueueCore<T> {
@@ -225,12 +234,13 @@ impl<T> QueueCore<T> {
 
     /// The scheduler refused the drain. `Scheduled`/`Shielded` release their
     /// flag so that the next push retries; the others never retry.
-    pub fn schedule_failed(&mut self) {
+    pub fn schedule_failed(&mut self) -> Retry {
         self.metrics.schedules_failed += 1;
         self.outstanding = self.outstanding.saturating_sub(1);
         if self.policy.uses_scheduled_flag() {
             self.scheduled = false;
         }
+        Retry::GiveUp
     }
 
     /// A drain starts (greenlet's `PendingCallback_DestroyQueue` entered).

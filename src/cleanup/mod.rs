@@ -11,6 +11,6 @@ mod core;
 mod queue;
 mod scheduler;
 
-pub use self::core::{Metrics, Policy, PushAction, QueueCore, UnknownPolicy};
+pub use self::core::{Metrics, Policy, PushAction, QueueCore, Retry, UnknownPolicy};
 pub use self::queue::{current_queue, default_queue, set_thread_queue, CleanupQueue, Remains};
 pub use self::scheduler::{Inline, Manual, Reaper, ScheduleError, Scheduler};

@@ -8,6 +8,7 @@
 //! never the other way round.
 
 pub mod core;
+pub mod explore;
 pub mod version;
 
 pub use self::core::{

@@ -1,0 +1,234 @@
+//! A deterministic explorer of the cleanup protocol over the CPython model:
+//! every interleaving of a scenario's threads, each atomic step of each
+//! thread one transition, decides whether a livelock or a leak is reachable
+//! and prints the shortest schedule that reaches it.
+//!
+//! Owns: the scenarios ([`scenario`]), the explored state and its
+//! transitions ([`model`]), the breadth-first search ([`search`]) and the
+//! table over scenarios × versions × policies × modes.
+//!
+//! Uses the same semantic core as the live runtime — [`InterpCore`] for the
+//! interpreter and [`QueueCore`] for the cleanup policy — and nothing else of
+//! the crate. Every step that touches shared state is one call of a core
+//! method; this module only moves program counters, pushes and pops the main
+//! thread's frames (check site → handling → `make_pending_calls` → drain →
+//! finalizer code) and chooses which thread moves next.
+//!
+//! The state explored is `InterpCore<CallToken>` + `QueueCore<StateToken>` +
+//! the main thread's frame stack + each dying thread's program counter +
+//! events; it is hashed exactly (no compaction), so a "no" is a proof over
+//! every schedule of the scenario. Scenarios are closed and finite (their
+//! loops revisit states), so the bound is the scenario itself; a state
+//! count bound guards against a scenario that grows past it.
+//!
+//! # Example
+//! ```
+//! use greenlet::cleanup::Policy;
+//! use greenlet::interp_shim::explore::{explore, Cell, Mode, ScenarioName};
+//! use greenlet::interp_shim::PyVersion;
+//!
+//! let cell = Cell {
+//!     scenario: ScenarioName::Seed,
+//!     version: PyVersion::V3_11,
+//!     policy: Policy::Legacy,
+//!     mode: Mode::Trace,
+//! };
+//! let verdict = explore(cell, 1_000_000).unwrap();
+//! assert!(verdict.livelock_reachable());
+//! let schedule = verdict.livelock.unwrap();
+//! assert!(schedule.to_string().contains("LIVELOCK"));
+//! ```
+//!
+//! [`InterpCore`]: crate::interp_shim::InterpCore
+//! [`QueueCore`]: crate::cleanup::QueueCore
+
+pub mod model;
+pub mod scenario;
+pub mod search;
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::cleanup::Policy;
+use crate::interp_shim::PyVersion;
+
+pub use self::scenario::{Scenario, ScenarioName, ThreadSpec, UnknownScenario};
+pub use self::search::{explore, BoundExceeded, Counterexample, Verdict};
+
+/// The default bound on distinct states per cell.
+pub const DEFAULT_BOUND: usize = 4_000_000;
+
+/// How the main thread is instrumented.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Mode {
+    /// `sys.settrace` on the main thread.
+    Trace,
+    /// `sys.setprofile` on the main thread.
+    Profile,
+    /// Neither.
+    None,
+}
+
+impl Mode {
+    /// Every mode.
+    pub const ALL: [Mode; 3] = [Mode::Trace, Mode::Profile, Mode::None];
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Trace => "trace",
+            Mode::Profile => "profile",
+            Mode::None => "none",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A mode name that is not one of [`Mode::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown mode {given:?}: expected one of trace, profile, none")]
+pub struct UnknownMode {
+    /// What was given.
+    pub given: String,
+}
+
+impl FromStr for Mode {
+    type Err = UnknownMode;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Mode::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| UnknownMode {
+                given: s.to_string(),
+            })
+    }
+}
+
+/// One cell of the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Cell {
+    /// The scenario.
+    pub scenario: ScenarioName,
+    /// The CPython version.
+    pub version: PyVersion,
+    /// The cleanup policy.
+    pub policy: Policy,
+    /// Tracing on the main thread.
+    pub mode: Mode,
+}
+
+impl fmt::Display for Cell {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} python {} policy {} mode {}",
+            self.scenario, self.version, self.policy, self.mode
+        )
+    }
+}
+
+impl Cell {
+    /// Every cell: scenarios × versions × policies × modes.
+    ///
+    /// ```
+    /// use greenlet::cleanup::Policy;
+    /// use greenlet::interp_shim::explore::Cell;
+    /// assert_eq!(Cell::all().len(), 4 * 3 * Policy::ALL.len() * 3);
+    /// ```
+    pub fn all() -> Vec<Cell> {
+        let mut cells = Vec::new();
+        for scenario in ScenarioName::ALL {
+            for version in PyVersion::ALL {
+                for policy in Policy::ALL {
+                    for mode in Mode::ALL {
+                        cells.push(Cell {
+                            scenario,
+                            version,
+                            policy,
+                            mode,
+                        });
+                    }
+                }
+            }
+        }
+        cells
+    }
+}
+
+/// The header of the tab-separated table.
+pub const TSV_HEADER: &str = "scenario\tpython\tpolicy\tmode\tlivelock\tleak";
+
+fn yes_no(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+impl Verdict {
+    /// The cell as one tab-separated row under [`TSV_HEADER`].
+    ///
+    /// ```
+    /// use greenlet::cleanup::Policy;
+    /// use greenlet::interp_shim::explore::{explore, Cell, Mode, ScenarioName, DEFAULT_BOUND};
+    /// use greenlet::interp_shim::PyVersion;
+    ///
+    /// let cell = Cell { scenario: ScenarioName::Seed, version: PyVersion::V3_12,
+    ///                   policy: Policy::Legacy, mode: Mode::Trace };
+    /// let row = explore(cell, DEFAULT_BOUND).unwrap().tsv_row();
+    /// assert_eq!(row, "seed\t3.12\tlegacy\ttrace\tno\tno");
+    /// ```
+    pub fn tsv_row(&self) -> String {
+        format!(
+            "{}\t{}\t{}\t{}\t{}\t{}",
+            self.cell.scenario,
+            self.cell.version,
+            self.cell.policy,
+            self.cell.mode,
+            yes_no(self.livelock_reachable()),
+            yes_no(self.leak_reachable()),
+        )
+    }
+
+    /// The summary lines of the cell (without the counterexamples).
+    pub fn summary(&self) -> String {
+        let len = |c: &Option<Counterexample>| match c {
+            Some(c) => c.len().to_string(),
+            None => "-".into(),
+        };
+        let mut s = format!(
+            "{}\n  transitions explored: {}\n  states visited: {}\n  livelock reachable: {} \
+             (counterexample length {})\n  leak reachable: {} (counterexample length {})\n  \
+             leaked on purpose at finalization (most): {}\n  time: {:.3} s ({:.0} states/s)",
+            self.cell,
+            self.transitions,
+            self.states,
+            yes_no(self.livelock_reachable()),
+            len(&self.livelock),
+            yes_no(self.leak_reachable()),
+            len(&self.leak),
+            self.leaked_on_purpose,
+            self.elapsed.as_secs_f64(),
+            self.states_per_second(),
+        );
+        if let Some(stuck) = &self.stuck {
+            s.push_str(&format!(
+                "\n  MODEL ERROR: a state where no thread can move ({} steps)",
+                stuck.len()
+            ));
+        }
+        if self.inconsistent > 0 {
+            s.push_str(&format!(
+                "\n  MODEL ERROR: {} quiescent states with queued states and a drain counted outstanding",
+                self.inconsistent
+            ));
+        }
+        s
+    }
+}

@@ -1,0 +1,860 @@
+//! The explored state and its transitions: the semantic core
+//! ([`InterpCore`] and [`QueueCore`]) plus every thread's program counter and
+//! the main thread's frame stack, with each atomic step of each thread as one
+//! explicit transition that calls the core.
+//!
+//! Nothing here restates a rule of CPython or of a cleanup policy: where a
+//! thread touches shared state, the step is one call of a core method, and
+//! the driver only moves program counters and pushes and pops frames.
+
+use std::fmt;
+
+use crate::cleanup::{Policy, PushAction, QueueCore, Retry};
+use crate::interp_shim::{CheckSite, Continuation, InterpCore, MakeBegin, ThreadIdx, MAIN_THREAD};
+
+use super::scenario::{Cond, Op, Scenario, ThreadOp};
+use super::Mode;
+
+/// A call in the pending-call ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CallToken {
+    /// greenlet's `PendingCallback_DestroyQueue`: a drain of the cleanup queue.
+    Drain,
+    /// A C-level pending call of the main thread's own; returns at once.
+    Other,
+}
+
+/// A queued thread state: the index of the dying thread it belonged to.
+pub type StateToken = u8;
+
+/// Which program a code frame runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ProgRef {
+    /// The main thread's own program.
+    Main,
+    /// The finalizer of dying thread `n`'s state.
+    Finalizer(u8),
+}
+
+/// Where a code frame is inside its current operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Wait {
+    /// About to run the operation (for a check site: about to test the
+    /// eval breaker). The thread holds the GIL.
+    Ready,
+    /// Dropped the GIL (sleep, block), waiting to take it back.
+    Gil,
+    /// Blocked without the GIL until the operation's condition holds.
+    Cond,
+}
+
+/// A stage of handling the eval breaker at a check site
+/// (`eval_frame_handle_pending` / `_Py_HandlePending`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HandleStage {
+    /// Signals first.
+    Signals,
+    /// Then pending calls: `calls_to_do` tested and `make_pending_calls`
+    /// entered.
+    Calls,
+    /// Then the drop request.
+    Drop,
+    /// Dropped the GIL on request; waiting to take it back.
+    Regain,
+    /// The end: 3.12's final recompute and the continuation.
+    End,
+}
+
+/// A stage of the drain (`PendingCallback_DestroyQueue`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DrainStage {
+    /// Entered.
+    Begin,
+    /// About to take the next state.
+    Next,
+    /// `Shielded`: about to suspend tracing before destroying this state.
+    Shield(StateToken),
+    /// `Shielded`: the destruction returned; about to resume tracing.
+    Unshield,
+    /// Found the queue empty; about to return.
+    End,
+}
+
+/// A frame on the main thread's stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Frame {
+    /// Simulated Python code.
+    Code {
+        /// Which program.
+        prog: ProgRef,
+        /// The operation.
+        pc: u8,
+        /// Where inside it.
+        wait: Wait,
+    },
+    /// Handling the eval breaker at the check site of the code frame below.
+    Handle {
+        /// The check site.
+        site: CheckSite,
+        /// The stage.
+        stage: HandleStage,
+    },
+    /// `make_pending_calls`' loop, at iteration `iter`.
+    Make {
+        /// Calls popped so far.
+        iter: u8,
+    },
+    /// A drain, run as the pending call the frame below popped.
+    Drain {
+        /// The stage.
+        stage: DrainStage,
+    },
+}
+
+/// Where a dying thread is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Dying {
+    /// Its operation ([`ThreadSpec::ops`](super::ThreadSpec::ops)); finished at the end.
+    pub pc: u8,
+    /// Where inside it.
+    pub sub: u8,
+}
+
+// Sub-steps of ThreadOp::Python.
+const PY_WAIT: u8 = 0;
+const PY_HOLD: u8 = 1;
+// Sub-steps of ThreadOp::Die.
+const DIE_PUSH: u8 = 0;
+const DIE_ADD: u8 = 1;
+const DIE_SIGNAL_OK: u8 = 2;
+const DIE_SIGNAL_FAILED: u8 = 3;
+const DIE_FAILED: u8 = 4;
+
+/// One explored state.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct State {
+    /// The interpreter.
+    pub py: InterpCore<CallToken>,
+    /// The cleanup queue.
+    pub queue: QueueCore<StateToken>,
+    /// The main thread's frames, innermost last; empty once it finished.
+    pub main: Vec<Frame>,
+    /// The dying threads (interpreter thread `i + 1`).
+    pub dying: Vec<Dying>,
+    /// Events set, one bit each.
+    pub events: u8,
+}
+
+/// What one step did: the thread and the action, for counterexamples.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Step {
+    /// The interpreter thread that took the step.
+    pub thread: ThreadIdx,
+    /// What it did.
+    pub action: Action,
+}
+
+/// The actions, each one atomic step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// A check site found the breaker clear and went on.
+    CheckClear(CheckSite),
+    /// A check site found the breaker set and began handling it.
+    CheckSet(CheckSite),
+    /// `take_signals` (none pending in these scenarios, or unsignalled).
+    Signals(bool),
+    /// `calls_to_do` clear: `make_pending_calls` not entered.
+    NoCalls,
+    /// `make_pending_calls` entered with this outcome.
+    MakeBegin(MakeBegin),
+    /// No drop request.
+    NoDrop,
+    /// Dropped the GIL on a drop request.
+    DropOnRequest,
+    /// `handle_pending_end` and the continuation.
+    HandleEnd(Continuation),
+    /// `make_pending_calls` popped this call and ran it (a drain starts).
+    Pop(CallToken),
+    /// `make_pending_calls` found nothing (or hit its bound) and returned.
+    MakeEnd,
+    /// `drain_begin`.
+    DrainBegin,
+    /// `drain_next` popped this state (and, unshielded, starts destroying it).
+    DrainPop(StateToken),
+    /// `drain_next` found the queue empty and released the policy's flags.
+    DrainEmpty,
+    /// `enter_tracing` before destroying this state.
+    EnterTracing(StateToken),
+    /// `leave_tracing` after a destruction.
+    LeaveTracing,
+    /// `drain_end`: the drain returns.
+    DrainEnd,
+    /// A finalizer or the main program evaluated a condition.
+    Test(Cond, bool),
+    /// Dropped the GIL to sleep.
+    Sleep,
+    /// Dropped the GIL to block.
+    Block(Cond),
+    /// Took the GIL (`take_gil` recomputes the breaker as this thread).
+    TakeGil,
+    /// Waited a switch interval and asked the holder to drop the GIL.
+    RequestDrop,
+    /// Set an event.
+    SetEvent(u8),
+    /// `Py_FinalizeEx` began; the cleanup queue finalized.
+    Finalize,
+    /// A dying thread ran Python code and dropped the GIL.
+    DropGil,
+    /// A dying thread found the interpreter finalizing at `take_gil` and exited.
+    ExitAtTakeGil,
+    /// A dying thread's wait ended.
+    Woke(Cond),
+    /// A dying thread pushed its state; the policy said this.
+    Push(PushOutcome),
+    /// `Py_AddPendingCall`'s push: succeeded or found the ring full.
+    AddPending(bool),
+    /// `Py_AddPendingCall`'s signal (after a failed push: still signals).
+    Signal,
+    /// The failed schedule reported to the queue; it asks for a retry or not.
+    ScheduleFailed(bool),
+}
+
+/// What [`QueueCore::push`] answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PushOutcome {
+    /// Schedule a drain.
+    Schedule,
+    /// Nothing to do.
+    Nothing,
+    /// The queue is finalized: leaked on purpose.
+    Leaked,
+}
+
+/// The scenario, version, policy and mode a state space is built from.
+pub struct Model<'a> {
+    /// The scenario.
+    pub scenario: &'a Scenario,
+}
+
+impl<'a> Model<'a> {
+    /// The initial state.
+    pub fn initial(
+        &self,
+        version: crate::interp_shim::PyVersion,
+        policy: Policy,
+        mode: Mode,
+    ) -> State {
+        let mut py = InterpCore::new(version);
+        for _ in &self.scenario.threads {
+            py.add_thread();
+        }
+        match mode {
+            Mode::Trace => py.set_trace(MAIN_THREAD, true),
+            Mode::Profile => py.set_profile(MAIN_THREAD, true),
+            Mode::None => {}
+        }
+        if self.scenario.ring_full_at_start {
+            while py.add_pending_push(CallToken::Other).is_ok() {}
+            py.add_pending_signal(MAIN_THREAD);
+        }
+        State {
+            py,
+            queue: QueueCore::new(policy),
+            main: vec![Frame::Code {
+                prog: ProgRef::Main,
+                pc: 0,
+                wait: Wait::Ready,
+            }],
+            dying: vec![Dying { pc: 0, sub: 0 }; self.scenario.threads.len()],
+            events: 0,
+        }
+    }
+
+    fn ops(&self, prog: ProgRef) -> &'a [Op] {
+        match prog {
+            ProgRef::Main => &self.scenario.main.ops,
+            ProgRef::Finalizer(n) => &self.scenario.threads[n as usize].finalizer.ops,
+        }
+    }
+
+    /// The frame name of a program.
+    pub fn prog_name(&self, prog: ProgRef) -> &'a str {
+        match prog {
+            ProgRef::Main => self.scenario.main.name,
+            ProgRef::Finalizer(n) => self.scenario.threads[n as usize].finalizer.name,
+        }
+    }
+
+    /// The display name of interpreter thread `t`.
+    pub fn thread_name(&self, t: ThreadIdx) -> &'a str {
+        if t == MAIN_THREAD {
+            "main"
+        } else {
+            self.scenario.threads[t - 1].name
+        }
+    }
+
+    /// Whether dying thread `t` (0-based) has finished.
+    pub fn finished(&self, st: &State, t: usize) -> bool {
+        st.dying[t].pc as usize >= self.scenario.threads[t].ops.len()
+    }
+
+    fn cond(&self, st: &State, c: Cond) -> bool {
+        match c {
+            Cond::QueueNonEmpty => !st.queue.is_empty(),
+            Cond::RingEmpty => st.py.ring_len() == 0,
+            Cond::Event(n) => st.events & (1 << n) != 0,
+            Cond::ThreadDone(n) => self.finished(st, n as usize),
+        }
+    }
+
+    /// The main thread has finished its program.
+    pub fn main_done(&self, st: &State) -> bool {
+        st.main.is_empty()
+    }
+
+    /// Quiescence: every dying thread finished; the main thread is in its
+    /// idle loop with nothing below (no handler, no pending call running) and
+    /// the ring is empty, so nothing will ever run a drain again.
+    pub fn quiescent(&self, st: &State) -> bool {
+        let idle = match (st.main.as_slice(), self.scenario.idle_from) {
+            (
+                [Frame::Code {
+                    prog: ProgRef::Main,
+                    pc,
+                    ..
+                }],
+                Some(from),
+            ) => *pc >= from,
+            _ => false,
+        };
+        idle && (0..st.dying.len()).all(|t| self.finished(st, t))
+            && st.py.ring_len() == 0
+            && !st.py.busy()
+    }
+
+    /// If the main thread is ready at a `RESUME`, the index of that code frame.
+    pub fn main_at_resume(&self, st: &State) -> Option<usize> {
+        let idx = st.main.len().checked_sub(1)?;
+        match st.main[idx] {
+            Frame::Code {
+                prog,
+                pc,
+                wait: Wait::Ready,
+            } => matches!(self.ops(prog).get(pc as usize), Some(Op::Enter(_))).then_some(idx),
+            _ => None,
+        }
+    }
+
+    /// Every step any thread can take from `st`, with the state after it.
+    pub fn successors(&self, st: &State, out: &mut Vec<(Step, State)>) {
+        out.clear();
+        self.main_steps(st, out);
+        for t in 0..st.dying.len() {
+            self.dying_steps(st, t, out);
+        }
+    }
+
+    /// The steps the main thread can take (at most two: take the GIL, or ask
+    /// for it).
+    pub fn main_steps(&self, st: &State, out: &mut Vec<(Step, State)>) {
+        let Some(&top) = st.main.last() else { return };
+        let mut push = |action: Action, next: State| {
+            out.push((
+                Step {
+                    thread: MAIN_THREAD,
+                    action,
+                },
+                next,
+            ))
+        };
+        match top {
+            Frame::Code { prog, pc, wait } => {
+                let op = self.ops(prog)[pc as usize];
+                match wait {
+                    Wait::Gil => self.gil_wait(st, MAIN_THREAD, |s| advance(self, s), &mut push),
+                    Wait::Cond => {
+                        let Op::Block(c) = op else {
+                            unreachable_state()
+                        };
+                        if self.cond(st, c) {
+                            self.gil_wait(st, MAIN_THREAD, |s| advance(self, s), &mut push);
+                        }
+                    }
+                    Wait::Ready => self.main_ready(st, op, &mut push),
+                }
+            }
+            Frame::Handle { site, stage } => {
+                let mut s = st.clone();
+                let set_stage = |s: &mut State, stage: HandleStage| {
+                    if let Some(Frame::Handle { stage: st, .. }) = s.main.last_mut() {
+                        *st = stage;
+                    }
+                };
+                match stage {
+                    HandleStage::Signals => {
+                        let took = s.py.take_signals(MAIN_THREAD);
+                        set_stage(&mut s, HandleStage::Calls);
+                        push(Action::Signals(took), s);
+                    }
+                    HandleStage::Calls => {
+                        set_stage(&mut s, HandleStage::Drop);
+                        if s.py.wants_pending_calls(MAIN_THREAD) {
+                            let begin = s.py.make_pending_calls_begin(MAIN_THREAD);
+                            if begin == MakeBegin::Started {
+                                s.main.push(Frame::Make { iter: 0 });
+                            }
+                            push(Action::MakeBegin(begin), s);
+                        } else {
+                            push(Action::NoCalls, s);
+                        }
+                    }
+                    HandleStage::Drop => {
+                        if s.py.drop_requested(MAIN_THREAD) {
+                            s.py.drop_gil(MAIN_THREAD);
+                            set_stage(&mut s, HandleStage::Regain);
+                            push(Action::DropOnRequest, s);
+                        } else {
+                            set_stage(&mut s, HandleStage::End);
+                            push(Action::NoDrop, s);
+                        }
+                    }
+                    HandleStage::Regain => self.gil_wait(
+                        st,
+                        MAIN_THREAD,
+                        |s| set_stage(s, HandleStage::End),
+                        &mut push,
+                    ),
+                    HandleStage::End => {
+                        s.py.handle_pending_end(MAIN_THREAD);
+                        let cont = s.py.continuation(MAIN_THREAD, site);
+                        s.main.pop();
+                        if cont == Continuation::Continue {
+                            advance(self, &mut s);
+                        }
+                        push(Action::HandleEnd(cont), s);
+                    }
+                }
+            }
+            Frame::Make { iter } => {
+                let mut s = st.clone();
+                match s.py.make_pending_calls_pop(u32::from(iter)) {
+                    Some(call) => {
+                        if let Some(Frame::Make { iter }) = s.main.last_mut() {
+                            *iter += 1;
+                        }
+                        if call == CallToken::Drain {
+                            s.main.push(Frame::Drain {
+                                stage: DrainStage::Begin,
+                            });
+                        }
+                        push(Action::Pop(call), s);
+                    }
+                    None => {
+                        s.py.make_pending_calls_end(MAIN_THREAD, false);
+                        s.main.pop();
+                        push(Action::MakeEnd, s);
+                    }
+                }
+            }
+            Frame::Drain { stage } => {
+                let mut s = st.clone();
+                let set_stage = |s: &mut State, stage: DrainStage| {
+                    if let Some(Frame::Drain { stage: st }) = s.main.last_mut() {
+                        *st = stage;
+                    }
+                };
+                match stage {
+                    DrainStage::Begin => {
+                        s.queue.drain_begin();
+                        set_stage(&mut s, DrainStage::Next);
+                        push(Action::DrainBegin, s);
+                    }
+                    DrainStage::Next => match s.queue.drain_next() {
+                        Some(token) => {
+                            if s.queue.policy().shields() {
+                                set_stage(&mut s, DrainStage::Shield(token));
+                            } else {
+                                self.call(&mut s, ProgRef::Finalizer(token));
+                            }
+                            push(Action::DrainPop(token), s);
+                        }
+                        None => {
+                            set_stage(&mut s, DrainStage::End);
+                            push(Action::DrainEmpty, s);
+                        }
+                    },
+                    DrainStage::Shield(token) => {
+                        s.py.enter_tracing(MAIN_THREAD);
+                        set_stage(&mut s, DrainStage::Unshield);
+                        self.call(&mut s, ProgRef::Finalizer(token));
+                        push(Action::EnterTracing(token), s);
+                    }
+                    DrainStage::Unshield => {
+                        s.py.leave_tracing(MAIN_THREAD);
+                        set_stage(&mut s, DrainStage::Next);
+                        push(Action::LeaveTracing, s);
+                    }
+                    DrainStage::End => {
+                        s.queue.drain_end();
+                        s.main.pop();
+                        push(Action::DrainEnd, s);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Start running `prog` on the main thread (a finalizer called by the
+    /// drain); an empty program returns at once.
+    fn call(&self, s: &mut State, prog: ProgRef) {
+        if !self.ops(prog).is_empty() {
+            s.main.push(Frame::Code {
+                prog,
+                pc: 0,
+                wait: Wait::Ready,
+            });
+        }
+    }
+
+    fn main_ready(&self, st: &State, op: Op, push: &mut impl FnMut(Action, State)) {
+        let mut s = st.clone();
+        match op {
+            Op::Enter(_) | Op::AfterCall | Op::Loop(_) => {
+                let site = match op {
+                    Op::Enter(_) => CheckSite::Resume,
+                    Op::AfterCall => CheckSite::AfterCall,
+                    _ => CheckSite::BackwardJump,
+                };
+                if s.py.breaker_set(MAIN_THREAD) {
+                    s.main.push(Frame::Handle {
+                        site,
+                        stage: HandleStage::Signals,
+                    });
+                    push(Action::CheckSet(site), s);
+                } else {
+                    advance(self, &mut s);
+                    push(Action::CheckClear(site), s);
+                }
+            }
+            Op::JumpIf(c, target) => {
+                let holds = self.cond(&s, c);
+                if holds {
+                    set_pc(self, &mut s, target);
+                } else {
+                    advance(self, &mut s);
+                }
+                push(Action::Test(c, holds), s);
+            }
+            Op::Sleep => {
+                s.py.drop_gil(MAIN_THREAD);
+                set_wait(&mut s, Wait::Gil);
+                push(Action::Sleep, s);
+            }
+            Op::Block(c) => {
+                s.py.drop_gil(MAIN_THREAD);
+                set_wait(&mut s, Wait::Cond);
+                push(Action::Block(c), s);
+            }
+            Op::SetEvent(n) => {
+                s.events |= 1 << n;
+                advance(self, &mut s);
+                push(Action::SetEvent(n), s);
+            }
+            Op::Finalize => {
+                s.py.finalize();
+                // Leaked on purpose: the host runs no user code any more.
+                let _ = s.queue.finalize();
+                advance(self, &mut s);
+                push(Action::Finalize, s);
+            }
+        }
+    }
+
+    /// A thread waiting for the GIL: take it if it can (then `then`), or,
+    /// after a switch interval, ask the holder to drop it.
+    fn gil_wait(
+        &self,
+        st: &State,
+        t: ThreadIdx,
+        then: impl FnOnce(&mut State),
+        push: &mut impl FnMut(Action, State),
+    ) {
+        if st.py.can_take_gil(t) {
+            let mut s = st.clone();
+            s.py.take_gil(t);
+            then(&mut s);
+            push(Action::TakeGil, s);
+        }
+        if let Some(holder) = st.py.gil_holder() {
+            if holder != t && !st.py.drop_requested(holder) {
+                let mut s = st.clone();
+                s.py.request_drop(t);
+                push(Action::RequestDrop, s);
+            }
+        }
+    }
+
+    /// The steps dying thread `t` (0-based; interpreter thread `t + 1`) can take.
+    pub fn dying_steps(&self, st: &State, t: usize, out: &mut Vec<(Step, State)>) {
+        let tid = t + 1;
+        let Dying { pc, sub } = st.dying[t];
+        let Some(&op) = self.scenario.threads[t].ops.get(pc as usize) else {
+            return;
+        };
+        let mut push = |action: Action, next: State| {
+            out.push((
+                Step {
+                    thread: tid,
+                    action,
+                },
+                next,
+            ))
+        };
+        let set = |s: &mut State, pc: u8, sub: u8| s.dying[t] = Dying { pc, sub };
+        match op {
+            ThreadOp::Python => match sub {
+                PY_WAIT if st.py.is_finalizing() => {
+                    let mut s = st.clone();
+                    set(&mut s, pc + 1, 0);
+                    push(Action::ExitAtTakeGil, s);
+                }
+                PY_WAIT => self.gil_wait(st, tid, |s| set(s, pc, PY_HOLD), &mut push),
+                _ => {
+                    let mut s = st.clone();
+                    s.py.drop_gil(tid);
+                    set(&mut s, pc + 1, 0);
+                    push(Action::DropGil, s);
+                }
+            },
+            ThreadOp::Wait(c) => {
+                if self.cond(st, c) {
+                    let mut s = st.clone();
+                    set(&mut s, pc + 1, 0);
+                    push(Action::Woke(c), s);
+                }
+            }
+            ThreadOp::Die => {
+                let mut s = st.clone();
+                match sub {
+                    DIE_PUSH => {
+                        let outcome = match s.queue.push(t as StateToken) {
+                            PushAction::Schedule => {
+                                set(&mut s, pc, DIE_ADD);
+                                PushOutcome::Schedule
+                            }
+                            PushAction::Nothing => {
+                                set(&mut s, pc + 1, 0);
+                                PushOutcome::Nothing
+                            }
+                            PushAction::Leaked(_) => {
+                                set(&mut s, pc + 1, 0);
+                                PushOutcome::Leaked
+                            }
+                        };
+                        push(Action::Push(outcome), s);
+                    }
+                    DIE_ADD => {
+                        let ok = s.py.add_pending_push(CallToken::Drain).is_ok();
+                        set(
+                            &mut s,
+                            pc,
+                            if ok { DIE_SIGNAL_OK } else { DIE_SIGNAL_FAILED },
+                        );
+                        push(Action::AddPending(ok), s);
+                    }
+                    DIE_SIGNAL_OK | DIE_SIGNAL_FAILED => {
+                        s.py.add_pending_signal(tid);
+                        if sub == DIE_SIGNAL_OK {
+                            set(&mut s, pc + 1, 0);
+                        } else {
+                            set(&mut s, pc, DIE_FAILED);
+                        }
+                        push(Action::Signal, s);
+                    }
+                    _ => {
+                        let retry = s.queue.schedule_failed() == Retry::Schedule;
+                        if retry {
+                            set(&mut s, pc, DIE_ADD);
+                        } else {
+                            set(&mut s, pc + 1, 0);
+                        }
+                        push(Action::ScheduleFailed(retry), s);
+                    }
+                }
+            }
+        }
+    }
+
+    /// One line describing a step.
+    pub fn describe(&self, step: Step) -> String {
+        let who = format!("T{} {}", step.thread, self.thread_name(step.thread));
+        format!("{who}: {}", ActionText(step.action))
+    }
+
+    /// The main thread's stack, innermost first, as frame names.
+    pub fn main_stack(&self, st: &State) -> String {
+        if st.main.is_empty() {
+            return "(finished)".into();
+        }
+        let mut parts = Vec::new();
+        for f in st.main.iter().rev() {
+            parts.push(match *f {
+                Frame::Code { prog, pc, wait } => {
+                    let op = self.ops(prog)[pc as usize];
+                    let w = match wait {
+                        Wait::Ready => "",
+                        Wait::Gil => " (waiting for the GIL)",
+                        Wait::Cond => " (blocked)",
+                    };
+                    format!("{}@{pc}:{}{w}", self.prog_name(prog), OpText(op))
+                }
+                Frame::Handle { site, stage } => format!("handle_pending[{site:?}:{stage:?}]"),
+                Frame::Make { iter } => format!("make_pending_calls[iter {iter}]"),
+                Frame::Drain { stage } => format!("DestroyQueue[{stage:?}]"),
+            });
+        }
+        parts.join(" < ")
+    }
+
+    /// The state in one line: the interpreter, the queue, the threads.
+    pub fn describe_state(&self, st: &State) -> String {
+        let dying: Vec<String> = st
+            .dying
+            .iter()
+            .enumerate()
+            .map(|(t, d)| {
+                let spec = &self.scenario.threads[t];
+                match spec.ops.get(d.pc as usize) {
+                    None => format!("{}=done", spec.name),
+                    Some(op) => format!("{}={op:?}/{}", spec.name, d.sub),
+                }
+            })
+            .collect();
+        format!(
+            "{} tracing_suspended={} | queue len={} draining={} scheduled={} outstanding={} | {} | main: {}",
+            st.py.summary(),
+            u8::from(!st.py.is_traced(MAIN_THREAD) && st.py.summary().main_traced),
+            st.queue.len(),
+            u8::from(st.queue.draining_flag()),
+            u8::from(st.queue.scheduled_flag()),
+            st.queue.outstanding(),
+            dying.join(" "),
+            self.main_stack(st),
+        )
+    }
+}
+
+/// A frame stack that cannot occur (a code frame waiting on an operation
+/// that does not wait). The driver only builds stacks it can continue.
+fn unreachable_state() -> ! {
+    unreachable!("explorer: a code frame waits on an operation that does not wait")
+}
+
+fn set_wait(s: &mut State, w: Wait) {
+    if let Some(Frame::Code { wait, .. }) = s.main.last_mut() {
+        *wait = w;
+    }
+}
+
+fn set_pc(model: &Model<'_>, s: &mut State, target: u8) {
+    if let Some(Frame::Code { pc, wait, .. }) = s.main.last_mut() {
+        *pc = target;
+        *wait = Wait::Ready;
+    }
+    pop_finished(model, s);
+}
+
+/// The top code frame's operation is done: go to the next one (a loop: its
+/// target) and pop the frame when its program ends.
+fn advance(model: &Model<'_>, s: &mut State) {
+    if let Some(Frame::Code { prog, pc, wait }) = s.main.last_mut() {
+        let next = match model.ops(*prog)[*pc as usize] {
+            Op::Loop(target) => target,
+            _ => *pc + 1,
+        };
+        *pc = next;
+        *wait = Wait::Ready;
+    }
+    pop_finished(model, s);
+}
+
+fn pop_finished(model: &Model<'_>, s: &mut State) {
+    if let Some(Frame::Code { prog, pc, .. }) = s.main.last() {
+        if *pc as usize >= model.ops(*prog).len() {
+            s.main.pop();
+        }
+    }
+}
+
+struct OpText(Op);
+
+impl fmt::Display for OpText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Op::Enter(name) => write!(f, "call {name}() (RESUME)"),
+            Op::AfterCall => f.write_str("after call"),
+            Op::Loop(t) => write!(f, "loop back to {t}"),
+            Op::JumpIf(c, t) => write!(f, "if {c:?} goto {t}"),
+            Op::Sleep => f.write_str("time.sleep()"),
+            Op::Block(c) => write!(f, "wait until {c:?}"),
+            Op::SetEvent(n) => write!(f, "set event {n}"),
+            Op::Finalize => f.write_str("Py_FinalizeEx()"),
+        }
+    }
+}
+
+struct ActionText(Action);
+
+impl fmt::Display for ActionText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Action::CheckClear(site) => write!(f, "check site {site:?}: eval breaker clear, go on"),
+            Action::CheckSet(site) => {
+                write!(f, "check site {site:?}: eval breaker set -> handle_pending")
+            }
+            Action::Signals(took) => write!(f, "handle: signals (ran handlers: {took})"),
+            Action::NoCalls => f.write_str("handle: calls_to_do clear"),
+            Action::MakeBegin(b) => write!(f, "handle: make_pending_calls -> {b:?}"),
+            Action::NoDrop => f.write_str("handle: no drop request"),
+            Action::DropOnRequest => f.write_str("handle: drop request -> drop_gil"),
+            Action::HandleEnd(c) => write!(f, "handle: end -> {c:?}"),
+            Action::Pop(c) => write!(f, "make_pending_calls: pop and run {c:?}"),
+            Action::MakeEnd => f.write_str("make_pending_calls: ring empty -> return (busy = 0)"),
+            Action::DrainBegin => f.write_str("DestroyQueue: begin"),
+            Action::DrainPop(s) => write!(f, "DestroyQueue: pop state of thread {}", s + 1),
+            Action::DrainEmpty => f.write_str("DestroyQueue: queue empty -> flags released"),
+            Action::EnterTracing(s) => {
+                write!(
+                    f,
+                    "DestroyQueue: EnterTracing, destroy state of thread {}",
+                    s + 1
+                )
+            }
+            Action::LeaveTracing => f.write_str("DestroyQueue: LeaveTracing"),
+            Action::DrainEnd => f.write_str("DestroyQueue: return"),
+            Action::Test(c, v) => write!(f, "test {c:?} -> {v}"),
+            Action::Sleep => f.write_str("time.sleep: drop_gil"),
+            Action::Block(c) => write!(f, "block until {c:?}: drop_gil"),
+            Action::TakeGil => f.write_str("take_gil (breaker recomputed as this thread)"),
+            Action::RequestDrop => f.write_str("waited 5 ms for the GIL: SET_GIL_DROP_REQUEST"),
+            Action::SetEvent(n) => write!(f, "set event {n}"),
+            Action::Finalize => f.write_str("Py_FinalizeEx begins; cleanup queue finalized"),
+            Action::DropGil => f.write_str("ran Python code; drop_gil"),
+            Action::ExitAtTakeGil => f.write_str("take_gil while finalizing: thread exits"),
+            Action::Woke(c) => write!(f, "woke: {c:?}"),
+            Action::Push(o) => write!(f, "dies: push state onto the cleanup queue -> {o:?}"),
+            Action::AddPending(ok) => write!(
+                f,
+                "Py_AddPendingCall: push -> {}",
+                if ok { "ok" } else { "ring full" }
+            ),
+            Action::Signal => f.write_str("Py_AddPendingCall: SIGNAL_PENDING_CALLS as this thread"),
+            Action::ScheduleFailed(retry) => write!(
+                f,
+                "schedule failed, reported to the queue -> {}",
+                if retry { "retry" } else { "give up" }
+            ),
+        }
+    }
+}

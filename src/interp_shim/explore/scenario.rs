@@ -1,0 +1,316 @@
+//! The scenarios the explorer runs: small, closed programs for the main
+//! thread, for the threads that die, and for the finalizers their states
+//! carry, written in a handful of operations that matter to pending calls.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// A condition a thread can wait for or test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Cond {
+    /// The cleanup queue holds at least one state (greenlet's
+    /// `get_pending_cleanup_count() > 0`).
+    QueueNonEmpty,
+    /// The pending-call ring is empty.
+    RingEmpty,
+    /// Event `n` was set (a `threading.Event`).
+    Event(u8),
+    /// Dying thread `n` (its index in [`Scenario::threads`]) has finished.
+    ThreadDone(u8),
+}
+
+/// One operation of simulated Python code run with the GIL held (by the main
+/// thread: its own code, and the finalizers a drain runs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// Call a Python function: its `RESUME` (oparg 0) is a check site.
+    Enter(&'static str),
+    /// The check site after a non-inlined call returns.
+    AfterCall,
+    /// A backward jump (a loop iteration) to `pc`: a check site.
+    Loop(u8),
+    /// Go to `pc` (forward, no check site) if the condition holds.
+    JumpIf(Cond, u8),
+    /// `time.sleep`: drop the GIL, then wait to take it back.
+    Sleep,
+    /// Block with the GIL released until the condition holds (`join`,
+    /// `Event.wait`), then wait to take the GIL back.
+    Block(Cond),
+    /// Set event `n`.
+    SetEvent(u8),
+    /// `Py_FinalizeEx` begins: the interpreter and the cleanup queue are
+    /// finalizing; the main thread runs no more Python code.
+    Finalize,
+}
+
+/// A named piece of simulated Python code.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Program {
+    /// The frame name shown in counterexamples.
+    pub name: &'static str,
+    /// The operations, run from index 0.
+    pub ops: Vec<Op>,
+}
+
+/// What a dying thread does, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ThreadOp {
+    /// Take the GIL (waiting; may ask the holder to drop it), run briefly,
+    /// drop it (`greenlet.getcurrent()` and the like).
+    Python,
+    /// Wait, without the GIL, until the condition holds.
+    Wait(Cond),
+    /// Exit: the TLS destructor pushes the thread's state onto the cleanup
+    /// queue and, if the policy says so, calls `Py_AddPendingCall`.
+    Die,
+}
+
+/// A thread that owns greenlet state and dies.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadSpec {
+    /// Its name in counterexamples.
+    pub name: &'static str,
+    /// What it does.
+    pub ops: Vec<ThreadOp>,
+    /// The code a drain runs when it destroys this thread's state (weakref
+    /// callbacks and `__del__` of its main greenlet); may be empty.
+    pub finalizer: Program,
+}
+
+/// A closed scenario: the main thread's program, the dying threads, and the
+/// initial state of the pending-call ring.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Scenario {
+    /// Its name (`seed`, `churn`, `full-ring`, `finalization`).
+    pub name: &'static str,
+    /// One sentence on what it exercises.
+    pub about: &'static str,
+    /// The main thread's program.
+    pub main: Program,
+    /// From this index on, the main program is its idle loop: with every
+    /// other thread finished, the main thread is then quiescent.
+    pub idle_from: Option<u8>,
+    /// The dying threads (thread `i + 1` of the interpreter).
+    pub threads: Vec<ThreadSpec>,
+    /// The ring starts full of the main thread's own (C-level) pending calls,
+    /// signalled.
+    pub ring_full_at_start: bool,
+}
+
+/// The built-in scenarios by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ScenarioName {
+    /// The seed report's reproducer.
+    Seed,
+    /// Three dying threads whose finalizers sleep and enter functions.
+    Churn,
+    /// The ring is full when the queue goes non-empty.
+    FullRing,
+    /// The interpreter finalizes while states are queued.
+    Finalization,
+}
+
+impl ScenarioName {
+    /// Every built-in scenario.
+    pub const ALL: [ScenarioName; 4] = [
+        ScenarioName::Seed,
+        ScenarioName::Churn,
+        ScenarioName::FullRing,
+        ScenarioName::Finalization,
+    ];
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScenarioName::Seed => "seed",
+            ScenarioName::Churn => "churn",
+            ScenarioName::FullRing => "full-ring",
+            ScenarioName::Finalization => "finalization",
+        }
+    }
+
+    /// The scenario itself.
+    pub fn build(self) -> Scenario {
+        match self {
+            ScenarioName::Seed => seed(),
+            ScenarioName::Churn => churn(),
+            ScenarioName::FullRing => full_ring(),
+            ScenarioName::Finalization => finalization(),
+        }
+    }
+}
+
+impl fmt::Display for ScenarioName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A scenario name that is not built in.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown scenario {given:?}: expected one of seed, churn, full-ring, finalization")]
+pub struct UnknownScenario {
+    /// What was given.
+    pub given: String,
+}
+
+impl FromStr for ScenarioName {
+    type Err = UnknownScenario;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ScenarioName::ALL
+            .into_iter()
+            .find(|n| n.name() == s)
+            .ok_or_else(|| UnknownScenario {
+                given: s.to_string(),
+            })
+    }
+}
+
+/// The main thread's idle loop: sleep, then a backward jump; `at` is the
+/// index of its first operation.
+fn idle_loop(at: u8) -> [Op; 2] {
+    [Op::Sleep, Op::Loop(at)]
+}
+
+const RELEASE_B: u8 = 0;
+
+/// The seed report: thread A's main greenlet carries a weakref callback that
+/// sets `release_b`, polls (sleeping) until B's state is queued, then calls a
+/// lambda; B waits for `release_b`, then dies — during A's destruction.
+fn seed() -> Scenario {
+    let mut main = vec![Op::Block(Cond::ThreadDone(0))];
+    main.extend(idle_loop(1));
+    Scenario {
+        name: "seed",
+        about: "the seed report: A's finalizer waits for B to be queued, then enters a function",
+        main: Program {
+            name: "<module>",
+            ops: main,
+        },
+        idle_from: Some(1),
+        threads: vec![
+            ThreadSpec {
+                name: "A",
+                ops: vec![ThreadOp::Python, ThreadOp::Die],
+                finalizer: Program {
+                    name: "_in_cleanup",
+                    ops: vec![
+                        Op::SetEvent(RELEASE_B),
+                        Op::JumpIf(Cond::QueueNonEmpty, 5),
+                        Op::Sleep,
+                        Op::AfterCall,
+                        Op::Loop(1),
+                        Op::Enter("<lambda>"),
+                    ],
+                },
+            },
+            ThreadSpec {
+                name: "B",
+                ops: vec![
+                    ThreadOp::Python,
+                    ThreadOp::Wait(Cond::Event(RELEASE_B)),
+                    ThreadOp::Die,
+                ],
+                finalizer: Program {
+                    name: "B's main greenlet",
+                    ops: vec![],
+                },
+            },
+        ],
+        ring_full_at_start: false,
+    }
+}
+
+/// A finalizer that releases the GIL, then enters a function (coverage.py's
+/// `WeakKeyDictionary` callback, and any `__del__` that sleeps or waits).
+fn sleepy_finalizer() -> Program {
+    Program {
+        name: "_remove (weakref callback)",
+        ops: vec![Op::Sleep, Op::Enter("_remove")],
+    }
+}
+
+/// Three threads die at arbitrary moments while the traced main thread loops
+/// and calls functions.
+fn churn() -> Scenario {
+    let names = ["C1", "C2", "C3"];
+    Scenario {
+        name: "churn",
+        about:
+            "three dying threads whose finalizers sleep and enter functions; main traced, looping",
+        main: Program {
+            name: "<module>",
+            ops: vec![Op::Enter("work"), Op::Sleep, Op::Loop(0)],
+        },
+        idle_from: Some(0),
+        threads: names
+            .into_iter()
+            .map(|name| ThreadSpec {
+                name,
+                ops: vec![ThreadOp::Python, ThreadOp::Die],
+                finalizer: sleepy_finalizer(),
+            })
+            .collect(),
+        ring_full_at_start: false,
+    }
+}
+
+/// The ring is full of the main thread's own pending calls when X dies; the
+/// main thread then runs them (the ring empties); then Y dies.
+fn full_ring() -> Scenario {
+    Scenario {
+        name: "full-ring",
+        about: "X dies while the ring is full; the main thread runs its calls; then Y dies",
+        main: Program {
+            name: "<module>",
+            ops: vec![Op::Enter("work"), Op::Sleep, Op::Loop(0)],
+        },
+        idle_from: Some(0),
+        threads: vec![
+            ThreadSpec {
+                name: "X",
+                ops: vec![ThreadOp::Die],
+                finalizer: sleepy_finalizer(),
+            },
+            ThreadSpec {
+                name: "Y",
+                ops: vec![ThreadOp::Wait(Cond::RingEmpty), ThreadOp::Die],
+                finalizer: sleepy_finalizer(),
+            },
+        ],
+        ring_full_at_start: true,
+    }
+}
+
+/// Two threads die while the main thread calls a function and then begins
+/// `Py_FinalizeEx`, at any point relative to their deaths and drains.
+fn finalization() -> Scenario {
+    Scenario {
+        name: "finalization",
+        about: "two threads die around Py_FinalizeEx; states queued then are leaked on purpose",
+        main: Program {
+            name: "<module>",
+            ops: vec![
+                Op::Enter("work"),
+                Op::Sleep,
+                Op::AfterCall,
+                Op::Enter("shutdown"),
+                Op::Finalize,
+            ],
+        },
+        idle_from: None,
+        threads: vec![
+            ThreadSpec {
+                name: "F1",
+                ops: vec![ThreadOp::Python, ThreadOp::Die],
+                finalizer: sleepy_finalizer(),
+            },
+            ThreadSpec {
+                name: "F2",
+                ops: vec![ThreadOp::Die],
+                finalizer: sleepy_finalizer(),
+            },
+        ],
+        ring_full_at_start: false,
+    }
+}

@@ -1,0 +1,289 @@
+//! Breadth-first enumeration of every reachable state of one cell, with
+//! exact state hashing; decides livelock and leak reachability and keeps the
+//! shortest counterexample of each.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use super::model::{Model, State, Step};
+use super::Cell;
+
+/// A cell's state space grew past the bound it was given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{cell}: more than {bound} states; the verdict would not be a proof. Raise the bound (--max-states) or shrink the scenario")]
+pub struct BoundExceeded {
+    /// The cell.
+    pub cell: Cell,
+    /// The bound.
+    pub bound: usize,
+}
+
+/// A schedule from the initial state: each step with the state after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Counterexample {
+    /// The initial state, described.
+    pub initial: String,
+    /// Each step: what happened, and the state after it.
+    pub steps: Vec<(String, String)>,
+    /// What the last state shows.
+    pub conclusion: String,
+}
+
+impl Counterexample {
+    /// Steps in the schedule.
+    pub fn len(&self) -> usize {
+        self.steps.len()
+    }
+
+    /// Whether the schedule has no step (the initial state itself).
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty()
+    }
+}
+
+impl fmt::Display for Counterexample {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "  0. initial state")?;
+        writeln!(f, "       {}", self.initial)?;
+        for (i, (step, state)) in self.steps.iter().enumerate() {
+            writeln!(f, "{:>3}. {step}", i + 1)?;
+            writeln!(f, "       {state}")?;
+        }
+        writeln!(f, "  => {}", self.conclusion)
+    }
+}
+
+/// What the exploration of one cell found.
+#[derive(Debug, Clone)]
+pub struct Verdict {
+    /// The cell.
+    pub cell: Cell,
+    /// Distinct states reached.
+    pub states: usize,
+    /// Transitions taken (edges of the state graph, including those into
+    /// states seen before): the interleavings, merged where they meet.
+    pub transitions: u64,
+    /// The shortest schedule to a livelocked RESUME, if one is reachable.
+    pub livelock: Option<Counterexample>,
+    /// The shortest schedule to a quiescent state with a stranded queue.
+    pub leak: Option<Counterexample>,
+    /// The shortest schedule to a state where no thread can move although
+    /// the main thread has not finished (a scenario bug; never expected).
+    pub stuck: Option<Counterexample>,
+    /// Quiescent states where the queue holds states while a drain is still
+    /// counted as outstanding: a broken accounting (never expected).
+    pub inconsistent: usize,
+    /// The most states leaked on purpose at finalization, over the final
+    /// states (not a leak in the verdict's sense).
+    pub leaked_on_purpose: u64,
+    /// Wall time of the exploration.
+    pub elapsed: Duration,
+}
+
+impl Verdict {
+    /// Whether a livelock is reachable.
+    pub fn livelock_reachable(&self) -> bool {
+        self.livelock.is_some()
+    }
+
+    /// Whether a leak is reachable.
+    pub fn leak_reachable(&self) -> bool {
+        self.leak.is_some()
+    }
+
+    /// States per second of this exploration.
+    pub fn states_per_second(&self) -> f64 {
+        self.states as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+struct Meta {
+    parent: u32,
+    step: Option<Step>,
+}
+
+/// Explore every interleaving of `cell`, up to `bound` distinct states.
+pub fn explore(cell: Cell, bound: usize) -> Result<Verdict, BoundExceeded> {
+    let started = Instant::now();
+    let scenario = cell.scenario.build();
+    let model = Model {
+        scenario: &scenario,
+    };
+    let init = model.initial(cell.version, cell.policy, cell.mode);
+
+    let mut index: HashMap<State, u32> = HashMap::new();
+    let mut meta: Vec<Meta> = Vec::new();
+    let mut frontier: VecDeque<(u32, State)> = VecDeque::new();
+    index.insert(init.clone(), 0);
+    meta.push(Meta {
+        parent: 0,
+        step: None,
+    });
+    frontier.push_back((0, init.clone()));
+
+    let mut transitions = 0u64;
+    let mut livelock_at = None;
+    let mut leak_at = None;
+    let mut stuck_at = None;
+    let mut inconsistent = 0usize;
+    let mut leaked_on_purpose = 0u64;
+    let mut succ = Vec::new();
+
+    while let Some((id, st)) = frontier.pop_front() {
+        if livelock_at.is_none() && is_livelock(&model, &st) {
+            livelock_at = Some(id);
+        }
+        if model.quiescent(&st) && !st.queue.is_finalized() && !st.queue.is_empty() {
+            if st.queue.is_stranded() {
+                if leak_at.is_none() {
+                    leak_at = Some(id);
+                }
+            } else {
+                inconsistent += 1;
+            }
+        }
+        model.successors(&st, &mut succ);
+        if succ.is_empty() {
+            if model.main_done(&st) {
+                leaked_on_purpose = leaked_on_purpose.max(st.queue.metrics().states_leaked);
+            } else if stuck_at.is_none() {
+                stuck_at = Some(id);
+            }
+        }
+        for (step, next) in succ.drain(..) {
+            transitions += 1;
+            if index.contains_key(&next) {
+                continue;
+            }
+            if index.len() >= bound {
+                return Err(BoundExceeded { cell, bound });
+            }
+            let nid = meta.len() as u32;
+            meta.push(Meta {
+                parent: id,
+                step: Some(step),
+            });
+            index.insert(next.clone(), nid);
+            frontier.push_back((nid, next));
+        }
+    }
+
+    let trace = |id: Option<u32>, what: &dyn Fn(&State) -> String| {
+        id.map(|id| counterexample(&model, &init, &meta, id, what))
+    };
+    let livelock = trace(livelock_at, &|st| {
+        format!(
+            "LIVELOCK: the main thread is at a traced RESUME ({}); handling the eval breaker \
+             changes nothing (make_pending_calls is busy below, calls_to_do and the breaker stay \
+             set) and re-dispatches the same RESUME, forever; no other thread can clear busy",
+            model.main_stack(st)
+        )
+    });
+    let leak = trace(leak_at, &|st| {
+        format!(
+            "LEAK: every other thread finished, the main thread is idle and the ring is empty, \
+             yet {} state(s) wait in the cleanup queue with no drain outstanding: nothing will \
+             ever schedule one",
+            st.queue.len()
+        )
+    });
+    let stuck = trace(stuck_at, &|_| "STUCK: no thread can move".to_string());
+    Ok(Verdict {
+        cell,
+        states: index.len(),
+        transitions,
+        livelock,
+        leak,
+        stuck,
+        inconsistent,
+        leaked_on_purpose,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// A livelock: the main thread is ready at a RESUME for which the core's
+/// predicate holds, handling it (the main thread alone) leads back to exactly
+/// this state, and no interleaving of any thread ever lets the main thread
+/// get past that RESUME.
+fn is_livelock(model: &Model<'_>, st: &State) -> bool {
+    let Some(frame) = model.main_at_resume(st) else {
+        return false;
+    };
+    st.py.resume_livelocked() && main_self_loop(model, st) && !main_escapes(model, st, frame)
+}
+
+/// Run the main thread alone from `st` (taking the GIL when it waits) and
+/// report whether it comes back to `st` itself.
+fn main_self_loop(model: &Model<'_>, st: &State) -> bool {
+    let mut cur = st.clone();
+    let mut out = Vec::new();
+    for _ in 0..64 {
+        model.main_steps(&cur, &mut out);
+        let Some((_, next)) = out.drain(..).next() else {
+            return false;
+        };
+        if next == *st {
+            return true;
+        }
+        cur = next;
+    }
+    false
+}
+
+/// Whether, from `st`, any interleaving of all threads changes the main
+/// thread's frames up to and including `frame` (the RESUME's code frame):
+/// only then would the main thread get past the RESUME.
+fn main_escapes(model: &Model<'_>, st: &State, frame: usize) -> bool {
+    let stuck = &st.main[..=frame];
+    let mut seen: HashSet<State> = HashSet::new();
+    let mut todo = vec![st.clone()];
+    seen.insert(st.clone());
+    let mut out = Vec::new();
+    while let Some(cur) = todo.pop() {
+        if cur.main.len() <= frame || cur.main[..=frame] != *stuck {
+            return true;
+        }
+        model.successors(&cur, &mut out);
+        for (_, next) in out.drain(..) {
+            if seen.insert(next.clone()) {
+                todo.push(next);
+            }
+        }
+    }
+    false
+}
+
+fn counterexample(
+    model: &Model<'_>,
+    init: &State,
+    meta: &[Meta],
+    id: u32,
+    conclusion: &dyn Fn(&State) -> String,
+) -> Counterexample {
+    let mut steps = Vec::new();
+    let mut cur = id;
+    while let Some(step) = meta[cur as usize].step {
+        steps.push(step);
+        cur = meta[cur as usize].parent;
+    }
+    steps.reverse();
+    let mut st = init.clone();
+    let mut out = Vec::new();
+    let mut lines = Vec::new();
+    for step in steps {
+        model.successors(&st, &mut out);
+        let next = out
+            .drain(..)
+            .find(|(s, _)| *s == step)
+            .map(|(_, next)| next)
+            .unwrap_or_else(|| st.clone());
+        lines.push((model.describe(step), model.describe_state(&next)));
+        st = next;
+    }
+    Counterexample {
+        initial: model.describe_state(init),
+        steps: lines,
+        conclusion: conclusion(&st),
+    }
+}
