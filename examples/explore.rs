@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use greenlet::cleanup::Policy;
 use greenlet::interp_shim::explore::{
-    explore, Cell, Mode, ScenarioName, DEFAULT_BOUND, TSV_HEADER,
+    explore, explore_cells, Cell, Mode, ScenarioName, DEFAULT_BOUND, TSV_HEADER,
 };
 use greenlet::interp_shim::PyVersion;
 
@@ -123,10 +123,13 @@ fn main() -> ExitCode {
     }
     let mut failed = false;
     let mut total_states = 0usize;
-    for cell in Cell::all() {
-        match explore(cell, args.bound) {
+    let cells = Cell::all();
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for result in explore_cells(&cells, args.bound, workers) {
+        match result {
             Ok(v) => {
                 total_states += v.states;
+                let cell = v.cell;
                 if args.tsv {
                     println!("{}", v.tsv_row());
                 } else {
@@ -161,8 +164,8 @@ fn main() -> ExitCode {
     if !args.tsv {
         let secs = started.elapsed().as_secs_f64();
         println!(
-            "\n{} cells, {} states in {:.2} s ({:.0} states/s)",
-            Cell::all().len(),
+            "\n{} cells, {} states in {:.2} s wall on {workers} threads ({:.0} states/s)",
+            cells.len(),
             total_states,
             secs,
             total_states as f64 / secs

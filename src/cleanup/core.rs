@@ -30,15 +30,25 @@ pub enum Policy {
     /// `PyThreadState_EnterTracing`), so user code run by a drain can never
     /// reach a traced function entry while a pending call is being handled.
     Shielded,
+    /// `Shielded`, and a failed schedule is retried when a push relied on it
+    /// meanwhile: a push that finds the flag held records that it did, and
+    /// [`QueueCore::schedule_failed`] then answers [`Retry::Schedule`]
+    /// instead of releasing the flag. Without this, a thread that dies
+    /// between the failed `Py_AddPendingCall` and the flag's release (the
+    /// ring having emptied meanwhile) strands both states for good — the
+    /// explorer's `full-ring` counterexample against `Scheduled` and
+    /// `Shielded`. Retries are bounded by the pushes that came in meanwhile.
+    Robust,
 }
 
 impl Policy {
     /// Every policy, weakest first.
-    pub const ALL: [Policy; 4] = [
+    pub const ALL: [Policy; 5] = [
         Policy::Legacy,
         Policy::Draining,
         Policy::Scheduled,
         Policy::Shielded,
+        Policy::Robust,
     ];
 
     /// The name used on command lines and in reports.
@@ -48,23 +58,24 @@ impl Policy {
             Policy::Draining => "draining",
             Policy::Scheduled => "scheduled",
             Policy::Shielded => "shielded",
+            Policy::Robust => "robust",
         }
     }
 
     /// Whether destructions run inside [`Scheduler::shield`](super::Scheduler::shield).
     pub fn shields(self) -> bool {
-        matches!(self, Policy::Shielded)
+        matches!(self, Policy::Shielded | Policy::Robust)
     }
 
     fn uses_scheduled_flag(self) -> bool {
-        matches!(self, Policy::Scheduled | Policy::Shielded)
+        matches!(self, Policy::Scheduled | Policy::Shielded | Policy::Robust)
     }
 }
 
 impl Default for Policy {
     /// The recommended policy.
     fn default() -> Self {
-        Policy::Shielded
+        Policy::Robust
     }
 }
 
@@ -76,7 +87,7 @@ impl fmt::Display for Policy {
 
 /// A policy name that is not one of [`Policy::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown cleanup policy {given:?}: expected one of legacy, draining, scheduled, shielded")]
+#[error("unknown cleanup policy {given:?}: expected one of legacy, draining, scheduled, shielded, robust")]
 pub struct UnknownPolicy {
     /// What was given.
     pub given: String,
@@ -142,6 +153,8 @@ pub struct QueueCore<T> {
     items: Vec<T>,
     draining: bool,
     scheduled: bool,
+    /// `Robust`: a push found the flag held since it was last claimed.
+    missed: bool,
     outstanding: u64,
     finalized: bool,
     metrics: Metrics,
@@ -155,6 +168,7 @@ impl<T> QueueCore<T> {
             items: Vec::new(),
             draining: false,
             scheduled: false,
+            missed: false,
             outstanding: 0,
             finalized: false,
             metrics: Metrics::default(),
@@ -216,9 +230,12 @@ impl<T> QueueCore<T> {
         let schedule = match self.policy {
             Policy::Legacy => self.items.len() == 1,
             Policy::Draining => self.items.len() == 1 && !self.draining,
-            Policy::Scheduled | Policy::Shielded => {
+            Policy::Scheduled | Policy::Shielded | Policy::Robust => {
                 let claim = !self.scheduled;
                 self.scheduled = true;
+                // Robust: a claim covers every item queued so far; a push
+                // that finds the flag held relies on the claimant's drain.
+                self.missed = !claim;
                 claim
             }
         };
@@ -233,12 +250,22 @@ impl<T> QueueCore<T> {
     }
 
     /// The scheduler refused the drain. `Scheduled`/`Shielded` release their
-    /// flag so that the next push retries; the others never retry.
+    /// flag so that the next push retries; `Legacy`/`Draining` never retry.
+    /// `Robust` keeps the flag and answers [`Retry::Schedule`] if a push
+    /// relied on this schedule since it was claimed (the caller then asks
+    /// the scheduler again; the drain counts as outstanding again), else
+    /// releases it like `Scheduled`.
     pub fn schedule_failed(&mut self) -> Retry {
         self.metrics.schedules_failed += 1;
+        if self.policy == Policy::Robust && self.missed && !self.finalized {
+            self.missed = false;
+            self.metrics.schedules_requested += 1;
+            return Retry::Schedule;
+        }
         self.outstanding = self.outstanding.saturating_sub(1);
         if self.policy.uses_scheduled_flag() {
             self.scheduled = false;
+            self.missed = false;
         }
         Retry::GiveUp
     }
@@ -260,6 +287,7 @@ impl<T> QueueCore<T> {
             None => {
                 self.draining = false;
                 self.scheduled = false;
+                self.missed = false;
                 None
             }
         }
@@ -311,7 +339,12 @@ mod tests {
 
     #[test]
     fn draining_and_scheduled_do_not_schedule_while_destroying() {
-        for policy in [Policy::Draining, Policy::Scheduled, Policy::Shielded] {
+        for policy in [
+            Policy::Draining,
+            Policy::Scheduled,
+            Policy::Shielded,
+            Policy::Robust,
+        ] {
             let mut q = QueueCore::new(policy);
             assert!(schedule_ok(&mut q, 1));
             q.drain_begin();
@@ -337,9 +370,45 @@ mod tests {
         }
     }
 
+    /// The explorer's `full-ring` counterexample against `Scheduled` and
+    /// `Shielded`: X's schedule fails, Y pushes before X reports the failure
+    /// (finding the flag held), then X releases the flag: both states are
+    /// stranded. `Robust` retries instead.
+    #[test]
+    fn push_racing_a_failed_schedule() {
+        for policy in Policy::ALL {
+            let mut q = QueueCore::new(policy);
+            assert_eq!(q.push('x'), PushAction::Schedule);
+            // X's Py_AddPendingCall fails; before X reports it, Y dies.
+            let y = q.push('y');
+            let retry = q.schedule_failed();
+            match policy {
+                Policy::Robust => {
+                    assert_eq!(y, PushAction::Nothing);
+                    assert_eq!(retry, Retry::Schedule);
+                    assert_eq!(q.outstanding(), 1);
+                    // The retry fails too, with no push meanwhile: give up,
+                    // and the next push claims again.
+                    assert_eq!(q.schedule_failed(), Retry::GiveUp);
+                    assert!(q.is_stranded());
+                    assert_eq!(q.push('z'), PushAction::Schedule);
+                }
+                Policy::Scheduled | Policy::Shielded => {
+                    assert_eq!(y, PushAction::Nothing);
+                    assert_eq!(retry, Retry::GiveUp);
+                    assert!(q.is_stranded(), "{policy}");
+                }
+                Policy::Legacy | Policy::Draining => {
+                    assert_eq!(retry, Retry::GiveUp);
+                    assert!(q.is_stranded(), "{policy}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn finalize_leaks_and_counts() {
-        let mut q = QueueCore::new(Policy::Shielded);
+        let mut q = QueueCore::new(Policy::default());
         assert_eq!(q.push(1), PushAction::Schedule);
         assert_eq!(q.finalize(), vec![1]);
         assert_eq!(q.push(2), PushAction::Leaked(2));

@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
-use super::core::{Metrics, Policy, PushAction, QueueCore};
+use super::core::{Metrics, Policy, PushAction, QueueCore, Retry};
 use super::scheduler::{Inline, Scheduler};
 
 /// What a dying thread leaves behind for a drain to destroy.
@@ -105,12 +105,17 @@ impl CleanupQueue {
         let action = self.core.lock().push(state);
         match action {
             PushAction::Nothing => {}
-            PushAction::Schedule => {
-                if let Err(err) = self.scheduler.schedule(self) {
-                    self.core.lock().schedule_failed();
+            PushAction::Schedule => loop {
+                let Err(err) = self.scheduler.schedule(self) else {
+                    break;
+                };
+                let retry = self.core.lock().schedule_failed();
+                if retry == Retry::GiveUp {
                     eprintln!("greenlet: {err}; queued thread states may leak until a later push");
+                    break;
                 }
-            }
+                // Robust: a push relied on this schedule meanwhile; try again.
+            },
             PushAction::Leaked(state) => {
                 // Leaked on purpose: the host is finalizing and must not run
                 // user code any more.

@@ -48,6 +48,9 @@ pub mod search;
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use parking_lot::Mutex;
 
 use crate::cleanup::Policy;
 use crate::interp_shim::PyVersion;
@@ -158,6 +161,52 @@ impl Cell {
         }
         cells
     }
+}
+
+/// Explore each of `cells` (in parallel on up to `workers` threads) and
+/// return the verdicts in the order of `cells`.
+///
+/// ```
+/// use greenlet::cleanup::Policy;
+/// use greenlet::interp_shim::explore::{explore_cells, Cell, Mode, ScenarioName, DEFAULT_BOUND};
+/// use greenlet::interp_shim::PyVersion;
+///
+/// let cells: Vec<Cell> = Policy::ALL
+///     .into_iter()
+///     .map(|policy| Cell { scenario: ScenarioName::Seed, version: PyVersion::V3_11,
+///                          policy, mode: Mode::Trace })
+///     .collect();
+/// let verdicts = explore_cells(&cells, DEFAULT_BOUND, 2);
+/// let livelocks: Vec<bool> =
+///     verdicts.iter().map(|v| v.as_ref().unwrap().livelock_reachable()).collect();
+/// assert_eq!(livelocks, [true, false, false, false, false]);
+/// ```
+pub fn explore_cells(
+    cells: &[Cell],
+    bound: usize,
+    workers: usize,
+) -> Vec<Result<Verdict, BoundExceeded>> {
+    let next = AtomicUsize::new(0);
+    let results: Vec<Mutex<Option<Result<Verdict, BoundExceeded>>>> =
+        cells.iter().map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..workers.clamp(1, cells.len().max(1)) {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&cell) = cells.get(i) else { break };
+                *results[i].lock() = Some(explore(cell, bound));
+            });
+        }
+    });
+    results
+        .into_iter()
+        .zip(cells)
+        .map(|(r, &cell)| {
+            // Every index below cells.len() was claimed by exactly one worker.
+            r.into_inner()
+                .unwrap_or(Err(BoundExceeded { cell, bound: 0 }))
+        })
+        .collect()
 }
 
 /// The header of the tab-separated table.

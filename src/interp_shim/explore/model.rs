@@ -52,9 +52,7 @@ pub enum Wait {
 /// (`eval_frame_handle_pending` / `_Py_HandlePending`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum HandleStage {
-    /// Signals first.
-    Signals,
-    /// Then pending calls: `calls_to_do` tested and `make_pending_calls`
+    /// After signals (taken with the check): pending calls: `calls_to_do` tested and `make_pending_calls`
     /// entered.
     Calls,
     /// Then the drop request.
@@ -159,10 +157,9 @@ pub struct Step {
 pub enum Action {
     /// A check site found the breaker clear and went on.
     CheckClear(CheckSite),
-    /// A check site found the breaker set and began handling it.
-    CheckSet(CheckSite),
-    /// `take_signals` (none pending in these scenarios, or unsignalled).
-    Signals(bool),
+    /// A check site found the breaker set and began handling it with
+    /// `take_signals` (whether handlers ran: never, in these scenarios).
+    CheckSet(CheckSite, bool),
     /// `calls_to_do` clear: `make_pending_calls` not entered.
     NoCalls,
     /// `make_pending_calls` entered with this outcome.
@@ -392,11 +389,6 @@ impl<'a> Model<'a> {
                     }
                 };
                 match stage {
-                    HandleStage::Signals => {
-                        let took = s.py.take_signals(MAIN_THREAD);
-                        set_stage(&mut s, HandleStage::Calls);
-                        push(Action::Signals(took), s);
-                    }
                     HandleStage::Calls => {
                         set_stage(&mut s, HandleStage::Drop);
                         if s.py.wants_pending_calls(MAIN_THREAD) {
@@ -527,11 +519,15 @@ impl<'a> Model<'a> {
                     _ => CheckSite::BackwardJump,
                 };
                 if s.py.breaker_set(MAIN_THREAD) {
+                    // The first stage of handling, signals, is taken in the
+                    // same step: no thread of these scenarios raises a signal,
+                    // so nothing can come between the two.
+                    let took = s.py.take_signals(MAIN_THREAD);
                     s.main.push(Frame::Handle {
                         site,
-                        stage: HandleStage::Signals,
+                        stage: HandleStage::Calls,
                     });
-                    push(Action::CheckSet(site), s);
+                    push(Action::CheckSet(site, took), s);
                 } else {
                     advance(self, &mut s);
                     push(Action::CheckClear(site), s);
@@ -810,10 +806,11 @@ impl fmt::Display for ActionText {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.0 {
             Action::CheckClear(site) => write!(f, "check site {site:?}: eval breaker clear, go on"),
-            Action::CheckSet(site) => {
-                write!(f, "check site {site:?}: eval breaker set -> handle_pending")
-            }
-            Action::Signals(took) => write!(f, "handle: signals (ran handlers: {took})"),
+            Action::CheckSet(site, took) => write!(
+                f,
+                "check site {site:?}: eval breaker set -> handle_pending; signals: {}",
+                if took { "ran handlers" } else { "none" }
+            ),
             Action::NoCalls => f.write_str("handle: calls_to_do clear"),
             Action::MakeBegin(b) => write!(f, "handle: make_pending_calls -> {b:?}"),
             Action::NoDrop => f.write_str("handle: no drop request"),

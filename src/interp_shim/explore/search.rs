@@ -2,8 +2,9 @@
 //! exact state hashing; decides livelock and leak reachability and keeps the
 //! shortest counterexample of each.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::fmt;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::time::{Duration, Instant};
 
 use super::model::{Model, State, Step};
@@ -103,6 +104,93 @@ struct Meta {
     step: Option<Step>,
 }
 
+/// The hash of a state: FxHash's multiply-rotate over what `#[derive(Hash)]`
+/// feeds it (the states are small; SipHash's cost dominated the search).
+#[derive(Default)]
+struct Fx(u64);
+
+impl Hasher for Fx {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.write_u64(u64::from(i));
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.write_u64(u64::from(i));
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.write_u64(i as u64);
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+fn fx(st: &State) -> u64 {
+    let mut h = Fx::default();
+    st.hash(&mut h);
+    h.finish()
+}
+
+/// The hash is already a hash: use it as is.
+#[derive(Default)]
+struct Identity(u64);
+
+impl Hasher for Identity {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = i;
+    }
+}
+
+const NONE: u32 = u32::MAX;
+
+/// Every state seen, in breadth-first order, with an exact index: states
+/// with equal hashes are chained and compared in full.
+struct Seen {
+    states: Vec<State>,
+    meta: Vec<Meta>,
+    first: HashMap<u64, u32, BuildHasherDefault<Identity>>,
+    chain: Vec<u32>,
+}
+
+impl Seen {
+    fn contains(&self, h: u64, st: &State) -> bool {
+        let mut id = self.first.get(&h).copied().unwrap_or(NONE);
+        while id != NONE {
+            if self.states[id as usize] == *st {
+                return true;
+            }
+            id = self.chain[id as usize];
+        }
+        false
+    }
+
+    fn insert(&mut self, h: u64, st: State, meta: Meta) -> u32 {
+        let id = self.states.len() as u32;
+        let prev = self.first.insert(h, id).unwrap_or(NONE);
+        self.chain.push(prev);
+        self.states.push(st);
+        self.meta.push(meta);
+        id
+    }
+}
+
 /// Explore every interleaving of `cell`, up to `bound` distinct states.
 pub fn explore(cell: Cell, bound: usize) -> Result<Verdict, BoundExceeded> {
     let started = Instant::now();
@@ -112,15 +200,20 @@ pub fn explore(cell: Cell, bound: usize) -> Result<Verdict, BoundExceeded> {
     };
     let init = model.initial(cell.version, cell.policy, cell.mode);
 
-    let mut index: HashMap<State, u32> = HashMap::new();
-    let mut meta: Vec<Meta> = Vec::new();
-    let mut frontier: VecDeque<(u32, State)> = VecDeque::new();
-    index.insert(init.clone(), 0);
-    meta.push(Meta {
-        parent: 0,
-        step: None,
-    });
-    frontier.push_back((0, init.clone()));
+    let mut seen = Seen {
+        states: Vec::new(),
+        meta: Vec::new(),
+        first: HashMap::default(),
+        chain: Vec::new(),
+    };
+    seen.insert(
+        fx(&init),
+        init.clone(),
+        Meta {
+            parent: 0,
+            step: None,
+        },
+    );
 
     let mut transitions = 0u64;
     let mut livelock_at = None;
@@ -130,11 +223,13 @@ pub fn explore(cell: Cell, bound: usize) -> Result<Verdict, BoundExceeded> {
     let mut leaked_on_purpose = 0u64;
     let mut succ = Vec::new();
 
-    while let Some((id, st)) = frontier.pop_front() {
-        if livelock_at.is_none() && is_livelock(&model, &st) {
+    let mut id = 0u32;
+    while (id as usize) < seen.states.len() {
+        let st = &seen.states[id as usize];
+        if livelock_at.is_none() && is_livelock(&model, st) {
             livelock_at = Some(id);
         }
-        if model.quiescent(&st) && !st.queue.is_finalized() && !st.queue.is_empty() {
+        if model.quiescent(st) && !st.queue.is_finalized() && !st.queue.is_empty() {
             if st.queue.is_stranded() {
                 if leak_at.is_none() {
                     leak_at = Some(id);
@@ -143,9 +238,9 @@ pub fn explore(cell: Cell, bound: usize) -> Result<Verdict, BoundExceeded> {
                 inconsistent += 1;
             }
         }
-        model.successors(&st, &mut succ);
+        model.successors(st, &mut succ);
         if succ.is_empty() {
-            if model.main_done(&st) {
+            if model.main_done(st) {
                 leaked_on_purpose = leaked_on_purpose.max(st.queue.metrics().states_leaked);
             } else if stuck_at.is_none() {
                 stuck_at = Some(id);
@@ -153,24 +248,28 @@ pub fn explore(cell: Cell, bound: usize) -> Result<Verdict, BoundExceeded> {
         }
         for (step, next) in succ.drain(..) {
             transitions += 1;
-            if index.contains_key(&next) {
+            let h = fx(&next);
+            if seen.contains(h, &next) {
                 continue;
             }
-            if index.len() >= bound {
+            if seen.states.len() >= bound {
                 return Err(BoundExceeded { cell, bound });
             }
-            let nid = meta.len() as u32;
-            meta.push(Meta {
-                parent: id,
-                step: Some(step),
-            });
-            index.insert(next.clone(), nid);
-            frontier.push_back((nid, next));
+            seen.insert(
+                h,
+                next,
+                Meta {
+                    parent: id,
+                    step: Some(step),
+                },
+            );
         }
+        id += 1;
     }
+    let meta = &seen.meta;
 
     let trace = |id: Option<u32>, what: &dyn Fn(&State) -> String| {
-        id.map(|id| counterexample(&model, &init, &meta, id, what))
+        id.map(|id| counterexample(&model, &init, meta, id, what))
     };
     let livelock = trace(livelock_at, &|st| {
         format!(
@@ -191,7 +290,7 @@ pub fn explore(cell: Cell, bound: usize) -> Result<Verdict, BoundExceeded> {
     let stuck = trace(stuck_at, &|_| "STUCK: no thread can move".to_string());
     Ok(Verdict {
         cell,
-        states: index.len(),
+        states: seen.states.len(),
         transitions,
         livelock,
         leak,
