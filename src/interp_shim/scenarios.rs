@@ -177,9 +177,11 @@ pub struct ScenarioReport {
     pub b_queued: Option<bool>,
     /// Thread states handed to the queue (every greenlet state created).
     pub states_created: u64,
-    /// The queue's counters after finalization.
+    /// The queue's counters after finalization, or when the watchdog fired
+    /// if the run hung.
     pub queue: Metrics,
-    /// States never destroyed: queued forever, or leaked at finalization.
+    /// States never destroyed: queued forever, leaked at finalization, or
+    /// not destroyed when the watchdog fired.
     pub states_never_destroyed: u64,
     /// Finalizers that panicked (reported, the drain went on).
     pub finalizer_panics: u64,
@@ -205,20 +207,12 @@ impl ScenarioReport {
 
     /// The metrics as `key=value` pairs on one line.
     pub fn metrics_line(&self) -> String {
-        let m = &self.queue;
         format!(
-            "states_created={} schedules_requested={} schedules_failed={} drains_run={} \
-             states_destroyed={} states_leaked={} never_destroyed={} max_outstanding={} \
-             finalizer_panics={} pending_calls_added={} pending_calls_rejected={} \
-             makes_recursive={} redispatches={}",
+            "states_created={} {} never_destroyed={} finalizer_panics={} \
+             pending_calls_added={} pending_calls_rejected={} makes_recursive={} redispatches={}",
             self.states_created,
-            m.schedules_requested,
-            m.schedules_failed,
-            m.drains_run,
-            m.states_destroyed,
-            m.states_leaked,
+            metrics_kv(&self.queue),
             self.states_never_destroyed,
-            m.max_outstanding,
             self.finalizer_panics,
             self.runtime.pending_calls_added,
             self.runtime.pending_calls_rejected,
@@ -228,6 +222,21 @@ impl ScenarioReport {
     }
 }
 
+/// A queue's counters as `key=value` pairs (the format the `matrix`
+/// example parses).
+pub fn metrics_kv(m: &Metrics) -> String {
+    format!(
+        "schedules_requested={} schedules_failed={} drains_run={} states_destroyed={} \
+         states_leaked={} max_outstanding={}",
+        m.schedules_requested,
+        m.schedules_failed,
+        m.drains_run,
+        m.states_destroyed,
+        m.states_leaked,
+        m.max_outstanding
+    )
+}
+
 /// A runtime with a cleanup queue wired to it: every model thread sends its
 /// greenlet state to the queue; the queue is finalized with the interpreter;
 /// the watchdog's report carries the queue's metrics.
@@ -235,6 +244,10 @@ struct Harness {
     runtime: Runtime,
     queue: Arc<CleanupQueue>,
     created: Arc<AtomicU64>,
+    /// The queue's metrics and states created when the watchdog fired:
+    /// what a hung run reports (the cancelled unwinding that follows still
+    /// lets drains run, which a hung interpreter never would).
+    at_hang: Arc<Mutex<Option<(Metrics, u64)>>>,
 }
 
 impl Harness {
@@ -246,20 +259,28 @@ impl Harness {
         let q = Arc::clone(&queue);
         runtime.at_finalize(move || q.finalize());
         let q = Arc::downgrade(&queue);
+        let created = Arc::new(AtomicU64::new(0));
+        let at_hang = Arc::new(Mutex::new(None));
+        let (c, snapshot) = (Arc::clone(&created), Arc::clone(&at_hang));
         runtime.set_report_hook(move || match q.upgrade() {
-            Some(q) => format!(
-                "cleanup queue: policy={} len={} outstanding={} {:?}",
-                q.policy(),
-                q.len(),
-                q.outstanding(),
-                q.metrics()
-            ),
+            Some(q) => {
+                let metrics = q.metrics();
+                *snapshot.lock() = Some((metrics, c.load(Ordering::SeqCst)));
+                format!(
+                    "cleanup queue: policy={} len={} outstanding={} {}",
+                    q.policy(),
+                    q.len(),
+                    q.outstanding(),
+                    metrics_kv(&metrics)
+                )
+            }
             None => String::new(),
         });
         Harness {
             runtime,
             queue,
-            created: Arc::new(AtomicU64::new(0)),
+            created,
+            at_hang,
         }
     }
 
@@ -279,8 +300,10 @@ impl Harness {
             Outcome::Finished(Ok(value)) => (None, None, Some(value)),
             Outcome::Finished(Err(err)) => (None, Some(err), None),
         };
-        let queue = self.queue.metrics();
-        let created = self.created.load(Ordering::SeqCst);
+        let (queue, created) = match (&hang, *self.at_hang.lock()) {
+            (Some(_), Some(snapshot)) => snapshot,
+            _ => (self.queue.metrics(), self.created.load(Ordering::SeqCst)),
+        };
         ScenarioReport {
             hang,
             error,
