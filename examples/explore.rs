@@ -88,6 +88,9 @@ fn main() -> ExitCode {
                 if let Some(c) = &v.leak {
                     println!("\nshortest schedule to the leak ({} steps):\n{c}", c.len());
                 }
+                if let (Some(c), None) = (&v.trap, &v.livelock) {
+                    println!("\nshortest schedule to a state that cannot reach quiescence ({} steps):\n{c}", c.len());
+                }
                 if let Some(c) = &v.stuck {
                     println!(
                         "\nshortest schedule to a stuck state ({} steps):\n{c}",
@@ -137,7 +140,7 @@ fn main() -> ExitCode {
                         c.as_ref().map_or("-".to_string(), |c| c.len().to_string())
                     };
                     println!(
-                        "{:<13} {:<5} {:<10} {:<8} {:>9} {:>11} {:>9} {:>5} {:>5} {:>5} {:>8.1}",
+                        "{:<13} {:<5} {:<10} {:<8} {:>9} {:>11} {:>9} {:>5} {:>5} {:>5} {:>7} {:>8.1}",
                         cell.scenario.name(),
                         cell.version.name(),
                         cell.policy.name(),
@@ -148,9 +151,13 @@ fn main() -> ExitCode {
                         len(&v.livelock),
                         if v.leak_reachable() { "YES" } else { "no" },
                         len(&v.leak),
+                        v.traps,
                         v.elapsed.as_secs_f64() * 1e3,
                     );
-                    if v.stuck.is_some() || v.inconsistent > 0 {
+                    if v.stuck.is_some()
+                        || v.inconsistent > 0
+                        || (v.traps > 0) != v.livelock_reachable()
+                    {
                         println!("{}", v.summary());
                     }
                 }

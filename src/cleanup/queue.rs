@@ -105,17 +105,17 @@ impl CleanupQueue {
         let action = self.core.lock().push(state);
         match action {
             PushAction::Nothing => {}
-            PushAction::Schedule => loop {
-                let Err(err) = self.scheduler.schedule(self) else {
-                    break;
-                };
-                let retry = self.core.lock().schedule_failed();
-                if retry == Retry::GiveUp {
-                    eprintln!("greenlet: {err}; queued thread states may leak until a later push");
-                    break;
+            PushAction::Schedule => {
+                while let Err(err) = self.scheduler.schedule(self) {
+                    if self.core.lock().schedule_failed() == Retry::GiveUp {
+                        eprintln!(
+                            "greenlet: {err}; queued thread states may leak until a later push"
+                        );
+                        break;
+                    }
+                    // Robust: a push relied on this schedule meanwhile; again.
                 }
-                // Robust: a push relied on this schedule meanwhile; try again.
-            },
+            }
             PushAction::Leaked(state) => {
                 // Leaked on purpose: the host is finalizing and must not run
                 // user code any more.

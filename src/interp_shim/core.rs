@@ -283,6 +283,21 @@ impl<C> InterpCore<C> {
         true
     }
 
+    /// A Python-level signal handler failed: `handle_signals` re-schedules
+    /// itself (3.11/3.12 `SIGNAL_PENDING_SIGNALS(interp, force=0)`, i.e.
+    /// `signals_pending = 1` then `COMPUTE_EVAL_BREAKER` as `t`; 3.13
+    /// `_Py_set_eval_breaker_bit(tstate, _PY_SIGNALS_PENDING_BIT)`), so the
+    /// remaining tripped signals are handled at a later check site.
+    pub fn resignal_signals(&mut self, t: ThreadIdx) {
+        match self.spec.breaker {
+            BreakerModel::SharedComputed => {
+                self.signals_pending = true;
+                self.compute(t);
+            }
+            BreakerModel::PerThreadBits => self.set_bit(t, Bit::SignalsPending),
+        }
+    }
+
     // ---- make_pending_calls -------------------------------------------------
 
     /// Second step of handling the breaker: whether `t` calls
@@ -717,6 +732,19 @@ mod tests {
         assert!(!py.drop_requested(b));
         assert!(py.drop_gil(b));
         assert!(py.take_gil(MAIN_THREAD));
+    }
+
+    #[test]
+    fn failed_signal_handler_resignals() {
+        for version in PyVersion::ALL {
+            let mut py: InterpCore<u8> = InterpCore::new(version);
+            py.signal_received();
+            assert!(py.take_signals(MAIN_THREAD));
+            assert!(!py.breaker_set(MAIN_THREAD), "{version}");
+            py.resignal_signals(MAIN_THREAD);
+            assert!(py.breaker_set(MAIN_THREAD), "{version}");
+            assert!(py.take_signals(MAIN_THREAD), "{version}");
+        }
     }
 
     #[test]

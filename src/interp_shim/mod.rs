@@ -2,16 +2,27 @@
 //! and tracing.
 //!
 //! Owns: the versions as data ([`version`]), the semantic core with every
-//! transition as one atomic step ([`core`]).
+//! transition as one atomic step ([`core`]), the live driver of that core on
+//! real OS threads ([`runtime`]), the cleanup queue's pending-call
+//! scheduler ([`scheduler`]), and the deterministic driver that explores
+//! every interleaving of that core ([`explore`]).
 //!
 //! Uses [`crate::cleanup`]'s `Scheduler` trait to plug in as a scheduler;
 //! never the other way round.
 
 pub mod core;
 pub mod explore;
+pub mod runtime;
+pub mod scenarios;
+pub mod scheduler;
 pub mod version;
 
 pub use self::core::{
     CheckSite, Continuation, InterpCore, MakeBegin, RingFull, Summary, ThreadIdx, MAIN_THREAD,
 };
+pub use self::runtime::{
+    CallId, Event, HangReport, Outcome, PendingCall, Py, PyErr, PyResult, PyThread, RunError,
+    Runtime, RuntimeStats, SignalHandler, ThreadDump, Watchdog, SWITCH_INTERVAL,
+};
+pub use self::scheduler::PendingCallScheduler;
 pub use self::version::{PyVersion, UnknownVersion, VersionSpec, MAX_CALLS_PER_MAKE};

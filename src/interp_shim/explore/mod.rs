@@ -266,6 +266,14 @@ impl Verdict {
             self.elapsed.as_secs_f64(),
             self.states_per_second(),
         );
+        s.push_str(&format!(
+            "\n  every state can still reach quiescence: {}",
+            if self.traps == 0 {
+                "yes".to_string()
+            } else {
+                format!("no ({} trap states)", self.traps)
+            }
+        ));
         if let Some(stuck) = &self.stuck {
             s.push_str(&format!(
                 "\n  MODEL ERROR: a state where no thread can move ({} steps)",

@@ -72,6 +72,14 @@ pub struct Verdict {
     /// The shortest schedule to a state where no thread can move although
     /// the main thread has not finished (a scenario bug; never expected).
     pub stuck: Option<Counterexample>,
+    /// States from which no schedule reaches quiescence (or, in a scenario
+    /// that finalizes, the end): found by backward reachability over the
+    /// whole state graph, independently of the livelock predicate. Every
+    /// livelocked state is one; a trap without a livelock would be a
+    /// non-progress cycle of another kind.
+    pub traps: usize,
+    /// The shortest schedule to a trap state.
+    pub trap: Option<Counterexample>,
     /// Quiescent states where the queue holds states while a drain is still
     /// counted as outstanding: a broken accounting (never expected).
     pub inconsistent: usize,
@@ -170,15 +178,15 @@ struct Seen {
 }
 
 impl Seen {
-    fn contains(&self, h: u64, st: &State) -> bool {
+    fn find(&self, h: u64, st: &State) -> Option<u32> {
         let mut id = self.first.get(&h).copied().unwrap_or(NONE);
         while id != NONE {
             if self.states[id as usize] == *st {
-                return true;
+                return Some(id);
             }
             id = self.chain[id as usize];
         }
-        false
+        None
     }
 
     fn insert(&mut self, h: u64, st: State, meta: Meta) -> u32 {
@@ -222,6 +230,8 @@ pub fn explore(cell: Cell, bound: usize) -> Result<Verdict, BoundExceeded> {
     let mut inconsistent = 0usize;
     let mut leaked_on_purpose = 0u64;
     let mut succ = Vec::new();
+    let mut goals: Vec<u32> = Vec::new();
+    let mut edges: Vec<(u32, u32)> = Vec::new();
 
     let mut id = 0u32;
     while (id as usize) < seen.states.len() {
@@ -246,26 +256,33 @@ pub fn explore(cell: Cell, bound: usize) -> Result<Verdict, BoundExceeded> {
                 stuck_at = Some(id);
             }
         }
+        if model.quiescent(st) || (succ.is_empty() && model.main_done(st)) {
+            goals.push(id);
+        }
         for (step, next) in succ.drain(..) {
             transitions += 1;
             let h = fx(&next);
-            if seen.contains(h, &next) {
-                continue;
-            }
-            if seen.states.len() >= bound {
-                return Err(BoundExceeded { cell, bound });
-            }
-            seen.insert(
-                h,
-                next,
-                Meta {
-                    parent: id,
-                    step: Some(step),
-                },
-            );
+            let to = match seen.find(h, &next) {
+                Some(to) => to,
+                None => {
+                    if seen.states.len() >= bound {
+                        return Err(BoundExceeded { cell, bound });
+                    }
+                    seen.insert(
+                        h,
+                        next,
+                        Meta {
+                            parent: id,
+                            step: Some(step),
+                        },
+                    )
+                }
+            };
+            edges.push((to, id));
         }
         id += 1;
     }
+    let trap_at = first_trap(seen.states.len(), &goals, &mut edges);
     let meta = &seen.meta;
 
     let trace = |id: Option<u32>, what: &dyn Fn(&State) -> String| {
@@ -288,6 +305,12 @@ pub fn explore(cell: Cell, bound: usize) -> Result<Verdict, BoundExceeded> {
         )
     });
     let stuck = trace(stuck_at, &|_| "STUCK: no thread can move".to_string());
+    let trap = trace(trap_at.map(|(first, _)| first), &|st| {
+        format!(
+            "NO PROGRESS: from here no schedule reaches quiescence (main thread: {})",
+            model.main_stack(st)
+        )
+    });
     Ok(Verdict {
         cell,
         states: seen.states.len(),
@@ -296,9 +319,41 @@ pub fn explore(cell: Cell, bound: usize) -> Result<Verdict, BoundExceeded> {
         leak,
         stuck,
         inconsistent,
+        traps: trap_at.map_or(0, |(_, n)| n),
+        trap,
         leaked_on_purpose,
         elapsed: started.elapsed(),
     })
+}
+
+/// Backward reachability from the goal states over the edges `(to, from)`:
+/// the first (so shortest-path) state that cannot reach a goal, and how many
+/// such states there are.
+fn first_trap(states: usize, goals: &[u32], edges: &mut [(u32, u32)]) -> Option<(u32, usize)> {
+    edges.sort_unstable();
+    let mut good = vec![false; states];
+    let mut todo: Vec<u32> = Vec::new();
+    for &g in goals {
+        if !good[g as usize] {
+            good[g as usize] = true;
+            todo.push(g);
+        }
+    }
+    while let Some(to) = todo.pop() {
+        let start = edges.partition_point(|&(t, _)| t < to);
+        for &(t, from) in &edges[start..] {
+            if t != to {
+                break;
+            }
+            if !good[from as usize] {
+                good[from as usize] = true;
+                todo.push(from);
+            }
+        }
+    }
+    let traps = good.iter().filter(|&&g| !g).count();
+    let first = good.iter().position(|&g| !g)?;
+    Some((first as u32, traps))
 }
 
 /// A livelock: the main thread is ready at a RESUME for which the core's

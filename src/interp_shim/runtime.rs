@@ -1,0 +1,1250 @@
+//! The live driver of the CPython model: real OS threads, a real GIL with a
+//! switch interval, `Py_AddPendingCall` from any thread, and simulated Python
+//! code as Rust closures on a [`Py`] context handle.
+//!
+//! Owns: the [`Runtime`] (one interpreter of one [`PyVersion`]), the [`Py`]
+//! handle of a model thread, [`Event`] (`threading.Event`), the watchdog
+//! ([`Watchdog`], [`HangReport`]) and the thread-local that records which model
+//! thread the calling OS thread is.
+//!
+//! Uses: [`InterpCore`](super::core::InterpCore), the one copy of the rules.
+//! The runtime keeps the core behind one `parking_lot::Mutex` with one
+//! `Condvar`; every core method call is one atomic step under that lock, and
+//! the runtime never decides a rule itself: it only blocks, sleeps, runs
+//! callbacks and handlers where the core's answers say CPython would.
+//!
+//! # Harness escapes (not interpreter state)
+//! - A watchdog in [`Watchdog::Report`] mode sets a harness-level *cancel*
+//!   flag when it fires. From then on every operation of simulated Python
+//!   code (check sites, GIL takes, sleeps, waits, joins) returns
+//!   [`PyErr::Cancelled`], so the spinning thread's simulated frames unwind
+//!   with an `Err` and [`Runtime::run`] can return the report as a value. No
+//!   CPython thread could do this; it exists so tests can observe a livelock
+//!   without killing the test process.
+//! - At shutdown, [`Runtime::run`] joins every OS thread it started (so their
+//!   thread-local destructors, where greenlet queues a dying thread's state,
+//!   have run) before `_Py_FinishPendingCalls`. CPython's
+//!   `threading._shutdown` waits only for the thread states, so a real
+//!   interpreter may race here and leak such a state at exit.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::fmt;
+use std::marker::PhantomData;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, MutexGuard};
+
+use super::core::{CheckSite, Continuation, InterpCore, MakeBegin, RingFull, Summary, ThreadIdx};
+use super::version::PyVersion;
+use super::MAIN_THREAD;
+
+/// CPython's default switch interval (`sys.getswitchinterval()`): a thread
+/// waiting this long for the GIL asks the holder to drop it.
+pub const SWITCH_INTERVAL: Duration = Duration::from_millis(5);
+
+/// The id of a queued pending call (what the core's ring holds).
+pub type CallId = u64;
+
+/// A Python exception, or the harness's cancellation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PyErr {
+    /// A Python exception raised by simulated code (`kind` is its type name).
+    #[error("{kind}: {message}")]
+    Exception {
+        /// The exception type, e.g. `RuntimeError`.
+        kind: String,
+        /// Its message.
+        message: String,
+    },
+    /// The watchdog fired in [`Watchdog::Report`] mode and the harness is
+    /// unwinding the simulated frames. Not a Python exception: see the module
+    /// documentation.
+    #[error(
+        "cancelled by the watchdog after a timeout (a test-harness escape, not a Python exception)"
+    )]
+    Cancelled,
+    /// A daemon thread tried to take the GIL after finalization began: in
+    /// CPython `take_gil` calls `PyThread_exit_thread` and the thread ends
+    /// without running more Python code.
+    #[error("the interpreter is finalizing: a daemon thread exits when it tries to take the GIL")]
+    ThreadExit,
+}
+
+impl PyErr {
+    /// A Python exception of type `kind` with `message`.
+    pub fn exception(kind: &str, message: impl Into<String>) -> Self {
+        PyErr::Exception {
+            kind: kind.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+/// The result of simulated Python code.
+pub type PyResult<T> = Result<T, PyErr>;
+
+/// A pending call: simulated Python code run by `make_pending_calls` on the
+/// main thread with the GIL held. An `Err` is the callback's `-1`.
+pub type PendingCall = Box<dyn FnOnce(&Py) -> PyResult<()> + Send>;
+
+/// A Python-level signal handler (`signal.signal(signum, handler)`): runs on
+/// the main thread as an ordinary Python call.
+pub type SignalHandler = Arc<dyn Fn(&Py) -> PyResult<()> + Send + Sync>;
+
+/// The watchdog of [`Runtime::run`], modelled on
+/// `faulthandler.dump_traceback_later(timeout, exit=True)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Watchdog {
+    /// No watchdog: `run` waits for the scenario however long it takes.
+    Off,
+    /// After the timeout, print the [`HangReport`] to stderr and exit the
+    /// process with status 1, like faulthandler with `exit=True`.
+    Exit(Duration),
+    /// After the timeout, cancel the scenario (see the module documentation)
+    /// and return the report from `run`: for tests.
+    Report(Duration),
+}
+
+/// One thread's simulated stack in a [`HangReport`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadDump {
+    /// The model thread index (0 is the main thread).
+    pub index: ThreadIdx,
+    /// The thread's name.
+    pub name: String,
+    /// Frame names, most recent call first.
+    pub frames: Vec<&'static str>,
+    /// Traced RESUME re-dispatches this thread has made.
+    pub redispatches: u64,
+}
+
+/// What the watchdog saw when it fired.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HangReport {
+    /// The watchdog's timeout.
+    pub timeout: Duration,
+    /// Every live thread's stack, main thread first.
+    pub threads: Vec<ThreadDump>,
+    /// The pending-call state.
+    pub summary: Summary,
+    /// Whether the core's livelock predicate held (3.11 traced RESUME with
+    /// `busy`, `calls_to_do` and the breaker set).
+    pub livelock_predicate: bool,
+    /// Traced RESUME re-dispatches in the whole interpreter.
+    pub redispatches: u64,
+    /// Lines added by [`Runtime::set_report_hook`] (e.g. queue metrics).
+    pub extra: String,
+}
+
+impl HangReport {
+    /// The dump of model thread `index`, if it was alive.
+    pub fn thread(&self, index: ThreadIdx) -> Option<&ThreadDump> {
+        self.threads.iter().find(|t| t.index == index)
+    }
+}
+
+impl fmt::Display for HangReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secs = self.timeout.as_secs();
+        writeln!(
+            f,
+            "Timeout ({}:{:02}:{:02}.{:03})!",
+            secs / 3600,
+            secs / 60 % 60,
+            secs % 60,
+            self.timeout.subsec_millis()
+        )?;
+        for t in &self.threads {
+            writeln!(
+                f,
+                "Thread T{} {:?} (most recent call first):",
+                t.index, t.name
+            )?;
+            for frame in &t.frames {
+                writeln!(f, "  File \"<simulated>\", in {frame}")?;
+            }
+            writeln!(f)?;
+        }
+        writeln!(f, "pending calls: {}", self.summary)?;
+        writeln!(
+            f,
+            "livelock predicate (3.11 traced RESUME): {}",
+            self.livelock_predicate
+        )?;
+        let per_thread: Vec<String> = self
+            .threads
+            .iter()
+            .filter(|t| t.redispatches > 0)
+            .map(|t| format!("T{}={}", t.index, t.redispatches))
+            .collect();
+        writeln!(
+            f,
+            "re-dispatches: {} ({})",
+            self.redispatches,
+            per_thread.join(" ")
+        )?;
+        if !self.extra.is_empty() {
+            writeln!(f, "{}", self.extra.trim_end())?;
+        }
+        Ok(())
+    }
+}
+
+/// How a [`Runtime::run`] ended.
+#[derive(Debug)]
+pub enum Outcome<T> {
+    /// The main body returned (its value or its exception), and the
+    /// interpreter was finalized.
+    Finished(PyResult<T>),
+    /// The watchdog fired ([`Watchdog::Report`] mode); the scenario was
+    /// cancelled and unwound.
+    Hung(Box<HangReport>),
+}
+
+/// Why [`Runtime::run`] could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// `run` was called a second time on the same runtime.
+    #[error("this Runtime already ran its main thread; create a new Runtime for another run")]
+    AlreadyRan,
+    /// The OS refused to start the main thread.
+    #[error("could not start the simulated main thread: {0}")]
+    Spawn(#[from] std::io::Error),
+}
+
+/// Counters of the live runtime.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RuntimeStats {
+    /// `Py_AddPendingCall` pushes that succeeded.
+    pub pending_calls_added: u64,
+    /// `Py_AddPendingCall` pushes refused because the ring was full.
+    pub pending_calls_rejected: u64,
+    /// Pending calls run by `make_pending_calls`.
+    pub pending_calls_run: u64,
+    /// `make_pending_calls` that started draining.
+    pub makes_started: u64,
+    /// `make_pending_calls` that returned at once because one was running
+    /// (the 3.12 "extra trips", the 3.11 spin).
+    pub makes_recursive: u64,
+    /// Traced RESUME re-dispatches (3.11 `DO_TRACING`).
+    pub redispatches: u64,
+    /// GIL hand-overs (`take_gil` successes).
+    pub gil_switches: u64,
+    /// Drop requests made by waiters that timed out.
+    pub drop_requests: u64,
+    /// Python-level signal handler runs.
+    pub signal_handlers_run: u64,
+}
+
+struct ThreadSlot {
+    name: String,
+    daemon: bool,
+    frames: Vec<&'static str>,
+    /// The thread state was deleted (`Thread.join` returns).
+    finished: bool,
+    redispatches: u64,
+}
+
+type Hook = Box<dyn FnOnce() + Send>;
+type ReportHook = Arc<dyn Fn() -> String + Send + Sync>;
+type ThreadInit = Arc<dyn Fn() + Send + Sync>;
+
+struct State {
+    core: InterpCore<CallId>,
+    callbacks: HashMap<CallId, PendingCall>,
+    next_call: CallId,
+    threads: Vec<ThreadSlot>,
+    /// Model thread used by OS threads that are no model thread.
+    foreign: Option<ThreadIdx>,
+    signal_handler: Option<(&'static str, SignalHandler)>,
+    stats: RuntimeStats,
+    os_threads: Vec<(JoinHandle<()>, bool)>,
+    thread_init: Option<ThreadInit>,
+    finalize_hooks: Vec<Hook>,
+    report_hook: Option<ReportHook>,
+    /// The scenario (main body and shutdown) is over.
+    done: bool,
+    /// The harness's cancel flag (see the module documentation).
+    cancelled: bool,
+}
+
+/// The runtime's state shared by its threads (held weakly by schedulers and
+/// events).
+pub(crate) struct Shared {
+    id: u64,
+    version: PyVersion,
+    state: Mutex<State>,
+    cond: Condvar,
+    ran: AtomicBool,
+}
+
+/// Live runtimes, so that code finding its model thread through the
+/// thread-local can reach its runtime. Holds weak references only.
+static REGISTRY: Mutex<Vec<(u64, Weak<Shared>)>> = Mutex::new(Vec::new());
+static NEXT_RUNTIME_ID: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// The calling OS thread's (runtime id, model thread index); runtime id 0
+    /// means none. A `Cell` of plain integers: const-initialized and without a
+    /// destructor, so it stays readable from other thread-local destructors
+    /// during thread teardown (where a dying thread queues its greenlet state).
+    static MODEL_THREAD: Cell<(u64, ThreadIdx)> = const { Cell::new((0, 0)) };
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        REGISTRY.lock().retain(|(id, _)| *id != self.id);
+    }
+}
+
+/// One simulated CPython interpreter of one version. Cheap to clone (an
+/// `Arc`).
+///
+/// # Example
+/// ```
+/// use std::time::Duration;
+/// use greenlet::interp_shim::{Outcome, PyVersion, Runtime, Watchdog};
+///
+/// let rt = Runtime::new(PyVersion::V3_12);
+/// let outcome = rt
+///     .run(Watchdog::Report(Duration::from_secs(20)), |py| {
+///         let worker = py.spawn("work", |py| py.call("f", |_| Ok(())))?;
+///         py.add_pending_call(|py| py.call("callback", |_| Ok(())))
+///             .expect("ring has room");
+///         py.sleep(Duration::from_millis(1))?; // the main thread runs the call
+///         py.join(&worker)?;
+///         Ok(7)
+///     })
+///     .unwrap();
+/// assert!(matches!(outcome, Outcome::Finished(Ok(7))));
+/// assert_eq!(rt.stats().pending_calls_run, 1);
+/// ```
+#[derive(Clone)]
+pub struct Runtime {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runtime")
+            .field("version", &self.shared.version)
+            .field("summary", &self.summary())
+            .finish()
+    }
+}
+
+impl Runtime {
+    /// A fresh interpreter whose main thread (index 0) holds the GIL.
+    pub fn new(version: PyVersion) -> Runtime {
+        let id = NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed);
+        let shared = Arc::new(Shared {
+            id,
+            version,
+            state: Mutex::new(State {
+                core: InterpCore::new(version),
+                callbacks: HashMap::new(),
+                next_call: 0,
+                threads: vec![ThreadSlot {
+                    name: "MainThread".into(),
+                    daemon: false,
+                    frames: Vec::new(),
+                    finished: false,
+                    redispatches: 0,
+                }],
+                foreign: None,
+                signal_handler: None,
+                stats: RuntimeStats::default(),
+                os_threads: Vec::new(),
+                thread_init: None,
+                finalize_hooks: Vec::new(),
+                report_hook: None,
+                done: false,
+                cancelled: false,
+            }),
+            cond: Condvar::new(),
+            ran: AtomicBool::new(false),
+        });
+        REGISTRY.lock().push((id, Arc::downgrade(&shared)));
+        Runtime { shared }
+    }
+
+    pub(crate) fn downgrade(&self) -> Weak<Shared> {
+        Arc::downgrade(&self.shared)
+    }
+
+    pub(crate) fn from_shared(shared: Arc<Shared>) -> Runtime {
+        Runtime { shared }
+    }
+
+    /// Whether `py` is a thread of this runtime.
+    pub fn owns(&self, py: &Py) -> bool {
+        Arc::ptr_eq(&self.shared, &py.shared)
+    }
+
+    /// The modelled version.
+    pub fn version(&self) -> PyVersion {
+        self.shared.version
+    }
+
+    /// The pending-call state now.
+    pub fn summary(&self) -> Summary {
+        self.shared.state.lock().core.summary()
+    }
+
+    /// The runtime's counters now.
+    pub fn stats(&self) -> RuntimeStats {
+        self.shared.state.lock().stats
+    }
+
+    /// Whether `Py_FinalizeEx` has begun (`_Py_IsFinalizing`).
+    pub fn is_finalizing(&self) -> bool {
+        self.shared.state.lock().core.is_finalizing()
+    }
+
+    /// Code run on every model thread (the main one included) as it starts,
+    /// before it takes the GIL; e.g. `cleanup::set_thread_queue`.
+    pub fn set_thread_init(&self, init: impl Fn() + Send + Sync + 'static) {
+        self.shared.state.lock().thread_init = Some(Arc::new(init));
+    }
+
+    /// Code run once when the interpreter is finalized (after the last
+    /// pending calls, like an `atexit` hook registered before finalization).
+    pub fn at_finalize(&self, hook: impl FnOnce() + Send + 'static) {
+        self.shared.state.lock().finalize_hooks.push(Box::new(hook));
+    }
+
+    /// Extra lines for the watchdog's report (called while the scenario
+    /// hangs, so it must not wait for the GIL).
+    pub fn set_report_hook(&self, hook: impl Fn() -> String + Send + Sync + 'static) {
+        self.shared.state.lock().report_hook = Some(Arc::new(hook));
+    }
+
+    /// `signal.signal(signum, handler)`: install the Python-level handler
+    /// that the main thread runs when a signal is pending (`None`: default
+    /// handling, which ignores the signal in this model).
+    pub fn set_signal_handler(
+        &self,
+        name: &'static str,
+        handler: Option<impl Fn(&Py) -> PyResult<()> + Send + Sync + 'static>,
+    ) {
+        self.shared.state.lock().signal_handler = handler.map(|h| (name, Arc::new(h) as _));
+    }
+
+    /// An OS signal arrives (`signal.raise_signal` from any thread; the C
+    /// handler's `trip_signal` → `_PyEval_SignalReceived`).
+    pub fn raise_signal(&self) {
+        // _PyEval_SignalReceived
+        self.shared.state.lock().core.signal_received();
+    }
+
+    /// `Py_AddPendingCall` as the calling OS thread, with or without the GIL:
+    /// the push under the pending lock, then `SIGNAL_PENDING_CALLS` as the
+    /// caller in a second step (even if the push failed). An OS thread that is
+    /// no model thread of this runtime counts as a non-main thread.
+    ///
+    /// # Errors
+    /// [`RingFull`] when the ring has no room (`Py_AddPendingCall` returned
+    /// -1); the callback is dropped without running.
+    pub fn add_pending_call(
+        &self,
+        call: impl FnOnce(&Py) -> PyResult<()> + Send + 'static,
+    ) -> Result<(), RingFull> {
+        let caller = self.calling_thread();
+        add_pending_call_as(&self.shared, caller, Box::new(call))
+    }
+
+    /// The model thread of the calling OS thread in this runtime (a
+    /// dedicated non-main thread state for foreign OS threads).
+    fn calling_thread(&self) -> ThreadIdx {
+        let (id, idx) = MODEL_THREAD.with(Cell::get);
+        if id == self.shared.id {
+            return idx;
+        }
+        let mut st = self.shared.state.lock();
+        if let Some(foreign) = st.foreign {
+            return foreign;
+        }
+        let idx = st.core.add_thread();
+        st.threads.push(ThreadSlot {
+            name: "<foreign OS thread>".into(),
+            daemon: false,
+            frames: Vec::new(),
+            finished: true,
+            redispatches: 0,
+        });
+        st.foreign = Some(idx);
+        idx
+    }
+
+    /// Run `main` as the body of the main thread (`<module>`) on a new OS
+    /// thread named `MainThread`, then shut the interpreter down: wait for
+    /// every thread, run the last pending calls (`_Py_FinishPendingCalls`),
+    /// finalize (`Py_FinalizeEx`), run the [`at_finalize`](Self::at_finalize)
+    /// hooks. Blocks the caller, which acts as the watchdog.
+    ///
+    /// # Errors
+    /// [`RunError`] if this runtime already ran or the OS refused a thread.
+    ///
+    /// # Panics
+    /// Re-raises a panic of the main body.
+    pub fn run<T, F>(&self, watchdog: Watchdog, main: F) -> Result<Outcome<T>, RunError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Py) -> PyResult<T> + Send + 'static,
+    {
+        if self.shared.ran.swap(true, Ordering::SeqCst) {
+            return Err(RunError::AlreadyRan);
+        }
+        let shared = Arc::clone(&self.shared);
+        let handle = std::thread::Builder::new()
+            .name("MainThread".into())
+            .spawn(move || main_thread(shared, main))?;
+        let timeout = match watchdog {
+            Watchdog::Off => None,
+            Watchdog::Exit(t) | Watchdog::Report(t) => Some(t),
+        };
+        let mut hung = None;
+        if let Some(timeout) = timeout {
+            let deadline = Instant::now() + timeout;
+            let mut st = self.shared.state.lock();
+            while !st.done {
+                if self.shared.cond.wait_until(&mut st, deadline).timed_out() && !st.done {
+                    let report = build_report(&st, timeout);
+                    if matches!(watchdog, Watchdog::Exit(_)) {
+                        eprint!("{report}");
+                        std::process::exit(1);
+                    }
+                    st.cancelled = true;
+                    self.shared.cond.notify_all();
+                    hung = Some(Box::new(report));
+                    break;
+                }
+            }
+        }
+        let result = match handle.join() {
+            Ok(result) => result,
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        Ok(match hung {
+            Some(report) => Outcome::Hung(report),
+            None => Outcome::Finished(result),
+        })
+    }
+}
+
+fn add_pending_call_as(
+    shared: &Shared,
+    caller: ThreadIdx,
+    call: PendingCall,
+) -> Result<(), RingFull> {
+    let pushed = {
+        let mut st = shared.state.lock();
+        let id = st.next_call;
+        // Py_AddPendingCall → _push_pending_call, under pending->lock
+        match st.core.add_pending_push(id) {
+            Ok(()) => {
+                st.next_call += 1;
+                st.callbacks.insert(id, call);
+                st.stats.pending_calls_added += 1;
+                Ok(())
+            }
+            Err(full) => {
+                st.stats.pending_calls_rejected += 1;
+                Err((full, call))
+            }
+        }
+    };
+    // Py_AddPendingCall → SIGNAL_PENDING_CALLS, lock released, unconditional
+    shared.state.lock().core.add_pending_signal(caller);
+    pushed.map_err(|(full, call)| {
+        drop(call); // outside the lock: it may own user state
+        full
+    })
+}
+
+fn build_report(st: &State, timeout: Duration) -> HangReport {
+    let threads = st
+        .threads
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| !t.finished)
+        .map(|(index, t)| ThreadDump {
+            index,
+            name: t.name.clone(),
+            frames: t.frames.iter().rev().copied().collect(),
+            redispatches: t.redispatches,
+        })
+        .collect();
+    HangReport {
+        timeout,
+        threads,
+        summary: st.core.summary(),
+        livelock_predicate: st.core.resume_livelocked(),
+        redispatches: st.stats.redispatches,
+        extra: st.report_hook.as_ref().map(|h| h()).unwrap_or_default(),
+    }
+}
+
+fn main_thread<T, F>(shared: Arc<Shared>, main: F) -> PyResult<T>
+where
+    F: FnOnce(&Py) -> PyResult<T>,
+{
+    MODEL_THREAD.with(|m| m.set((shared.id, MAIN_THREAD)));
+    let init = shared.state.lock().thread_init.clone();
+    if let Some(init) = init {
+        init();
+    }
+    let py = Py::new(Arc::clone(&shared), MAIN_THREAD);
+    // The main thread holds the GIL from InterpCore::new (Py_Initialize).
+    let result = py.frame("<module>", |py| {
+        py.check(CheckSite::Resume)?;
+        main(py)
+    });
+    py.shutdown();
+    let mut st = shared.state.lock();
+    st.threads[MAIN_THREAD].finished = true;
+    st.done = true;
+    shared.cond.notify_all();
+    drop(st);
+    result
+}
+
+fn thread_main(
+    shared: Arc<Shared>,
+    idx: ThreadIdx,
+    target: &'static str,
+    started: Event,
+    body: impl FnOnce(&Py) -> PyResult<()>,
+) {
+    MODEL_THREAD.with(|m| m.set((shared.id, idx)));
+    let init = shared.state.lock().thread_init.clone();
+    if let Some(init) = init {
+        init();
+    }
+    let py = Py::new(Arc::clone(&shared), idx);
+    // t_bootstrap: take the GIL, then Thread._bootstrap_inner sets _started.
+    let result = py.take_gil().and_then(|()| {
+        started.set();
+        py.frame("run", |py| py.call(target, body))
+    });
+    if let Err(PyErr::Exception { kind, message }) = &result {
+        let name = shared.state.lock().threads[idx].name.clone();
+        eprintln!("Exception in thread {name}:\n{kind}: {message}");
+    }
+    // PyThreadState_Clear + _PyThreadState_DeleteCurrent: the tstate lock is
+    // released (Thread.join returns) and the GIL dropped. The OS thread's
+    // thread-local destructors run after this, without the GIL.
+    let mut st = shared.state.lock();
+    st.threads[idx].finished = true;
+    st.core.drop_gil(idx);
+    shared.cond.notify_all();
+}
+
+/// A started Python thread (`threading.Thread`), for [`Py::join`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PyThread {
+    index: ThreadIdx,
+    name: String,
+}
+
+impl PyThread {
+    /// The model thread index.
+    pub fn index(&self) -> ThreadIdx {
+        self.index
+    }
+
+    /// The thread's name, e.g. `Thread-1 (_b)`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// `threading.Event`: set from any thread; [`Py::wait`] blocks with the GIL
+/// released.
+///
+/// # Example
+/// ```
+/// use std::time::Duration;
+/// use greenlet::interp_shim::{Event, Outcome, PyVersion, Runtime, Watchdog};
+///
+/// let rt = Runtime::new(PyVersion::V3_11);
+/// let release = Event::new(&rt);
+/// let seen = release.clone();
+/// let outcome = rt
+///     .run(Watchdog::Report(Duration::from_secs(20)), move |py| {
+///         let t = py.spawn("waiter", move |py| py.wait(&seen))?;
+///         release.set();
+///         py.join(&t)
+///     })
+///     .unwrap();
+/// assert!(matches!(outcome, Outcome::Finished(Ok(()))));
+/// ```
+#[derive(Clone)]
+pub struct Event {
+    flag: Arc<AtomicBool>,
+    shared: Weak<Shared>,
+}
+
+impl fmt::Debug for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Event")
+            .field("set", &self.is_set())
+            .finish()
+    }
+}
+
+impl Event {
+    /// A new, clear event of `runtime`.
+    pub fn new(runtime: &Runtime) -> Event {
+        Event {
+            flag: Arc::new(AtomicBool::new(false)),
+            shared: Arc::downgrade(&runtime.shared),
+        }
+    }
+
+    /// `Event.set()`: wakes every waiter.
+    pub fn set(&self) {
+        self.flag.store(true, Ordering::SeqCst);
+        if let Some(shared) = self.shared.upgrade() {
+            // Taking the lock orders this store before a waiter's re-check.
+            let _st = shared.state.lock();
+            shared.cond.notify_all();
+        }
+    }
+
+    /// `Event.is_set()`.
+    pub fn is_set(&self) -> bool {
+        self.flag.load(Ordering::SeqCst)
+    }
+}
+
+/// The context of simulated Python code: one model thread of one runtime,
+/// used on the OS thread that runs it (hence neither `Send` nor `Sync`).
+///
+/// Every operation is a sequence of core steps; those that reach a check
+/// site may run pending calls and signal handlers, drop the GIL, or (3.11,
+/// traced) re-dispatch a RESUME forever.
+pub struct Py {
+    shared: Arc<Shared>,
+    idx: ThreadIdx,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl fmt::Debug for Py {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Py").field("thread", &self.idx).finish()
+    }
+}
+
+/// Pops a simulated frame when its call ends, also on unwinding.
+struct FrameGuard<'a> {
+    py: &'a Py,
+}
+
+impl Drop for FrameGuard<'_> {
+    fn drop(&mut self) {
+        self.py.lock().threads[self.py.idx].frames.pop();
+    }
+}
+
+/// Leaves `PyThreadState_EnterTracing` when the shielded code ends.
+struct TracingGuard<'a> {
+    py: &'a Py,
+}
+
+impl Drop for TracingGuard<'_> {
+    fn drop(&mut self) {
+        // PyThreadState_LeaveTracing
+        self.py.lock().core.leave_tracing(self.py.idx);
+    }
+}
+
+impl Py {
+    fn new(shared: Arc<Shared>, idx: ThreadIdx) -> Py {
+        Py {
+            shared,
+            idx,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// The context of the calling OS thread's model thread, if it is one and
+    /// its runtime is alive: how finalizers run by a drain (inside
+    /// `make_pending_calls` on the main thread) reach their runtime.
+    pub fn current() -> Option<Py> {
+        let (id, idx) = MODEL_THREAD.try_with(Cell::get).ok()?;
+        if id == 0 {
+            return None;
+        }
+        let shared = REGISTRY
+            .lock()
+            .iter()
+            .find(|(rid, _)| *rid == id)
+            .and_then(|(_, weak)| weak.upgrade())?;
+        Some(Py::new(shared, idx))
+    }
+
+    /// The runtime this thread belongs to.
+    pub fn runtime(&self) -> Runtime {
+        Runtime {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
+    /// This model thread's index (0: the main thread).
+    pub fn thread_index(&self) -> ThreadIdx {
+        self.idx
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.shared.state.lock()
+    }
+
+    fn cancelled(&self) -> PyResult<()> {
+        if self.lock().cancelled {
+            Err(PyErr::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Run `f` in a simulated frame named `name` (no check site).
+    fn frame<R>(&self, name: &'static str, f: impl FnOnce(&Py) -> PyResult<R>) -> PyResult<R> {
+        self.lock().threads[self.idx].frames.push(name);
+        let _guard = FrameGuard { py: self };
+        f(self)
+    }
+
+    /// Call the Python function `name` whose body is `f`: the frame is
+    /// pushed, its `RESUME` is a check site (in 3.11 under tracing, a RESUME
+    /// re-dispatched while the breaker stays set spins here), then `f` runs;
+    /// after it returns, the caller's check site after a `CALL`.
+    pub fn call<R>(&self, name: &'static str, f: impl FnOnce(&Py) -> PyResult<R>) -> PyResult<R> {
+        let value = self.frame(name, |py| {
+            py.check(CheckSite::Resume)?;
+            f(py)
+        })?;
+        self.check(CheckSite::AfterCall)?;
+        Ok(value)
+    }
+
+    /// Resume the generator `name` (`RESUME` with oparg 1 at its start): the
+    /// same check site as a function entry.
+    pub fn resume_generator<R>(
+        &self,
+        name: &'static str,
+        f: impl FnOnce(&Py) -> PyResult<R>,
+    ) -> PyResult<R> {
+        self.call(name, f)
+    }
+
+    /// One loop iteration's backward jump (`JUMP_BACKWARD`): a check site.
+    pub fn loop_iter(&self) -> PyResult<()> {
+        self.check(CheckSite::BackwardJump)
+    }
+
+    /// `time.sleep(d)`: release the GIL, sleep, take it back, then the check
+    /// site after the call.
+    pub fn sleep(&self, d: Duration) -> PyResult<()> {
+        let deadline = Instant::now() + d;
+        self.blocking(|st| st.cancelled, Some(deadline))
+    }
+
+    /// `Event.wait()`: release the GIL until `event` is set.
+    pub fn wait(&self, event: &Event) -> PyResult<()> {
+        self.blocking(|_| event.is_set(), None)
+    }
+
+    /// `Event.wait(timeout)`: returns whether the event was set.
+    pub fn wait_timeout(&self, event: &Event, timeout: Duration) -> PyResult<bool> {
+        let deadline = Instant::now() + timeout;
+        self.blocking(|_| event.is_set(), Some(deadline))?;
+        Ok(event.is_set())
+    }
+
+    /// `Thread.join()`: release the GIL until `thread`'s state is deleted.
+    pub fn join(&self, thread: &PyThread) -> PyResult<()> {
+        let idx = thread.index;
+        self.blocking(move |st| st.threads[idx].finished, None)
+    }
+
+    /// A C call that releases the GIL (`Py_BEGIN_ALLOW_THREADS`) and blocks
+    /// until `ready` or `deadline`, then takes the GIL back
+    /// (`Py_END_ALLOW_THREADS`) and reaches the check site after the call.
+    fn blocking(&self, ready: impl Fn(&State) -> bool, deadline: Option<Instant>) -> PyResult<()> {
+        self.release_gil();
+        {
+            let mut st = self.lock();
+            // A daemon thread stops blocking once finalization began: its
+            // take_gil below ends it, as CPython's would when it woke.
+            while !ready(&st)
+                && !st.cancelled
+                && !(st.core.is_finalizing() && self.idx != MAIN_THREAD)
+            {
+                match deadline {
+                    Some(deadline) => {
+                        if self.shared.cond.wait_until(&mut st, deadline).timed_out() {
+                            break;
+                        }
+                    }
+                    None => self.shared.cond.wait(&mut st),
+                }
+            }
+        }
+        self.take_gil()?;
+        self.check(CheckSite::AfterCall)
+    }
+
+    /// A C function that keeps the GIL (`len(queue)`, `Event.set()`, ...):
+    /// `f` runs, then the check site after the call.
+    pub fn c_call<R>(&self, f: impl FnOnce() -> R) -> PyResult<R> {
+        let value = f();
+        self.check(CheckSite::AfterCall)?;
+        Ok(value)
+    }
+
+    /// `Thread.is_alive()`: whether `thread`'s state still exists.
+    pub fn is_alive(&self, thread: &PyThread) -> PyResult<bool> {
+        let alive = !self.lock().threads[thread.index].finished;
+        self.check(CheckSite::AfterCall)?;
+        Ok(alive)
+    }
+
+    /// `sys.settrace(on)` for this thread (`_PyEval_SetTrace`).
+    pub fn settrace(&self, on: bool) -> PyResult<()> {
+        self.lock().core.set_trace(self.idx, on);
+        self.check(CheckSite::AfterCall)
+    }
+
+    /// `sys.setprofile(on)` for this thread (`_PyEval_SetProfile`).
+    pub fn setprofile(&self, on: bool) -> PyResult<()> {
+        self.lock().core.set_profile(self.idx, on);
+        self.check(CheckSite::AfterCall)
+    }
+
+    /// Run `f` between `PyThreadState_EnterTracing` and
+    /// `PyThreadState_LeaveTracing`: its code is neither traced nor profiled.
+    pub fn with_tracing_suspended<R>(&self, f: impl FnOnce() -> R) -> R {
+        // PyThreadState_EnterTracing
+        self.lock().core.enter_tracing(self.idx);
+        let _guard = TracingGuard { py: self };
+        f()
+    }
+
+    /// `threading.Thread(target=body).start()`: a new thread state
+    /// (`PyThreadState_New`), an OS thread that takes the GIL and runs
+    /// `body` as the function `target`; like `Thread.start`, waits (GIL
+    /// released) until the thread has started.
+    pub fn spawn(
+        &self,
+        target: &'static str,
+        body: impl FnOnce(&Py) -> PyResult<()> + Send + 'static,
+    ) -> PyResult<PyThread> {
+        self.spawn_thread(target, false, body)
+    }
+
+    /// Like [`spawn`](Self::spawn) with `daemon=True`: shutdown does not
+    /// wait for it; once finalization has begun, its next GIL take ends it
+    /// ([`PyErr::ThreadExit`]) and its thread-local destructors run then.
+    pub fn spawn_daemon(
+        &self,
+        target: &'static str,
+        body: impl FnOnce(&Py) -> PyResult<()> + Send + 'static,
+    ) -> PyResult<PyThread> {
+        self.spawn_thread(target, true, body)
+    }
+
+    fn spawn_thread(
+        &self,
+        target: &'static str,
+        daemon: bool,
+        body: impl FnOnce(&Py) -> PyResult<()> + Send + 'static,
+    ) -> PyResult<PyThread> {
+        self.cancelled()?;
+        let (idx, name) = {
+            let mut st = self.lock();
+            // PyThreadState_New
+            let idx = st.core.add_thread();
+            let name = format!("Thread-{idx} ({target})");
+            st.threads.push(ThreadSlot {
+                name: name.clone(),
+                daemon,
+                frames: Vec::new(),
+                finished: false,
+                redispatches: 0,
+            });
+            (idx, name)
+        };
+        let started = Event {
+            flag: Arc::new(AtomicBool::new(false)),
+            shared: Arc::downgrade(&self.shared),
+        };
+        let shared = Arc::clone(&self.shared);
+        let signal = started.clone();
+        let spawned = std::thread::Builder::new()
+            .name(name.clone())
+            .spawn(move || thread_main(shared, idx, target, signal, body));
+        match spawned {
+            Ok(handle) => self.lock().os_threads.push((handle, daemon)),
+            Err(err) => {
+                self.lock().threads[idx].finished = true;
+                return Err(PyErr::exception(
+                    "RuntimeError",
+                    format!("can't start new thread {name}: {err}"),
+                ));
+            }
+        }
+        self.wait(&started)?;
+        Ok(PyThread { index: idx, name })
+    }
+
+    /// `Py_AddPendingCall` from this thread (see
+    /// [`Runtime::add_pending_call`]).
+    ///
+    /// # Errors
+    /// [`RingFull`] when the ring has no room.
+    pub fn add_pending_call(
+        &self,
+        call: impl FnOnce(&Py) -> PyResult<()> + Send + 'static,
+    ) -> Result<(), RingFull> {
+        add_pending_call_as(&self.shared, self.idx, Box::new(call))
+    }
+
+    /// `Py_MakePendingCalls()` (GIL held): signals, then
+    /// `make_pending_calls` (a no-op off the main thread and while busy).
+    pub fn make_pending_calls(&self) -> PyResult<()> {
+        self.cancelled()?;
+        self.handle_signals()?;
+        self.run_pending_calls()
+    }
+
+    /// `signal.raise_signal` from this thread (see [`Runtime::raise_signal`]).
+    pub fn raise_signal(&self) -> PyResult<()> {
+        self.lock().core.signal_received();
+        self.check(CheckSite::AfterCall)
+    }
+
+    // ---- the GIL --------------------------------------------------------------
+
+    /// `drop_gil` (a no-op if this thread does not hold it).
+    fn release_gil(&self) {
+        let mut st = self.lock();
+        if st.core.drop_gil(self.idx) {
+            self.shared.cond.notify_all();
+        }
+    }
+
+    /// `take_gil`: wait on the GIL; a wait that times out after the switch
+    /// interval with no switch meanwhile sets the drop request.
+    fn take_gil(&self) -> PyResult<()> {
+        let mut st = self.lock();
+        let mut switches = st.stats.gil_switches;
+        let mut deadline = Instant::now() + SWITCH_INTERVAL;
+        loop {
+            if st.cancelled {
+                return Err(PyErr::Cancelled);
+            }
+            // take_gil: tstate_must_exit → PyThread_exit_thread
+            if st.core.is_finalizing() && self.idx != MAIN_THREAD {
+                return Err(PyErr::ThreadExit);
+            }
+            // take_gil: success resets the drop request and recomputes the
+            // breaker as this thread.
+            if st.core.take_gil(self.idx) {
+                st.stats.gil_switches += 1;
+                self.shared.cond.notify_all();
+                return Ok(());
+            }
+            let timed_out = self.shared.cond.wait_until(&mut st, deadline).timed_out();
+            if st.stats.gil_switches != switches {
+                switches = st.stats.gil_switches;
+                deadline = Instant::now() + SWITCH_INTERVAL;
+            } else if timed_out {
+                // take_gil: SET_GIL_DROP_REQUEST after a timed-out wait
+                if st.core.request_drop(self.idx) {
+                    st.stats.drop_requests += 1;
+                }
+                deadline = Instant::now() + SWITCH_INTERVAL;
+            }
+        }
+    }
+
+    // ---- the eval breaker ---------------------------------------------------
+
+    /// A check site (`CHECK_EVAL_BREAKER`): if the breaker is set, handle it;
+    /// then continue, or (3.11 `DO_TRACING` at a traced RESUME) dispatch the
+    /// same instruction again, which checks again.
+    fn check(&self, site: CheckSite) -> PyResult<()> {
+        loop {
+            {
+                let st = self.lock();
+                if st.cancelled {
+                    return Err(PyErr::Cancelled);
+                }
+                if !st.core.breaker_set(self.idx) {
+                    return Ok(());
+                }
+            }
+            self.handle_pending()?;
+            let mut st = self.lock();
+            match st.core.continuation(self.idx, site) {
+                Continuation::Continue => return Ok(()),
+                Continuation::Redispatch => {
+                    st.threads[self.idx].redispatches += 1;
+                    st.stats.redispatches += 1;
+                }
+            }
+        }
+    }
+
+    /// `eval_frame_handle_pending` (3.11) / `_Py_HandlePending` (3.12/3.13),
+    /// in CPython's order.
+    fn handle_pending(&self) -> PyResult<()> {
+        let t = self.idx;
+        // 1. signals (main thread of the main interpreter only)
+        self.handle_signals()?;
+        // 2. pending calls: the calls_to_do flag, not the breaker
+        let wants = self.lock().core.wants_pending_calls(t);
+        if wants {
+            self.run_pending_calls()?;
+        }
+        // 3. GIL drop request: drop_gil, then take_gil (which recomputes the
+        // breaker for this thread); runs even if step 2 returned early.
+        let drop = self.lock().core.drop_requested(t);
+        if drop {
+            self.release_gil();
+            self.take_gil()?;
+        }
+        // 4. (async exceptions are not modelled); 3.12's final recompute
+        self.lock().core.handle_pending_end(t);
+        Ok(())
+    }
+
+    /// `handle_signals`: unsignal, then run the Python-level handler; a
+    /// failing handler re-signals and its exception propagates.
+    fn handle_signals(&self) -> PyResult<()> {
+        let handler = {
+            let mut st = self.lock();
+            // UNSIGNAL_PENDING_SIGNALS (main thread only)
+            if !st.core.take_signals(self.idx) {
+                return Ok(());
+            }
+            st.stats.signal_handlers_run += u64::from(st.signal_handler.is_some());
+            st.signal_handler.clone()
+        };
+        let Some((name, handler)) = handler else {
+            return Ok(());
+        };
+        // _PyErr_CheckSignalsTstate: the handler is an ordinary Python call.
+        let result = self.call(name, |py| handler(py));
+        if result.is_err() {
+            // handle_signals: "re-schedule a call to handle_signals()"
+            self.lock().core.resignal_signals(self.idx);
+        }
+        result
+    }
+
+    /// `make_pending_calls`: the guard, then at most `MAX_CALLS_PER_MAKE`
+    /// pops, each callback run with the lock released and the GIL held.
+    fn run_pending_calls(&self) -> PyResult<()> {
+        let t = self.idx;
+        let begin = {
+            let mut st = self.lock();
+            let begin = st.core.make_pending_calls_begin(t);
+            match begin {
+                MakeBegin::Started => st.stats.makes_started += 1,
+                MakeBegin::Recursive => st.stats.makes_recursive += 1,
+                MakeBegin::NotMain => {}
+            }
+            begin
+        };
+        if begin != MakeBegin::Started {
+            return Ok(());
+        }
+        let mut failure = None;
+        for iteration in 0.. {
+            let call = {
+                let mut st = self.lock();
+                // _pop_pending_call under pending->lock
+                match st.core.make_pending_calls_pop(iteration) {
+                    Some(id) => st.callbacks.remove(&id),
+                    None => break,
+                }
+            };
+            let Some(call) = call else { continue };
+            self.lock().stats.pending_calls_run += 1;
+            let result = catch_unwind(AssertUnwindSafe(|| call(self))).unwrap_or_else(|_| {
+                Err(PyErr::exception(
+                    "SystemError",
+                    "a pending call panicked (treated as returning -1)",
+                ))
+            });
+            if let Err(err) = result {
+                failure = Some(err);
+                break;
+            }
+        }
+        // make_pending_calls: busy = 0 (re-signal on error)
+        self.lock()
+            .core
+            .make_pending_calls_end(t, failure.is_some());
+        failure.map_or(Ok(()), Err)
+    }
+
+    // ---- shutdown -------------------------------------------------------------
+
+    /// `Py_FinalizeEx` as run by the main thread after `<module>`.
+    fn shutdown(&self) {
+        // threading._shutdown: wait for every non-daemon thread state (GIL
+        // released); then the harness joins their OS threads (module docs).
+        self.release_gil();
+        let handles = {
+            let mut st = self.lock();
+            while !st.cancelled && st.threads.iter().skip(1).any(|t| !t.finished && !t.daemon) {
+                self.shared.cond.wait(&mut st);
+            }
+            std::mem::take(&mut st.os_threads)
+        };
+        let (daemons, others): (Vec<_>, Vec<_>) = handles.into_iter().partition(|(_, d)| *d);
+        others.into_iter().for_each(|(h, _)| join_reporting(h));
+        if self.take_gil().is_ok() {
+            // _Py_FinishPendingCalls: one make_pending_calls if calls_to_do
+            let calls = self.lock().core.calls_to_do();
+            if calls {
+                if let Err(err) = self.run_pending_calls() {
+                    eprintln!("Exception ignored while finishing pending calls: {err}");
+                }
+            }
+        }
+        let hooks = {
+            let mut st = self.lock();
+            // _PyRuntimeState_SetFinalizing
+            st.core.finalize();
+            self.shared.cond.notify_all();
+            std::mem::take(&mut st.finalize_hooks)
+        };
+        for hook in hooks {
+            hook();
+        }
+        self.release_gil();
+        // Daemon threads end at their next GIL take; the harness waits for
+        // their OS threads so that what they leave behind is accounted for.
+        daemons.into_iter().for_each(|(h, _)| join_reporting(h));
+    }
+}
+
+fn join_reporting(handle: JoinHandle<()>) {
+    if let Err(panic) = handle.join() {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        eprintln!("a simulated thread panicked: {what}");
+    }
+}

@@ -1,0 +1,694 @@
+//! The scenarios of issue 3, shared by the examples and the tests: the seed
+//! report's reproducer, the coverage.py-like churn, a full pending-call ring,
+//! finalization, a panicking finalizer.
+//!
+//! Owns: the scenario configurations and reports. Uses the [`Runtime`], the
+//! [`PendingCallScheduler`], [`crate::cleanup`] and the greenlet API
+//! (`getcurrent()`, `Greenlet::on_finalize`): every simulated thread routes
+//! its greenlet state to the scenario's queue (`cleanup::set_thread_queue`)
+//! first thing, and a finalizer's simulated Python code finds its [`Py`]
+//! through [`Py::current`] (the drain runs on the main thread inside
+//! `make_pending_calls`).
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::cleanup::{self, CleanupQueue, Metrics, Policy};
+
+use super::runtime::{
+    Event, HangReport, Outcome, Py, PyErr, PyResult, RunError, Runtime, RuntimeStats, Watchdog,
+};
+use super::scheduler::PendingCallScheduler;
+use super::version::PyVersion;
+
+/// The greenlet API the scenarios are written against.
+mod greenlet_api {
+    use std::cell::RefCell;
+    use std::sync::Arc;
+
+    use crate::cleanup::{self, CleanupQueue, Remains};
+
+    type Finalizer = Box<dyn FnOnce() + Send>;
+
+    /// A thread's greenlet state: its queue is captured when it is created.
+    struct ThreadState {
+        queue: Arc<CleanupQueue>,
+        label: String,
+        finalizers: Vec<Finalizer>,
+    }
+
+    impl Drop for ThreadState {
+        // The thread exits: its remains go to the queue captured at creation.
+        fn drop(&mut self) {
+            let remains = ThreadRemains {
+                label: std::mem::take(&mut self.label),
+                finalizers: std::mem::take(&mut self.finalizers),
+            };
+            self.queue.push(Box::new(remains));
+        }
+    }
+
+    struct ThreadRemains {
+        label: String,
+        finalizers: Vec<Finalizer>,
+    }
+
+    impl Remains for ThreadRemains {
+        fn destroy(self: Box<Self>) {
+            for finalizer in self.finalizers {
+                finalizer();
+            }
+        }
+        fn label(&self) -> String {
+            self.label.clone()
+        }
+    }
+
+    thread_local! {
+        static STATE: RefCell<Option<ThreadState>> = const { RefCell::new(None) };
+    }
+
+    /// The calling thread's main greenlet.
+    pub struct Greenlet;
+
+    /// `greenlet.getcurrent()`: creates the thread's state on first use.
+    pub fn getcurrent() -> Greenlet {
+        STATE.with(|s| {
+            s.borrow_mut().get_or_insert_with(|| ThreadState {
+                queue: cleanup::current_queue(),
+                label: format!(
+                    "main greenlet of thread {:?}",
+                    std::thread::current().name().unwrap_or("?")
+                ),
+                finalizers: Vec::new(),
+            });
+        });
+        Greenlet
+    }
+
+    impl Greenlet {
+        /// Run `callback` when the greenlet is finalized (a weakref callback).
+        pub fn on_finalize(&self, callback: impl FnOnce() + Send + 'static) {
+            STATE.with(|s| {
+                if let Some(state) = s.borrow_mut().as_mut() {
+                    state.finalizers.push(Box::new(callback));
+                }
+            });
+        }
+    }
+}
+
+use greenlet_api::getcurrent;
+
+/// What the main thread has installed: a trace function, a profile
+/// function, or neither.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TraceMode {
+    /// `sys.settrace(lambda *a: None)`.
+    Trace,
+    /// `sys.setprofile(lambda *a: None)`.
+    Profile,
+    /// Neither.
+    None,
+}
+
+impl TraceMode {
+    /// Every mode.
+    pub const ALL: [TraceMode; 3] = [TraceMode::Trace, TraceMode::Profile, TraceMode::None];
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            TraceMode::Trace => "trace",
+            TraceMode::Profile => "profile",
+            TraceMode::None => "none",
+        }
+    }
+
+    fn install(self, py: &Py) -> PyResult<()> {
+        match self {
+            TraceMode::Trace => py.settrace(true),
+            TraceMode::Profile => py.setprofile(true),
+            TraceMode::None => Ok(()),
+        }
+    }
+}
+
+impl fmt::Display for TraceMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A mode name that is not one of [`TraceMode::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown mode {given:?}: expected trace, profile or none")]
+pub struct UnknownMode {
+    /// What was given.
+    pub given: String,
+}
+
+impl FromStr for TraceMode {
+    type Err = UnknownMode;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        TraceMode::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| UnknownMode {
+                given: s.to_string(),
+            })
+    }
+}
+
+/// What one scenario run observed.
+#[derive(Debug)]
+pub struct ScenarioReport {
+    /// The watchdog's report, if the run hung ([`Watchdog::Report`] mode).
+    pub hang: Option<Box<HangReport>>,
+    /// The main body's exception, if it raised one.
+    pub error: Option<PyErr>,
+    /// The seed's `state.get("b_queued")`: whether B was queued while the
+    /// drain ran (seed scenario only).
+    pub b_queued: Option<bool>,
+    /// Thread states handed to the queue (every greenlet state created).
+    pub states_created: u64,
+    /// The queue's counters after finalization, or when the watchdog fired
+    /// if the run hung.
+    pub queue: Metrics,
+    /// States never destroyed: queued forever, leaked at finalization, or
+    /// not destroyed when the watchdog fired.
+    pub states_never_destroyed: u64,
+    /// Finalizers that panicked (reported, the drain went on).
+    pub finalizer_panics: u64,
+    /// The runtime's counters.
+    pub runtime: RuntimeStats,
+}
+
+impl ScenarioReport {
+    /// Whether the watchdog fired.
+    pub fn hung(&self) -> bool {
+        self.hang.is_some()
+    }
+
+    /// The seed's verdict line: `GREEN True`, `GREEN False` or `GREEN None`.
+    pub fn green_line(&self) -> String {
+        let value = match self.b_queued {
+            Some(true) => "True",
+            Some(false) => "False",
+            None => "None",
+        };
+        format!("GREEN {value}")
+    }
+
+    /// The metrics as `key=value` pairs on one line.
+    pub fn metrics_line(&self) -> String {
+        format!(
+            "states_created={} {} never_destroyed={} finalizer_panics={} \
+             pending_calls_added={} pending_calls_rejected={} makes_recursive={} redispatches={}",
+            self.states_created,
+            metrics_kv(&self.queue),
+            self.states_never_destroyed,
+            self.finalizer_panics,
+            self.runtime.pending_calls_added,
+            self.runtime.pending_calls_rejected,
+            self.runtime.makes_recursive,
+            self.runtime.redispatches,
+        )
+    }
+}
+
+/// A queue's counters as `key=value` pairs (the format the `matrix`
+/// example parses).
+pub fn metrics_kv(m: &Metrics) -> String {
+    format!(
+        "schedules_requested={} schedules_failed={} drains_run={} states_destroyed={} \
+         states_leaked={} max_outstanding={}",
+        m.schedules_requested,
+        m.schedules_failed,
+        m.drains_run,
+        m.states_destroyed,
+        m.states_leaked,
+        m.max_outstanding
+    )
+}
+
+/// A runtime with a cleanup queue wired to it: every model thread sends its
+/// greenlet state to the queue; the queue is finalized with the interpreter;
+/// the watchdog's report carries the queue's metrics.
+struct Harness {
+    runtime: Runtime,
+    queue: Arc<CleanupQueue>,
+    created: Arc<AtomicU64>,
+    /// The queue's metrics and states created when the watchdog fired:
+    /// what a hung run reports (the cancelled unwinding that follows still
+    /// lets drains run, which a hung interpreter never would).
+    at_hang: Arc<Mutex<Option<(Metrics, u64)>>>,
+}
+
+impl Harness {
+    fn new(version: PyVersion, policy: Policy) -> Harness {
+        let runtime = Runtime::new(version);
+        let queue = CleanupQueue::new(policy, Arc::new(PendingCallScheduler::new(&runtime)));
+        let q = Arc::clone(&queue);
+        runtime.set_thread_init(move || cleanup::set_thread_queue(Some(Arc::clone(&q))));
+        let q = Arc::clone(&queue);
+        runtime.at_finalize(move || q.finalize());
+        let q = Arc::downgrade(&queue);
+        let created = Arc::new(AtomicU64::new(0));
+        let at_hang = Arc::new(Mutex::new(None));
+        let (c, snapshot) = (Arc::clone(&created), Arc::clone(&at_hang));
+        runtime.set_report_hook(move || match q.upgrade() {
+            Some(q) => {
+                let metrics = q.metrics();
+                *snapshot.lock() = Some((metrics, c.load(Ordering::SeqCst)));
+                format!(
+                    "cleanup queue: policy={} len={} outstanding={} {}",
+                    q.policy(),
+                    q.len(),
+                    q.outstanding(),
+                    metrics_kv(&metrics)
+                )
+            }
+            None => String::new(),
+        });
+        Harness {
+            runtime,
+            queue,
+            created,
+            at_hang,
+        }
+    }
+
+    /// `greenlet.getcurrent()` in the calling thread, counted.
+    fn touch_greenlet(created: &AtomicU64) -> greenlet_api::Greenlet {
+        created.fetch_add(1, Ordering::SeqCst);
+        getcurrent()
+    }
+
+    fn finish<T>(
+        self,
+        outcome: Outcome<T>,
+        b_queued: impl FnOnce(Option<T>) -> Option<bool>,
+    ) -> ScenarioReport {
+        let (hang, error, value) = match outcome {
+            Outcome::Hung(report) => (Some(report), None, None),
+            Outcome::Finished(Ok(value)) => (None, None, Some(value)),
+            Outcome::Finished(Err(err)) => (None, Some(err), None),
+        };
+        let (queue, created) = match (&hang, *self.at_hang.lock()) {
+            (Some(_), Some(snapshot)) => snapshot,
+            _ => (self.queue.metrics(), self.created.load(Ordering::SeqCst)),
+        };
+        ScenarioReport {
+            hang,
+            error,
+            b_queued: b_queued(value),
+            states_created: created,
+            queue,
+            states_never_destroyed: created.saturating_sub(queue.states_destroyed),
+            finalizer_panics: self.queue.finalizer_panics(),
+            runtime: self.runtime.stats(),
+        }
+    }
+}
+
+/// Run a finalizer's simulated Python code as the function `name` on the
+/// thread running the drain; an exception is printed like CPython's
+/// "Exception ignored in" and swallowed (weakref callbacks cannot raise).
+fn python_finalizer(name: &'static str, code: impl FnOnce(&Py) -> PyResult<()>) {
+    let Some(py) = Py::current() else {
+        eprintln!("Exception ignored in {name}: the drain runs outside the simulated interpreter");
+        return;
+    };
+    match py.call(name, code) {
+        Ok(()) | Err(PyErr::Cancelled) => {}
+        Err(err) => eprintln!("Exception ignored in: <function {name}>\n{err}"),
+    }
+}
+
+/// The seed report's cell: one version, policy and trace mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SeedConfig {
+    /// The modelled CPython version.
+    pub version: PyVersion,
+    /// The cleanup queue's policy.
+    pub policy: Policy,
+    /// What the main thread installs.
+    pub mode: TraceMode,
+    /// The watchdog (the seed uses 20 s with `exit=True`).
+    pub watchdog: Watchdog,
+}
+
+/// The seed report's reproducer, step by step: B starts and blocks on
+/// `release_b`; A registers a finalizer on its main greenlet and exits; the
+/// finalizer (run by the drain on the main thread) sets `release_b`, polls
+/// until B's state is queued, records `b_queued`, then enters `<lambda>`; the
+/// traced (or profiled) main thread polls until the queue is empty.
+///
+/// # Errors
+/// [`RunError`] if the runtime could not start.
+///
+/// # Example
+/// ```
+/// use std::time::Duration;
+/// use greenlet::cleanup::Policy;
+/// use greenlet::interp_shim::scenarios::{seed, SeedConfig, TraceMode};
+/// use greenlet::interp_shim::{PyVersion, Watchdog};
+///
+/// let report = seed(SeedConfig {
+///     version: PyVersion::V3_11,
+///     policy: Policy::Shielded,
+///     mode: TraceMode::Trace,
+///     watchdog: Watchdog::Report(Duration::from_secs(20)),
+/// })
+/// .unwrap();
+/// assert_eq!(report.green_line(), "GREEN True");
+/// assert_eq!(report.queue.states_destroyed, 2);
+/// ```
+pub fn seed(config: SeedConfig) -> Result<ScenarioReport, RunError> {
+    let harness = Harness::new(config.version, config.policy);
+    let release_b = Event::new(&harness.runtime);
+    let queue = Arc::clone(&harness.queue);
+    let created = Arc::clone(&harness.created);
+    let b_queued: Arc<Mutex<Option<bool>>> = Arc::new(Mutex::new(None));
+    let state = Arc::clone(&b_queued);
+    let outcome = harness.runtime.run(config.watchdog, move |py| {
+        config.mode.install(py)?;
+        // def _b(): greenlet.getcurrent(); release_b.wait()
+        let (c, rb) = (Arc::clone(&created), release_b.clone());
+        let b = py.spawn("_b", move |py| {
+            py.c_call(|| Harness::touch_greenlet(&c))?;
+            py.wait(&rb)
+        })?;
+        // def _a(): state["ref"] = weakref.ref(greenlet.getcurrent(), _in_cleanup)
+        let (c, rb, q, st) = (
+            Arc::clone(&created),
+            release_b,
+            Arc::clone(&queue),
+            Arc::clone(&state),
+        );
+        let a = py.spawn("_a", move |py| {
+            let current = py.c_call(|| Harness::touch_greenlet(&c))?;
+            current.on_finalize(move || in_cleanup(&rb, &q, &st));
+            Ok(())
+        })?;
+        py.join(&a)?;
+        // for _ in range(5000): time.sleep(0.001); if "b_queued" in state and
+        // get_pending_cleanup_count() == 0: break
+        for _ in 0..5000 {
+            py.sleep(Duration::from_millis(1))?;
+            if state.lock().is_some() && py.c_call(|| queue.len())? == 0 {
+                break;
+            }
+            py.loop_iter()?;
+        }
+        py.join(&b)?;
+        let value = *state.lock();
+        Ok(value)
+    })?;
+    Ok(harness.finish(outcome, Option::flatten))
+}
+
+/// The seed's `_in_cleanup` weakref callback.
+fn in_cleanup(release_b: &Event, queue: &Arc<CleanupQueue>, state: &Mutex<Option<bool>>) {
+    python_finalizer("_in_cleanup", |py| {
+        py.c_call(|| release_b.set())?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while py.c_call(|| queue.len())? == 0 && py.c_call(Instant::now)? < deadline {
+            py.sleep(Duration::from_millis(1))?;
+            py.loop_iter()?;
+        }
+        let queued = py.c_call(|| queue.len())? > 0;
+        *state.lock() = Some(queued);
+        // (lambda: None)(): the first function entry after B was queued
+        py.call("<lambda>", |_| Ok(()))
+    });
+}
+
+/// The coverage.py-like churn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChurnConfig {
+    /// The modelled CPython version.
+    pub version: PyVersion,
+    /// The cleanup queue's policy.
+    pub policy: Policy,
+    /// What the main thread installs.
+    pub mode: TraceMode,
+    /// Threads started per wave.
+    pub threads: usize,
+    /// Waves.
+    pub waves: usize,
+    /// The watchdog.
+    pub watchdog: Watchdog,
+}
+
+/// Hundreds of short-lived threads in waves, each keying a weak dictionary
+/// by its main greenlet (a finalizer that enters functions and releases the
+/// GIL); the main thread, traced, keeps entering functions while the waves
+/// die, then waits for the queue to empty.
+///
+/// # Errors
+/// [`RunError`] if the runtime could not start.
+///
+/// # Example
+/// ```
+/// use std::time::Duration;
+/// use greenlet::cleanup::Policy;
+/// use greenlet::interp_shim::scenarios::{churn, ChurnConfig, TraceMode};
+/// use greenlet::interp_shim::{PyVersion, Watchdog};
+///
+/// let report = churn(ChurnConfig {
+///     version: PyVersion::V3_11,
+///     policy: Policy::Shielded,
+///     mode: TraceMode::Trace,
+///     threads: 8,
+///     waves: 2,
+///     watchdog: Watchdog::Report(Duration::from_secs(30)),
+/// })
+/// .unwrap();
+/// assert!(!report.hung());
+/// assert_eq!(report.states_never_destroyed, 0);
+/// ```
+pub fn churn(config: ChurnConfig) -> Result<ScenarioReport, RunError> {
+    let harness = Harness::new(config.version, config.policy);
+    let queue = Arc::clone(&harness.queue);
+    let created = Arc::clone(&harness.created);
+    let outcome = harness.runtime.run(config.watchdog, move |py| {
+        config.mode.install(py)?;
+        for _ in 0..config.waves {
+            let mut wave = Vec::with_capacity(config.threads);
+            for _ in 0..config.threads {
+                let c = Arc::clone(&created);
+                wave.push(py.spawn("worker", move |py| {
+                    // coverage's CTracer: data[getcurrent()] in every thread
+                    let current = py.c_call(|| Harness::touch_greenlet(&c))?;
+                    current.on_finalize(weak_dict_callback);
+                    py.call("traced_work", |py| py.call("helper", |_| Ok(())))
+                })?);
+            }
+            // The traced main thread keeps running Python while they die.
+            for thread in &wave {
+                while py.is_alive(thread)? {
+                    py.call("main_work", |py| py.call("helper", |_| Ok(())))?;
+                    py.loop_iter()?;
+                }
+                py.join(thread)?;
+            }
+        }
+        // Let the drains finish: poll like the seed's main loop (a thread's
+        // state is queued by its TLS destructors, after Thread.join).
+        let total = (config.waves * config.threads) as u64;
+        for _ in 0..10_000 {
+            let idle = py.c_call(|| queue.metrics().states_destroyed >= total)?;
+            if idle {
+                break;
+            }
+            py.sleep(Duration::from_millis(1))?;
+            py.loop_iter()?;
+        }
+        Ok(())
+    })?;
+    Ok(harness.finish(outcome, |_| None))
+}
+
+/// The `WeakKeyDictionary` removal callback of a dying thread's main
+/// greenlet: enters functions and releases the GIL once, so other threads
+/// may die (and push) while the drain runs Python code.
+fn weak_dict_callback() {
+    python_finalizer("remove", |py| {
+        py.call("_remove_dead_weakref", |_| Ok(()))?;
+        py.sleep(Duration::from_micros(200))?;
+        py.call("_commit_removals", |_| Ok(()))
+    });
+}
+
+/// A full pending-call ring at the moment the queue goes non-empty.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RingFullConfig {
+    /// The modelled CPython version.
+    pub version: PyVersion,
+    /// The cleanup queue's policy.
+    pub policy: Policy,
+    /// The watchdog.
+    pub watchdog: Watchdog,
+}
+
+/// While the main thread is blocked, a thread fills the pending-call ring
+/// with no-op calls and thread A dies (its drain cannot be scheduled). The
+/// main thread then runs the no-op calls, so the ring has room again; then
+/// threads C and D die one after the other. `Legacy` and `Draining` never
+/// schedule again (every later push sees a size above 1): all three states
+/// are leaked at finalization. `Scheduled` and `Shielded` retry at C's push
+/// and destroy everything.
+///
+/// # Errors
+/// [`RunError`] if the runtime could not start.
+pub fn ring_full(config: RingFullConfig) -> Result<ScenarioReport, RunError> {
+    let harness = Harness::new(config.version, config.policy);
+    let queue = Arc::clone(&harness.queue);
+    let created = Arc::clone(&harness.created);
+    let capacity = config.version.spec().ring_capacity;
+    let go = Event::new(&harness.runtime);
+    let outcome = harness.runtime.run(config.watchdog, move |py| {
+        let (q, c, done) = (Arc::clone(&queue), Arc::clone(&created), go.clone());
+        let filler = py.spawn("fill_ring", move |py| {
+            for _ in 0..capacity {
+                let added = py.c_call(|| py.add_pending_call(|py| py.call("noop", |_| Ok(()))))?;
+                if added.is_err() {
+                    return Err(PyErr::exception("RuntimeError", "ring full too early"));
+                }
+            }
+            let a = spawn_dying(py, &c)?;
+            py.join(&a)?;
+            // A's push has tried to schedule and failed (the ring is full).
+            wait_until(py, || q.metrics().schedules_failed >= 1)?;
+            py.c_call(|| done.set())
+        })?;
+        // The main thread is blocked (GIL released) until A's push happened.
+        py.wait(&go)?;
+        py.join(&filler)?;
+        for expected in [2_u64, 3] {
+            let t = spawn_dying(py, &created)?;
+            py.join(&t)?;
+            let q = Arc::clone(&queue);
+            wait_until(py, move || {
+                let m = q.metrics();
+                q.len() as u64 + m.states_destroyed >= expected
+            })?;
+        }
+        // A drain still scheduled runs in _Py_FinishPendingCalls.
+        Ok(())
+    })?;
+    Ok(harness.finish(outcome, |_| None))
+}
+
+/// Start a thread that touches its greenlet state and exits.
+fn spawn_dying(py: &Py, created: &Arc<AtomicU64>) -> PyResult<super::runtime::PyThread> {
+    let c = Arc::clone(created);
+    py.spawn("dies", move |py| {
+        py.c_call(|| Harness::touch_greenlet(&c)).map(drop)
+    })
+}
+
+/// Poll `ready` like Python code would: sleep 1 ms (GIL released) between
+/// checks, for at most 10 s.
+fn wait_until(py: &Py, ready: impl Fn() -> bool) -> PyResult<()> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !py.c_call(&ready)? {
+        if Instant::now() > deadline {
+            return Err(PyErr::exception(
+                "TimeoutError",
+                "condition not reached in 10 s",
+            ));
+        }
+        py.sleep(Duration::from_millis(1))?;
+        py.loop_iter()?;
+    }
+    Ok(())
+}
+
+/// Finalization with greenlet state still around: a daemon thread owning a
+/// state is still running when the interpreter finalizes; it exits at its
+/// next GIL take and its state is leaked on purpose (counted), no finalizer
+/// runs, nothing crashes.
+///
+/// # Errors
+/// [`RunError`] if the runtime could not start.
+pub fn finalization(
+    version: PyVersion,
+    policy: Policy,
+    watchdog: Watchdog,
+) -> Result<ScenarioReport, RunError> {
+    let harness = Harness::new(version, policy);
+    let created = Arc::clone(&harness.created);
+    let started = Event::new(&harness.runtime);
+    let ran = Arc::new(AtomicU64::new(0));
+    let finalizer_runs = Arc::clone(&ran);
+    let outcome = harness.runtime.run(watchdog, move |py| {
+        let s = started.clone();
+        py.spawn_daemon("daemon", move |py| {
+            let current = py.c_call(|| Harness::touch_greenlet(&created))?;
+            current.on_finalize(move || {
+                finalizer_runs.fetch_add(1, Ordering::SeqCst);
+            });
+            py.c_call(|| s.set())?;
+            loop {
+                py.sleep(Duration::from_millis(1))?;
+                py.loop_iter()?;
+            }
+        })?;
+        py.wait(&started)
+    })?;
+    let mut report = harness.finish(outcome, |_| None);
+    if ran.load(Ordering::SeqCst) != 0 {
+        report.error = Some(PyErr::exception(
+            "AssertionError",
+            "a finalizer ran after finalization",
+        ));
+    }
+    Ok(report)
+}
+
+/// Threads whose finalizers panic (every other one): each panic is reported
+/// and the drain goes on to destroy every state.
+///
+/// # Errors
+/// [`RunError`] if the runtime could not start.
+pub fn panicking_finalizers(
+    version: PyVersion,
+    policy: Policy,
+    threads: usize,
+    watchdog: Watchdog,
+) -> Result<ScenarioReport, RunError> {
+    let harness = Harness::new(version, policy);
+    let created = Arc::clone(&harness.created);
+    let queue = Arc::clone(&harness.queue);
+    let outcome = harness.runtime.run(watchdog, move |py| {
+        let mut all = Vec::new();
+        for i in 0..threads {
+            let c = Arc::clone(&created);
+            all.push(py.spawn("worker", move |py| {
+                let current = py.c_call(|| Harness::touch_greenlet(&c))?;
+                if i % 2 == 0 {
+                    current.on_finalize(move || panic!("finalizer {i} fails on purpose"));
+                } else {
+                    current.on_finalize(weak_dict_callback);
+                }
+                Ok(())
+            })?);
+        }
+        for t in &all {
+            py.join(t)?;
+        }
+        // Thread.join returns before a thread's TLS destructors queue its
+        // state: wait until every state was destroyed.
+        let q = Arc::clone(&queue);
+        wait_until(py, move || q.metrics().states_destroyed >= threads as u64)
+    })?;
+    Ok(harness.finish(outcome, |_| None))
+}
