@@ -12,5 +12,7 @@ mod queue;
 mod scheduler;
 
 pub use self::core::{Metrics, Policy, PushAction, QueueCore, Retry, UnknownPolicy};
-pub use self::queue::{current_queue, default_queue, set_thread_queue, CleanupQueue, Remains};
+pub use self::queue::{
+    current_queue, default_queue, set_thread_queue, CleanupQueue, DrainPoint, DrainProbe, Remains,
+};
 pub use self::scheduler::{Inline, Manual, Reaper, ScheduleError, Scheduler};

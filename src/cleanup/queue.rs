@@ -3,7 +3,7 @@
 
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
@@ -51,6 +51,34 @@ pub struct CleanupQueue {
     core: Mutex<QueueCore<Box<dyn Remains>>>,
     scheduler: Arc<dyn Scheduler>,
     finalizer_panics: AtomicU64,
+    /// Whether a probe is installed: the only cost of the probe points
+    /// when none is (one relaxed load each).
+    probed: AtomicBool,
+    probe: Mutex<Option<DrainProbe>>,
+}
+
+/// A test probe called at each [`DrainPoint`]; see
+/// [`CleanupQueue::set_drain_probe`].
+pub type DrainProbe = Arc<dyn Fn(DrainPoint) + Send + Sync>;
+
+/// A point of the queue's protocol where an installed probe is called, on
+/// the thread that reached it, with no lock of the queue held. Tests pause
+/// there to force one interleaving (the explorer's counterexamples, replayed
+/// on the live shim).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DrainPoint {
+    /// On a pushing thread: its scheduler refused the drain, and the queue
+    /// has not been told yet.
+    ScheduleRefused,
+    /// A drain has started.
+    Begin,
+    /// A drain popped a state and is about to destroy it (before the shield).
+    BeforeDestroy,
+    /// A state's destruction returned (after the shield).
+    AfterDestroy,
+    /// A drain found the queue empty and released the policy's flags; it has
+    /// not returned to whoever ran it yet.
+    Empty,
 }
 
 impl CleanupQueue {
@@ -60,7 +88,51 @@ impl CleanupQueue {
             core: Mutex::new(QueueCore::new(policy)),
             scheduler,
             finalizer_panics: AtomicU64::new(0),
+            probed: AtomicBool::new(false),
+            probe: Mutex::new(None),
         })
+    }
+
+    /// Install (or remove, with `None`) a test probe called at every
+    /// [`DrainPoint`] this queue reaches. For tests that replay one
+    /// interleaving: a probe may block to hold its thread at that point.
+    /// Without a probe each point costs one relaxed atomic load.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use parking_lot::Mutex;
+    /// use greenlet::cleanup::{CleanupQueue, DrainPoint, Manual, Policy, Remains};
+    ///
+    /// struct State;
+    /// impl Remains for State {
+    ///     fn destroy(self: Box<Self>) {}
+    ///     fn label(&self) -> String { "a state".into() }
+    /// }
+    ///
+    /// let queue = CleanupQueue::new(Policy::default(), Arc::new(Manual));
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let log = Arc::clone(&seen);
+    /// queue.set_drain_probe(Some(Arc::new(move |point| log.lock().push(point))));
+    /// queue.push(Box::new(State));
+    /// queue.drain();
+    /// assert_eq!(
+    ///     *seen.lock(),
+    ///     [DrainPoint::Begin, DrainPoint::BeforeDestroy, DrainPoint::AfterDestroy, DrainPoint::Empty]
+    /// );
+    /// ```
+    pub fn set_drain_probe(&self, probe: Option<DrainProbe>) {
+        let mut slot = self.probe.lock();
+        self.probed.store(probe.is_some(), Ordering::Relaxed);
+        *slot = probe;
+    }
+
+    fn reached(&self, point: DrainPoint) {
+        if self.probed.load(Ordering::Relaxed) {
+            let probe = self.probe.lock().clone();
+            if let Some(probe) = probe {
+                probe(point);
+            }
+        }
     }
 
     /// The policy this queue follows.
@@ -107,6 +179,7 @@ impl CleanupQueue {
             PushAction::Nothing => {}
             PushAction::Schedule => {
                 while let Err(err) = self.scheduler.schedule(self) {
+                    self.reached(DrainPoint::ScheduleRefused);
                     if self.core.lock().schedule_failed() == Retry::GiveUp {
                         eprintln!(
                             "greenlet: {err}; queued thread states may leak until a later push"
@@ -134,9 +207,11 @@ impl CleanupQueue {
             core.drain_begin();
             core.policy().shields()
         };
+        self.reached(DrainPoint::Begin);
         loop {
             let next = self.core.lock().drain_next();
             let Some(state) = next else { break };
+            self.reached(DrainPoint::BeforeDestroy);
             let mut slot = Some(state);
             let mut destroy = || {
                 if let Some(state) = slot.take() {
@@ -148,7 +223,9 @@ impl CleanupQueue {
             } else {
                 destroy();
             }
+            self.reached(DrainPoint::AfterDestroy);
         }
+        self.reached(DrainPoint::Empty);
         self.core.lock().drain_end();
     }
 
