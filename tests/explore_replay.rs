@@ -1,0 +1,427 @@
+//! The explorer's counterexamples replayed on the live shim (real OS threads,
+//! the real GIL of `interp_shim::Runtime`), each forced into the explorer's
+//! interleaving by the cleanup queue's test probe ([`DrainPoint`]) and by
+//! gates in the dying threads' thread-local destructors (where a dying
+//! thread pushes its state, without the GIL). Under the policy the explorer
+//! convicts, each replay hangs and the watchdog reports it; under the
+//! recommended policy ([`Policy::default`]) the same schedule finishes with
+//! every state destroyed.
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use greenlet::cleanup::{CleanupQueue, DrainPoint, Metrics, Policy, Remains};
+use greenlet::interp_shim::scenarios::{seed, SeedConfig, TraceMode};
+use greenlet::interp_shim::{
+    Event, HangReport, Outcome, PendingCallScheduler, Py, PyErr, PyVersion, Runtime, Watchdog,
+};
+use parking_lot::Mutex;
+
+/// One live scenario at a time: the machine has two cores and a hang spins one.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// A hang is reported after this long; a passing replay finishes far sooner.
+const HANG: Duration = Duration::from_secs(2);
+const PASS: Duration = Duration::from_secs(30);
+/// How long a gate waits for its signal before giving up (never reached in
+/// a replay that follows its schedule).
+const GATE: Duration = Duration::from_secs(20);
+
+type Hook = Box<dyn FnOnce() + Send>;
+
+/// A dying thread's greenlet state, held in a thread-local: its destructor
+/// is the thread's exit (no GIL), where it pushes the state onto the queue,
+/// with test gates before and after the push.
+struct ThreadState {
+    queue: Arc<CleanupQueue>,
+    name: &'static str,
+    before_push: Option<Hook>,
+    after_push: Option<Hook>,
+    finalizer: Option<Hook>,
+}
+
+impl Drop for ThreadState {
+    fn drop(&mut self) {
+        if let Some(gate) = self.before_push.take() {
+            gate();
+        }
+        self.queue.push(Box::new(Dead {
+            name: self.name,
+            finalizer: self.finalizer.take(),
+        }));
+        if let Some(done) = self.after_push.take() {
+            done();
+        }
+    }
+}
+
+struct Dead {
+    name: &'static str,
+    finalizer: Option<Hook>,
+}
+
+impl Remains for Dead {
+    fn destroy(self: Box<Self>) {
+        if let Some(f) = self.finalizer {
+            f();
+        }
+    }
+    fn label(&self) -> String {
+        format!("main greenlet of thread {}", self.name)
+    }
+}
+
+thread_local! {
+    static STATE: RefCell<Option<ThreadState>> = const { RefCell::new(None) };
+}
+
+/// The churn scenario's finalizer (a `WeakKeyDictionary` removal callback):
+/// runs on the draining thread as Python code that sleeps (dropping the GIL;
+/// `take_gil` recomputes the breaker as the main thread), then enters a
+/// function.
+fn sleepy_finalizer() -> Hook {
+    Box::new(|| {
+        let Some(py) = Py::current() else { return };
+        let result = py.call("_remove", |py| {
+            py.sleep(Duration::from_micros(200))?;
+            py.call("_commit_removals", |_| Ok(()))
+        });
+        match result {
+            Ok(()) | Err(PyErr::Cancelled) => {}
+            Err(err) => eprintln!("Exception ignored in _remove: {err}"),
+        }
+    })
+}
+
+/// A gate: a hook that waits (bounded) for a message.
+fn gate(rx: Receiver<()>) -> Hook {
+    Box::new(move || {
+        let _ = rx.recv_timeout(GATE);
+    })
+}
+
+fn notify(tx: Sender<()>) -> Hook {
+    Box::new(move || {
+        let _ = tx.send(());
+    })
+}
+
+fn new_queue(rt: &Runtime, policy: Policy) -> Arc<CleanupQueue> {
+    let queue = CleanupQueue::new(policy, Arc::new(PendingCallScheduler::new(rt)));
+    let q = Arc::downgrade(&queue);
+    rt.set_report_hook(move || match q.upgrade() {
+        Some(q) => format!(
+            "cleanup queue: policy={} len={} outstanding={}",
+            q.policy(),
+            q.len(),
+            q.outstanding()
+        ),
+        None => String::new(),
+    });
+    let q = Arc::clone(&queue);
+    rt.at_finalize(move || q.finalize());
+    queue
+}
+
+/// The main thread's idle loop: call a function, sleep, loop, until `done`.
+fn idle_until(py: &Py, done: impl Fn() -> bool) -> Result<(), PyErr> {
+    while !py.c_call(&done)? {
+        py.call("work", |_| Ok(()))?;
+        py.sleep(Duration::from_millis(1))?;
+        py.loop_iter()?;
+    }
+    Ok(())
+}
+
+struct Replay {
+    outcome: Outcome<()>,
+    /// The probe held a thread at its point: the schedule was replayed.
+    held: bool,
+    metrics: Metrics,
+    destroyed: u64,
+    len: usize,
+}
+
+impl Replay {
+    fn hang(&self) -> Option<&HangReport> {
+        match &self.outcome {
+            Outcome::Hung(report) => Some(report),
+            Outcome::Finished(_) => None,
+        }
+    }
+
+    fn assert_passed(&self, what: &str) {
+        assert!(self.held, "{what}: the probe never held the schedule");
+        assert!(self.hang().is_none(), "{what}: {}", self.hang().unwrap());
+        assert!(
+            matches!(self.outcome, Outcome::Finished(Ok(()))),
+            "{what}: {:?}",
+            self.outcome
+        );
+        assert_eq!(self.destroyed, 2, "{what}");
+        assert_eq!(self.len, 0, "{what}");
+    }
+}
+
+/// The churn counterexample of `draining` and `scheduled` (3.11, traced):
+/// C1 dies, its drain runs; the drain finds the queue empty and releases its
+/// flag — the probe holds it there — C2 dies and schedules a second drain;
+/// the same busy `make_pending_calls` pops it; C2's finalizer sleeps
+/// (`take_gil` sets the main thread's breaker: `calls_to_do` is 1) and
+/// enters a traced function: the RESUME re-dispatches forever.
+fn churn_replay(policy: Policy, timeout: Duration) -> Replay {
+    let _serial = SERIAL.lock();
+    let rt = Runtime::new(PyVersion::V3_11);
+    let queue = new_queue(&rt, policy);
+    let (go_tx, go_rx) = channel();
+    let (pushed_tx, pushed_rx) = channel();
+    let held = Arc::new(AtomicBool::new(false));
+    let was_held = Arc::clone(&held);
+    let go_tx = Mutex::new(Some(go_tx));
+    let pushed_rx = Mutex::new(pushed_rx);
+    queue.set_drain_probe(Some(Arc::new(move |point| {
+        // The first drain, after it found the queue empty: C2 dies now.
+        if point == DrainPoint::Empty && !held.swap(true, Ordering::SeqCst) {
+            if let Some(tx) = go_tx.lock().take() {
+                let _ = tx.send(());
+            }
+            let _ = pushed_rx.lock().recv_timeout(GATE);
+        }
+    })));
+    let q = Arc::clone(&queue);
+    let go_rx = Mutex::new(Some(go_rx));
+    let pushed_tx = Mutex::new(Some(pushed_tx));
+    let (c1_tx, c1_rx) = channel();
+    let c1_rx = Mutex::new(Some(c1_rx));
+    let outcome = rt
+        .run(Watchdog::Report(timeout), move |py| {
+            py.settrace(true)?;
+            let (q1, q2) = (Arc::clone(&q), Arc::clone(&q));
+            let c1_gate = c1_rx.lock().take();
+            let c1 = py.spawn("C1", move |_| {
+                STATE.with(|s| {
+                    *s.borrow_mut() = Some(ThreadState {
+                        queue: q1,
+                        name: "C1",
+                        before_push: c1_gate.map(gate),
+                        after_push: None,
+                        finalizer: Some(sleepy_finalizer()),
+                    })
+                });
+                Ok(())
+            })?;
+            let (rx, tx) = (go_rx.lock().take(), pushed_tx.lock().take());
+            let c2 = py.spawn("C2", move |_| {
+                STATE.with(|s| {
+                    *s.borrow_mut() = Some(ThreadState {
+                        queue: q2,
+                        name: "C2",
+                        before_push: rx.map(gate),
+                        after_push: tx.map(notify),
+                        finalizer: Some(sleepy_finalizer()),
+                    })
+                });
+                Ok(())
+            })?;
+            py.join(&c1)?;
+            py.join(&c2)?;
+            // Both bodies are done (the probe may then hold the GIL while C2
+            // pushes): C1 may die now.
+            py.c_call(|| c1_tx.send(())).map(|_| ())?;
+            idle_until(py, || q.metrics().states_destroyed == 2)
+        })
+        .expect("the runtime starts");
+    Replay {
+        outcome,
+        held: was_held.load(Ordering::SeqCst),
+        metrics: queue.metrics(),
+        destroyed: queue.metrics().states_destroyed,
+        len: queue.len(),
+    }
+}
+
+fn assert_churn_livelock(replay: &Replay, policy: Policy) {
+    let hang = replay.hang().unwrap_or_else(|| panic!("{policy}: no hang"));
+    let main = hang.thread(0).expect("the main thread is alive");
+    assert_eq!(main.frames.first(), Some(&"_commit_removals"), "{hang}");
+    assert!(main.frames.contains(&"_remove"), "{hang}");
+    assert!(hang.livelock_predicate, "{hang}");
+    assert!(main.redispatches > 1000, "{hang}");
+}
+
+#[test]
+fn churn_replay_livelocks_draining_and_scheduled() {
+    for policy in [Policy::Draining, Policy::Scheduled] {
+        let replay = churn_replay(policy, HANG);
+        assert!(replay.held, "{policy}");
+        assert_churn_livelock(&replay, policy);
+    }
+}
+
+#[test]
+fn churn_replay_passes_under_the_default_policy() {
+    let replay = churn_replay(Policy::default(), PASS);
+    replay.assert_passed("churn replay, default policy");
+    // C2 scheduled a second drain in the window, as in the counterexample.
+    assert_eq!(replay.metrics.schedules_requested, 2);
+    assert_eq!(replay.metrics.max_outstanding, 2);
+}
+
+/// The full-ring counterexample of every policy but `robust`: the ring is
+/// full of the main thread's own pending calls when X dies, so X's
+/// `Py_AddPendingCall` is refused — the probe holds X there, before the
+/// queue hears of it — while the main thread runs its calls (the ring
+/// empties) and Y dies (its push finds the flag held, or a size of 2, and
+/// does nothing); then X reports the failure. Nothing will ever schedule a
+/// drain: the main thread idles forever waiting for the two states.
+fn full_ring_replay(policy: Policy, timeout: Duration) -> Replay {
+    let _serial = SERIAL.lock();
+    let version = PyVersion::V3_11;
+    let rt = Runtime::new(version);
+    let queue = new_queue(&rt, policy);
+    let refused = Event::new(&rt);
+    let filled = Event::new(&rt);
+    let (y_go_tx, y_go_rx) = channel();
+    let (y_pushed_tx, y_pushed_rx) = channel();
+    let held = Arc::new(AtomicBool::new(false));
+    let was_held = Arc::clone(&held);
+    let signal = refused.clone();
+    let y_go_tx = Mutex::new(Some(y_go_tx));
+    let y_pushed_rx = Mutex::new(y_pushed_rx);
+    queue.set_drain_probe(Some(Arc::new(move |point| {
+        // X's schedule was refused: let the main thread and Y go, and hold X
+        // until Y has pushed.
+        if point == DrainPoint::ScheduleRefused && !held.swap(true, Ordering::SeqCst) {
+            signal.set();
+            if let Some(tx) = y_go_tx.lock().take() {
+                let _ = tx.send(());
+            }
+            let _ = y_pushed_rx.lock().recv_timeout(GATE);
+        }
+    })));
+    let q = Arc::clone(&queue);
+    let runtime = rt.clone();
+    let y_gate = Mutex::new(Some((y_go_rx, y_pushed_tx)));
+    let fill_go = Event::new(&rt);
+    let outcome = rt
+        .run(Watchdog::Report(timeout), move |py| {
+            let capacity = version.spec().ring_capacity;
+            let (rt2, f2, go) = (runtime.clone(), filled.clone(), fill_go.clone());
+            let filler = py.spawn("fill_ring", move |py| {
+                py.wait(&go)?;
+                for _ in 0..capacity {
+                    if rt2.add_pending_call(|_| Ok(())).is_err() {
+                        break;
+                    }
+                }
+                py.c_call(|| f2.set())
+            })?;
+            let (qx, f3) = (Arc::clone(&q), filled.clone());
+            let x = py.spawn("X", move |py| {
+                py.wait(&f3)?;
+                STATE.with(|s| {
+                    *s.borrow_mut() = Some(ThreadState {
+                        queue: qx,
+                        name: "X",
+                        before_push: None,
+                        after_push: None,
+                        finalizer: Some(sleepy_finalizer()),
+                    })
+                });
+                Ok(())
+            })?;
+            let (qy, rt3) = (Arc::clone(&q), runtime.clone());
+            let (go, pushed) = y_gate.lock().take().expect("one run");
+            let y = py.spawn("Y", move |_| {
+                // Y dies once X was refused and the ring has emptied.
+                let ring_empty: Hook = Box::new(move || {
+                    let _ = go.recv_timeout(GATE);
+                    let deadline = Instant::now() + GATE;
+                    while rt3.summary().ring > 0 && Instant::now() < deadline {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                });
+                STATE.with(|s| {
+                    *s.borrow_mut() = Some(ThreadState {
+                        queue: qy,
+                        name: "Y",
+                        before_push: Some(ring_empty),
+                        after_push: Some(notify(pushed)),
+                        finalizer: Some(sleepy_finalizer()),
+                    })
+                });
+                Ok(())
+            })?;
+            // Blocked (GIL released) until X's schedule was refused: the
+            // main thread runs none of the ring's calls before that.
+            py.c_call(|| fill_go.set())?;
+            py.wait(&refused)?;
+            py.join(&filler)?;
+            py.join(&x)?;
+            py.join(&y)?;
+            idle_until(py, || q.metrics().states_destroyed == 2)
+        })
+        .expect("the runtime starts");
+    Replay {
+        outcome,
+        held: was_held.load(Ordering::SeqCst),
+        metrics: queue.metrics(),
+        destroyed: queue.metrics().states_destroyed,
+        len: queue.len(),
+    }
+}
+
+#[test]
+fn full_ring_replay_leaks_under_legacy_and_shielded() {
+    for policy in [Policy::Legacy, Policy::Shielded] {
+        let replay = full_ring_replay(policy, HANG);
+        let hang = replay
+            .hang()
+            .unwrap_or_else(|| panic!("{policy}: the states were destroyed"));
+        // Not a livelock: the main thread idles, the queue is stranded.
+        assert!(!hang.livelock_predicate, "{hang}");
+        assert_eq!(hang.redispatches, 0, "{hang}");
+        assert!(
+            hang.extra.contains("len=2 outstanding=0"),
+            "{policy}: {hang}"
+        );
+        assert!(replay.held, "{policy}");
+        assert_eq!(replay.destroyed, 0, "{policy}");
+    }
+}
+
+#[test]
+fn full_ring_replay_passes_under_the_default_policy() {
+    let replay = full_ring_replay(Policy::default(), PASS);
+    replay.assert_passed("full-ring replay, default policy");
+    // X's schedule was refused, then retried because Y relied on it.
+    assert_eq!(replay.metrics.schedules_failed, 1);
+    assert_eq!(replay.metrics.schedules_requested, 2);
+}
+
+/// The seed counterexample of `legacy`: the scenario's own synchronization
+/// (A's finalizer waits until B is queued) forces the explorer's schedule.
+#[test]
+fn seed_replay_livelocks_legacy_and_passes_the_default_policy() {
+    let _serial = SERIAL.lock();
+    let run = |policy, timeout| {
+        seed(SeedConfig {
+            version: PyVersion::V3_11,
+            policy,
+            mode: TraceMode::Trace,
+            watchdog: Watchdog::Report(timeout),
+        })
+        .expect("the runtime starts")
+    };
+    let legacy = run(Policy::Legacy, HANG);
+    let hang = legacy.hang.as_ref().expect("legacy hangs");
+    assert_eq!(hang.thread(0).unwrap().frames.first(), Some(&"<lambda>"));
+    assert!(hang.livelock_predicate, "{hang}");
+    let fixed = run(Policy::default(), PASS);
+    assert!(!fixed.hung());
+    assert_eq!(fixed.green_line(), "GREEN True");
+    assert_eq!(fixed.queue.states_destroyed, 2);
+}
