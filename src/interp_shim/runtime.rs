@@ -262,6 +262,9 @@ struct State {
     /// Model thread used by OS threads that are no model thread.
     foreign: Option<ThreadIdx>,
     signal_handler: Option<(&'static str, SignalHandler)>,
+    /// The signal module's `Handlers[signum].tripped` (not ceval state):
+    /// set by the C-level handler, cleared before the Python handler runs.
+    tripped: bool,
     stats: RuntimeStats,
     os_threads: Vec<(JoinHandle<()>, bool)>,
     thread_init: Option<ThreadInit>,
@@ -358,6 +361,7 @@ impl Runtime {
                 }],
                 foreign: None,
                 signal_handler: None,
+                tripped: false,
                 stats: RuntimeStats::default(),
                 os_threads: Vec::new(),
                 thread_init: None,
@@ -438,8 +442,7 @@ impl Runtime {
     /// An OS signal arrives (`signal.raise_signal` from any thread; the C
     /// handler's `trip_signal` → `_PyEval_SignalReceived`).
     pub fn raise_signal(&self) {
-        // _PyEval_SignalReceived
-        self.shared.state.lock().core.signal_received();
+        trip_signal(&self.shared);
     }
 
     /// `Py_AddPendingCall` as the calling OS thread, with or without the GIL:
@@ -565,6 +568,14 @@ fn add_pending_call_as(
         drop(call); // outside the lock: it may own user state
         full
     })
+}
+
+/// The C-level signal handler's `trip_signal`: mark the signal tripped, then
+/// `_PyEval_SignalReceived`.
+fn trip_signal(shared: &Shared) {
+    let mut st = shared.state.lock();
+    st.tripped = true;
+    st.core.signal_received();
 }
 
 fn build_report(st: &State, timeout: Duration) -> HangReport {
@@ -1025,7 +1036,7 @@ impl Py {
 
     /// `signal.raise_signal` from this thread (see [`Runtime::raise_signal`]).
     pub fn raise_signal(&self) -> PyResult<()> {
-        self.lock().core.signal_received();
+        trip_signal(&self.shared);
         self.check(CheckSite::AfterCall)
     }
 
@@ -1132,6 +1143,11 @@ impl Py {
             let mut st = self.lock();
             // UNSIGNAL_PENDING_SIGNALS (main thread only)
             if !st.core.take_signals(self.idx) {
+                return Ok(());
+            }
+            // _PyErr_CheckSignalsTstate: only a tripped signal's handler runs,
+            // and its flag is cleared first.
+            if !std::mem::take(&mut st.tripped) {
                 return Ok(());
             }
             st.stats.signal_handlers_run += u64::from(st.signal_handler.is_some());

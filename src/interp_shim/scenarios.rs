@@ -538,13 +538,14 @@ pub struct RingFullConfig {
     pub watchdog: Watchdog,
 }
 
-/// While the main thread is blocked, a thread fills the pending-call ring
-/// with no-op calls and thread A dies (its drain cannot be scheduled). The
-/// main thread then runs the no-op calls, so the ring has room again; then
-/// threads C and D die one after the other. `Legacy` and `Draining` never
-/// schedule again (every later push sees a size above 1): all three states
-/// are leaked at finalization. `Scheduled` and `Shielded` retry at C's push
-/// and destroy everything.
+/// A burst of pending calls fills the ring while the main thread is already
+/// inside `make_pending_calls` (so none of them can run yet), and thread A
+/// dies meanwhile: its drain cannot be scheduled. The same
+/// `make_pending_calls` then runs the burst, so the ring has room again;
+/// then threads C and D die one after the other. `Legacy` and `Draining`
+/// never schedule again (every later push sees a size above 1): all three
+/// states are leaked at finalization. `Scheduled` and `Shielded` retry at
+/// C's push and destroy everything.
 ///
 /// # Errors
 /// [`RunError`] if the runtime could not start.
@@ -553,25 +554,43 @@ pub fn ring_full(config: RingFullConfig) -> Result<ScenarioReport, RunError> {
     let queue = Arc::clone(&harness.queue);
     let created = Arc::clone(&harness.created);
     let capacity = config.version.spec().ring_capacity;
-    let go = Event::new(&harness.runtime);
     let outcome = harness.runtime.run(config.watchdog, move |py| {
-        let (q, c, done) = (Arc::clone(&queue), Arc::clone(&created), go.clone());
-        let filler = py.spawn("fill_ring", move |py| {
-            for _ in 0..capacity {
-                let added = py.c_call(|| py.add_pending_call(|py| py.call("noop", |_| Ok(()))))?;
-                if added.is_err() {
-                    return Err(PyErr::exception("RuntimeError", "ring full too early"));
-                }
-            }
-            let a = spawn_dying(py, &c)?;
-            py.join(&a)?;
-            // A's push has tried to schedule and failed (the ring is full).
-            wait_until(py, || q.metrics().schedules_failed >= 1)?;
-            py.c_call(|| done.set())
+        let (q, c) = (Arc::clone(&queue), Arc::clone(&created));
+        let burst_done = Event::new(&py.runtime());
+        let done = burst_done.clone();
+        // A C extension adds the call: the check site after that call runs it.
+        let added = py.c_call(|| {
+            py.add_pending_call(move |py| {
+                py.call("burst", |py| {
+                    // The call itself was popped: the ring is empty; fill it.
+                    let filled = py.c_call(|| {
+                        (0..capacity)
+                            .filter(|_| {
+                                py.add_pending_call(|py| py.call("noop", |_| Ok(())))
+                                    .is_ok()
+                            })
+                            .count()
+                    })?;
+                    if filled != capacity {
+                        return Err(PyErr::exception("RuntimeError", "the ring did not fill up"));
+                    }
+                    let a = spawn_dying(py, &c)?;
+                    py.join(&a)?;
+                    // A's push has tried to schedule and failed (ring full).
+                    wait_until(py, || q.metrics().schedules_failed >= 1)?;
+                    py.c_call(|| done.set())
+                })
+            })
         })?;
-        // The main thread is blocked (GIL released) until A's push happened.
-        py.wait(&go)?;
-        py.join(&filler)?;
+        if added.is_err() {
+            return Err(PyErr::exception(
+                "RuntimeError",
+                "the ring is not empty at start",
+            ));
+        }
+        // The main thread runs the burst call at its next check site, then
+        // the calls it added, in the same make_pending_calls.
+        py.wait(&burst_done)?;
         for expected in [2_u64, 3] {
             let t = spawn_dying(py, &created)?;
             py.join(&t)?;

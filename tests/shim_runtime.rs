@@ -1,0 +1,322 @@
+//! The live runtime's own behaviour: the 3.11 spin without greenlet (a
+//! pending call that adds a pending call), signal handlers, the GIL drop
+//! during a spin, `Py_MakePendingCalls`, the exiting watchdog.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use greenlet::interp_shim::{
+    Event, Outcome, Py, PyErr, PyResult, PyVersion, RunError, Runtime, Watchdog,
+};
+use parking_lot::Mutex;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+const HANG: Watchdog = Watchdog::Report(Duration::from_secs(2));
+const GREEN: Watchdog = Watchdog::Report(Duration::from_secs(30));
+
+/// The main thread, traced, runs a pending call that adds another pending
+/// call and then enters a function.
+fn nested_pending_call(py: &Py) -> PyResult<()> {
+    py.settrace(true)?;
+    py.c_call(|| {
+        py.add_pending_call(|py| {
+            py.call("first_callback", |py| {
+                py.c_call(|| py.add_pending_call(|py| py.call("second_callback", |_| Ok(()))))?
+                    .map_err(|e| PyErr::exception("RuntimeError", e.to_string()))?;
+                py.call("inner", |_| Ok(()))
+            })
+        })
+    })?
+    .map_err(|e| PyErr::exception("RuntimeError", e.to_string()))?;
+    py.call("after", |_| Ok(()))
+}
+
+#[test]
+fn a_pending_call_adding_a_pending_call_livelocks_only_on_311() {
+    let _serial = SERIAL.lock();
+    let rt = Runtime::new(PyVersion::V3_11);
+    let Outcome::Hung(report) = rt.run(HANG, nested_pending_call).unwrap() else {
+        panic!("3.11 traced must livelock");
+    };
+    let main = report.thread(0).unwrap();
+    assert_eq!(main.frames[..2], ["inner", "first_callback"], "{report}");
+    assert!(
+        report.livelock_predicate && main.redispatches > 10_000,
+        "{report}"
+    );
+    for version in [PyVersion::V3_12, PyVersion::V3_13] {
+        let rt = Runtime::new(version);
+        let outcome = rt.run(GREEN, nested_pending_call).unwrap();
+        assert!(
+            matches!(outcome, Outcome::Finished(Ok(()))),
+            "{version}: {outcome:?}"
+        );
+        assert_eq!(rt.stats().pending_calls_run, 2, "{version}");
+        assert_eq!(rt.stats().redispatches, 0, "{version}");
+    }
+}
+
+#[test]
+fn a_signal_handler_entered_from_the_spin_livelocks_too() {
+    let _serial = SERIAL.lock();
+    let rt = Runtime::new(PyVersion::V3_11);
+    rt.set_signal_handler("on_signal", Some(|_: &Py| Ok(())));
+    // The OS delivers the signal once the spin has started.
+    let raiser = rt.clone();
+    let kicker = std::thread::spawn(move || {
+        while raiser.stats().redispatches == 0 {
+            std::thread::yield_now();
+        }
+        raiser.raise_signal();
+    });
+    let Outcome::Hung(report) = rt.run(HANG, nested_pending_call).unwrap() else {
+        panic!("3.11 traced must livelock");
+    };
+    kicker.join().unwrap();
+    let main = report.thread(0).unwrap();
+    assert_eq!(
+        main.frames[..3],
+        ["on_signal", "inner", "first_callback"],
+        "{report}"
+    );
+    assert_eq!(rt.stats().signal_handlers_run, 1);
+}
+
+#[test]
+fn other_threads_get_the_gil_while_the_main_thread_spins() {
+    let _serial = SERIAL.lock();
+    let rt = Runtime::new(PyVersion::V3_11);
+    let during_spin = Arc::new(AtomicU64::new(0));
+    let (observer, progress) = (rt.clone(), Arc::clone(&during_spin));
+    let outcome = rt
+        .run(HANG, move |py| {
+            py.spawn("busy", move |py| loop {
+                // Python code that needs the GIL: each round takes it back
+                // from the spinning main thread through a drop request.
+                py.call("step", |_| Ok(()))?;
+                if observer.stats().redispatches > 0 {
+                    progress.fetch_add(1, Ordering::SeqCst);
+                }
+                py.sleep(Duration::from_micros(100))?;
+                py.loop_iter()?;
+            })?;
+            nested_pending_call(py)
+        })
+        .unwrap();
+    let Outcome::Hung(report) = outcome else {
+        panic!("3.11 traced must livelock");
+    };
+    assert!(during_spin.load(Ordering::SeqCst) > 0, "{report}");
+    assert!(rt.stats().drop_requests > 0);
+    assert_eq!(report.thread(0).unwrap().frames[0], "inner");
+}
+
+#[test]
+fn signal_handlers_run_on_the_main_thread_and_a_failing_one_raises() {
+    let _serial = SERIAL.lock();
+    for version in PyVersion::ALL {
+        let rt = Runtime::new(version);
+        let ran_on = Arc::new(Mutex::new(Vec::new()));
+        let calls = Arc::new(AtomicUsize::new(0));
+        let (log, n) = (Arc::clone(&ran_on), Arc::clone(&calls));
+        rt.set_signal_handler(
+            "handler",
+            Some(move |py: &Py| {
+                log.lock().push(py.thread_index());
+                if n.fetch_add(1, Ordering::SeqCst) == 0 {
+                    Err(PyErr::exception("KeyboardInterrupt", ""))
+                } else {
+                    Ok(())
+                }
+            }),
+        );
+        let counter = Arc::clone(&calls);
+        let go = Event::new(&rt);
+        let outcome = rt
+            .run(GREEN, move |py| {
+                let ready = go.clone();
+                let t = py.spawn("raiser", move |py| {
+                    py.wait(&ready)?;
+                    py.raise_signal()
+                })?;
+                go.set();
+                // The first handler call fails: its exception surfaces at a
+                // check site of the main thread.
+                let mut caught = None;
+                while caught.is_none() {
+                    match py
+                        .loop_iter()
+                        .and_then(|()| py.sleep(Duration::from_millis(1)))
+                    {
+                        Ok(()) => {}
+                        Err(err) => caught = Some(err),
+                    }
+                }
+                py.join(&t)?;
+                // A second signal runs the handler again, successfully.
+                py.raise_signal()?;
+                while counter.load(Ordering::SeqCst) < 2 {
+                    py.loop_iter()?;
+                }
+                Ok(caught)
+            })
+            .unwrap();
+        let Outcome::Finished(Ok(Some(err))) = outcome else {
+            panic!("{version}: {outcome:?}");
+        };
+        assert_eq!(err, PyErr::exception("KeyboardInterrupt", ""), "{version}");
+        assert_eq!(*ran_on.lock(), [0, 0], "{version}: main thread only");
+        assert_eq!(rt.stats().signal_handlers_run, 2, "{version}");
+    }
+}
+
+#[test]
+fn py_make_pending_calls_is_a_no_op_off_the_main_thread() {
+    let _serial = SERIAL.lock();
+    for version in PyVersion::ALL {
+        let rt = Runtime::new(version);
+        let seen_by_worker = Arc::new(AtomicU64::new(u64::MAX));
+        let seen = Arc::clone(&seen_by_worker);
+        let outcome = rt
+            .run(GREEN, move |py| {
+                let t = py.spawn("worker", move |py| {
+                    py.c_call(|| py.add_pending_call(|py| py.call("cb", |_| Ok(()))))?
+                        .map_err(|e| PyErr::exception("RuntimeError", e.to_string()))?;
+                    py.make_pending_calls()?;
+                    let run = py.runtime().stats().pending_calls_run;
+                    seen.store(run, Ordering::SeqCst);
+                    Ok(())
+                })?;
+                py.join(&t)?;
+                py.make_pending_calls()?;
+                Ok(py.runtime().stats().pending_calls_run)
+            })
+            .unwrap();
+        assert!(
+            matches!(outcome, Outcome::Finished(Ok(1))),
+            "{version}: {outcome:?}"
+        );
+        assert_eq!(seen_by_worker.load(Ordering::SeqCst), 0, "{version}");
+    }
+}
+
+#[test]
+fn a_foreign_thread_adding_a_call_does_not_set_the_main_breaker_before_3_13() {
+    let _serial = SERIAL.lock();
+    for version in PyVersion::ALL {
+        let rt = Runtime::new(version);
+        let adder = rt.clone();
+        let outcome = rt
+            .run(GREEN, move |py| {
+                // No check site while the foreign thread adds (#95820).
+                std::thread::spawn(move || adder.add_pending_call(|_| Ok(())).is_ok())
+                    .join()
+                    .unwrap_or(false)
+                    .then_some(())
+                    .ok_or_else(|| PyErr::exception("RuntimeError", "ring full"))?;
+                let summary = py.runtime().summary();
+                py.sleep(Duration::from_millis(1))?; // take_gil recomputes as main
+                Ok((summary, py.runtime().stats().pending_calls_run))
+            })
+            .unwrap();
+        let Outcome::Finished(Ok((summary, run))) = outcome else {
+            panic!("{version}: {outcome:?}");
+        };
+        assert!(summary.calls_to_do, "{version}");
+        assert_eq!(
+            summary.main_breaker,
+            version == PyVersion::V3_13,
+            "{version}"
+        );
+        assert_eq!(run, 1, "{version}");
+    }
+}
+
+#[test]
+fn a_runtime_runs_once() {
+    let rt = Runtime::new(PyVersion::V3_12);
+    assert!(matches!(
+        rt.run(GREEN, |_| Ok(())),
+        Ok(Outcome::Finished(Ok(())))
+    ));
+    assert!(matches!(
+        rt.run(GREEN, |_| Ok(())),
+        Err(RunError::AlreadyRan)
+    ));
+}
+
+fn example(name: &str) -> PathBuf {
+    // target/<profile>/deps/<test> → target/<profile>/examples/<name>
+    let me = std::env::current_exe().unwrap();
+    let dir = me
+        .parent()
+        .and_then(|d| d.parent())
+        .unwrap()
+        .join("examples");
+    let path = dir.join(name);
+    assert!(
+        path.is_file(),
+        "{} missing: `cargo test` builds the examples",
+        path.display()
+    );
+    path
+}
+
+#[test]
+fn the_exiting_watchdog_prints_the_stack_and_exits_1() {
+    let _serial = SERIAL.lock();
+    let out = Command::new(example("reproduce"))
+        .args(["--python", "3.11", "--policy", "legacy", "--mode", "trace"])
+        .args(["--timeout", "1"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("Timeout (0:00:01.000)!"), "{stderr}");
+    assert!(
+        stderr.contains("(most recent call first):\n  File \"<simulated>\", in <lambda>"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("busy=1 calls_to_do=1 eval_breaker(main)=1"),
+        "{stderr}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("GREEN"));
+
+    let out = Command::new(example("reproduce"))
+        .args([
+            "--python", "3.11", "--policy", "shielded", "--mode", "trace",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("GREEN True"));
+}
+
+#[test]
+fn bad_flags_exit_2_with_a_clear_message() {
+    for args in [
+        &["--python", "3.10"][..],
+        &["--policy", "fast"],
+        &["--mode", "off"],
+        &["--timeout", "-1"],
+        &["--python"],
+        &["--frobnicate", "1"],
+    ] {
+        let out = Command::new(example("reproduce"))
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("usage: reproduce"), "{stderr}");
+    }
+    let out = Command::new(example("reproduce"))
+        .args(["--python", "3.10"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("3.11, 3.12 and 3.13"));
+}
