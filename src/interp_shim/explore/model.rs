@@ -20,7 +20,7 @@ use super::Mode;
 pub enum CallToken {
     /// greenlet's `PendingCallback_DestroyQueue`: a drain of the cleanup queue.
     Drain,
-    /// A C-level pending call of the main thread's own; returns at once.
+    /// Another C-level pending call (not the cleanup queue's); returns at once.
     Other,
 }
 
@@ -198,7 +198,10 @@ pub enum Action {
     RequestDrop,
     /// Set an event.
     SetEvent(u8),
-    /// `Py_FinalizeEx` began; the cleanup queue finalized.
+    /// `_Py_FinishPendingCalls`: `make_pending_calls` entered with this
+    /// outcome, or not entered (`calls_to_do` clear).
+    FinishPendingCalls(Option<MakeBegin>),
+    /// `Py_FinalizeEx` set the runtime finalizing; the cleanup queue finalized.
     Finalize,
     /// A dying thread ran Python code and dropped the GIL.
     DropGil,
@@ -250,9 +253,10 @@ impl<'a> Model<'a> {
             Mode::Profile => py.set_profile(MAIN_THREAD, true),
             Mode::None => {}
         }
-        if self.scenario.ring_full_at_start {
+        if let Some(filler) = self.scenario.ring_full_at_start.then(|| py.add_thread()) {
+            // Added by a thread that is gone before the scenario starts.
             while py.add_pending_push(CallToken::Other).is_ok() {}
-            py.add_pending_signal(MAIN_THREAD);
+            py.add_pending_signal(filler);
         }
         State {
             py,
@@ -301,7 +305,13 @@ impl<'a> Model<'a> {
             Cond::QueueNonEmpty => !st.queue.is_empty(),
             Cond::RingEmpty => st.py.ring_len() == 0,
             Cond::Event(n) => st.events & (1 << n) != 0,
-            Cond::ThreadDone(n) => self.finished(st, n as usize),
+            Cond::ThreadExited(n) => {
+                let t = n as usize;
+                let ops = &self.scenario.threads[t].ops;
+                ops[st.dying[t].pc as usize..]
+                    .iter()
+                    .all(|op| *op == ThreadOp::Die)
+            }
         }
     }
 
@@ -557,6 +567,18 @@ impl<'a> Model<'a> {
                 advance(self, &mut s);
                 push(Action::SetEvent(n), s);
             }
+            Op::FinishPendingCalls => {
+                advance(self, &mut s);
+                if s.py.wants_pending_calls(MAIN_THREAD) {
+                    let begin = s.py.make_pending_calls_begin(MAIN_THREAD);
+                    if begin == MakeBegin::Started {
+                        s.main.push(Frame::Make { iter: 0 });
+                    }
+                    push(Action::FinishPendingCalls(Some(begin)), s);
+                } else {
+                    push(Action::FinishPendingCalls(None), s);
+                }
+            }
             Op::Finalize => {
                 s.py.finalize();
                 // Leaked on purpose: the host runs no user code any more.
@@ -795,6 +817,7 @@ impl fmt::Display for OpText {
             Op::Sleep => f.write_str("time.sleep()"),
             Op::Block(c) => write!(f, "wait until {c:?}"),
             Op::SetEvent(n) => write!(f, "set event {n}"),
+            Op::FinishPendingCalls => f.write_str("_Py_FinishPendingCalls()"),
             Op::Finalize => f.write_str("Py_FinalizeEx()"),
         }
     }
@@ -836,7 +859,11 @@ impl fmt::Display for ActionText {
             Action::TakeGil => f.write_str("take_gil (breaker recomputed as this thread)"),
             Action::RequestDrop => f.write_str("waited 5 ms for the GIL: SET_GIL_DROP_REQUEST"),
             Action::SetEvent(n) => write!(f, "set event {n}"),
-            Action::Finalize => f.write_str("Py_FinalizeEx begins; cleanup queue finalized"),
+            Action::FinishPendingCalls(b) => match b {
+                Some(b) => write!(f, "_Py_FinishPendingCalls: make_pending_calls -> {b:?}"),
+                None => f.write_str("_Py_FinishPendingCalls: calls_to_do clear"),
+            },
+            Action::Finalize => f.write_str("Py_FinalizeEx: finalizing; cleanup queue finalized"),
             Action::DropGil => f.write_str("ran Python code; drop_gil"),
             Action::ExitAtTakeGil => f.write_str("take_gil while finalizing: thread exits"),
             Action::Woke(c) => write!(f, "woke: {c:?}"),

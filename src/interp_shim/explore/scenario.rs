@@ -15,8 +15,11 @@ pub enum Cond {
     RingEmpty,
     /// Event `n` was set (a `threading.Event`).
     Event(u8),
-    /// Dying thread `n` (its index in [`Scenario::threads`]) has finished.
-    ThreadDone(u8),
+    /// Dying thread `n` (its index in [`Scenario::threads`]) has run its
+    /// Python code and its thread state is gone (`Thread.join` returns);
+    /// its thread-local destructors, where it pushes its state, may still
+    /// be running.
+    ThreadExited(u8),
 }
 
 /// One operation of simulated Python code run with the GIL held (by the main
@@ -38,8 +41,11 @@ pub enum Op {
     Block(Cond),
     /// Set event `n`.
     SetEvent(u8),
-    /// `Py_FinalizeEx` begins: the interpreter and the cleanup queue are
-    /// finalizing; the main thread runs no more Python code.
+    /// `Py_FinalizeEx`'s `_Py_FinishPendingCalls`: if `calls_to_do` is set,
+    /// run `make_pending_calls` once.
+    FinishPendingCalls,
+    /// `Py_FinalizeEx` sets the runtime finalizing; the cleanup queue is
+    /// finalized with it; the main thread runs no more Python code.
     Finalize,
 }
 
@@ -92,8 +98,8 @@ pub struct Scenario {
     pub idle_from: Option<u8>,
     /// The dying threads (thread `i + 1` of the interpreter).
     pub threads: Vec<ThreadSpec>,
-    /// The ring starts full of the main thread's own (C-level) pending calls,
-    /// signalled.
+    /// The ring starts full of other (C-level, instant) pending calls,
+    /// signalled: added by a thread without the GIL before anything else.
     pub ring_full_at_start: bool,
 }
 
@@ -166,10 +172,10 @@ impl FromStr for ScenarioName {
     }
 }
 
-/// The main thread's idle loop: sleep, then a backward jump; `at` is the
-/// index of its first operation.
-fn idle_loop(at: u8) -> [Op; 2] {
-    [Op::Sleep, Op::Loop(at)]
+/// The main thread's idle loop: sleep (and the check site after that
+/// call), then a backward jump; `at` is the index of its first operation.
+fn idle_loop(at: u8) -> [Op; 3] {
+    [Op::Sleep, Op::AfterCall, Op::Loop(at)]
 }
 
 const RELEASE_B: u8 = 0;
@@ -178,7 +184,7 @@ const RELEASE_B: u8 = 0;
 /// sets `release_b`, polls (sleeping) until B's state is queued, then calls a
 /// lambda; B waits for `release_b`, then dies — during A's destruction.
 fn seed() -> Scenario {
-    let mut main = vec![Op::Block(Cond::ThreadDone(0))];
+    let mut main = vec![Op::Block(Cond::ThreadExited(0))];
     main.extend(idle_loop(1));
     Scenario {
         name: "seed",
@@ -195,11 +201,13 @@ fn seed() -> Scenario {
                 finalizer: Program {
                     name: "_in_cleanup",
                     ops: vec![
+                        Op::Enter("_in_cleanup"),
                         Op::SetEvent(RELEASE_B),
-                        Op::JumpIf(Cond::QueueNonEmpty, 5),
+                        Op::AfterCall,
+                        Op::JumpIf(Cond::QueueNonEmpty, 7),
                         Op::Sleep,
                         Op::AfterCall,
-                        Op::Loop(1),
+                        Op::Loop(3),
                         Op::Enter("<lambda>"),
                     ],
                 },
@@ -209,6 +217,7 @@ fn seed() -> Scenario {
                 ops: vec![
                     ThreadOp::Python,
                     ThreadOp::Wait(Cond::Event(RELEASE_B)),
+                    ThreadOp::Python,
                     ThreadOp::Die,
                 ],
                 finalizer: Program {
@@ -222,11 +231,17 @@ fn seed() -> Scenario {
 }
 
 /// A finalizer that releases the GIL, then enters a function (coverage.py's
-/// `WeakKeyDictionary` callback, and any `__del__` that sleeps or waits).
+/// `WeakKeyDictionary` callback, and any `__del__` that sleeps or waits):
+/// the callback's own entry, a sleep, another function.
 fn sleepy_finalizer() -> Program {
     Program {
-        name: "_remove (weakref callback)",
-        ops: vec![Op::Sleep, Op::Enter("_remove")],
+        name: "weakref callback",
+        ops: vec![
+            Op::Enter("_remove"),
+            Op::Sleep,
+            Op::AfterCall,
+            Op::Enter("_commit_removals"),
+        ],
     }
 }
 
@@ -240,7 +255,7 @@ fn churn() -> Scenario {
             "three dying threads whose finalizers sleep and enter functions; main traced, looping",
         main: Program {
             name: "<module>",
-            ops: vec![Op::Enter("work"), Op::Sleep, Op::Loop(0)],
+            ops: vec![Op::Enter("work"), Op::Sleep, Op::AfterCall, Op::Loop(0)],
         },
         idle_from: Some(0),
         threads: names
@@ -255,26 +270,38 @@ fn churn() -> Scenario {
     }
 }
 
-/// The ring is full of the main thread's own pending calls when X dies; the
-/// main thread then runs them (the ring empties); then Y dies.
+/// The ring is full of other pending calls (signalled) while the main
+/// thread is blocked in `X.join()`; X dies, at any moment relative to the
+/// main thread waking up and running those calls (the ring empties); then
+/// Y dies.
 fn full_ring() -> Scenario {
     Scenario {
         name: "full-ring",
         about: "X dies while the ring is full; the main thread runs its calls; then Y dies",
         main: Program {
             name: "<module>",
-            ops: vec![Op::Enter("work"), Op::Sleep, Op::Loop(0)],
+            ops: vec![
+                Op::Block(Cond::ThreadExited(0)),
+                Op::Enter("work"),
+                Op::Sleep,
+                Op::AfterCall,
+                Op::Loop(1),
+            ],
         },
-        idle_from: Some(0),
+        idle_from: Some(1),
         threads: vec![
             ThreadSpec {
                 name: "X",
-                ops: vec![ThreadOp::Die],
+                ops: vec![ThreadOp::Python, ThreadOp::Die],
                 finalizer: sleepy_finalizer(),
             },
             ThreadSpec {
                 name: "Y",
-                ops: vec![ThreadOp::Wait(Cond::RingEmpty), ThreadOp::Die],
+                ops: vec![
+                    ThreadOp::Python,
+                    ThreadOp::Wait(Cond::RingEmpty),
+                    ThreadOp::Die,
+                ],
                 finalizer: sleepy_finalizer(),
             },
         ],
@@ -295,6 +322,7 @@ fn finalization() -> Scenario {
                 Op::Sleep,
                 Op::AfterCall,
                 Op::Enter("shutdown"),
+                Op::FinishPendingCalls,
                 Op::Finalize,
             ],
         },
