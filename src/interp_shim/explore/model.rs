@@ -230,7 +230,26 @@ pub enum PushOutcome {
     Leaked,
 }
 
-/// The scenario, version, policy and mode a state space is built from.
+/// The transition relation of one scenario: the initial state, and every
+/// step any thread can take from a state.
+///
+/// # Example
+/// ```
+/// use greenlet::cleanup::Policy;
+/// use greenlet::interp_shim::explore::model::Model;
+/// use greenlet::interp_shim::explore::{Mode, ScenarioName};
+/// use greenlet::interp_shim::PyVersion;
+///
+/// let scenario = ScenarioName::Seed.build();
+/// let model = Model { scenario: &scenario };
+/// let init = model.initial(PyVersion::V3_11, Policy::Legacy, Mode::Trace);
+/// let mut next = Vec::new();
+/// model.successors(&init, &mut next);
+/// // The main thread blocks in A.join(); A and B wait for the GIL.
+/// let steps: Vec<String> = next.iter().map(|(step, _)| model.describe(*step)).collect();
+/// assert_eq!(steps.len(), 3, "{steps:?}");
+/// assert!(steps[0].starts_with("T0 main: block until"));
+/// ```
 pub struct Model<'a> {
     /// The scenario.
     pub scenario: &'a Scenario,
@@ -381,11 +400,11 @@ impl<'a> Model<'a> {
                 match wait {
                     Wait::Gil => self.gil_wait(st, MAIN_THREAD, |s| advance(self, s), &mut push),
                     Wait::Cond => {
-                        let Op::Block(c) = op else {
-                            unreachable_state()
-                        };
-                        if self.cond(st, c) {
-                            self.gil_wait(st, MAIN_THREAD, |s| advance(self, s), &mut push);
+                        // Only a Block waits on a condition.
+                        if let Op::Block(c) = op {
+                            if self.cond(st, c) {
+                                self.gil_wait(st, MAIN_THREAD, |s| advance(self, s), &mut push);
+                            }
                         }
                     }
                     Wait::Ready => self.main_ready(st, op, &mut push),
@@ -761,12 +780,6 @@ impl<'a> Model<'a> {
             self.main_stack(st),
         )
     }
-}
-
-/// A frame stack that cannot occur (a code frame waiting on an operation
-/// that does not wait). The driver only builds stacks it can continue.
-fn unreachable_state() -> ! {
-    unreachable!("explorer: a code frame waits on an operation that does not wait")
 }
 
 fn set_wait(s: &mut State, w: Wait) {

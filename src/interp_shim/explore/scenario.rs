@@ -104,6 +104,15 @@ pub struct Scenario {
 }
 
 /// The built-in scenarios by name.
+///
+/// ```
+/// use greenlet::interp_shim::explore::ScenarioName;
+///
+/// let name: ScenarioName = "churn".parse().unwrap();
+/// let churn = name.build();
+/// assert_eq!(churn.threads.len(), 3);
+/// assert!("spin".parse::<ScenarioName>().unwrap_err().to_string().contains("spin"));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ScenarioName {
     /// The seed report's reproducer.

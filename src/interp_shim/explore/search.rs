@@ -200,6 +200,28 @@ impl Seen {
 }
 
 /// Explore every interleaving of `cell`, up to `bound` distinct states.
+///
+/// # Errors
+/// [`BoundExceeded`] if the cell has more than `bound` distinct states: its
+/// verdict would not be a proof.
+///
+/// # Example
+/// ```
+/// use greenlet::cleanup::Policy;
+/// use greenlet::interp_shim::explore::{explore, Cell, Mode, ScenarioName};
+/// use greenlet::interp_shim::PyVersion;
+///
+/// let cell = Cell {
+///     scenario: ScenarioName::Churn,
+///     version: PyVersion::V3_11,
+///     policy: Policy::Scheduled,
+///     mode: Mode::Trace,
+/// };
+/// let verdict = explore(cell, 1_000_000).unwrap();
+/// assert!(verdict.livelock_reachable() && !verdict.leak_reachable());
+/// // Too small a bound is an error, not a verdict.
+/// assert!(explore(cell, 100).is_err());
+/// ```
 pub fn explore(cell: Cell, bound: usize) -> Result<Verdict, BoundExceeded> {
     let started = Instant::now();
     let scenario = cell.scenario.build();
