@@ -4,14 +4,16 @@
 //! `cargo run --release --example explore -- --scenario seed --python 3.11 --policy scheduled --mode trace`
 //!
 //! The whole table: `--table` (add `--format tsv` for `scenario\tpython\tpolicy\tmode\tlivelock\tleak`).
-//! `--max-states N` bounds each cell (default 4000000).
+//! `--max-states N` bounds each cell (default 4000000); `--churn-threads N`
+//! explores `churn` with N dying threads instead of 3 (one cell only).
 
 use std::process::ExitCode;
 use std::time::Instant;
 
 use greenlet::cleanup::Policy;
 use greenlet::interp_shim::explore::{
-    explore, explore_cells, Cell, Mode, ScenarioName, DEFAULT_BOUND, TSV_HEADER,
+    explore_cells, explore_scenario, scenario::churn, Cell, Mode, ScenarioName, DEFAULT_BOUND,
+    TSV_HEADER,
 };
 use greenlet::interp_shim::PyVersion;
 
@@ -20,6 +22,7 @@ struct Args {
     table: bool,
     tsv: bool,
     bound: usize,
+    churn_threads: Option<usize>,
 }
 
 fn usage(problem: &str) -> ExitCode {
@@ -27,7 +30,7 @@ fn usage(problem: &str) -> ExitCode {
     eprintln!(
         "usage: explore [--scenario seed|churn|full-ring|finalization] [--python 3.11|3.12|3.13] \
          [--policy legacy|draining|scheduled|shielded|...] [--mode trace|profile|none] \
-         [--table [--format text|tsv]] [--max-states N]"
+         [--churn-threads N] [--table [--format text|tsv]] [--max-states N]"
     );
     ExitCode::from(2)
 }
@@ -43,6 +46,7 @@ fn parse() -> Result<Args, String> {
         table: false,
         tsv: false,
         bound: DEFAULT_BOUND,
+        churn_threads: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -57,6 +61,13 @@ fn parse() -> Result<Args, String> {
                 args.bound = v
                     .parse()
                     .map_err(|_| format!("--max-states wants a number of states, got {v:?}"))?
+            }
+            "--churn-threads" => {
+                let v = value()?;
+                args.churn_threads = Some(
+                    v.parse()
+                        .map_err(|_| format!("--churn-threads wants a number, got {v:?}"))?,
+                );
             }
             "--table" => args.table = true,
             "--format" => match value()?.as_str() {
@@ -76,7 +87,18 @@ fn main() -> ExitCode {
         Err(problem) => return usage(&problem),
     };
     if !args.table {
-        return match explore(args.cell, args.bound) {
+        let scenario = match (args.cell.scenario, args.churn_threads) {
+            (ScenarioName::Churn, Some(n)) => match churn(n) {
+                Ok(s) => s,
+                Err(e) => return usage(&e.to_string()),
+            },
+            (_, Some(_)) => return usage("--churn-threads applies to --scenario churn only"),
+            (name, None) => name.build(),
+        };
+        if let Some(n) = args.churn_threads {
+            println!("churn with {n} dying threads");
+        }
+        return match explore_scenario(args.cell, &scenario, args.bound) {
             Ok(v) => {
                 println!("{}", v.summary());
                 if let Some(c) = &v.livelock {

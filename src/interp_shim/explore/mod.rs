@@ -56,7 +56,7 @@ use crate::cleanup::Policy;
 use crate::interp_shim::PyVersion;
 
 pub use self::scenario::{Scenario, ScenarioName, ThreadSpec, UnknownScenario};
-pub use self::search::{explore, BoundExceeded, Counterexample, Verdict};
+pub use self::search::{explore, explore_scenario, BoundExceeded, Counterexample, Verdict};
 
 /// The default bound on distinct states per cell.
 pub const DEFAULT_BOUND: usize = 4_000_000;

@@ -148,7 +148,7 @@ impl ScenarioName {
     pub fn build(self) -> Scenario {
         match self {
             ScenarioName::Seed => seed(),
-            ScenarioName::Churn => churn(),
+            ScenarioName::Churn => churn_of(&CHURN_NAMES[..3]),
             ScenarioName::FullRing => full_ring(),
             ScenarioName::Finalization => finalization(),
         }
@@ -254,22 +254,44 @@ fn sleepy_finalizer() -> Program {
     }
 }
 
-/// Three threads die at arbitrary moments while the traced main thread loops
-/// and calls functions.
-fn churn() -> Scenario {
-    let names = ["C1", "C2", "C3"];
+/// The most dying threads [`churn`] takes.
+pub const MAX_CHURN_THREADS: usize = 8;
+
+/// `threads` threads (the built-in `churn` has 3; at most
+/// [`MAX_CHURN_THREADS`]) die at arbitrary moments while the main thread
+/// loops and calls functions; each finalizer enters a function, sleeps and
+/// enters another.
+///
+/// # Errors
+/// [`TooManyThreads`] above [`MAX_CHURN_THREADS`] (the state space grows
+/// about tenfold per thread).
+///
+/// ```
+/// use greenlet::interp_shim::explore::scenario::churn;
+/// assert_eq!(churn(2).unwrap().threads.len(), 2);
+/// assert!(churn(9).is_err());
+/// ```
+pub fn churn(threads: usize) -> Result<Scenario, TooManyThreads> {
+    if threads > MAX_CHURN_THREADS {
+        return Err(TooManyThreads { given: threads });
+    }
+    Ok(churn_of(&CHURN_NAMES[..threads]))
+}
+
+const CHURN_NAMES: [&str; MAX_CHURN_THREADS] = ["C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8"];
+
+fn churn_of(names: &[&'static str]) -> Scenario {
     Scenario {
         name: "churn",
-        about:
-            "three dying threads whose finalizers sleep and enter functions; main traced, looping",
+        about: "dying threads whose finalizers sleep and enter functions; main traced, looping",
         main: Program {
             name: "<module>",
             ops: vec![Op::Enter("work"), Op::Sleep, Op::AfterCall, Op::Loop(0)],
         },
         idle_from: Some(0),
         threads: names
-            .into_iter()
-            .map(|name| ThreadSpec {
+            .iter()
+            .map(|&name| ThreadSpec {
                 name,
                 ops: vec![ThreadOp::Python, ThreadOp::Die],
                 finalizer: sleepy_finalizer(),
@@ -277,6 +299,14 @@ fn churn() -> Scenario {
             .collect(),
         ring_full_at_start: false,
     }
+}
+
+/// [`churn`] was asked for more threads than it explores.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("churn with {given} dying threads: at most {MAX_CHURN_THREADS} (the state space grows about tenfold per thread)")]
+pub struct TooManyThreads {
+    /// What was given.
+    pub given: usize,
 }
 
 /// The ring is full of other pending calls (signalled) while the main

@@ -8,6 +8,7 @@ use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::time::{Duration, Instant};
 
 use super::model::{Model, State, Step};
+use super::scenario::Scenario;
 use super::Cell;
 
 /// A cell's state space grew past the bound it was given.
@@ -223,11 +224,38 @@ impl Seen {
 /// assert!(explore(cell, 100).is_err());
 /// ```
 pub fn explore(cell: Cell, bound: usize) -> Result<Verdict, BoundExceeded> {
+    explore_scenario(cell, &cell.scenario.build(), bound)
+}
+
+/// [`explore`] with a scenario built by hand (e.g. [`churn`] with more
+/// threads) in place of the cell's built-in one; the cell names the result.
+///
+/// # Errors
+/// [`BoundExceeded`] as for [`explore`].
+///
+/// ```
+/// use greenlet::cleanup::Policy;
+/// use greenlet::interp_shim::explore::scenario::churn;
+/// use greenlet::interp_shim::explore::{explore_scenario, Cell, Mode, ScenarioName};
+/// use greenlet::interp_shim::PyVersion;
+///
+/// let cell = Cell { scenario: ScenarioName::Churn, version: PyVersion::V3_11,
+///                   policy: Policy::Draining, mode: Mode::Trace };
+/// // One dying thread cannot livelock draining: it needs a second death.
+/// let one = explore_scenario(cell, &churn(1).unwrap(), 1_000_000).unwrap();
+/// assert!(!one.livelock_reachable());
+/// let two = explore_scenario(cell, &churn(2).unwrap(), 1_000_000).unwrap();
+/// assert!(two.livelock_reachable());
+/// ```
+///
+/// [`churn`]: super::scenario::churn
+pub fn explore_scenario(
+    cell: Cell,
+    scenario: &Scenario,
+    bound: usize,
+) -> Result<Verdict, BoundExceeded> {
     let started = Instant::now();
-    let scenario = cell.scenario.build();
-    let model = Model {
-        scenario: &scenario,
-    };
+    let model = Model { scenario };
     let init = model.initial(cell.version, cell.policy, cell.mode);
 
     let mut seen = Seen {
