@@ -29,7 +29,7 @@ fn usage(problem: &str) -> ExitCode {
     eprintln!("explore: {problem}");
     eprintln!(
         "usage: explore [--scenario seed|churn|full-ring|finalization] [--python 3.11|3.12|3.13] \
-         [--policy legacy|draining|scheduled|shielded|...] [--mode trace|profile|none] \
+         [--policy legacy|draining|scheduled|shielded|robust] [--mode trace|profile|none] \
          [--churn-threads N] [--table [--format text|tsv]] [--max-states N]"
     );
     ExitCode::from(2)
