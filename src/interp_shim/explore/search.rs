@@ -491,3 +491,64 @@ fn counterexample(
         conclusion: conclusion(&st),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_trap_finds_the_states_that_cannot_reach_a_goal() {
+        // 0 -> 1 -> 2 (goal); 0 -> 3 -> 3 (a cycle with no way out); 4 -> 2.
+        let mut edges = vec![(1, 0), (2, 1), (3, 0), (3, 3), (2, 4)];
+        assert_eq!(first_trap(5, &[2], &mut edges), Some((3, 1)));
+        let mut edges = vec![(1, 0), (2, 1)];
+        assert_eq!(first_trap(3, &[2], &mut edges), None);
+    }
+
+    #[test]
+    fn equal_states_hash_equal_and_different_ones_are_told_apart() {
+        let scenario = super::super::ScenarioName::Seed.build();
+        let model = Model {
+            scenario: &scenario,
+        };
+        let init = model.initial(
+            crate::interp_shim::PyVersion::V3_11,
+            crate::cleanup::Policy::Legacy,
+            super::super::Mode::Trace,
+        );
+        assert_eq!(fx(&init), fx(&init.clone()));
+        let mut seen = Seen {
+            states: Vec::new(),
+            meta: Vec::new(),
+            first: HashMap::default(),
+            chain: Vec::new(),
+        };
+        let mut out = Vec::new();
+        model.successors(&init, &mut out);
+        // A and B asking for the GIL lead to the same state.
+        let mut distinct: Vec<State> = Vec::new();
+        for (_, st) in out {
+            if !distinct.contains(&st) {
+                distinct.push(st);
+            }
+        }
+        assert_eq!(distinct.len(), 2);
+        // Force every state into one chain: lookups must still be exact.
+        for (i, st) in distinct.iter().enumerate() {
+            assert_eq!(seen.find(7, st), None);
+            let id = seen.insert(
+                7,
+                st.clone(),
+                Meta {
+                    parent: 0,
+                    step: None,
+                },
+            );
+            assert_eq!(id as usize, i);
+        }
+        for (i, st) in distinct.iter().enumerate() {
+            assert_eq!(seen.find(7, st), Some(i as u32));
+        }
+        assert_eq!(seen.find(7, &init), None);
+    }
+}
