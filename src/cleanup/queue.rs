@@ -278,3 +278,111 @@ pub fn current_queue() -> Arc<CleanupQueue> {
         .flatten()
         .unwrap_or_else(default_queue)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicU64;
+    use std::sync::Weak;
+
+    use super::*;
+    use crate::cleanup::ScheduleError;
+
+    /// Refuses its first `refusals` requests, then accepts (and leaves the
+    /// drain to the test).
+    struct Flaky {
+        refusals: AtomicU64,
+        accepted: AtomicU64,
+    }
+
+    impl Scheduler for Flaky {
+        fn schedule(&self, _queue: &Arc<CleanupQueue>) -> Result<(), ScheduleError> {
+            let refuse = self
+                .refusals
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+            if refuse {
+                return Err(ScheduleError {
+                    scheduler: self.name().into(),
+                    reason: "the ring is full".into(),
+                });
+            }
+            self.accepted.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+        fn name(&self) -> &str {
+            "flaky"
+        }
+    }
+
+    struct Note;
+    impl Remains for Note {
+        fn destroy(self: Box<Self>) {}
+        fn label(&self) -> String {
+            "a note".into()
+        }
+    }
+
+    /// The explorer's full-ring counterexample on the live queue: a push
+    /// lands between a refused schedule and the queue hearing of it.
+    #[test]
+    fn a_push_racing_a_refused_schedule_is_retried_only_by_robust() {
+        for policy in [Policy::Scheduled, Policy::Shielded, Policy::Robust] {
+            let flaky = Arc::new(Flaky {
+                refusals: AtomicU64::new(1),
+                accepted: AtomicU64::new(0),
+            });
+            let queue = CleanupQueue::new(policy, Arc::clone(&flaky) as Arc<dyn Scheduler>);
+            let weak: Weak<CleanupQueue> = Arc::downgrade(&queue);
+            let raced = AtomicBool::new(false);
+            queue.set_drain_probe(Some(Arc::new(move |point| {
+                if point == DrainPoint::ScheduleRefused && !raced.swap(true, Ordering::SeqCst) {
+                    if let Some(queue) = weak.upgrade() {
+                        queue.push(Box::new(Note));
+                    }
+                }
+            })));
+            queue.push(Box::new(Note));
+            assert_eq!(queue.len(), 2, "{policy}");
+            let m = queue.metrics();
+            assert_eq!(m.schedules_failed, 1, "{policy}");
+            if policy == Policy::Robust {
+                assert_eq!(flaky.accepted.load(Ordering::SeqCst), 1);
+                assert_eq!(queue.outstanding(), 1);
+                queue.drain();
+                assert_eq!(queue.metrics().states_destroyed, 2);
+                assert_eq!(queue.outstanding(), 0);
+            } else {
+                // Stranded: nothing outstanding, nothing will schedule.
+                assert_eq!(flaky.accepted.load(Ordering::SeqCst), 0, "{policy}");
+                assert_eq!(queue.outstanding(), 0, "{policy}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_probe_is_called_at_each_point_and_can_be_removed() {
+        let queue = CleanupQueue::new(Policy::default(), Arc::new(crate::cleanup::Manual));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::clone(&seen);
+        queue.set_drain_probe(Some(Arc::new(move |p| log.lock().push(p))));
+        queue.push(Box::new(Note));
+        queue.push(Box::new(Note));
+        queue.drain();
+        use DrainPoint::*;
+        assert_eq!(
+            *seen.lock(),
+            [
+                Begin,
+                BeforeDestroy,
+                AfterDestroy,
+                BeforeDestroy,
+                AfterDestroy,
+                Empty
+            ]
+        );
+        queue.set_drain_probe(None);
+        queue.push(Box::new(Note));
+        queue.drain();
+        assert_eq!(seen.lock().len(), 6);
+    }
+}
