@@ -57,7 +57,8 @@ pub trait Scheduler: Send + Sync + 'static {
     fn schedule(&self, queue: &Arc<CleanupQueue>) -> Result<(), ScheduleError>;
 
     /// Run one destruction in the protected context the host offers
-    /// (used by [`Policy::Shielded`](super::Policy::Shielded)). The default
+    /// (used by [`Policy::Shielded`](super::Policy::Shielded) and
+    /// [`Policy::Robust`](super::Policy::Robust)). The default
     /// offers none and just calls `destroy`.
     fn shield(&self, destroy: &mut dyn FnMut()) {
         destroy()
