@@ -402,6 +402,87 @@ fn full_ring_replay_passes_under_the_default_policy() {
     assert_eq!(replay.metrics.schedules_requested, 2);
 }
 
+/// The full-ring counterexample of `legacy`, `draining` and `scheduled` on
+/// 3.11 (traced) needs one dying thread only: X's `Py_AddPendingCall` lands
+/// while the main thread's `make_pending_calls` is busy running other
+/// pending calls, so `calls_to_do` is set again inside the busy loop, and
+/// that same loop pops X's drain; X's finalizer sleeps (`take_gil` sets the
+/// breaker) and enters a traced function. No flag can prevent it: only the
+/// shield does. The other pending call here is C code that blocks (GIL
+/// held) until X has added its drain.
+fn busy_loop_replay(policy: Policy, timeout: Duration) -> Replay {
+    let _serial = SERIAL.lock();
+    let rt = Runtime::new(PyVersion::V3_11);
+    let queue = new_queue(&rt, policy);
+    let (x_go_tx, x_go_rx) = channel::<()>();
+    let (x_added_tx, x_added_rx) = channel::<()>();
+    let held = Arc::new(AtomicBool::new(false));
+    let was_held = Arc::clone(&held);
+    let q = Arc::clone(&queue);
+    let runtime = rt.clone();
+    let gates = Mutex::new(Some((x_go_tx, x_go_rx, x_added_tx, x_added_rx)));
+    let outcome = rt
+        .run(Watchdog::Report(timeout), move |py| {
+            py.settrace(true)?;
+            let (x_go_tx, x_go_rx, x_added_tx, x_added_rx) = gates.lock().take().expect("one run");
+            let qx = Arc::clone(&q);
+            let x = py.spawn("X", move |_| {
+                STATE.with(|s| {
+                    *s.borrow_mut() = Some(ThreadState {
+                        queue: qx,
+                        name: "X",
+                        before_push: Some(gate(x_go_rx)),
+                        after_push: Some(notify(x_added_tx)),
+                        finalizer: Some(sleepy_finalizer()),
+                    })
+                });
+                Ok(())
+            })?;
+            py.join(&x)?;
+            // Another library's pending call: C code that, once running
+            // (busy), lets X die and waits until X's drain is in the ring.
+            let flag = Arc::clone(&held);
+            runtime
+                .add_pending_call(move |_| {
+                    flag.store(true, Ordering::SeqCst);
+                    let _ = x_go_tx.send(());
+                    let _ = x_added_rx.recv_timeout(GATE);
+                    Ok(())
+                })
+                .map_err(|full| PyErr::exception("RuntimeError", full.to_string()))?;
+            idle_until(py, || q.metrics().states_destroyed == 1)
+        })
+        .expect("the runtime starts");
+    Replay {
+        outcome,
+        held: was_held.load(Ordering::SeqCst),
+        metrics: queue.metrics(),
+        destroyed: queue.metrics().states_destroyed,
+        len: queue.len(),
+    }
+}
+
+#[test]
+fn busy_loop_replay_livelocks_every_flag_policy() {
+    for policy in [Policy::Legacy, Policy::Draining, Policy::Scheduled] {
+        let replay = busy_loop_replay(policy, HANG);
+        assert!(replay.held, "{policy}");
+        assert_churn_livelock(&replay, policy);
+        // One drain only: no second schedule was needed.
+        assert_eq!(replay.metrics.schedules_requested, 1, "{policy}");
+    }
+}
+
+#[test]
+fn busy_loop_replay_passes_under_the_default_policy() {
+    let replay = busy_loop_replay(Policy::default(), PASS);
+    assert!(replay.held);
+    assert!(replay.hang().is_none(), "{}", replay.hang().unwrap());
+    assert!(matches!(replay.outcome, Outcome::Finished(Ok(()))));
+    assert_eq!(replay.destroyed, 1);
+    assert_eq!(replay.len, 0);
+}
+
 /// The seed counterexample of `legacy`: the scenario's own synchronization
 /// (A's finalizer waits until B is queued) forces the explorer's schedule.
 #[test]

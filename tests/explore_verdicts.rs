@@ -175,3 +175,29 @@ fn shielded_full_ring_counterexample_is_the_failed_schedule_race() {
     let v = cell(ScenarioName::FullRing, PyVersion::V3_11, Policy::Robust);
     assert!(!v.leak_reachable());
 }
+
+#[test]
+fn scheduled_full_ring_livelock_needs_one_drain_only() {
+    let v = cell(ScenarioName::FullRing, PyVersion::V3_11, Policy::Scheduled);
+    let c = v.livelock.expect("scheduled livelocks in full-ring on 3.11");
+    let text = c.to_string();
+    let schedules = c
+        .steps
+        .iter()
+        .filter(|(s, _)| s.contains("dies") && s.ends_with("Schedule"))
+        .count();
+    assert_eq!(schedules, 1, "{text}");
+    // X's pending call was added while make_pending_calls was busy with
+    // the other calls, and the same loop popped it.
+    let busy = c
+        .steps
+        .iter()
+        .position(|(s, _)| s.contains("make_pending_calls -> Started"))
+        .expect("the main thread runs the other calls");
+    let added = c
+        .steps
+        .iter()
+        .position(|(s, _)| s.contains("T1 X: Py_AddPendingCall: push -> ok"))
+        .expect("X's drain added");
+    assert!(busy < added, "{text}");
+}
