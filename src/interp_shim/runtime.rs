@@ -893,10 +893,11 @@ impl Py {
             let mut st = self.lock();
             // A daemon thread stops blocking once finalization began: its
             // take_gil below ends it, as CPython's would when it woke.
-            while !ready(&st)
-                && !st.cancelled
-                && !(st.core.is_finalizing() && self.idx != MAIN_THREAD)
-            {
+            loop {
+                let daemon_must_exit = st.core.is_finalizing() && self.idx != MAIN_THREAD;
+                if ready(&st) || st.cancelled || daemon_must_exit {
+                    break;
+                }
                 match deadline {
                     Some(deadline) => {
                         if self.shared.cond.wait_until(&mut st, deadline).timed_out() {
