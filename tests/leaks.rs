@@ -52,16 +52,24 @@ fn ten_thousand_greenlets_created_switched_and_killed_body() {
     let greenlets: Vec<Greenlet> = (0..10_000).map(|_| parked(&dropped)).collect();
     assert_eq!(live_greenlets(), live_before + 10_000);
     for (i, g) in greenlets.iter().enumerate() {
-        assert_eq!(g.switch(i as u64).unwrap().downcast::<u64>().unwrap(), i as u64);
+        assert_eq!(
+            g.switch(i as u64).unwrap().downcast::<u64>().unwrap(),
+            i as u64
+        );
     }
     assert_eq!(stack_stats().live, stacks_before + 10_000);
     for (i, g) in greenlets.iter().enumerate() {
-        assert_eq!(g.switch(1u64).unwrap().downcast::<u64>().unwrap(), i as u64 + 1);
+        assert_eq!(
+            g.switch(1u64).unwrap().downcast::<u64>().unwrap(),
+            i as u64 + 1
+        );
     }
     assert_eq!(dropped.load(Ordering::SeqCst), 0);
     // Half killed explicitly, half killed by dropping the last handle.
-    let (kill, drop_them): (Vec<_>, Vec<_>) =
-        greenlets.into_iter().enumerate().partition(|(i, _)| i % 2 == 0);
+    let (kill, drop_them): (Vec<_>, Vec<_>) = greenlets
+        .into_iter()
+        .enumerate()
+        .partition(|(i, _)| i % 2 == 0);
     for (_, g) in &kill {
         g.kill().unwrap();
         assert!(g.is_dead());
@@ -84,15 +92,22 @@ fn create_run_drop_in_a_loop_does_not_grow_body() {
     let live_before = live_greenlets();
     let stacks_before = stack_stats();
     for i in 0..20_000u64 {
-        let payload = vec![i; 4];
-        let g = Greenlet::new(move |v| Ok(Value::new(payload[0] + v.downcast::<u64>()?)));
-        assert_eq!(g.switch(1u64).unwrap().downcast::<u64>().unwrap(), i + 1);
+        let payload = String::from("captured");
+        let g =
+            Greenlet::new(move |v| Ok(Value::new(payload.len() as u64 + i + v.downcast::<u64>()?)));
+        assert_eq!(
+            g.switch(1u64).unwrap().downcast::<u64>().unwrap(),
+            8 + i + 1
+        );
     }
     assert_eq!(live_greenlets(), live_before);
     let after = stack_stats();
     assert_eq!(after.live, stacks_before.live);
     // Reused from the pool: at most one new stack for the whole loop.
-    assert!(after.created <= stacks_before.created + 1, "{stacks_before:?} -> {after:?}");
+    assert!(
+        after.created <= stacks_before.created + 1,
+        "{stacks_before:?} -> {after:?}"
+    );
 }
 
 #[test]
@@ -122,7 +137,7 @@ fn a_thousand_short_lived_threads_using_greenlets_body() {
                     assert_eq!(a.switch(1u64).unwrap().downcast::<u64>().unwrap(), 1);
                     assert_eq!(b.switch(2u64).unwrap().downcast::<u64>().unwrap(), 2);
                     a.kill().unwrap();
-                    let done = Greenlet::new(|v| Ok(v));
+                    let done = Greenlet::new(Ok);
                     done.switch(()).unwrap();
                     // `b` outlives the thread (returned to the joiner), so it
                     // is still suspended when the thread exits: the exit
@@ -135,8 +150,16 @@ fn a_thousand_short_lived_threads_using_greenlets_body() {
             survivors.push(t.join().unwrap());
         }
     }
-    assert_eq!(dropped.load(Ordering::SeqCst), 2_000, "every greenlet's locals were dropped");
-    assert_eq!(finalized.load(Ordering::SeqCst), 1_000, "every main greenlet was finalized");
+    assert_eq!(
+        dropped.load(Ordering::SeqCst),
+        2_000,
+        "every greenlet's locals were dropped"
+    );
+    assert_eq!(
+        finalized.load(Ordering::SeqCst),
+        1_000,
+        "every main greenlet was finalized"
+    );
     assert_eq!(stack_stats().live, stacks_before);
     assert!(survivors.iter().all(Greenlet::is_dead));
     // Each survivor keeps its record and its parent (its thread's main

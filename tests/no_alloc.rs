@@ -62,11 +62,27 @@ fn switches_with_unit_and_small_copy_values_do_not_allocate() {
         echo.switch(()).unwrap().downcast::<()>().unwrap();
         assert_eq!(echo.switch(i).unwrap().downcast::<u64>().unwrap(), i);
         let p = Pair(i, 7);
-        assert_eq!(echo.switch(Value::new(p)).unwrap().downcast::<Pair>().unwrap(), p);
+        assert_eq!(
+            echo.switch(Value::new(p))
+                .unwrap()
+                .downcast::<Pair>()
+                .unwrap(),
+            p
+        );
         let bytes = [i as u8; 16];
-        assert_eq!(echo.switch(Value::new(bytes)).unwrap().downcast::<[u8; 16]>().unwrap(), bytes);
+        assert_eq!(
+            echo.switch(Value::new(bytes))
+                .unwrap()
+                .downcast::<[u8; 16]>()
+                .unwrap(),
+            bytes
+        );
     }
-    assert_eq!(allocations() - before, 0, "main <-> greenlet switches allocated");
+    assert_eq!(
+        allocations() - before,
+        0,
+        "main <-> greenlet switches allocated"
+    );
 
     // Greenlet <-> greenlet ping-pong, measured inside a greenlet.
     let m = main.clone();

@@ -8,7 +8,9 @@ use std::rc::Rc;
 use greenlet::{getcurrent, Greenlet, GreenletError, GreenletExit, Value};
 
 fn int(v: Result<Value, GreenletError>) -> i64 {
-    v.expect("switch failed").downcast::<i64>().expect("not an i64")
+    v.expect("switch failed")
+        .downcast::<i64>()
+        .expect("not an i64")
 }
 
 #[test]
@@ -58,7 +60,13 @@ fn events_interleave_in_order() {
     log.borrow_mut().push("main: after");
     assert_eq!(
         *log.borrow(),
-        ["main: before", "g: start", "main: between", "g: resumed", "main: after"]
+        [
+            "main: before",
+            "g: start",
+            "main: between",
+            "g: resumed",
+            "main: after"
+        ]
     );
 }
 
@@ -91,7 +99,10 @@ fn greenlet_to_greenlet_ping_pong() {
     *pong_slot.borrow_mut() = Some(pong.clone());
     // ping finishes with 6 and its parent (main) receives it.
     assert_eq!(int(ping.switch(0i64)), 6);
-    assert_eq!(*log.borrow(), ["ping 0", "pong 1", "ping 2", "pong 3", "ping 4", "pong 5"]);
+    assert_eq!(
+        *log.borrow(),
+        ["ping 0", "pong 1", "ping 2", "pong 3", "ping 4", "pong 5"]
+    );
     assert!(ping.is_dead());
     assert!(pong.is_active());
     ping_slot.borrow_mut().take();
@@ -123,10 +134,13 @@ fn result_goes_to_parent_not_to_the_switcher() {
 #[test]
 fn dead_ancestors_are_skipped() {
     let main = getcurrent();
-    let grand = Greenlet::new(|v| Ok(v));
+    let grand = Greenlet::new(Ok);
     grand.switch(()).unwrap();
     assert!(grand.is_dead());
-    let child = Greenlet::builder().parent(&grand).spawn(|_| Ok(Value::new(5i64))).unwrap();
+    let child = Greenlet::builder()
+        .parent(&grand)
+        .spawn(|_| Ok(Value::new(5i64)))
+        .unwrap();
     // grand is dead: the result goes to grand's parent, main.
     assert_eq!(int(child.switch(())), 5);
     assert_eq!(grand.parent(), Some(main));
@@ -182,7 +196,7 @@ fn greenlet_exit_is_a_normal_result() {
 
 #[test]
 fn switching_to_a_dead_greenlet_goes_to_its_live_ancestor() {
-    let g = Greenlet::new(|v| Ok(v));
+    let g = Greenlet::new(Ok);
     g.switch(()).unwrap();
     assert!(g.is_dead());
     // Its parent is main, the caller itself: the value comes straight back.
@@ -217,8 +231,20 @@ fn values_of_many_types_and_mismatch_errors() {
         let n = main.switch(s.len())?.downcast::<Vec<u8>>()?;
         Ok(Value::new(n.iter().map(|&b| u64::from(b)).sum::<u64>()))
     });
-    assert_eq!(g.switch(String::from("hello")).unwrap().downcast::<usize>().unwrap(), 5);
-    assert_eq!(g.switch(vec![1u8, 2, 3]).unwrap().downcast::<u64>().unwrap(), 6);
+    assert_eq!(
+        g.switch(String::from("hello"))
+            .unwrap()
+            .downcast::<usize>()
+            .unwrap(),
+        5
+    );
+    assert_eq!(
+        g.switch(vec![1u8, 2, 3])
+            .unwrap()
+            .downcast::<u64>()
+            .unwrap(),
+        6
+    );
 
     let h = Greenlet::new(|v| Ok(Value::new(v.downcast::<u32>()?)));
     match h.switch("not a number") {
@@ -276,8 +302,8 @@ fn deep_recursion_inside_a_greenlet_with_a_bigger_stack() {
 
 #[test]
 fn names_ids_and_debug() {
-    let a = Greenlet::builder().name("alpha").spawn(|v| Ok(v)).unwrap();
-    let b = Greenlet::new(|v| Ok(v));
+    let a = Greenlet::builder().name("alpha").spawn(Ok).unwrap();
+    let b = Greenlet::new(Ok);
     assert_eq!(a.name(), "alpha");
     assert_eq!(b.name(), format!("greenlet-{}", b.id()));
     assert_ne!(a.id(), b.id());

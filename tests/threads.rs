@@ -38,7 +38,7 @@ fn switching_to_another_live_threads_greenlet_is_an_error() {
     let worker = std::thread::Builder::new()
         .name("worker-a".into())
         .spawn(move || {
-            let g = Greenlet::builder().name("theirs").spawn(|v| Ok(v)).unwrap();
+            let g = Greenlet::builder().name("theirs").spawn(Ok).unwrap();
             to_test.send((g.clone(), getcurrent())).unwrap();
             wait.recv().unwrap();
             // Still usable by its owner.
@@ -54,7 +54,10 @@ fn switching_to_another_live_threads_greenlet_is_an_error() {
         match result {
             Err(e @ GreenletError::WrongThread { .. }) => {
                 let msg = e.to_string();
-                assert!(msg.starts_with("Cannot switch to a different thread"), "{msg}");
+                assert!(
+                    msg.starts_with("Cannot switch to a different thread"),
+                    "{msg}"
+                );
                 assert!(msg.contains("theirs") && msg.contains("worker-a"), "{msg}");
                 assert!(msg.contains("main"), "{msg}");
             }
@@ -62,7 +65,10 @@ fn switching_to_another_live_threads_greenlet_is_an_error() {
         }
     }
     assert!(matches!(g.kill(), Err(GreenletError::WrongThread { .. })));
-    assert!(matches!(their_main.switch(()), Err(GreenletError::WrongThread { .. })));
+    assert!(matches!(
+        their_main.switch(()),
+        Err(GreenletError::WrongThread { .. })
+    ));
     assert!(matches!(
         g.set_parent(&getcurrent()),
         Err(GreenletError::WrongThread { .. })
@@ -84,19 +90,30 @@ fn greenlets_of_an_exited_thread() {
     // The thread's exit unwound the suspended greenlet: its locals dropped.
     assert_eq!(counter.load(Ordering::SeqCst), 1);
     assert!(g.is_dead());
-    assert!(main.is_dead(), "a main greenlet is dead once its thread exited");
+    assert!(
+        main.is_dead(),
+        "a main greenlet is dead once its thread exited"
+    );
     match g.switch(()) {
         Err(e @ GreenletError::ThreadExited { .. }) => {
             let msg = e.to_string();
             assert!(
-                msg.starts_with("cannot switch to a different thread (which happens to have exited)"),
+                msg.starts_with(
+                    "cannot switch to a different thread (which happens to have exited)"
+                ),
                 "{msg}"
             );
-            assert!(msg.contains("short-lived") && msg.contains("orphan"), "{msg}");
+            assert!(
+                msg.contains("short-lived") && msg.contains("orphan"),
+                "{msg}"
+            );
         }
         other => panic!("unexpected {other:?}"),
     }
-    assert!(matches!(main.switch(()), Err(GreenletError::ThreadExited { .. })));
+    assert!(matches!(
+        main.switch(()),
+        Err(GreenletError::ThreadExited { .. })
+    ));
     assert!(matches!(g.kill(), Err(GreenletError::ThreadExited { .. })));
 }
 
@@ -138,7 +155,11 @@ fn thread_exit_unwinds_every_suspended_greenlet_in_that_thread() {
         .join()
         .unwrap();
     assert_eq!(counter.load(Ordering::SeqCst), 5);
-    assert!(where_dropped.lock().unwrap().iter().all(|n| n == "unwinder"));
+    assert!(where_dropped
+        .lock()
+        .unwrap()
+        .iter()
+        .all(|n| n == "unwinder"));
 }
 
 #[test]
@@ -203,7 +224,7 @@ fn thread_remains_go_to_the_queue_captured_at_creation() {
 fn finalizers_of_non_main_greenlets() {
     let count = Arc::new(AtomicUsize::new(0));
     // Dead, then the last handle goes: finalized there.
-    let g = Greenlet::new(|v| Ok(v));
+    let g = Greenlet::new(Ok);
     let c = Arc::clone(&count);
     g.on_finalize(move || {
         c.fetch_add(1, Ordering::SeqCst);
@@ -217,12 +238,12 @@ fn finalizers_of_non_main_greenlets() {
     assert_eq!(count.load(Ordering::SeqCst), 1);
 
     // Registered after finalization: runs at once.
-    let g = Greenlet::new(|v| Ok(v));
+    let g = Greenlet::new(Ok);
     g.switch(()).unwrap();
     let keep = g.clone();
     drop(g);
     drop(keep);
-    let g = Greenlet::new(|v| Ok(v));
+    let g = Greenlet::new(Ok);
     let c = Arc::clone(&count);
     g.on_finalize(move || {
         c.fetch_add(100, Ordering::SeqCst);
@@ -256,7 +277,7 @@ fn cross_thread_kill_runs_at_the_owners_next_operation_not_before() {
         to_test.send(g).unwrap(); // our handle moves away
         wait.recv().unwrap();
         let before = c.load(Ordering::SeqCst);
-        let _ = Greenlet::new(|v| Ok(v)); // next greenlet operation
+        let _ = Greenlet::new(Ok); // next greenlet operation
         let after = c.load(Ordering::SeqCst);
         report.send((before, after)).unwrap();
     });

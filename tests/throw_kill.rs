@@ -60,11 +60,13 @@ fn throw_into_unstarted_kills_it_and_the_error_goes_up() {
 
 #[test]
 fn throw_into_dead() {
-    let g = Greenlet::new(|v| Ok(v));
+    let g = Greenlet::new(Ok);
     g.switch(()).unwrap();
     // GreenletExit comes back as a value.
     assert!(g.throw(GreenletError::exit()).unwrap().is::<GreenletExit>());
-    let v = g.throw(GreenletError::GreenletExit(Some(Value::new(3u8)))).unwrap();
+    let v = g
+        .throw(GreenletError::GreenletExit(Some(Value::new(3u8))))
+        .unwrap();
     assert_eq!(v.downcast::<u8>().unwrap(), 3);
     // Other errors go to the nearest live ancestor: main, the caller.
     let err = g.throw(GreenletError::user("to main")).unwrap_err();
@@ -108,7 +110,7 @@ fn kill_unwinds_locals_and_returns_to_the_killer() {
     assert_eq!(*log.borrow(), ["got exit"]);
     // Killing again, or killing an unstarted one, is harmless.
     g.kill().unwrap();
-    let u = Greenlet::new(|v| Ok(v));
+    let u = Greenlet::new(Ok);
     u.kill().unwrap();
     assert!(u.is_dead() && !u.is_started());
 }
@@ -120,15 +122,26 @@ fn kill_returns_to_the_killer_even_with_another_parent() {
         getcurrent().parent().unwrap().switch("p suspended")?;
         Ok("p finished".into())
     });
-    assert_eq!(p.switch(()).unwrap().downcast::<&str>().unwrap(), "p suspended");
+    assert_eq!(
+        p.switch(()).unwrap().downcast::<&str>().unwrap(),
+        "p suspended"
+    );
     let g = Greenlet::builder()
         .parent(&p)
         .spawn(|_| {
-            getcurrent().parent().unwrap().parent().unwrap().switch("g suspended")?;
+            getcurrent()
+                .parent()
+                .unwrap()
+                .parent()
+                .unwrap()
+                .switch("g suspended")?;
             Ok(().into())
         })
         .unwrap();
-    assert_eq!(g.switch(()).unwrap().downcast::<&str>().unwrap(), "g suspended");
+    assert_eq!(
+        g.switch(()).unwrap().downcast::<&str>().unwrap(),
+        "g suspended"
+    );
     g.kill().unwrap();
     assert!(g.is_dead());
     assert!(p.is_active(), "the parent was not resumed");
@@ -179,7 +192,12 @@ fn drop_of_last_handle_kills_synchronously() {
         // temporary handle to ourselves would live across the switch.
         let main = getcurrent().parent().unwrap();
         let r = main.switch(());
-        l.borrow_mut().push(if matches!(r, Err(ref e) if e.is_exit()) { "exit" } else { "?" });
+        l.borrow_mut()
+            .push(if matches!(r, Err(ref e) if e.is_exit()) {
+                "exit"
+            } else {
+                "?"
+            });
         r?;
         Ok(().into())
     });
@@ -208,7 +226,11 @@ fn drop_in_another_greenlet_returns_there() {
         drop(victim); // killed right here, control comes back
         Ok(Value::new(counter.load(Ordering::SeqCst)))
     });
-    let seen = dropper.switch(Value::new(victim)).unwrap().downcast::<usize>().unwrap();
+    let seen = dropper
+        .switch(Value::new(victim))
+        .unwrap()
+        .downcast::<usize>()
+        .unwrap();
     assert_eq!(seen, 1);
 }
 
@@ -329,9 +351,9 @@ fn drop_killed_greenlet_that_refuses_is_leaked_then_unwound_at_thread_exit() {
 #[test]
 fn set_parent_checks() {
     let main = getcurrent();
-    let a = Greenlet::new(|v| Ok(v));
-    let b = Greenlet::builder().parent(&a).spawn(|v| Ok(v)).unwrap();
-    let c = Greenlet::builder().parent(&b).spawn(|v| Ok(v)).unwrap();
+    let a = Greenlet::new(Ok);
+    let b = Greenlet::builder().parent(&a).spawn(Ok).unwrap();
+    let c = Greenlet::builder().parent(&b).spawn(Ok).unwrap();
     match a.set_parent(&c) {
         Err(GreenletError::ParentCycle { greenlet, parent }) => {
             assert!(greenlet.contains(&a.id().to_string()));
@@ -339,13 +361,19 @@ fn set_parent_checks() {
         }
         other => panic!("unexpected {other:?}"),
     }
-    assert!(matches!(a.set_parent(&a), Err(GreenletError::ParentCycle { .. })));
-    assert!(matches!(main.set_parent(&a), Err(GreenletError::MainCannotHaveParent { .. })));
+    assert!(matches!(
+        a.set_parent(&a),
+        Err(GreenletError::ParentCycle { .. })
+    ));
+    assert!(matches!(
+        main.set_parent(&a),
+        Err(GreenletError::MainCannotHaveParent { .. })
+    ));
     c.set_parent(&a).unwrap();
     assert_eq!(c.parent(), Some(a.clone()));
 
     let foreign = std::thread::spawn(|| {
-        let g = Greenlet::new(|v| Ok(v));
+        let g = Greenlet::new(Ok);
         (g, getcurrent())
     })
     .join()
@@ -356,7 +384,7 @@ fn set_parent_checks() {
         }
         other => panic!("unexpected {other:?}"),
     }
-    match Greenlet::builder().parent(&foreign.1).spawn(|v| Ok(v)) {
+    match Greenlet::builder().parent(&foreign.1).spawn(Ok) {
         Err(GreenletError::ParentOnOtherThread { .. }) => {}
         other => panic!("unexpected {other:?}"),
     }

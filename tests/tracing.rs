@@ -7,7 +7,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use greenlet::{getcurrent, set_global_trace, settrace, Greenlet, GreenletError, TraceEvent, TraceHook};
+use greenlet::{
+    getcurrent, set_global_trace, settrace, Greenlet, GreenletError, TraceEvent, TraceHook,
+};
 
 static GLOBAL: Mutex<()> = Mutex::new(());
 
@@ -91,7 +93,10 @@ fn failing_hook_is_removed_and_its_error_replaces_the_value() {
         Err(GreenletError::User(e)) => assert_eq!(e.to_string(), "hook says no"),
         other => panic!("unexpected {other:?}"),
     }
-    assert!(greenlet::gettrace().is_none(), "the failing hook was removed");
+    assert!(
+        greenlet::gettrace().is_none(),
+        "the failing hook was removed"
+    );
     // Switching still works, untraced.
     assert!(g.kill().is_ok());
 }
@@ -100,7 +105,7 @@ fn failing_hook_is_removed_and_its_error_replaces_the_value() {
 fn panicking_hook_is_removed_too() {
     let hook: TraceHook = Arc::new(|_: &TraceEvent| panic!("hook panic"));
     settrace(Some(hook));
-    let g = Greenlet::new(|v| Ok(v));
+    let g = Greenlet::new(Ok);
     // Into g: the hook panics in g, so g's run gets the error instead of the
     // value, and dies without running; the error comes back to main.
     match g.switch(5) {
@@ -115,10 +120,12 @@ fn panicking_hook_is_removed_too() {
 fn switches_inside_a_hook_are_not_traced() {
     let log: Log = Arc::default();
     let l = Arc::clone(&log);
-    let helper = Greenlet::builder().name("helper").spawn(|v| Ok(v)).unwrap();
+    let helper = Greenlet::builder().name("helper").spawn(Ok).unwrap();
     let helper_in_hook = Mutex::new(Some(helper));
     let hook: TraceHook = Arc::new(move |e: &TraceEvent| {
-        l.lock().unwrap().push(format!("{}->{}", e.origin().name(), e.target().name()));
+        l.lock()
+            .unwrap()
+            .push(format!("{}->{}", e.origin().name(), e.target().name()));
         if let Some(h) = helper_in_hook.lock().unwrap().take() {
             h.set_parent(&getcurrent())?; // so it finishes back into the hook
             h.switch(())?; // switches inside the hook: no nested events
@@ -126,7 +133,7 @@ fn switches_inside_a_hook_are_not_traced() {
         Ok(())
     });
     settrace(Some(hook));
-    let g = Greenlet::builder().name("g").spawn(|v| Ok(v)).unwrap();
+    let g = Greenlet::builder().name("g").spawn(Ok).unwrap();
     g.switch(()).unwrap();
     settrace(None);
     assert_eq!(*log.lock().unwrap(), ["main->g", "g->main"]);
@@ -138,7 +145,7 @@ fn settrace_is_per_thread() {
     settrace(Some(recorder(&log)));
     let other = std::thread::spawn(|| {
         assert!(greenlet::gettrace().is_none());
-        Greenlet::new(|v| Ok(v)).switch(()).unwrap();
+        Greenlet::new(Ok).switch(()).unwrap();
     });
     other.join().unwrap();
     settrace(None);
@@ -152,20 +159,38 @@ fn global_hook_sees_every_thread_and_runs_after_the_thread_hook() {
     let l = Arc::clone(&log);
     let previous = set_global_trace(Some(Arc::new(move |e: &TraceEvent| {
         if e.target().name().starts_with("traced-") || e.origin().name().starts_with("traced-") {
-            l.lock().unwrap().push(format!("global {}->{}", e.origin().name(), e.target().name()));
+            l.lock().unwrap().push(format!(
+                "global {}->{}",
+                e.origin().name(),
+                e.target().name()
+            ));
         }
         Ok(())
     })));
     assert!(previous.is_none());
     let l = Arc::clone(&log);
     settrace(Some(Arc::new(move |e: &TraceEvent| {
-        l.lock().unwrap().push(format!("thread {}->{}", e.origin().name(), e.target().name()));
+        l.lock().unwrap().push(format!(
+            "thread {}->{}",
+            e.origin().name(),
+            e.target().name()
+        ));
         Ok(())
     })));
-    Greenlet::builder().name("traced-a").spawn(|v| Ok(v)).unwrap().switch(()).unwrap();
+    Greenlet::builder()
+        .name("traced-a")
+        .spawn(Ok)
+        .unwrap()
+        .switch(())
+        .unwrap();
     settrace(None);
     std::thread::spawn(|| {
-        Greenlet::builder().name("traced-b").spawn(|v| Ok(v)).unwrap().switch(()).unwrap();
+        Greenlet::builder()
+            .name("traced-b")
+            .spawn(Ok)
+            .unwrap()
+            .switch(())
+            .unwrap();
     })
     .join()
     .unwrap();
@@ -193,7 +218,7 @@ fn failing_global_hook_is_removed() {
             Ok(())
         }
     })));
-    let g = Greenlet::builder().name("trip").spawn(|v| Ok(v)).unwrap();
+    let g = Greenlet::builder().name("trip").spawn(Ok).unwrap();
     let err = g.switch(()).unwrap_err();
     assert_eq!(err.to_string(), "global no");
     assert!(set_global_trace(None).is_none(), "it was removed");

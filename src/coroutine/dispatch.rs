@@ -81,7 +81,13 @@ impl Kind {
 pub(crate) fn check_owner(target: &Core) -> Result<*mut ThreadState, GreenletError> {
     match thread_state::state() {
         // SAFETY: `ts` is this thread's live state; short read.
-        Some(ts) if ptr::eq(Arc::as_ptr(&target.thread), unsafe { Arc::as_ptr(&(*ts).link) }) => Ok(ts),
+        Some(ts)
+            if ptr::eq(Arc::as_ptr(&target.thread), unsafe {
+                Arc::as_ptr(&(*ts).link)
+            }) =>
+        {
+            Ok(ts)
+        }
         ts => Err(thread_error(ts, target)),
     }
 }
@@ -91,7 +97,12 @@ fn thread_error(ts: Option<*mut ThreadState>, target: &Core) -> GreenletError {
     match ts {
         Some(ts) if target.thread.alive.load(Ordering::Acquire) => {
             // SAFETY: `ts` is this thread's live state; `current` is live.
-            let (current, current_thread) = unsafe { ((*(*ts).current).label(), (&(*ts).link).label.clone()) };
+            let (current, current_thread) = unsafe {
+                (
+                    (*(*ts).current).label(),
+                    ThreadState::link(ts).label.clone(),
+                )
+            };
             GreenletError::WrongThread {
                 current,
                 current_thread,
@@ -128,7 +139,7 @@ pub(crate) fn send(
 #[inline]
 pub(crate) unsafe fn check_mail(ts: *mut ThreadState) {
     // SAFETY: guaranteed by the caller.
-    if unsafe { (&(*ts).link).has_mail.load(Ordering::Relaxed) } {
+    if unsafe { ThreadState::link(ts).has_mail.load(Ordering::Relaxed) } {
         // SAFETY: guaranteed by the caller.
         unsafe { do_pending_work(ts) }
     }
@@ -347,7 +358,7 @@ unsafe fn take_and_settle(ts: *mut ThreadState) -> Result<Value, GreenletError> 
     // SAFETY: guaranteed by the caller.
     unsafe {
         let mut payload = (*ts).slot.take().unwrap_or_else(|| Ok(Value::unit()));
-        if (*ts).work || (&(*ts).link).has_mail.load(Ordering::Relaxed) {
+        if (*ts).work || ThreadState::link(ts).has_mail.load(Ordering::Relaxed) {
             settle(ts, &mut payload);
         }
         payload
@@ -379,10 +390,12 @@ pub(crate) unsafe fn do_pending_work(ts: *mut ThreadState) {
     // the user code run by `finalize_or_kill`.
     unsafe {
         drop((*ts).retiring.take());
-        if (&(*ts).link).has_mail.load(Ordering::Acquire) {
+        if ThreadState::link(ts).has_mail.load(Ordering::Acquire) {
             let mail = {
-                let mut inbox = (&(*ts).link).inbox.lock();
-                (&(*ts).link).has_mail.store(false, Ordering::Release);
+                let mut inbox = ThreadState::link(ts).inbox.lock();
+                ThreadState::link(ts)
+                    .has_mail
+                    .store(false, Ordering::Release);
                 mem::take(&mut *inbox)
             };
             (*ts).deferred.extend(mail);
@@ -402,7 +415,8 @@ pub(crate) unsafe fn do_pending_work(ts: *mut ThreadState) {
             }
         }
         (*ts).deferred = kept;
-        (*ts).work = (*ts).retiring.is_some() || (*ts).trace_pending.is_some() || !(*ts).deferred.is_empty();
+        (*ts).work =
+            (*ts).retiring.is_some() || (*ts).trace_pending.is_some() || !(*ts).deferred.is_empty();
     }
 }
 
@@ -461,7 +475,11 @@ fn drop_quietly<T>(value: T, core: &Core) {
 ///
 /// # Safety
 /// Runs at the end of `root`, on the greenlet's own stack.
-unsafe fn finish(ts: *mut ThreadState, core_ptr: *const Core, result: Result<Value, GreenletError>) -> usize {
+unsafe fn finish(
+    ts: *mut ThreadState,
+    core_ptr: *const Core,
+    result: Result<Value, GreenletError>,
+) -> usize {
     // SAFETY: as in `root`.
     unsafe {
         let core = &*core_ptr;
@@ -472,7 +490,9 @@ unsafe fn finish(ts: *mut ThreadState, core_ptr: *const Core, result: Result<Val
         };
         let start = match (*local).return_to.take() {
             Some(killer) if killer.flags() & DEAD == 0 => killer,
-            _ => core.parent_core().unwrap_or_else(|| Arc::clone(&(*ts).main)),
+            _ => core
+                .parent_core()
+                .unwrap_or_else(|| Arc::clone(&(*ts).main)),
         };
         // May run user code (closures of unstarted ancestors being dropped);
         // nothing after it does.
@@ -631,7 +651,10 @@ unsafe fn finalize_or_kill(ts: *mut ThreadState, core: &Arc<Core>) {
             }
             if let Err(err) = result {
                 if !err.is_exit() {
-                    eprintln!("greenlet: {} ended with an error while being killed: {err}", core.label());
+                    eprintln!(
+                        "greenlet: {} ended with an error while being killed: {err}",
+                        core.label()
+                    );
                 }
             }
         }

@@ -122,7 +122,11 @@ impl Core {
             key: usize::MAX,
             stack_size: 0,
         };
-        let dead = if thread.alive.load(Ordering::Relaxed) { 0 } else { DEAD };
+        let dead = if thread.alive.load(Ordering::Relaxed) {
+            0
+        } else {
+            DEAD
+        };
         Arc::new(Core::new(None, STARTED | MAIN | dead, thread, None, local))
     }
 
@@ -205,7 +209,10 @@ pub(crate) fn run_finalizers(finalizers: Vec<Finalizer>, label: &str) {
     let mut first_panic = None;
     for finalizer in finalizers {
         if let Err(payload) = catch_unwind(AssertUnwindSafe(finalizer)) {
-            eprintln!("greenlet: a finalizer of {label} panicked: {}", panic_message(&*payload));
+            eprintln!(
+                "greenlet: a finalizer of {label} panicked: {}",
+                panic_message(&*payload)
+            );
             first_panic.get_or_insert(payload);
         }
     }
@@ -665,7 +672,13 @@ unsafe fn spawn_in(
             key: entry.key(),
             stack_size,
         };
-        let core = Arc::new(Core::new(name, 0, Arc::clone(&(*ts).link), Some(parent), local));
+        let core = Arc::new(Core::new(
+            name,
+            0,
+            Arc::clone(&(*ts).link),
+            Some(parent),
+            local,
+        ));
         entry.insert(Arc::clone(&core));
         Greenlet::from_core(core)
     }

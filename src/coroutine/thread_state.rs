@@ -44,7 +44,11 @@ pub(crate) struct ThreadLink {
 impl ThreadLink {
     fn for_current_thread(alive: bool) -> Arc<ThreadLink> {
         let thread = std::thread::current();
-        let label = format!("'{}' ({:?})", thread.name().unwrap_or("<unnamed>"), thread.id());
+        let label = format!(
+            "'{}' ({:?})",
+            thread.name().unwrap_or("<unnamed>"),
+            thread.id()
+        );
         Arc::new(ThreadLink {
             label,
             alive: AtomicBool::new(alive),
@@ -106,6 +110,19 @@ pub(crate) struct ThreadState {
     /// Where the main greenlet's finalizers go when the thread exits,
     /// captured when the state was created.
     queue: Arc<CleanupQueue>,
+}
+
+impl ThreadState {
+    /// The thread's link, borrowed from the state.
+    ///
+    /// # Safety
+    /// `ts` is a live state, and the result is not used after it is freed.
+    #[inline]
+    pub(crate) unsafe fn link<'a>(ts: *const ThreadState) -> &'a ThreadLink {
+        // SAFETY: the caller guarantees `ts` is live; the link is owned by an
+        // `Arc` in it, which does not move.
+        unsafe { &*Arc::as_ptr(&(*ts).link) }
+    }
 }
 
 thread_local! {
@@ -214,7 +231,8 @@ unsafe fn teardown(ts: *mut ThreadState) {
         let mut finalized: Vec<Arc<Core>> = Vec::new();
         for round in 0..=EXIT_KILL_ROUNDS {
             dispatch::do_pending_work(ts);
-            let victims: Vec<Arc<Core>> = (*ts).registry.iter().map(|(_, c)| Arc::clone(c)).collect();
+            let victims: Vec<Arc<Core>> =
+                (*ts).registry.iter().map(|(_, c)| Arc::clone(c)).collect();
             if victims.is_empty() {
                 break;
             }
@@ -234,14 +252,14 @@ unsafe fn teardown(ts: *mut ThreadState) {
 
         // From now on, every greenlet of this thread is "of an exited thread".
         let mail = {
-            let mut inbox = (&(*ts).link).inbox.lock();
-            (&(*ts).link).alive.store(false, Ordering::Release);
+            let mut inbox = ThreadState::link(ts).inbox.lock();
+            ThreadState::link(ts).alive.store(false, Ordering::Release);
             std::mem::take(&mut *inbox)
         };
         finalized.extend(mail);
         (*ts).main.mark(DEAD);
 
-        let label = format!("main greenlet of thread {}", (&(*ts).link).label);
+        let label = format!("main greenlet of thread {}", ThreadState::link(ts).label);
         let mut finalizers = (*ts).main.take_finalizers();
         for core in &finalized {
             finalizers.extend(core.take_finalizers());

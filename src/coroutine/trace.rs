@@ -134,7 +134,11 @@ pub(crate) unsafe fn active(ts: *mut ThreadState) -> bool {
 ///
 /// # Safety
 /// `ts` is the calling thread's live state.
-pub(crate) unsafe fn run_hooks(ts: *mut ThreadState, kind: Kind, origin: Arc<Core>) -> Result<(), GreenletError> {
+pub(crate) unsafe fn run_hooks(
+    ts: *mut ThreadState,
+    kind: Kind,
+    origin: Arc<Core>,
+) -> Result<(), GreenletError> {
     // SAFETY: guaranteed by the caller; no access spans a hook call.
     unsafe {
         if (*ts).in_trace {
@@ -150,7 +154,10 @@ pub(crate) unsafe fn run_hooks(ts: *mut ThreadState, kind: Kind, origin: Arc<Cor
         let mut result = Ok(());
         if let Some(hook) = (*ts).trace_hook.clone() {
             if let Err(err) = call(&hook, &event) {
-                let same = (*ts).trace_hook.as_ref().is_some_and(|h| Arc::ptr_eq(h, &hook));
+                let same = (*ts)
+                    .trace_hook
+                    .as_ref()
+                    .is_some_and(|h| Arc::ptr_eq(h, &hook));
                 if same {
                     drop((*ts).trace_hook.take());
                 }
