@@ -7,7 +7,9 @@
 //! scheduler ([`scheduler`]).
 //!
 //! Uses [`crate::cleanup`]'s `Scheduler` trait to plug in as a scheduler;
-//! never the other way round.
+//! never the other way round. Only [`scenarios`] (which wires a scenario
+//! together, like an example would) also uses the greenlet API of
+//! [`crate::coroutine`]; the model itself knows nothing of greenlets.
 
 pub mod core;
 pub mod runtime;

@@ -19,91 +19,13 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::cleanup::{self, CleanupQueue, Metrics, Policy};
+use crate::coroutine::{getcurrent, Greenlet};
 
 use super::runtime::{
     Event, HangReport, Outcome, Py, PyErr, PyResult, RunError, Runtime, RuntimeStats, Watchdog,
 };
 use super::scheduler::PendingCallScheduler;
 use super::version::PyVersion;
-
-/// The greenlet API the scenarios are written against.
-mod greenlet_api {
-    use std::cell::RefCell;
-    use std::sync::Arc;
-
-    use crate::cleanup::{self, CleanupQueue, Remains};
-
-    type Finalizer = Box<dyn FnOnce() + Send>;
-
-    /// A thread's greenlet state: its queue is captured when it is created.
-    struct ThreadState {
-        queue: Arc<CleanupQueue>,
-        label: String,
-        finalizers: Vec<Finalizer>,
-    }
-
-    impl Drop for ThreadState {
-        // The thread exits: its remains go to the queue captured at creation.
-        fn drop(&mut self) {
-            let remains = ThreadRemains {
-                label: std::mem::take(&mut self.label),
-                finalizers: std::mem::take(&mut self.finalizers),
-            };
-            self.queue.push(Box::new(remains));
-        }
-    }
-
-    struct ThreadRemains {
-        label: String,
-        finalizers: Vec<Finalizer>,
-    }
-
-    impl Remains for ThreadRemains {
-        fn destroy(self: Box<Self>) {
-            for finalizer in self.finalizers {
-                finalizer();
-            }
-        }
-        fn label(&self) -> String {
-            self.label.clone()
-        }
-    }
-
-    thread_local! {
-        static STATE: RefCell<Option<ThreadState>> = const { RefCell::new(None) };
-    }
-
-    /// The calling thread's main greenlet.
-    pub struct Greenlet;
-
-    /// `greenlet.getcurrent()`: creates the thread's state on first use.
-    pub fn getcurrent() -> Greenlet {
-        STATE.with(|s| {
-            s.borrow_mut().get_or_insert_with(|| ThreadState {
-                queue: cleanup::current_queue(),
-                label: format!(
-                    "main greenlet of thread {:?}",
-                    std::thread::current().name().unwrap_or("?")
-                ),
-                finalizers: Vec::new(),
-            });
-        });
-        Greenlet
-    }
-
-    impl Greenlet {
-        /// Run `callback` when the greenlet is finalized (a weakref callback).
-        pub fn on_finalize(&self, callback: impl FnOnce() + Send + 'static) {
-            STATE.with(|s| {
-                if let Some(state) = s.borrow_mut().as_mut() {
-                    state.finalizers.push(Box::new(callback));
-                }
-            });
-        }
-    }
-}
-
-use greenlet_api::getcurrent;
 
 /// What the main thread has installed: a trace function, a profile
 /// function, or neither.
@@ -285,7 +207,7 @@ impl Harness {
     }
 
     /// `greenlet.getcurrent()` in the calling thread, counted.
-    fn touch_greenlet(created: &AtomicU64) -> greenlet_api::Greenlet {
+    fn touch_greenlet(created: &AtomicU64) -> Greenlet {
         created.fetch_add(1, Ordering::SeqCst);
         getcurrent()
     }
