@@ -21,7 +21,7 @@ pub use self::core::{
     CheckSite, Continuation, InterpCore, MakeBegin, RingFull, Summary, ThreadIdx, MAIN_THREAD,
 };
 pub use self::runtime::{
-    CallId, Event, HangReport, Outcome, PendingCall, Py, PyErr, PyResult, PyThread, RunError,
+    CallId, Event, HangReport, Hook, Outcome, PendingCall, Py, PyErr, PyResult, PyThread, RunError,
     Runtime, RuntimeStats, SignalHandler, ThreadDump, Watchdog, SWITCH_INTERVAL,
 };
 pub use self::scheduler::PendingCallScheduler;

@@ -22,40 +22,57 @@ use crate::cleanup::{self, CleanupQueue, Metrics, Policy};
 use crate::coroutine::{getcurrent, Greenlet};
 
 use super::runtime::{
-    Event, HangReport, Outcome, Py, PyErr, PyResult, RunError, Runtime, RuntimeStats, Watchdog,
+    Event, HangReport, Hook, Outcome, Py, PyErr, PyResult, RunError, Runtime, RuntimeStats,
+    Watchdog,
 };
 use super::scheduler::PendingCallScheduler;
 use super::version::PyVersion;
 
 /// What the main thread has installed: a trace function, a profile
-/// function, or neither.
+/// function (written in Python or in C), or neither. See [`Hook`] for why the
+/// kind matters on 3.11.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TraceMode {
-    /// `sys.settrace(lambda *a: None)`.
+    /// `sys.settrace(lambda *a: None)`: a Python trace function, as in the
+    /// seed report.
     Trace,
-    /// `sys.setprofile(lambda *a: None)`.
+    /// A trace function written in C (coverage.py's CTracer).
+    CTrace,
+    /// A profile function written in C (`cProfile.Profile().enable()`).
     Profile,
+    /// `sys.setprofile(lambda *a: None)`: a Python profile function.
+    PyProfile,
     /// Neither.
     None,
 }
 
 impl TraceMode {
     /// Every mode.
-    pub const ALL: [TraceMode; 3] = [TraceMode::Trace, TraceMode::Profile, TraceMode::None];
+    pub const ALL: [TraceMode; 5] = [
+        TraceMode::Trace,
+        TraceMode::CTrace,
+        TraceMode::Profile,
+        TraceMode::PyProfile,
+        TraceMode::None,
+    ];
 
     /// The command-line name.
     pub fn name(self) -> &'static str {
         match self {
             TraceMode::Trace => "trace",
+            TraceMode::CTrace => "ctrace",
             TraceMode::Profile => "profile",
+            TraceMode::PyProfile => "pyprofile",
             TraceMode::None => "none",
         }
     }
 
     fn install(self, py: &Py) -> PyResult<()> {
         match self {
-            TraceMode::Trace => py.settrace(true),
-            TraceMode::Profile => py.setprofile(true),
+            TraceMode::Trace => py.settrace(Hook::Python),
+            TraceMode::CTrace => py.settrace(Hook::C),
+            TraceMode::Profile => py.setprofile(Hook::C),
+            TraceMode::PyProfile => py.setprofile(Hook::Python),
             TraceMode::None => Ok(()),
         }
     }
@@ -69,7 +86,7 @@ impl fmt::Display for TraceMode {
 
 /// A mode name that is not one of [`TraceMode::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown mode {given:?}: expected trace, profile or none")]
+#[error("unknown mode {given:?}: expected trace, ctrace, profile, pyprofile or none")]
 pub struct UnknownMode {
     /// What was given.
     pub given: String,
