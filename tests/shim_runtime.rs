@@ -71,7 +71,8 @@ fn a_pending_call_adding_a_pending_call_livelocks_only_on_311() {
 #[test]
 fn which_hooks_livelock_on_311_matches_cpython() {
     let _serial = SERIAL.lock();
-    let cases: [(fn(&Py) -> PyResult<()>, bool); 4] = [
+    type Install = fn(&Py) -> PyResult<()>;
+    let cases: [(Install, bool); 4] = [
         (|py| py.settrace(Hook::Python), true),
         (|py| py.settrace(Hook::C), true),
         (|py| py.setprofile(Hook::C), true),
