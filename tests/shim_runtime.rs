@@ -103,7 +103,7 @@ fn which_hooks_livelock_on_311_matches_cpython() {
 fn a_signal_handler_entered_from_the_spin_livelocks_too() {
     let _serial = SERIAL.lock();
     let rt = Runtime::new(PyVersion::V3_11);
-    rt.set_signal_handler("on_signal", Some(|_: &Py| Ok(())));
+    rt.set_signal_handler("on_signal", |_: &Py| Ok(()));
     // The OS delivers the signal once the spin has started.
     let raiser = rt.clone();
     let kicker = std::thread::spawn(move || {
@@ -162,17 +162,14 @@ fn signal_handlers_run_on_the_main_thread_and_a_failing_one_raises() {
         let ran_on = Arc::new(Mutex::new(Vec::new()));
         let calls = Arc::new(AtomicUsize::new(0));
         let (log, n) = (Arc::clone(&ran_on), Arc::clone(&calls));
-        rt.set_signal_handler(
-            "handler",
-            Some(move |py: &Py| {
-                log.lock().push(py.thread_index());
-                if n.fetch_add(1, Ordering::SeqCst) == 0 {
-                    Err(PyErr::exception("KeyboardInterrupt", ""))
-                } else {
-                    Ok(())
-                }
-            }),
-        );
+        rt.set_signal_handler("handler", move |py: &Py| {
+            log.lock().push(py.thread_index());
+            if n.fetch_add(1, Ordering::SeqCst) == 0 {
+                Err(PyErr::exception("KeyboardInterrupt", ""))
+            } else {
+                Ok(())
+            }
+        });
         let counter = Arc::clone(&calls);
         let go = Event::new(&rt);
         let outcome = rt

@@ -133,6 +133,32 @@ enum TraceEvent {
 
 /// The watchdog of [`Runtime::run`], modelled on
 /// `faulthandler.dump_traceback_later(timeout, exit=True)`.
+///
+/// # Example
+/// The 3.11 livelock without greenlet: a traced main thread runs a pending
+/// call that adds another one, then enters a function.
+/// ```
+/// use std::time::Duration;
+/// use greenlet::interp_shim::{Hook, Outcome, PyVersion, Runtime, Watchdog};
+///
+/// let rt = Runtime::new(PyVersion::V3_11);
+/// let outcome = rt
+///     .run(Watchdog::Report(Duration::from_millis(300)), |py| {
+///         py.settrace(Hook::C)?;
+///         let _ = py.c_call(|| {
+///             py.add_pending_call(|py| {
+///                 let _ = py.c_call(|| py.add_pending_call(|_| Ok(())))?;
+///                 py.call("stuck", |_| Ok(()))
+///             })
+///         })?;
+///         Ok(())
+///     })
+///     .unwrap();
+/// let Outcome::Hung(report) = outcome else { panic!("3.11 spins") };
+/// assert_eq!(report.thread(0).unwrap().frames[0], "stuck");
+/// assert!(report.livelock_predicate && report.redispatches > 0);
+/// print!("{report}"); // "Timeout (0:00:00.300)!\nThread T0 \"MainThread\" ..."
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Watchdog {
     /// No watchdog: `run` waits for the scenario however long it takes.
@@ -467,15 +493,51 @@ impl Runtime {
         self.shared.state.lock().report_hook = Some(Arc::new(hook));
     }
 
-    /// `signal.signal(signum, handler)`: install the Python-level handler
-    /// that the main thread runs when a signal is pending (`None`: default
-    /// handling, which ignores the signal in this model).
+    /// `signal.signal(signum, handler)`: install the Python-level handler,
+    /// a function named `name`, that the main thread runs when the signal is
+    /// pending.
+    ///
+    /// # Example
+    /// ```
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use greenlet::interp_shim::{Outcome, PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_13);
+    /// let handled = Arc::new(AtomicBool::new(false));
+    /// let flag = Arc::clone(&handled);
+    /// rt.set_signal_handler("on_sigusr1", move |py| {
+    ///     assert_eq!(py.thread_index(), 0); // always the main thread
+    ///     flag.store(true, Ordering::SeqCst);
+    ///     Ok(())
+    /// });
+    /// let seen = Arc::clone(&handled);
+    /// let outcome = rt
+    ///     .run(Watchdog::Report(Duration::from_secs(20)), move |py| {
+    ///         let t = py.spawn("kill", |py| py.raise_signal())?;
+    ///         py.join(&t)?;
+    ///         while !seen.load(Ordering::SeqCst) {
+    ///             py.loop_iter()?;
+    ///         }
+    ///         Ok(())
+    ///     })
+    ///     .unwrap();
+    /// assert!(matches!(outcome, Outcome::Finished(Ok(()))));
+    /// assert!(handled.load(Ordering::SeqCst));
+    /// ```
     pub fn set_signal_handler(
         &self,
         name: &'static str,
-        handler: Option<impl Fn(&Py) -> PyResult<()> + Send + Sync + 'static>,
+        handler: impl Fn(&Py) -> PyResult<()> + Send + Sync + 'static,
     ) {
-        self.shared.state.lock().signal_handler = handler.map(|h| (name, Arc::new(h) as _));
+        self.shared.state.lock().signal_handler = Some((name, Arc::new(handler)));
+    }
+
+    /// `signal.signal(signum, SIG_DFL)`: remove the Python-level handler (a
+    /// tripped signal then runs no Python code in this model).
+    pub fn clear_signal_handler(&self) {
+        self.shared.state.lock().signal_handler = None;
     }
 
     /// An OS signal arrives (`signal.raise_signal` from any thread; the C

@@ -488,6 +488,22 @@ pub struct RingFullConfig {
 ///
 /// # Errors
 /// [`RunError`] if the runtime could not start.
+///
+/// # Example
+/// ```
+/// use std::time::Duration;
+/// use greenlet::cleanup::Policy;
+/// use greenlet::interp_shim::scenarios::{ring_full, RingFullConfig};
+/// use greenlet::interp_shim::{PyVersion, Watchdog};
+///
+/// let watchdog = Watchdog::Report(Duration::from_secs(20));
+/// let stuck = ring_full(RingFullConfig { version: PyVersion::V3_12, policy: Policy::Draining, watchdog })
+///     .unwrap();
+/// assert_eq!((stuck.queue.states_destroyed, stuck.queue.states_leaked), (0, 3));
+/// let fixed = ring_full(RingFullConfig { version: PyVersion::V3_12, policy: Policy::Scheduled, watchdog })
+///     .unwrap();
+/// assert_eq!((fixed.queue.states_destroyed, fixed.queue.states_leaked), (3, 0));
+/// ```
 pub fn ring_full(config: RingFullConfig) -> Result<ScenarioReport, RunError> {
     let harness = Harness::new(config.version, config.policy);
     let queue = Arc::clone(&harness.queue);
@@ -577,6 +593,19 @@ fn wait_until(py: &Py, ready: impl Fn() -> bool) -> PyResult<()> {
 ///
 /// # Errors
 /// [`RunError`] if the runtime could not start.
+///
+/// # Example
+/// ```
+/// use std::time::Duration;
+/// use greenlet::cleanup::Policy;
+/// use greenlet::interp_shim::scenarios::finalization;
+/// use greenlet::interp_shim::{PyVersion, Watchdog};
+///
+/// let r = finalization(PyVersion::V3_11, Policy::Shielded, Watchdog::Report(Duration::from_secs(20)))
+///     .unwrap();
+/// assert_eq!(r.error, None); // the daemon's finalizer never ran
+/// assert_eq!(r.queue.states_leaked, 1);
+/// ```
 pub fn finalization(
     version: PyVersion,
     policy: Policy,
@@ -617,6 +646,18 @@ pub fn finalization(
 ///
 /// # Errors
 /// [`RunError`] if the runtime could not start.
+///
+/// # Example
+/// ```
+/// use std::time::Duration;
+/// use greenlet::cleanup::Policy;
+/// use greenlet::interp_shim::scenarios::panicking_finalizers;
+/// use greenlet::interp_shim::{PyVersion, Watchdog};
+///
+/// let r = panicking_finalizers(PyVersion::V3_13, Policy::Shielded, 4, Watchdog::Report(Duration::from_secs(20)))
+///     .unwrap();
+/// assert_eq!((r.finalizer_panics, r.queue.states_destroyed), (2, 4));
+/// ```
 pub fn panicking_finalizers(
     version: PyVersion,
     policy: Policy,
