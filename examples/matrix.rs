@@ -229,7 +229,7 @@ fn main() -> ExitCode {
     } else {
         println!("reproduce matrix: {runs} run(s) per cell, watchdog {timeout} s");
         println!(
-            "{:<6} {:<9} {:<7} {:>4} {:>5} {:>5} {:>5} {:>10} {:>9} {:>14}",
+            "{:<6} {:<9} {:<9} {:>4} {:>5} {:>5} {:>5} {:>10} {:>9} {:>15}",
             "python",
             "policy",
             "mode",
@@ -252,7 +252,7 @@ fn main() -> ExitCode {
             );
         } else {
             println!(
-                "{:<6} {:<9} {:<7} {:>4} {:>5} {:>5} {:>5} {:>10} {:>9} {:>14}",
+                "{:<6} {:<9} {:<9} {:>4} {:>5} {:>5} {:>5} {:>10} {:>9} {:>15}",
                 cell.version.name(),
                 cell.policy.name(),
                 cell.mode.name(),
