@@ -20,7 +20,8 @@
 //!   [`PyErr::Cancelled`], so the spinning thread's simulated frames unwind
 //!   with an `Err` and [`Runtime::run`] can return the report as a value. No
 //!   CPython thread could do this; it exists so tests can observe a livelock
-//!   without killing the test process.
+//!   without killing the test process. Rust code of a scenario that never
+//!   calls into its [`Py`] (a plain `loop {}`) cannot be cancelled.
 //! - At shutdown, [`Runtime::run`] joins every OS thread it started (so their
 //!   thread-local destructors, where greenlet queues a dying thread's state,
 //!   have run) before `_Py_FinishPendingCalls`. CPython's
