@@ -19,7 +19,7 @@ use greenlet::interp_shim::{PyVersion, Watchdog};
 
 const USAGE: &str =
     "usage: churn [--python 3.11|3.12|3.13] [--policy legacy|draining|scheduled|shielded] \
-[--mode trace|profile|none] [--threads N] [--waves N] [--runs N] [--timeout SECONDS]";
+[--mode trace|ctrace|profile|pyprofile|none] [--threads N] [--waves N] [--runs N] [--timeout SECONDS]";
 
 fn parse(args: &[String]) -> Result<(ChurnConfig, usize), String> {
     let mut config = ChurnConfig {

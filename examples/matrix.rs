@@ -146,6 +146,12 @@ fn reproduce_path() -> Result<PathBuf, String> {
     }
 }
 
+/// The next cell to run (the lock is released before the cell runs).
+fn next_cell(work: &Mutex<VecDeque<(usize, usize)>>) -> Option<usize> {
+    let (cell, _run) = work.lock().ok()?.pop_front()?;
+    Some(cell)
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (runs, timeout, tsv) = match parse(&args) {
@@ -190,21 +196,20 @@ fn main() -> ExitCode {
                 exe.clone(),
                 timeout.clone(),
             );
-            std::thread::spawn(move || loop {
-                let Some((c, _)) = work.lock().map(|mut w| w.pop_front()).ok().flatten() else {
-                    break;
-                };
-                let mut tally = Tally::default();
-                run_cell(&exe, cells[c], &timeout, &mut tally);
-                if let Ok(mut all) = tallies.lock() {
-                    let t = &mut all[c];
-                    t.hangs += tally.hangs;
-                    t.green += tally.green;
-                    t.other += tally.other;
-                    t.scheduled.extend(tally.scheduled);
-                    t.destroyed.extend(tally.destroyed);
-                    t.outstanding.extend(tally.outstanding);
-                    t.failures.extend(tally.failures);
+            std::thread::spawn(move || {
+                while let Some(c) = next_cell(&work) {
+                    let mut tally = Tally::default();
+                    run_cell(&exe, cells[c], &timeout, &mut tally);
+                    if let Ok(mut all) = tallies.lock() {
+                        let t = &mut all[c];
+                        t.hangs += tally.hangs;
+                        t.green += tally.green;
+                        t.other += tally.other;
+                        t.scheduled.extend(tally.scheduled);
+                        t.destroyed.extend(tally.destroyed);
+                        t.outstanding.extend(tally.outstanding);
+                        t.failures.extend(tally.failures);
+                    }
                 }
             })
         })
@@ -224,7 +229,7 @@ fn main() -> ExitCode {
     } else {
         println!("reproduce matrix: {runs} run(s) per cell, watchdog {timeout} s");
         println!(
-            "{:<6} {:<9} {:<7} {:>4} {:>5} {:>5} {:>5} {:>10} {:>9} {:>14}",
+            "{:<6} {:<9} {:<9} {:>4} {:>5} {:>5} {:>5} {:>10} {:>9} {:>15}",
             "python",
             "policy",
             "mode",
@@ -247,7 +252,7 @@ fn main() -> ExitCode {
             );
         } else {
             println!(
-                "{:<6} {:<9} {:<7} {:>4} {:>5} {:>5} {:>5} {:>10} {:>9} {:>14}",
+                "{:<6} {:<9} {:<9} {:>4} {:>5} {:>5} {:>5} {:>10} {:>9} {:>15}",
                 cell.version.name(),
                 cell.policy.name(),
                 cell.mode.name(),

@@ -18,7 +18,7 @@ use greenlet::interp_shim::{PyVersion, Watchdog};
 
 const USAGE: &str =
     "usage: reproduce [--python 3.11|3.12|3.13] [--policy legacy|draining|scheduled|shielded] \
-[--mode trace|profile|none] [--timeout SECONDS]";
+[--mode trace|ctrace|profile|pyprofile|none] [--timeout SECONDS]";
 
 fn parse(args: &[String]) -> Result<SeedConfig, String> {
     let mut config = SeedConfig {

@@ -50,7 +50,7 @@ fn the_other_policies_on_3_11_are_reported() {
     for policy in [Policy::Legacy, Policy::Draining, Policy::Scheduled] {
         let mut hangs = 0;
         for _ in 0..RUNS {
-            let report = churn(config(PyVersion::V3_11, policy, Duration::from_secs(3))).unwrap();
+            let report = churn(config(PyVersion::V3_11, policy, Duration::from_secs(4))).unwrap();
             match &report.hang {
                 Some(hang) => {
                     hangs += 1;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use greenlet::interp_shim::{
-    Event, Outcome, Py, PyErr, PyResult, PyVersion, RunError, Runtime, Watchdog,
+    Event, Hook, Outcome, Py, PyErr, PyResult, PyVersion, RunError, Runtime, Watchdog,
 };
 use parking_lot::Mutex;
 
@@ -20,7 +20,11 @@ const GREEN: Watchdog = Watchdog::Report(Duration::from_secs(30));
 /// The main thread, traced, runs a pending call that adds another pending
 /// call and then enters a function.
 fn nested_pending_call(py: &Py) -> PyResult<()> {
-    py.settrace(true)?;
+    nested_pending_call_under(py, |py| py.settrace(Hook::C))
+}
+
+fn nested_pending_call_under(py: &Py, install: impl FnOnce(&Py) -> PyResult<()>) -> PyResult<()> {
+    install(py)?;
     py.c_call(|| {
         py.add_pending_call(|py| {
             py.call("first_callback", |py| {
@@ -59,11 +63,47 @@ fn a_pending_call_adding_a_pending_call_livelocks_only_on_311() {
     }
 }
 
+/// The same probe run on CPython 3.11.7 (`_testcapi._pending_threadfunc`
+/// as `Py_AddPendingCall`): livelocks under `sys.settrace(f)` with a Python
+/// `f` and under `cProfile`; completes under `sys.setprofile(f)` with a
+/// Python `f`, whose `c_return` event after the adding call runs the first
+/// call with tracing suspended.
+#[test]
+fn which_hooks_livelock_on_311_matches_cpython() {
+    let _serial = SERIAL.lock();
+    type Install = fn(&Py) -> PyResult<()>;
+    let cases: [(Install, bool); 4] = [
+        (|py| py.settrace(Hook::Python), true),
+        (|py| py.settrace(Hook::C), true),
+        (|py| py.setprofile(Hook::C), true),
+        (|py| py.setprofile(Hook::Python), false),
+    ];
+    for (i, (install, hangs)) in cases.into_iter().enumerate() {
+        let rt = Runtime::new(PyVersion::V3_11);
+        let outcome = rt
+            .run(if hangs { HANG } else { GREEN }, move |py| {
+                nested_pending_call_under(py, install)
+            })
+            .unwrap();
+        match outcome {
+            Outcome::Hung(report) => {
+                assert!(hangs, "case {i}: {report}");
+                assert_eq!(report.thread(0).unwrap().frames[0], "inner", "{report}");
+            }
+            Outcome::Finished(result) => {
+                assert!(!hangs, "case {i} should hang");
+                assert_eq!(result, Ok(()));
+                assert_eq!(rt.stats().pending_calls_run, 2);
+            }
+        }
+    }
+}
+
 #[test]
 fn a_signal_handler_entered_from_the_spin_livelocks_too() {
     let _serial = SERIAL.lock();
     let rt = Runtime::new(PyVersion::V3_11);
-    rt.set_signal_handler("on_signal", Some(|_: &Py| Ok(())));
+    rt.set_signal_handler("on_signal", |_: &Py| Ok(()));
     // The OS delivers the signal once the spin has started.
     let raiser = rt.clone();
     let kicker = std::thread::spawn(move || {
@@ -122,17 +162,14 @@ fn signal_handlers_run_on_the_main_thread_and_a_failing_one_raises() {
         let ran_on = Arc::new(Mutex::new(Vec::new()));
         let calls = Arc::new(AtomicUsize::new(0));
         let (log, n) = (Arc::clone(&ran_on), Arc::clone(&calls));
-        rt.set_signal_handler(
-            "handler",
-            Some(move |py: &Py| {
-                log.lock().push(py.thread_index());
-                if n.fetch_add(1, Ordering::SeqCst) == 0 {
-                    Err(PyErr::exception("KeyboardInterrupt", ""))
-                } else {
-                    Ok(())
-                }
-            }),
-        );
+        rt.set_signal_handler("handler", move |py: &Py| {
+            log.lock().push(py.thread_index());
+            if n.fetch_add(1, Ordering::SeqCst) == 0 {
+                Err(PyErr::exception("KeyboardInterrupt", ""))
+            } else {
+                Ok(())
+            }
+        });
         let counter = Arc::clone(&calls);
         let go = Event::new(&rt);
         let outcome = rt

@@ -8,7 +8,9 @@
 //! every interleaving of that core ([`explore`]).
 //!
 //! Uses [`crate::cleanup`]'s `Scheduler` trait to plug in as a scheduler;
-//! never the other way round.
+//! never the other way round. Only [`scenarios`] (which wires a scenario
+//! together, like an example would) also uses the greenlet API of
+//! [`crate::coroutine`]; the model itself knows nothing of greenlets.
 
 pub mod core;
 pub mod explore;
@@ -21,7 +23,7 @@ pub use self::core::{
     CheckSite, Continuation, InterpCore, MakeBegin, RingFull, Summary, ThreadIdx, MAIN_THREAD,
 };
 pub use self::runtime::{
-    CallId, Event, HangReport, Outcome, PendingCall, Py, PyErr, PyResult, PyThread, RunError,
+    CallId, Event, HangReport, Hook, Outcome, PendingCall, Py, PyErr, PyResult, PyThread, RunError,
     Runtime, RuntimeStats, SignalHandler, ThreadDump, Watchdog, SWITCH_INTERVAL,
 };
 pub use self::scheduler::PendingCallScheduler;

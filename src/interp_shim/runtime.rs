@@ -20,7 +20,8 @@
 //!   [`PyErr::Cancelled`], so the spinning thread's simulated frames unwind
 //!   with an `Err` and [`Runtime::run`] can return the report as a value. No
 //!   CPython thread could do this; it exists so tests can observe a livelock
-//!   without killing the test process.
+//!   without killing the test process. Rust code of a scenario that never
+//!   calls into its [`Py`] (a plain `loop {}`) cannot be cancelled.
 //! - At shutdown, [`Runtime::run`] joins every OS thread it started (so their
 //!   thread-local destructors, where greenlet queues a dying thread's state,
 //!   have run) before `_Py_FinishPendingCalls`. CPython's
@@ -96,8 +97,69 @@ pub type PendingCall = Box<dyn FnOnce(&Py) -> PyResult<()> + Send>;
 /// the main thread as an ordinary Python call.
 pub type SignalHandler = Arc<dyn Fn(&Py) -> PyResult<()> + Send + Sync>;
 
+/// A trace or profile function installed on a thread.
+///
+/// Which kind matters on 3.11: CPython calls the function at each event
+/// (`call_trace`) between `PyThreadState_EnterTracing` and
+/// `PyThreadState_LeaveTracing`. A function written in C (cProfile,
+/// coverage's CTracer) runs no bytecode there; a Python function does, and
+/// its `RESUME` is a check site reached with tracing suspended, so a pending
+/// call handled there runs untraced. Checked on CPython 3.11.7: a pending call
+/// that adds a second one and then enters a function livelocks under
+/// `sys.settrace(f)` and under `cProfile`, not under `sys.setprofile(f)` with
+/// a Python `f` (whose `c_return` event after the adding C call is where the
+/// first call gets run).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Hook {
+    /// None installed (`sys.settrace(None)`).
+    Off,
+    /// A function written in C (`PyEval_SetTrace`/`PyEval_SetProfile`).
+    C,
+    /// A Python function: each event runs its simulated frame
+    /// (`trace_callback` / `profile_callback`).
+    Python,
+}
+
+/// An event a trace or profile function receives (`PyTrace_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TraceEvent {
+    /// A Python frame starts (`PyTrace_CALL`): trace and profile functions.
+    Call,
+    /// A Python frame returns (`PyTrace_RETURN`): trace and profile functions.
+    Return,
+    /// A C function is called / returns (`PyTrace_C_CALL`/`PyTrace_C_RETURN`):
+    /// profile functions only.
+    CFunction,
+}
+
 /// The watchdog of [`Runtime::run`], modelled on
 /// `faulthandler.dump_traceback_later(timeout, exit=True)`.
+///
+/// # Example
+/// The 3.11 livelock without greenlet: a traced main thread runs a pending
+/// call that adds another one, then enters a function.
+/// ```
+/// use std::time::Duration;
+/// use greenlet::interp_shim::{Hook, Outcome, PyVersion, Runtime, Watchdog};
+///
+/// let rt = Runtime::new(PyVersion::V3_11);
+/// let outcome = rt
+///     .run(Watchdog::Report(Duration::from_millis(300)), |py| {
+///         py.settrace(Hook::C)?;
+///         let _ = py.c_call(|| {
+///             py.add_pending_call(|py| {
+///                 let _ = py.c_call(|| py.add_pending_call(|_| Ok(())))?;
+///                 py.call("stuck", |_| Ok(()))
+///             })
+///         })?;
+///         Ok(())
+///     })
+///     .unwrap();
+/// let Outcome::Hung(report) = outcome else { panic!("3.11 spins") };
+/// assert_eq!(report.thread(0).unwrap().frames[0], "stuck");
+/// assert!(report.livelock_predicate && report.redispatches > 0);
+/// print!("{report}"); // "Timeout (0:00:00.300)!\nThread T0 \"MainThread\" ..."
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Watchdog {
     /// No watchdog: `run` waits for the scenario however long it takes.
@@ -244,13 +306,15 @@ pub struct RuntimeStats {
 struct ThreadSlot {
     name: String,
     daemon: bool,
+    trace: Hook,
+    profile: Hook,
     frames: Vec<&'static str>,
     /// The thread state was deleted (`Thread.join` returns).
     finished: bool,
     redispatches: u64,
 }
 
-type Hook = Box<dyn FnOnce() + Send>;
+type FinalizeHook = Box<dyn FnOnce() + Send>;
 type ReportHook = Arc<dyn Fn() -> String + Send + Sync>;
 type ThreadInit = Arc<dyn Fn() + Send + Sync>;
 
@@ -268,7 +332,7 @@ struct State {
     stats: RuntimeStats,
     os_threads: Vec<(JoinHandle<()>, bool)>,
     thread_init: Option<ThreadInit>,
-    finalize_hooks: Vec<Hook>,
+    finalize_hooks: Vec<FinalizeHook>,
     report_hook: Option<ReportHook>,
     /// The scenario (main body and shutdown) is over.
     done: bool,
@@ -355,6 +419,8 @@ impl Runtime {
                 threads: vec![ThreadSlot {
                     name: "MainThread".into(),
                     daemon: false,
+                    trace: Hook::Off,
+                    profile: Hook::Off,
                     frames: Vec::new(),
                     finished: false,
                     redispatches: 0,
@@ -428,15 +494,51 @@ impl Runtime {
         self.shared.state.lock().report_hook = Some(Arc::new(hook));
     }
 
-    /// `signal.signal(signum, handler)`: install the Python-level handler
-    /// that the main thread runs when a signal is pending (`None`: default
-    /// handling, which ignores the signal in this model).
+    /// `signal.signal(signum, handler)`: install the Python-level handler,
+    /// a function named `name`, that the main thread runs when the signal is
+    /// pending.
+    ///
+    /// # Example
+    /// ```
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use greenlet::interp_shim::{Outcome, PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_13);
+    /// let handled = Arc::new(AtomicBool::new(false));
+    /// let flag = Arc::clone(&handled);
+    /// rt.set_signal_handler("on_sigusr1", move |py| {
+    ///     assert_eq!(py.thread_index(), 0); // always the main thread
+    ///     flag.store(true, Ordering::SeqCst);
+    ///     Ok(())
+    /// });
+    /// let seen = Arc::clone(&handled);
+    /// let outcome = rt
+    ///     .run(Watchdog::Report(Duration::from_secs(20)), move |py| {
+    ///         let t = py.spawn("kill", |py| py.raise_signal())?;
+    ///         py.join(&t)?;
+    ///         while !seen.load(Ordering::SeqCst) {
+    ///             py.loop_iter()?;
+    ///         }
+    ///         Ok(())
+    ///     })
+    ///     .unwrap();
+    /// assert!(matches!(outcome, Outcome::Finished(Ok(()))));
+    /// assert!(handled.load(Ordering::SeqCst));
+    /// ```
     pub fn set_signal_handler(
         &self,
         name: &'static str,
-        handler: Option<impl Fn(&Py) -> PyResult<()> + Send + Sync + 'static>,
+        handler: impl Fn(&Py) -> PyResult<()> + Send + Sync + 'static,
     ) {
-        self.shared.state.lock().signal_handler = handler.map(|h| (name, Arc::new(h) as _));
+        self.shared.state.lock().signal_handler = Some((name, Arc::new(handler)));
+    }
+
+    /// `signal.signal(signum, SIG_DFL)`: remove the Python-level handler (a
+    /// tripped signal then runs no Python code in this model).
+    pub fn clear_signal_handler(&self) {
+        self.shared.state.lock().signal_handler = None;
     }
 
     /// An OS signal arrives (`signal.raise_signal` from any thread; the C
@@ -476,6 +578,8 @@ impl Runtime {
         st.threads.push(ThreadSlot {
             name: "<foreign OS thread>".into(),
             daemon: false,
+            trace: Hook::Off,
+            profile: Hook::Off,
             frames: Vec::new(),
             finished: true,
             redispatches: 0,
@@ -838,8 +942,48 @@ impl Py {
     pub fn call<R>(&self, name: &'static str, f: impl FnOnce(&Py) -> PyResult<R>) -> PyResult<R> {
         let value = self.frame(name, |py| {
             py.check(CheckSite::Resume)?;
-            f(py)
+            // TRACE_FUNCTION_ENTRY, after the RESUME's check
+            py.fire(TraceEvent::Call)?;
+            let value = f(py)?;
+            // TRACE_FUNCTION_EXIT
+            py.fire(TraceEvent::Return)?;
+            Ok(value)
         })?;
+        self.check(CheckSite::AfterCall)?;
+        Ok(value)
+    }
+
+    /// `call_trace` for `event`: each installed Python-level function runs
+    /// as a simulated frame between `PyThreadState_EnterTracing` and
+    /// `PyThreadState_LeaveTracing` (not at all while tracing is suspended).
+    fn fire(&self, event: TraceEvent) -> PyResult<()> {
+        let (trace, profile) = {
+            let st = self.lock();
+            if !st.core.is_traced(self.idx) {
+                return Ok(());
+            }
+            let slot = &st.threads[self.idx];
+            (slot.trace, slot.profile)
+        };
+        if trace == Hook::Python && event != TraceEvent::CFunction {
+            self.with_tracing_suspended(|| {
+                self.frame("trace_callback", |py| py.check(CheckSite::Resume))
+            })?;
+        }
+        if profile == Hook::Python {
+            self.with_tracing_suspended(|| {
+                self.frame("profile_callback", |py| py.check(CheckSite::Resume))
+            })?;
+        }
+        Ok(())
+    }
+
+    /// A call of a C function (`C_TRACE`): the `c_call` event, the call,
+    /// the `c_return` event, then the check site after the `CALL`.
+    fn c_function<R>(&self, f: impl FnOnce() -> PyResult<R>) -> PyResult<R> {
+        self.fire(TraceEvent::CFunction)?;
+        let value = f()?;
+        self.fire(TraceEvent::CFunction)?;
         self.check(CheckSite::AfterCall)?;
         Ok(value)
     }
@@ -888,15 +1032,24 @@ impl Py {
     /// until `ready` or `deadline`, then takes the GIL back
     /// (`Py_END_ALLOW_THREADS`) and reaches the check site after the call.
     fn blocking(&self, ready: impl Fn(&State) -> bool, deadline: Option<Instant>) -> PyResult<()> {
+        self.c_function(|| self.block_without_gil(&ready, deadline))
+    }
+
+    fn block_without_gil(
+        &self,
+        ready: &impl Fn(&State) -> bool,
+        deadline: Option<Instant>,
+    ) -> PyResult<()> {
         self.release_gil();
         {
             let mut st = self.lock();
             // A daemon thread stops blocking once finalization began: its
             // take_gil below ends it, as CPython's would when it woke.
-            while !ready(&st)
-                && !st.cancelled
-                && !(st.core.is_finalizing() && self.idx != MAIN_THREAD)
-            {
+            loop {
+                let daemon_must_exit = st.core.is_finalizing() && self.idx != MAIN_THREAD;
+                if ready(&st) || st.cancelled || daemon_must_exit {
+                    break;
+                }
                 match deadline {
                     Some(deadline) => {
                         if self.shared.cond.wait_until(&mut st, deadline).timed_out() {
@@ -907,34 +1060,38 @@ impl Py {
                 }
             }
         }
-        self.take_gil()?;
-        self.check(CheckSite::AfterCall)
+        self.take_gil()
     }
 
     /// A C function that keeps the GIL (`len(queue)`, `Event.set()`, ...):
     /// `f` runs, then the check site after the call.
     pub fn c_call<R>(&self, f: impl FnOnce() -> R) -> PyResult<R> {
-        let value = f();
-        self.check(CheckSite::AfterCall)?;
-        Ok(value)
+        self.c_function(|| Ok(f()))
     }
 
     /// `Thread.is_alive()`: whether `thread`'s state still exists.
     pub fn is_alive(&self, thread: &PyThread) -> PyResult<bool> {
-        let alive = !self.lock().threads[thread.index].finished;
-        self.check(CheckSite::AfterCall)?;
-        Ok(alive)
+        self.c_function(|| Ok(!self.lock().threads[thread.index].finished))
     }
 
-    /// `sys.settrace(on)` for this thread (`_PyEval_SetTrace`).
-    pub fn settrace(&self, on: bool) -> PyResult<()> {
-        self.lock().core.set_trace(self.idx, on);
+    /// `sys.settrace(f)` for this thread (`_PyEval_SetTrace`), where `hook`
+    /// says whether `f` is a C or a Python function.
+    pub fn settrace(&self, hook: Hook) -> PyResult<()> {
+        {
+            let mut st = self.lock();
+            st.core.set_trace(self.idx, hook != Hook::Off);
+            st.threads[self.idx].trace = hook;
+        }
         self.check(CheckSite::AfterCall)
     }
 
-    /// `sys.setprofile(on)` for this thread (`_PyEval_SetProfile`).
-    pub fn setprofile(&self, on: bool) -> PyResult<()> {
-        self.lock().core.set_profile(self.idx, on);
+    /// `sys.setprofile(f)` for this thread (`_PyEval_SetProfile`).
+    pub fn setprofile(&self, hook: Hook) -> PyResult<()> {
+        {
+            let mut st = self.lock();
+            st.core.set_profile(self.idx, hook != Hook::Off);
+            st.threads[self.idx].profile = hook;
+        }
         self.check(CheckSite::AfterCall)
     }
 
@@ -985,6 +1142,8 @@ impl Py {
             st.threads.push(ThreadSlot {
                 name: name.clone(),
                 daemon,
+                trace: Hook::Off,
+                profile: Hook::Off,
                 frames: Vec::new(),
                 finished: false,
                 redispatches: 0,
@@ -1036,8 +1195,10 @@ impl Py {
 
     /// `signal.raise_signal` from this thread (see [`Runtime::raise_signal`]).
     pub fn raise_signal(&self) -> PyResult<()> {
-        trip_signal(&self.shared);
-        self.check(CheckSite::AfterCall)
+        self.c_function(|| {
+            trip_signal(&self.shared);
+            Ok(())
+        })
     }
 
     // ---- the GIL --------------------------------------------------------------

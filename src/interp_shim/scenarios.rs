@@ -19,121 +19,60 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::cleanup::{self, CleanupQueue, Metrics, Policy};
+use crate::coroutine::{getcurrent, Greenlet};
 
 use super::runtime::{
-    Event, HangReport, Outcome, Py, PyErr, PyResult, RunError, Runtime, RuntimeStats, Watchdog,
+    Event, HangReport, Hook, Outcome, Py, PyErr, PyResult, RunError, Runtime, RuntimeStats,
+    Watchdog,
 };
 use super::scheduler::PendingCallScheduler;
 use super::version::PyVersion;
 
-/// The greenlet API the scenarios are written against.
-mod greenlet_api {
-    use std::cell::RefCell;
-    use std::sync::Arc;
-
-    use crate::cleanup::{self, CleanupQueue, Remains};
-
-    type Finalizer = Box<dyn FnOnce() + Send>;
-
-    /// A thread's greenlet state: its queue is captured when it is created.
-    struct ThreadState {
-        queue: Arc<CleanupQueue>,
-        label: String,
-        finalizers: Vec<Finalizer>,
-    }
-
-    impl Drop for ThreadState {
-        // The thread exits: its remains go to the queue captured at creation.
-        fn drop(&mut self) {
-            let remains = ThreadRemains {
-                label: std::mem::take(&mut self.label),
-                finalizers: std::mem::take(&mut self.finalizers),
-            };
-            self.queue.push(Box::new(remains));
-        }
-    }
-
-    struct ThreadRemains {
-        label: String,
-        finalizers: Vec<Finalizer>,
-    }
-
-    impl Remains for ThreadRemains {
-        fn destroy(self: Box<Self>) {
-            for finalizer in self.finalizers {
-                finalizer();
-            }
-        }
-        fn label(&self) -> String {
-            self.label.clone()
-        }
-    }
-
-    thread_local! {
-        static STATE: RefCell<Option<ThreadState>> = const { RefCell::new(None) };
-    }
-
-    /// The calling thread's main greenlet.
-    pub struct Greenlet;
-
-    /// `greenlet.getcurrent()`: creates the thread's state on first use.
-    pub fn getcurrent() -> Greenlet {
-        STATE.with(|s| {
-            s.borrow_mut().get_or_insert_with(|| ThreadState {
-                queue: cleanup::current_queue(),
-                label: format!(
-                    "main greenlet of thread {:?}",
-                    std::thread::current().name().unwrap_or("?")
-                ),
-                finalizers: Vec::new(),
-            });
-        });
-        Greenlet
-    }
-
-    impl Greenlet {
-        /// Run `callback` when the greenlet is finalized (a weakref callback).
-        pub fn on_finalize(&self, callback: impl FnOnce() + Send + 'static) {
-            STATE.with(|s| {
-                if let Some(state) = s.borrow_mut().as_mut() {
-                    state.finalizers.push(Box::new(callback));
-                }
-            });
-        }
-    }
-}
-
-use greenlet_api::getcurrent;
-
 /// What the main thread has installed: a trace function, a profile
-/// function, or neither.
+/// function (written in Python or in C), or neither. See [`Hook`] for why the
+/// kind matters on 3.11.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TraceMode {
-    /// `sys.settrace(lambda *a: None)`.
+    /// `sys.settrace(lambda *a: None)`: a Python trace function, as in the
+    /// seed report.
     Trace,
-    /// `sys.setprofile(lambda *a: None)`.
+    /// A trace function written in C (coverage.py's CTracer).
+    CTrace,
+    /// A profile function written in C (`cProfile.Profile().enable()`).
     Profile,
+    /// `sys.setprofile(lambda *a: None)`: a Python profile function.
+    PyProfile,
     /// Neither.
     None,
 }
 
 impl TraceMode {
     /// Every mode.
-    pub const ALL: [TraceMode; 3] = [TraceMode::Trace, TraceMode::Profile, TraceMode::None];
+    pub const ALL: [TraceMode; 5] = [
+        TraceMode::Trace,
+        TraceMode::CTrace,
+        TraceMode::Profile,
+        TraceMode::PyProfile,
+        TraceMode::None,
+    ];
 
     /// The command-line name.
     pub fn name(self) -> &'static str {
         match self {
             TraceMode::Trace => "trace",
+            TraceMode::CTrace => "ctrace",
             TraceMode::Profile => "profile",
+            TraceMode::PyProfile => "pyprofile",
             TraceMode::None => "none",
         }
     }
 
     fn install(self, py: &Py) -> PyResult<()> {
         match self {
-            TraceMode::Trace => py.settrace(true),
-            TraceMode::Profile => py.setprofile(true),
+            TraceMode::Trace => py.settrace(Hook::Python),
+            TraceMode::CTrace => py.settrace(Hook::C),
+            TraceMode::Profile => py.setprofile(Hook::C),
+            TraceMode::PyProfile => py.setprofile(Hook::Python),
             TraceMode::None => Ok(()),
         }
     }
@@ -147,7 +86,7 @@ impl fmt::Display for TraceMode {
 
 /// A mode name that is not one of [`TraceMode::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown mode {given:?}: expected trace, profile or none")]
+#[error("unknown mode {given:?}: expected trace, ctrace, profile, pyprofile or none")]
 pub struct UnknownMode {
     /// What was given.
     pub given: String,
@@ -285,7 +224,7 @@ impl Harness {
     }
 
     /// `greenlet.getcurrent()` in the calling thread, counted.
-    fn touch_greenlet(created: &AtomicU64) -> greenlet_api::Greenlet {
+    fn touch_greenlet(created: &AtomicU64) -> Greenlet {
         created.fetch_add(1, Ordering::SeqCst);
         getcurrent()
     }
@@ -549,6 +488,22 @@ pub struct RingFullConfig {
 ///
 /// # Errors
 /// [`RunError`] if the runtime could not start.
+///
+/// # Example
+/// ```
+/// use std::time::Duration;
+/// use greenlet::cleanup::Policy;
+/// use greenlet::interp_shim::scenarios::{ring_full, RingFullConfig};
+/// use greenlet::interp_shim::{PyVersion, Watchdog};
+///
+/// let watchdog = Watchdog::Report(Duration::from_secs(20));
+/// let stuck = ring_full(RingFullConfig { version: PyVersion::V3_12, policy: Policy::Draining, watchdog })
+///     .unwrap();
+/// assert_eq!((stuck.queue.states_destroyed, stuck.queue.states_leaked), (0, 3));
+/// let fixed = ring_full(RingFullConfig { version: PyVersion::V3_12, policy: Policy::Scheduled, watchdog })
+///     .unwrap();
+/// assert_eq!((fixed.queue.states_destroyed, fixed.queue.states_leaked), (3, 0));
+/// ```
 pub fn ring_full(config: RingFullConfig) -> Result<ScenarioReport, RunError> {
     let harness = Harness::new(config.version, config.policy);
     let queue = Arc::clone(&harness.queue);
@@ -638,6 +593,19 @@ fn wait_until(py: &Py, ready: impl Fn() -> bool) -> PyResult<()> {
 ///
 /// # Errors
 /// [`RunError`] if the runtime could not start.
+///
+/// # Example
+/// ```
+/// use std::time::Duration;
+/// use greenlet::cleanup::Policy;
+/// use greenlet::interp_shim::scenarios::finalization;
+/// use greenlet::interp_shim::{PyVersion, Watchdog};
+///
+/// let r = finalization(PyVersion::V3_11, Policy::Shielded, Watchdog::Report(Duration::from_secs(20)))
+///     .unwrap();
+/// assert_eq!(r.error, None); // the daemon's finalizer never ran
+/// assert_eq!(r.queue.states_leaked, 1);
+/// ```
 pub fn finalization(
     version: PyVersion,
     policy: Policy,
@@ -678,6 +646,18 @@ pub fn finalization(
 ///
 /// # Errors
 /// [`RunError`] if the runtime could not start.
+///
+/// # Example
+/// ```
+/// use std::time::Duration;
+/// use greenlet::cleanup::Policy;
+/// use greenlet::interp_shim::scenarios::panicking_finalizers;
+/// use greenlet::interp_shim::{PyVersion, Watchdog};
+///
+/// let r = panicking_finalizers(PyVersion::V3_13, Policy::Shielded, 4, Watchdog::Report(Duration::from_secs(20)))
+///     .unwrap();
+/// assert_eq!((r.finalizer_panics, r.queue.states_destroyed), (2, 4));
+/// ```
 pub fn panicking_finalizers(
     version: PyVersion,
     policy: Policy,

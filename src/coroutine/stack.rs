@@ -1,0 +1,149 @@
+//! Greenlet stacks: guard-paged `mmap` stacks from `corosensei`, kept in a
+//! pool so that starting a greenlet rarely maps memory.
+//!
+//! Owns [`PooledStack`], the pool and its [`StackStats`]. Uses corosensei's
+//! `DefaultStack` (which registers each stack with valgrind) and nothing else
+//! of this crate. The dispatcher tells it which stack is running
+//! ([`running`]), so that a fault handler can name the greenlet.
+
+use std::cell::Cell;
+use std::io;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use corosensei::stack::{DefaultStack, Stack, StackPointer};
+use parking_lot::Mutex;
+
+/// The default usable size of a greenlet's stack: 256 KiB (plus a guard
+/// page). Pages are only touched as the greenlet uses them. Choose another
+/// size per greenlet with
+/// [`GreenletBuilder::stack_size`](crate::GreenletBuilder::stack_size).
+///
+/// ```
+/// assert_eq!(greenlet::DEFAULT_STACK_SIZE, 256 * 1024);
+/// ```
+pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
+
+/// Free stacks kept per process; beyond that, released stacks are unmapped.
+const POOL_LIMIT: usize = 1024;
+
+/// Stack counters, for leak checks.
+///
+/// # Example
+/// ```
+/// let before = greenlet::stack_stats();
+/// let g = greenlet::Greenlet::new(|v| Ok(v));
+/// g.switch(()).unwrap();
+/// drop(g);
+/// let after = greenlet::stack_stats();
+/// assert!(after.created >= before.created);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StackStats {
+    /// Stacks in use by greenlets right now.
+    pub live: usize,
+    /// Free stacks waiting in the pool.
+    pub pooled: usize,
+    /// Stacks mapped since the process started.
+    pub created: u64,
+}
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static CREATED: AtomicU64 = AtomicU64::new(0);
+static POOL: Mutex<Vec<DefaultStack>> = Mutex::new(Vec::new());
+
+thread_local! {
+    /// The stack of the greenlet that is running on this thread, if any.
+    static RUNNING: Cell<*const PooledStack> = const { Cell::new(std::ptr::null()) };
+}
+
+/// The current stack counters.
+pub fn stack_stats() -> StackStats {
+    StackStats {
+        live: LIVE.load(Ordering::Relaxed),
+        pooled: POOL.lock().len(),
+        created: CREATED.load(Ordering::Relaxed),
+    }
+}
+
+/// A stack taken from the pool; dropping it gives it back.
+pub(crate) struct PooledStack {
+    stack: Option<DefaultStack>,
+    label: Mutex<String>,
+}
+
+/// Take a stack of at least `size` usable bytes from the pool, or map one.
+pub(crate) fn acquire(size: usize) -> io::Result<PooledStack> {
+    let size = size.max(corosensei::stack::MIN_STACK_SIZE);
+    let reused = {
+        let mut pool = POOL.lock();
+        let found = pool.iter().rposition(|s| usable(s) == round_up(size));
+        found.map(|i| pool.swap_remove(i))
+    };
+    let stack = match reused {
+        Some(stack) => stack,
+        None => {
+            let stack = DefaultStack::new(size)?;
+            CREATED.fetch_add(1, Ordering::Relaxed);
+            stack
+        }
+    };
+    LIVE.fetch_add(1, Ordering::Relaxed);
+    Ok(PooledStack {
+        stack: Some(stack),
+        label: Mutex::new(String::new()),
+    })
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(size).unwrap_or(4096)
+}
+
+fn round_up(size: usize) -> usize {
+    let page = page_size();
+    size.div_ceil(page) * page
+}
+
+fn usable(stack: &DefaultStack) -> usize {
+    // The limit includes the guard page.
+    stack.base().get() - stack.limit().get() - page_size()
+}
+
+impl PooledStack {
+    /// Name the greenlet using this stack (for the overflow message).
+    pub(crate) fn set_label(&self, label: &str) {
+        let mut own = self.label.lock();
+        own.clear();
+        own.push_str(label);
+    }
+}
+
+/// Record which greenlet stack runs on this thread (`None`: the thread's own).
+pub(crate) fn running(stack: Option<&PooledStack>) {
+    RUNNING.with(|r| r.set(stack.map_or(std::ptr::null(), |s| s as *const PooledStack)));
+}
+
+impl Drop for PooledStack {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Ordering::Relaxed);
+        if let Some(stack) = self.stack.take() {
+            let mut pool = POOL.lock();
+            if pool.len() < POOL_LIMIT {
+                pool.push(stack);
+            }
+        }
+    }
+}
+
+// SAFETY: delegates to the `DefaultStack` it owns, which satisfies the trait's
+// contract (guard page, at least MIN_STACK_SIZE usable bytes); `stack` is only
+// `None` after `drop` has started.
+unsafe impl Stack for PooledStack {
+    fn base(&self) -> StackPointer {
+        self.stack.as_ref().map_or(StackPointer::MIN, Stack::base)
+    }
+    fn limit(&self) -> StackPointer {
+        self.stack.as_ref().map_or(StackPointer::MIN, Stack::limit)
+    }
+}
