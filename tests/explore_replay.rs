@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use greenlet::cleanup::{CleanupQueue, DrainPoint, Metrics, Policy, Remains};
 use greenlet::interp_shim::scenarios::{seed, SeedConfig, TraceMode};
 use greenlet::interp_shim::{
-    Event, HangReport, Outcome, PendingCallScheduler, Py, PyErr, PyVersion, Runtime, Watchdog,
+    Event, HangReport, Hook, Outcome, PendingCallScheduler, Py, PyErr, PyVersion, Runtime, Watchdog,
 };
 use parking_lot::Mutex;
 
@@ -30,7 +30,7 @@ const PASS: Duration = Duration::from_secs(30);
 /// a replay that follows its schedule).
 const GATE: Duration = Duration::from_secs(20);
 
-type Hook = Box<dyn FnOnce() + Send>;
+type Callback = Box<dyn FnOnce() + Send>;
 
 /// A dying thread's greenlet state, held in a thread-local: its destructor
 /// is the thread's exit (no GIL), where it pushes the state onto the queue,
@@ -38,9 +38,9 @@ type Hook = Box<dyn FnOnce() + Send>;
 struct ThreadState {
     queue: Arc<CleanupQueue>,
     name: &'static str,
-    before_push: Option<Hook>,
-    after_push: Option<Hook>,
-    finalizer: Option<Hook>,
+    before_push: Option<Callback>,
+    after_push: Option<Callback>,
+    finalizer: Option<Callback>,
 }
 
 impl Drop for ThreadState {
@@ -60,7 +60,7 @@ impl Drop for ThreadState {
 
 struct Dead {
     name: &'static str,
-    finalizer: Option<Hook>,
+    finalizer: Option<Callback>,
 }
 
 impl Remains for Dead {
@@ -82,7 +82,7 @@ thread_local! {
 /// runs on the draining thread as Python code that sleeps (dropping the GIL;
 /// `take_gil` recomputes the breaker as the main thread), then enters a
 /// function.
-fn sleepy_finalizer() -> Hook {
+fn sleepy_finalizer() -> Callback {
     Box::new(|| {
         let Some(py) = Py::current() else { return };
         let result = py.call("_remove", |py| {
@@ -97,13 +97,13 @@ fn sleepy_finalizer() -> Hook {
 }
 
 /// A gate: a hook that waits (bounded) for a message.
-fn gate(rx: Receiver<()>) -> Hook {
+fn gate(rx: Receiver<()>) -> Callback {
     Box::new(move || {
         let _ = rx.recv_timeout(GATE);
     })
 }
 
-fn notify(tx: Sender<()>) -> Hook {
+fn notify(tx: Sender<()>) -> Callback {
     Box::new(move || {
         let _ = tx.send(());
     })
@@ -198,7 +198,7 @@ fn churn_replay(policy: Policy, timeout: Duration) -> Replay {
     let c1_rx = Mutex::new(Some(c1_rx));
     let outcome = rt
         .run(Watchdog::Report(timeout), move |py| {
-            py.settrace(true)?;
+            py.settrace(Hook::C)?;
             let (q1, q2) = (Arc::clone(&q), Arc::clone(&q));
             let c1_gate = c1_rx.lock().take();
             let c1 = py.spawn("C1", move |_| {
@@ -337,7 +337,7 @@ fn full_ring_replay(policy: Policy, timeout: Duration) -> Replay {
             let (go, pushed) = y_gate.lock().take().expect("one run");
             let y = py.spawn("Y", move |_| {
                 // Y dies once X was refused and the ring has emptied.
-                let ring_empty: Hook = Box::new(move || {
+                let ring_empty: Callback = Box::new(move || {
                     let _ = go.recv_timeout(GATE);
                     let deadline = Instant::now() + GATE;
                     while rt3.summary().ring > 0 && Instant::now() < deadline {
@@ -423,7 +423,7 @@ fn busy_loop_replay(policy: Policy, timeout: Duration) -> Replay {
     let gates = Mutex::new(Some((x_go_tx, x_go_rx, x_added_tx, x_added_rx)));
     let outcome = rt
         .run(Watchdog::Report(timeout), move |py| {
-            py.settrace(true)?;
+            py.settrace(Hook::C)?;
             let (x_go_tx, x_go_rx, x_added_tx, x_added_rx) = gates.lock().take().expect("one run");
             let qx = Arc::clone(&q);
             let x = py.spawn("X", move |_| {

@@ -179,7 +179,9 @@ fn shielded_full_ring_counterexample_is_the_failed_schedule_race() {
 #[test]
 fn scheduled_full_ring_livelock_needs_one_drain_only() {
     let v = cell(ScenarioName::FullRing, PyVersion::V3_11, Policy::Scheduled);
-    let c = v.livelock.expect("scheduled livelocks in full-ring on 3.11");
+    let c = v
+        .livelock
+        .expect("scheduled livelocks in full-ring on 3.11");
     let text = c.to_string();
     let schedules = c
         .steps
