@@ -21,6 +21,35 @@
 //! loops revisit states), so the bound is the scenario itself; a state
 //! count bound guards against a scenario that grows past it.
 //!
+//! # Steps and what is merged
+//! Every core call is its own step, except three pairs whose merging loses
+//! no behaviour: (1) the breaker test at a check site and `take_signals`
+//! (no thread of these scenarios raises a signal, so nothing can come
+//! between them); (2) `wants_pending_calls` and `make_pending_calls_begin`
+//! (a `Py_AddPendingCall` landing between them only sets `calls_to_do`,
+//! which `begin` then clears exactly as if it had landed before the test);
+//! (3) `make_pending_calls_pop` finding nothing and `make_pending_calls_end`
+//! (a call added between them stays queued and signalled, as if added just
+//! after). A dying thread's Python code before it exits is one GIL tenure
+//! (take, run, drop) without check sites: it releases the GIL by itself.
+//!
+//! # Verdicts
+//! - **livelock**: the main thread is ready at a `RESUME` where
+//!   [`InterpCore::resume_livelocked`] holds, the main thread's own steps
+//!   from there lead back to exactly the same state (the re-dispatch is a
+//!   self-loop), and no interleaving of any thread lets it past that
+//!   `RESUME`. Cross-checked by backward reachability: every cell reports
+//!   the states from which quiescence is unreachable (traps), and the tests
+//!   assert traps exist exactly when a livelock does.
+//! - **leak**: a quiescent state (every dying thread finished, the main
+//!   thread in its idle loop with nothing below, the ring empty, not busy)
+//!   whose queue is non-empty with no drain outstanding
+//!   ([`QueueCore::is_stranded`]). States leaked on purpose at finalization
+//!   are counted apart ([`Verdict::leaked_on_purpose`]).
+//!
+//! [`InterpCore::resume_livelocked`]: crate::interp_shim::InterpCore::resume_livelocked
+//! [`QueueCore::is_stranded`]: crate::cleanup::QueueCore::is_stranded
+//!
 //! # Example
 //! ```
 //! use greenlet::cleanup::Policy;
