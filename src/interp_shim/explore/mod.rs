@@ -231,9 +231,9 @@ pub fn explore_cells(
         .into_iter()
         .zip(cells)
         .map(|(r, &cell)| {
-            // Every index below cells.len() was claimed by exactly one worker.
-            r.into_inner()
-                .unwrap_or(Err(BoundExceeded { cell, bound: 0 }))
+            // Every index below cells.len() was claimed by exactly one
+            // worker; should one be missing, explore it here.
+            r.into_inner().unwrap_or_else(|| explore(cell, bound))
         })
         .collect()
 }
