@@ -771,7 +771,13 @@ impl<'a> Model<'a> {
         format!(
             "{} tracing_suspended={} | queue len={} draining={} scheduled={} outstanding={} | {} | main: {}",
             st.py.summary(),
-            u8::from(!st.py.is_traced(MAIN_THREAD) && st.py.summary().main_traced),
+            // Inside a shielded destruction (between enter and leave).
+            u8::from(st.main.iter().any(|f| matches!(
+                f,
+                Frame::Drain {
+                    stage: DrainStage::Unshield
+                }
+            ))),
             st.queue.len(),
             u8::from(st.queue.draining_flag()),
             u8::from(st.queue.scheduled_flag()),
