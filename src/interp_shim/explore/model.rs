@@ -52,8 +52,8 @@ pub enum Wait {
 /// (`eval_frame_handle_pending` / `_Py_HandlePending`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum HandleStage {
-    /// After signals (taken with the check): pending calls: `calls_to_do` tested and `make_pending_calls`
-    /// entered.
+    /// Signals were taken with the check; next, pending calls:
+    /// `calls_to_do` tested and `make_pending_calls` entered.
     Calls,
     /// Then the drop request.
     Drop,
