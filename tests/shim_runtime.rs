@@ -357,3 +357,57 @@ fn bad_flags_exit_2_with_a_clear_message() {
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("3.11, 3.12 and 3.13"));
 }
+
+/// The ring and the per-make bound, as probed on CPython 3.11.7, 3.12.1 and
+/// 3.13.0 with `_testcapi._pending_threadfunc` (a running pending call adds
+/// calls until the push fails): capacity 31/31/32; the same
+/// `make_pending_calls` runs 31 of them (its bound of 32 counts the running
+/// call); 3.13 re-signals for the one left behind, which runs at the next
+/// check site with nothing added.
+#[test]
+fn ring_capacity_and_loop_bound_match_cpython() {
+    let _serial = SERIAL.lock();
+    for (version, expected) in [
+        (PyVersion::V3_11, (31, 31, 31)),
+        (PyVersion::V3_12, (31, 31, 31)),
+        (PyVersion::V3_13, (32, 31, 32)),
+    ] {
+        let rt = Runtime::new(version);
+        let ran = Arc::new(AtomicUsize::new(0));
+        let capacity = Arc::new(AtomicUsize::new(0));
+        let (r, c) = (Arc::clone(&ran), Arc::clone(&capacity));
+        let outcome = rt
+            .run(GREEN, move |py| {
+                let (r2, c2) = (Arc::clone(&r), Arc::clone(&c));
+                let outer = move |py: &Py| loop {
+                    let r3 = Arc::clone(&r2);
+                    let pushed = py.add_pending_call(move |_| {
+                        r3.fetch_add(1, Ordering::SeqCst);
+                        Ok(())
+                    });
+                    if pushed.is_err() {
+                        return Ok(());
+                    }
+                    c2.fetch_add(1, Ordering::SeqCst);
+                };
+                // The check site after this C call runs `outer`, then the
+                // calls it queued, in one make_pending_calls.
+                py.c_call(|| py.add_pending_call(outer))?
+                    .map_err(|e| PyErr::exception("RuntimeError", e.to_string()))?;
+                let by_same_make = r.load(Ordering::SeqCst);
+                for _ in 0..100 {
+                    py.loop_iter()?;
+                }
+                Ok((
+                    c.load(Ordering::SeqCst),
+                    by_same_make,
+                    r.load(Ordering::SeqCst),
+                ))
+            })
+            .unwrap();
+        let Outcome::Finished(Ok(seen)) = outcome else {
+            panic!("{version}: {outcome:?}");
+        };
+        assert_eq!(seen, expected, "{version}");
+    }
+}
