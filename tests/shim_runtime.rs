@@ -2,12 +2,14 @@
 //! pending call that adds a pending call), signal handlers, the GIL drop
 //! during a spin, `Py_MakePendingCalls`, the exiting watchdog.
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use greenlet::cleanup::Policy;
+use greenlet::interp_shim::cli::{parse_churn_args, parse_reproduce_args};
+use greenlet::interp_shim::scenarios::{seed, SeedConfig, TraceMode};
 use greenlet::interp_shim::{
     Event, Hook, Outcome, Py, PyErr, PyResult, PyVersion, RunError, Runtime, Watchdog,
 };
@@ -99,6 +101,8 @@ fn which_hooks_livelock_on_311_matches_cpython() {
     }
 }
 
+/// Checked on CPython 3.11.7: the same spin with a `SIGUSR1` sent by
+/// another thread dumps `on_signal` ← `<lambda>` ← `first` ← `<module>`.
 #[test]
 fn a_signal_handler_entered_from_the_spin_livelocks_too() {
     let _serial = SERIAL.lock();
@@ -285,34 +289,48 @@ fn a_runtime_runs_once() {
     ));
 }
 
-fn example(name: &str) -> PathBuf {
-    // target/<profile>/deps/<test> → target/<profile>/examples/<name>
-    let me = std::env::current_exe().unwrap();
-    let dir = me
-        .parent()
-        .and_then(|d| d.parent())
+/// Set when this test binary re-executes itself to run an exiting watchdog.
+const CHILD: &str = "SHIM_EXIT_WATCHDOG_CHILD";
+
+/// Not a test of its own: the body of the child process started by
+/// `the_exiting_watchdog_prints_the_stack_and_exits_1` (it returns at once
+/// unless `SHIM_EXIT_WATCHDOG_CHILD` is set).
+#[test]
+fn helper_exit_watchdog_child() {
+    let Some(cell) = std::env::var_os(CHILD) else {
+        return;
+    };
+    let policy = if cell == "hang" {
+        Policy::Legacy
+    } else {
+        Policy::Shielded
+    };
+    let report = seed(SeedConfig {
+        version: PyVersion::V3_11,
+        policy,
+        mode: TraceMode::Trace,
+        watchdog: Watchdog::Exit(Duration::from_secs(1)),
+    })
+    .unwrap();
+    println!("{}", report.green_line());
+    std::process::exit(0);
+}
+
+fn run_child(cell: &str) -> std::process::Output {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "helper_exit_watchdog_child", "--nocapture"])
+        .env(CHILD, cell)
+        .output()
         .unwrap()
-        .join("examples");
-    let path = dir.join(name);
-    assert!(
-        path.is_file(),
-        "{} missing: `cargo test` builds the examples",
-        path.display()
-    );
-    path
 }
 
 #[test]
 fn the_exiting_watchdog_prints_the_stack_and_exits_1() {
     let _serial = SERIAL.lock();
-    let out = Command::new(example("reproduce"))
-        .args(["--python", "3.11", "--policy", "legacy", "--mode", "trace"])
-        .args(["--timeout", "1"])
-        .output()
-        .unwrap();
+    let out = run_child("hang");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("Timeout (0:00:01.000)!"), "{stderr}");
+    assert!(stderr.contains("Timeout (0:00:01)!"), "{stderr}");
     assert!(
         stderr.contains("(most recent call first):\n  File \"<simulated>\", in <lambda>"),
         "{stderr}"
@@ -321,41 +339,44 @@ fn the_exiting_watchdog_prints_the_stack_and_exits_1() {
         stderr.contains("busy=1 calls_to_do=1 eval_breaker(main)=1"),
         "{stderr}"
     );
+    assert!(stderr.contains("cleanup queue: policy=legacy"), "{stderr}");
     assert!(!String::from_utf8_lossy(&out.stdout).contains("GREEN"));
 
-    let out = Command::new(example("reproduce"))
-        .args([
-            "--python", "3.11", "--policy", "shielded", "--mode", "trace",
-        ])
-        .output()
-        .unwrap();
+    let out = run_child("green");
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stdout).contains("GREEN True"));
 }
 
 #[test]
-fn bad_flags_exit_2_with_a_clear_message() {
-    for args in [
-        &["--python", "3.10"][..],
-        &["--policy", "fast"],
-        &["--mode", "off"],
-        &["--timeout", "-1"],
-        &["--python"],
-        &["--frobnicate", "1"],
+fn bad_flags_are_reported_with_the_usage() {
+    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    for (bad, says) in [
+        (&["--python", "3.10"][..], "3.11, 3.12 and 3.13"),
+        (&["--policy", "fast"], "\"fast\""),
+        (&["--mode", "off"], "\"off\""),
+        (&["--timeout", "-1"], "positive number of seconds"),
+        (&["--python"], "--python needs a value"),
+        (&["--frobnicate", "1"], "unknown flag"),
     ] {
-        let out = Command::new(example("reproduce"))
-            .args(args)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(stderr.contains("usage: reproduce"), "{stderr}");
+        let err = parse_reproduce_args(&args(bad)).unwrap_err();
+        assert!(err.to_string().contains(says), "{bad:?}: {err}");
+        assert!(err.to_string().contains("usage: reproduce"), "{err}");
     }
-    let out = Command::new(example("reproduce"))
-        .args(["--python", "3.10"])
-        .output()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&out.stderr).contains("3.11, 3.12 and 3.13"));
+    for bad in [
+        &["--runs", "0"][..],
+        &["--threads", "many"],
+        &["--waves", "-2"],
+    ] {
+        let err = parse_churn_args(&args(bad)).unwrap_err();
+        assert!(
+            err.to_string().contains("positive integer"),
+            "{bad:?}: {err}"
+        );
+        assert!(err.to_string().contains("usage: churn"), "{err}");
+    }
+    let config = parse_reproduce_args(&args(&["--mode", "pyprofile", "--timeout", "2.5"])).unwrap();
+    assert_eq!(config.mode, TraceMode::PyProfile);
+    assert_eq!(config.watchdog, Watchdog::Exit(Duration::from_millis(2500)));
 }
 
 /// The ring and the per-make bound, as probed on CPython 3.11.7, 3.12.1 and

@@ -11,6 +11,7 @@
 //! together, like an example would) also uses the greenlet API of
 //! [`crate::coroutine`]; the model itself knows nothing of greenlets.
 
+pub mod cli;
 pub mod core;
 pub mod runtime;
 pub mod scenarios;

@@ -158,7 +158,7 @@ enum TraceEvent {
 /// let Outcome::Hung(report) = outcome else { panic!("3.11 spins") };
 /// assert_eq!(report.thread(0).unwrap().frames[0], "stuck");
 /// assert!(report.livelock_predicate && report.redispatches > 0);
-/// print!("{report}"); // "Timeout (0:00:00.300)!\nThread T0 \"MainThread\" ..."
+/// assert!(report.to_string().starts_with("Timeout (0:00:00.300000)!\nThread T0"));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Watchdog {
@@ -212,15 +212,20 @@ impl HangReport {
 
 impl fmt::Display for HangReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // faulthandler's header: H:MM:SS, microseconds only when non-zero
         let secs = self.timeout.as_secs();
-        writeln!(
+        write!(
             f,
-            "Timeout ({}:{:02}:{:02}.{:03})!",
+            "Timeout ({}:{:02}:{:02}",
             secs / 3600,
             secs / 60 % 60,
-            secs % 60,
-            self.timeout.subsec_millis()
+            secs % 60
         )?;
+        let micros = self.timeout.subsec_micros();
+        if micros != 0 {
+            write!(f, ".{micros:06}")?;
+        }
+        writeln!(f, ")!")?;
         for t in &self.threads {
             writeln!(
                 f,
