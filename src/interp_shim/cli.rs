@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use crate::cleanup::Policy;
 
-use super::runtime::Watchdog;
 use super::scenarios::{ChurnConfig, SeedConfig, TraceMode};
 use super::version::PyVersion;
+use super::watchdog::Watchdog;
 
 /// Usage of the `reproduce` example.
 pub const REPRODUCE_USAGE: &str = "usage: reproduce [--python 3.11|3.12|3.13] \

@@ -3,8 +3,9 @@
 //!
 //! Owns: the versions as data ([`version`]), the semantic core with every
 //! transition as one atomic step ([`core`]), the live driver of that core on
-//! real OS threads ([`runtime`]), and the cleanup queue's pending-call
-//! scheduler ([`scheduler`]).
+//! real OS threads ([`runtime`]) with its [`watchdog`], the cleanup queue's
+//! pending-call scheduler ([`scheduler`]), the scenarios of issue 3
+//! ([`scenarios`]) and the examples' flags ([`cli`]).
 //!
 //! Uses [`crate::cleanup`]'s `Scheduler` trait to plug in as a scheduler;
 //! never the other way round. Only [`scenarios`] (which wires a scenario
@@ -17,13 +18,15 @@ pub mod runtime;
 pub mod scenarios;
 pub mod scheduler;
 pub mod version;
+pub mod watchdog;
 
 pub use self::core::{
     CheckSite, Continuation, InterpCore, MakeBegin, RingFull, Summary, ThreadIdx, MAIN_THREAD,
 };
 pub use self::runtime::{
-    CallId, Event, HangReport, Hook, Outcome, PendingCall, Py, PyErr, PyResult, PyThread, RunError,
-    Runtime, RuntimeStats, SignalHandler, ThreadDump, Watchdog, SWITCH_INTERVAL,
+    CallId, Event, Hook, Outcome, PendingCall, Py, PyErr, PyResult, PyThread, RunError, Runtime,
+    RuntimeStats, SignalHandler, SWITCH_INTERVAL,
 };
 pub use self::scheduler::PendingCallScheduler;
 pub use self::version::{PyVersion, UnknownVersion, VersionSpec, MAX_CALLS_PER_MAKE};
+pub use self::watchdog::{HangReport, ThreadDump, Watchdog};
