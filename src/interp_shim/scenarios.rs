@@ -356,7 +356,8 @@ pub fn seed(config: SeedConfig) -> Result<ScenarioReport, RunError> {
 /// The seed's `_in_cleanup` weakref callback.
 fn in_cleanup(release_b: &Event, queue: &Arc<CleanupQueue>, state: &Mutex<Option<bool>>) {
     python_finalizer("_in_cleanup", |py| {
-        py.c_call(|| release_b.set())?;
+        // threading.Event.set is Python code (threading.py)
+        py.call("set", |py| py.c_call(|| release_b.set()))?;
         let deadline = Instant::now() + Duration::from_secs(10);
         while py.c_call(|| queue.len())? == 0 && py.c_call(Instant::now)? < deadline {
             py.sleep(Duration::from_millis(1))?;
