@@ -432,3 +432,94 @@ fn ring_capacity_and_loop_bound_match_cpython() {
         assert_eq!(seen, expected, "{version}");
     }
 }
+
+/// The seed's shape without greenlet, call for call the program that was run
+/// on CPython 3.11.7, 3.12.1 and 3.13.0 (`_testcapi._pending_threadfunc` as
+/// `Py_AddPendingCall`): thread A adds `first` (no GIL needed, not the main
+/// thread); `first` releases B and polls `added_b.is_set()` (sleeping 1 ms)
+/// until B has added `second`, then calls a lambda. Real results, 3 runs
+/// each: 3.11.7 hangs in `is_set` under `sys.settrace(f)` and under
+/// cProfile, completes under `sys.setprofile(f)` with a Python `f` and with
+/// neither; 3.12.1 and 3.13.0 complete in every mode.
+#[test]
+fn the_seed_shape_without_greenlet_matches_cpython() {
+    let _serial = SERIAL.lock();
+    type Install = fn(&Py) -> PyResult<()>;
+    let modes: [(&str, Install); 4] = [
+        ("settrace(py)", |py| py.settrace(Hook::Python)),
+        ("cProfile", |py| py.setprofile(Hook::C)),
+        ("setprofile(py)", |py| py.setprofile(Hook::Python)),
+        ("none", |_| Ok(())),
+    ];
+    for version in PyVersion::ALL {
+        for (mode, install) in modes {
+            let hangs = version == PyVersion::V3_11 && matches!(mode, "settrace(py)" | "cProfile");
+            let rt = Runtime::new(version);
+            let release_b = Event::new(&rt);
+            let added_b = Event::new(&rt);
+            let ran = Arc::new(Mutex::new(Vec::new()));
+            let done = Arc::clone(&ran);
+            let outcome = rt
+                .run(if hangs { HANG } else { GREEN }, move |py| {
+                    install(py)?;
+                    let (rb, ab, log) = (release_b.clone(), added_b.clone(), Arc::clone(&done));
+                    let b = py.spawn("_b", move |py| {
+                        py.call("wait", |py| py.wait(&rb))?;
+                        let log2 = Arc::clone(&log);
+                        py.c_call(|| {
+                            py.add_pending_call(move |py| {
+                                py.call("second", |_| {
+                                    log2.lock().push("second");
+                                    Ok(())
+                                })
+                            })
+                        })?
+                        .map_err(|e| PyErr::exception("RuntimeError", e.to_string()))?;
+                        py.call("set", |py| py.c_call(|| ab.set()))
+                    })?;
+                    let (rb, ab, log) = (release_b.clone(), added_b.clone(), Arc::clone(&done));
+                    let first = move |py: &Py| {
+                        py.call("first", |py| {
+                            py.call("set", |py| py.c_call(|| rb.set()))?;
+                            while !py.call("is_set", |py| py.c_call(|| ab.is_set()))? {
+                                py.sleep(Duration::from_millis(1))?;
+                                py.loop_iter()?;
+                            }
+                            py.call("<lambda>", |_| Ok(()))?;
+                            log.lock().push("first");
+                            Ok(())
+                        })
+                    };
+                    let a = py.spawn("_a", move |py| {
+                        py.c_call(|| py.add_pending_call(first))?
+                            .map_err(|e| PyErr::exception("RuntimeError", e.to_string()))
+                    })?;
+                    py.join(&a)?;
+                    for _ in 0..2000 {
+                        py.sleep(Duration::from_millis(1))?;
+                        if done.lock().len() == 2 {
+                            break;
+                        }
+                        py.loop_iter()?;
+                    }
+                    py.join(&b)
+                })
+                .unwrap();
+            let cell = format!("{version} {mode}");
+            match outcome {
+                Outcome::Hung(report) => {
+                    assert!(hangs, "{cell}: {report}");
+                    let frames = &report.thread(0).unwrap().frames;
+                    assert_eq!(frames[..2], ["is_set", "first"], "{cell}: {report}");
+                }
+                Outcome::Finished(result) => {
+                    assert!(!hangs, "{cell} should hang");
+                    assert_eq!(result, Ok(()), "{cell}");
+                    let mut seen = ran.lock().clone();
+                    seen.sort_unstable();
+                    assert_eq!(seen, ["first", "second"], "{cell}");
+                }
+            }
+        }
+    }
+}
