@@ -117,6 +117,11 @@ pub type SignalHandler = Arc<dyn Fn(&Py) -> PyResult<()> + Send + Sync>;
 /// `sys.settrace(f)` and under `cProfile`, not under `sys.setprofile(f)` with
 /// a Python `f` (whose `c_return` event after the adding C call is where the
 /// first call gets run).
+///
+/// Modelled events: `call` and `return` of Python frames (trace and profile
+/// functions), `c_call` and `c_return` (profile functions). Not modelled:
+/// `line`/`exception` events of a *local* trace function; the seed's trace
+/// function (`lambda *a: None`) returns `None`, so CPython sends it none.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Hook {
     /// None installed (`sys.settrace(None)`).
