@@ -11,65 +11,16 @@
 //! no state leaked, 1 otherwise, 2 on bad flags.
 
 use std::process::ExitCode;
-use std::time::Duration;
 
-use greenlet::cleanup::Policy;
-use greenlet::interp_shim::scenarios::{churn, ChurnConfig, TraceMode};
-use greenlet::interp_shim::{PyVersion, Watchdog};
-
-const USAGE: &str =
-    "usage: churn [--python 3.11|3.12|3.13] [--policy legacy|draining|scheduled|shielded] \
-[--mode trace|ctrace|profile|pyprofile|none] [--threads N] [--waves N] [--runs N] [--timeout SECONDS]";
-
-fn parse(args: &[String]) -> Result<(ChurnConfig, usize), String> {
-    let mut config = ChurnConfig {
-        version: PyVersion::V3_11,
-        policy: Policy::Shielded,
-        mode: TraceMode::Trace,
-        threads: 100,
-        waves: 3,
-        watchdog: Watchdog::Report(Duration::from_secs(20)),
-    };
-    let mut runs = 1;
-    let count = |flag: &str, value: &str| -> Result<usize, String> {
-        value
-            .parse::<usize>()
-            .ok()
-            .filter(|n| *n > 0)
-            .ok_or_else(|| format!("{flag} {value:?}: expected a positive integer"))
-    };
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        match flag.as_str() {
-            "--python" => config.version = value.parse().map_err(|e| format!("{e}"))?,
-            "--policy" => config.policy = value.parse().map_err(|e| format!("{e}"))?,
-            "--mode" => config.mode = value.parse().map_err(|e| format!("{e}"))?,
-            "--threads" => config.threads = count(flag, value)?,
-            "--waves" => config.waves = count(flag, value)?,
-            "--runs" => runs = count(flag, value)?,
-            "--timeout" => {
-                let secs: f64 = value
-                    .parse()
-                    .ok()
-                    .filter(|s: &f64| s.is_finite() && *s > 0.0)
-                    .ok_or_else(|| {
-                        format!("--timeout {value:?}: expected a positive number of seconds")
-                    })?;
-                config.watchdog = Watchdog::Report(Duration::from_secs_f64(secs));
-            }
-            other => return Err(format!("unknown flag {other:?}")),
-        }
-    }
-    Ok((config, runs))
-}
+use greenlet::interp_shim::cli::parse_churn_args;
+use greenlet::interp_shim::scenarios::churn;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (config, runs) = match parse(&args) {
+    let (config, runs) = match parse_churn_args(&args) {
         Ok(parsed) => parsed,
         Err(err) => {
-            eprintln!("churn: {err}\n{USAGE}");
+            eprintln!("churn: {err}");
             return ExitCode::from(2);
         }
     };

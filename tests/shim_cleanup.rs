@@ -211,3 +211,30 @@ fn pending_call_scheduler_refuses_once_finalizing() {
     assert!(err.to_string().contains("finalizing"), "{err}");
     assert_eq!(rt.stats().pending_calls_added, 0);
 }
+
+#[test]
+fn pending_call_scheduler_reports_a_full_ring() {
+    for version in PyVersion::ALL {
+        let rt = Runtime::new(version);
+        // Fill the ring from this (foreign) OS thread: no interpreter runs it.
+        let capacity = version.spec().ring_capacity;
+        for _ in 0..capacity {
+            rt.add_pending_call(|_| Ok(())).unwrap();
+        }
+        let queue = CleanupQueue::new(Policy::Scheduled, Arc::new(PendingCallScheduler::new(&rt)));
+        let err = PendingCallScheduler::new(&rt).schedule(&queue).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("pending-call"), "{text}");
+        assert!(
+            text.contains(&format!("ring is full ({capacity} calls)")),
+            "{text}"
+        );
+        assert!(text.contains(version.name()), "{text}");
+        assert_eq!(rt.stats().pending_calls_rejected, 1);
+        // Through the queue: counted as a failed schedule, the state stays.
+        let destroyed = Arc::new(AtomicU64::new(0));
+        queue.push(Box::new(Counted(Arc::clone(&destroyed))));
+        assert_eq!(queue.metrics().schedules_failed, 1);
+        assert_eq!(queue.len(), 1);
+    }
+}

@@ -2,12 +2,14 @@
 //! pending call that adds a pending call), signal handlers, the GIL drop
 //! during a spin, `Py_MakePendingCalls`, the exiting watchdog.
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use greenlet::cleanup::Policy;
+use greenlet::interp_shim::cli::{parse_churn_args, parse_reproduce_args};
+use greenlet::interp_shim::scenarios::{seed, SeedConfig, TraceMode};
 use greenlet::interp_shim::{
     Event, Hook, Outcome, Py, PyErr, PyResult, PyVersion, RunError, Runtime, Watchdog,
 };
@@ -99,6 +101,8 @@ fn which_hooks_livelock_on_311_matches_cpython() {
     }
 }
 
+/// Checked on CPython 3.11.7: the same spin with a `SIGUSR1` sent by
+/// another thread dumps `on_signal` ← `<lambda>` ← `first` ← `<module>`.
 #[test]
 fn a_signal_handler_entered_from_the_spin_livelocks_too() {
     let _serial = SERIAL.lock();
@@ -285,34 +289,48 @@ fn a_runtime_runs_once() {
     ));
 }
 
-fn example(name: &str) -> PathBuf {
-    // target/<profile>/deps/<test> → target/<profile>/examples/<name>
-    let me = std::env::current_exe().unwrap();
-    let dir = me
-        .parent()
-        .and_then(|d| d.parent())
+/// Set when this test binary re-executes itself to run an exiting watchdog.
+const CHILD: &str = "SHIM_EXIT_WATCHDOG_CHILD";
+
+/// Not a test of its own: the body of the child process started by
+/// `the_exiting_watchdog_prints_the_stack_and_exits_1` (it returns at once
+/// unless `SHIM_EXIT_WATCHDOG_CHILD` is set).
+#[test]
+fn helper_exit_watchdog_child() {
+    let Some(cell) = std::env::var_os(CHILD) else {
+        return;
+    };
+    let policy = if cell == "hang" {
+        Policy::Legacy
+    } else {
+        Policy::Shielded
+    };
+    let report = seed(SeedConfig {
+        version: PyVersion::V3_11,
+        policy,
+        mode: TraceMode::Trace,
+        watchdog: Watchdog::Exit(Duration::from_secs(1)),
+    })
+    .unwrap();
+    println!("{}", report.green_line());
+    std::process::exit(0);
+}
+
+fn run_child(cell: &str) -> std::process::Output {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "helper_exit_watchdog_child", "--nocapture"])
+        .env(CHILD, cell)
+        .output()
         .unwrap()
-        .join("examples");
-    let path = dir.join(name);
-    assert!(
-        path.is_file(),
-        "{} missing: `cargo test` builds the examples",
-        path.display()
-    );
-    path
 }
 
 #[test]
 fn the_exiting_watchdog_prints_the_stack_and_exits_1() {
     let _serial = SERIAL.lock();
-    let out = Command::new(example("reproduce"))
-        .args(["--python", "3.11", "--policy", "legacy", "--mode", "trace"])
-        .args(["--timeout", "1"])
-        .output()
-        .unwrap();
+    let out = run_child("hang");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("Timeout (0:00:01.000)!"), "{stderr}");
+    assert!(stderr.contains("Timeout (0:00:01)!"), "{stderr}");
     assert!(
         stderr.contains("(most recent call first):\n  File \"<simulated>\", in <lambda>"),
         "{stderr}"
@@ -321,39 +339,187 @@ fn the_exiting_watchdog_prints_the_stack_and_exits_1() {
         stderr.contains("busy=1 calls_to_do=1 eval_breaker(main)=1"),
         "{stderr}"
     );
+    assert!(stderr.contains("cleanup queue: policy=legacy"), "{stderr}");
     assert!(!String::from_utf8_lossy(&out.stdout).contains("GREEN"));
 
-    let out = Command::new(example("reproduce"))
-        .args([
-            "--python", "3.11", "--policy", "shielded", "--mode", "trace",
-        ])
-        .output()
-        .unwrap();
+    let out = run_child("green");
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stdout).contains("GREEN True"));
 }
 
 #[test]
-fn bad_flags_exit_2_with_a_clear_message() {
-    for args in [
-        &["--python", "3.10"][..],
-        &["--policy", "fast"],
-        &["--mode", "off"],
-        &["--timeout", "-1"],
-        &["--python"],
-        &["--frobnicate", "1"],
+fn bad_flags_are_reported_with_the_usage() {
+    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    for (bad, says) in [
+        (&["--python", "3.10"][..], "3.11, 3.12 and 3.13"),
+        (&["--policy", "fast"], "\"fast\""),
+        (&["--mode", "off"], "\"off\""),
+        (&["--timeout", "-1"], "positive number of seconds"),
+        (&["--python"], "--python needs a value"),
+        (&["--frobnicate", "1"], "unknown flag"),
     ] {
-        let out = Command::new(example("reproduce"))
-            .args(args)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(stderr.contains("usage: reproduce"), "{stderr}");
+        let err = parse_reproduce_args(&args(bad)).unwrap_err();
+        assert!(err.to_string().contains(says), "{bad:?}: {err}");
+        assert!(err.to_string().contains("usage: reproduce"), "{err}");
     }
-    let out = Command::new(example("reproduce"))
-        .args(["--python", "3.10"])
-        .output()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&out.stderr).contains("3.11, 3.12 and 3.13"));
+    for bad in [
+        &["--runs", "0"][..],
+        &["--threads", "many"],
+        &["--waves", "-2"],
+    ] {
+        let err = parse_churn_args(&args(bad)).unwrap_err();
+        assert!(
+            err.to_string().contains("positive integer"),
+            "{bad:?}: {err}"
+        );
+        assert!(err.to_string().contains("usage: churn"), "{err}");
+    }
+    let config = parse_reproduce_args(&args(&["--mode", "pyprofile", "--timeout", "2.5"])).unwrap();
+    assert_eq!(config.mode, TraceMode::PyProfile);
+    assert_eq!(config.watchdog, Watchdog::Exit(Duration::from_millis(2500)));
+}
+
+/// The ring and the per-make bound, as probed on CPython 3.11.7, 3.12.1 and
+/// 3.13.0 with `_testcapi._pending_threadfunc` (a running pending call adds
+/// calls until the push fails): capacity 31/31/32; the same
+/// `make_pending_calls` runs 31 of them (its bound of 32 counts the running
+/// call); 3.13 re-signals for the one left behind, which runs at the next
+/// check site with nothing added.
+#[test]
+fn ring_capacity_and_loop_bound_match_cpython() {
+    let _serial = SERIAL.lock();
+    for (version, expected) in [
+        (PyVersion::V3_11, (31, 31, 31)),
+        (PyVersion::V3_12, (31, 31, 31)),
+        (PyVersion::V3_13, (32, 31, 32)),
+    ] {
+        let rt = Runtime::new(version);
+        let ran = Arc::new(AtomicUsize::new(0));
+        let capacity = Arc::new(AtomicUsize::new(0));
+        let (r, c) = (Arc::clone(&ran), Arc::clone(&capacity));
+        let outcome = rt
+            .run(GREEN, move |py| {
+                let (r2, c2) = (Arc::clone(&r), Arc::clone(&c));
+                let outer = move |py: &Py| loop {
+                    let r3 = Arc::clone(&r2);
+                    let pushed = py.add_pending_call(move |_| {
+                        r3.fetch_add(1, Ordering::SeqCst);
+                        Ok(())
+                    });
+                    if pushed.is_err() {
+                        return Ok(());
+                    }
+                    c2.fetch_add(1, Ordering::SeqCst);
+                };
+                // The check site after this C call runs `outer`, then the
+                // calls it queued, in one make_pending_calls.
+                py.c_call(|| py.add_pending_call(outer))?
+                    .map_err(|e| PyErr::exception("RuntimeError", e.to_string()))?;
+                let by_same_make = r.load(Ordering::SeqCst);
+                for _ in 0..100 {
+                    py.loop_iter()?;
+                }
+                Ok((
+                    c.load(Ordering::SeqCst),
+                    by_same_make,
+                    r.load(Ordering::SeqCst),
+                ))
+            })
+            .unwrap();
+        let Outcome::Finished(Ok(seen)) = outcome else {
+            panic!("{version}: {outcome:?}");
+        };
+        assert_eq!(seen, expected, "{version}");
+    }
+}
+
+/// The seed's shape without greenlet, call for call the program that was run
+/// on CPython 3.11.7, 3.12.1 and 3.13.0 (`_testcapi._pending_threadfunc` as
+/// `Py_AddPendingCall`): thread A adds `first` (no GIL needed, not the main
+/// thread); `first` releases B and polls `added_b.is_set()` (sleeping 1 ms)
+/// until B has added `second`, then calls a lambda. Real results, 3 runs
+/// each: 3.11.7 hangs in `is_set` under `sys.settrace(f)` and under
+/// cProfile, completes under `sys.setprofile(f)` with a Python `f` and with
+/// neither; 3.12.1 and 3.13.0 complete in every mode.
+#[test]
+fn the_seed_shape_without_greenlet_matches_cpython() {
+    let _serial = SERIAL.lock();
+    type Install = fn(&Py) -> PyResult<()>;
+    let modes: [(&str, Install); 4] = [
+        ("settrace(py)", |py| py.settrace(Hook::Python)),
+        ("cProfile", |py| py.setprofile(Hook::C)),
+        ("setprofile(py)", |py| py.setprofile(Hook::Python)),
+        ("none", |_| Ok(())),
+    ];
+    for version in PyVersion::ALL {
+        for (mode, install) in modes {
+            let hangs = version == PyVersion::V3_11 && matches!(mode, "settrace(py)" | "cProfile");
+            let rt = Runtime::new(version);
+            let release_b = Event::new(&rt);
+            let added_b = Event::new(&rt);
+            let ran = Arc::new(Mutex::new(Vec::new()));
+            let done = Arc::clone(&ran);
+            let outcome = rt
+                .run(if hangs { HANG } else { GREEN }, move |py| {
+                    install(py)?;
+                    let (rb, ab, log) = (release_b.clone(), added_b.clone(), Arc::clone(&done));
+                    let b = py.spawn("_b", move |py| {
+                        py.call("wait", |py| py.wait(&rb))?;
+                        let log2 = Arc::clone(&log);
+                        py.c_call(|| {
+                            py.add_pending_call(move |py| {
+                                py.call("second", |_| {
+                                    log2.lock().push("second");
+                                    Ok(())
+                                })
+                            })
+                        })?
+                        .map_err(|e| PyErr::exception("RuntimeError", e.to_string()))?;
+                        py.call("set", |py| py.c_call(|| ab.set()))
+                    })?;
+                    let (rb, ab, log) = (release_b.clone(), added_b.clone(), Arc::clone(&done));
+                    let first = move |py: &Py| {
+                        py.call("first", |py| {
+                            py.call("set", |py| py.c_call(|| rb.set()))?;
+                            while !py.call("is_set", |py| py.c_call(|| ab.is_set()))? {
+                                py.sleep(Duration::from_millis(1))?;
+                                py.loop_iter()?;
+                            }
+                            py.call("<lambda>", |_| Ok(()))?;
+                            log.lock().push("first");
+                            Ok(())
+                        })
+                    };
+                    let a = py.spawn("_a", move |py| {
+                        py.c_call(|| py.add_pending_call(first))?
+                            .map_err(|e| PyErr::exception("RuntimeError", e.to_string()))
+                    })?;
+                    py.join(&a)?;
+                    for _ in 0..2000 {
+                        py.sleep(Duration::from_millis(1))?;
+                        if done.lock().len() == 2 {
+                            break;
+                        }
+                        py.loop_iter()?;
+                    }
+                    py.join(&b)
+                })
+                .unwrap();
+            let cell = format!("{version} {mode}");
+            match outcome {
+                Outcome::Hung(report) => {
+                    assert!(hangs, "{cell}: {report}");
+                    let frames = &report.thread(0).unwrap().frames;
+                    assert_eq!(frames[..2], ["is_set", "first"], "{cell}: {report}");
+                }
+                Outcome::Finished(result) => {
+                    assert!(!hangs, "{cell} should hang");
+                    assert_eq!(result, Ok(()), "{cell}");
+                    let mut seen = ran.lock().clone();
+                    seen.sort_unstable();
+                    assert_eq!(seen, ["first", "second"], "{cell}");
+                }
+            }
+        }
+    }
 }

@@ -3,28 +3,32 @@
 //!
 //! Owns: the versions as data ([`version`]), the semantic core with every
 //! transition as one atomic step ([`core`]), the live driver of that core on
-//! real OS threads ([`runtime`]), the cleanup queue's pending-call
-//! scheduler ([`scheduler`]), and the deterministic driver that explores
-//! every interleaving of that core ([`explore`]).
+//! real OS threads ([`runtime`]) with its [`watchdog`], the cleanup queue's
+//! pending-call scheduler ([`scheduler`]), the scenarios of issue 3
+//! ([`scenarios`]), the examples' flags ([`cli`]), and the deterministic
+//! driver that explores every interleaving of that core ([`explore`]).
 //!
 //! Uses [`crate::cleanup`]'s `Scheduler` trait to plug in as a scheduler;
 //! never the other way round. Only [`scenarios`] (which wires a scenario
 //! together, like an example would) also uses the greenlet API of
 //! [`crate::coroutine`]; the model itself knows nothing of greenlets.
 
+pub mod cli;
 pub mod core;
 pub mod explore;
 pub mod runtime;
 pub mod scenarios;
 pub mod scheduler;
 pub mod version;
+pub mod watchdog;
 
 pub use self::core::{
     CheckSite, Continuation, InterpCore, MakeBegin, RingFull, Summary, ThreadIdx, MAIN_THREAD,
 };
 pub use self::runtime::{
-    CallId, Event, HangReport, Hook, Outcome, PendingCall, Py, PyErr, PyResult, PyThread, RunError,
-    Runtime, RuntimeStats, SignalHandler, ThreadDump, Watchdog, SWITCH_INTERVAL,
+    CallId, Event, Hook, Outcome, PendingCall, Py, PyErr, PyResult, PyThread, RunError, Runtime,
+    RuntimeStats, SignalHandler, SWITCH_INTERVAL,
 };
 pub use self::scheduler::PendingCallScheduler;
 pub use self::version::{PyVersion, UnknownVersion, VersionSpec, MAX_CALLS_PER_MAKE};
+pub use self::watchdog::{HangReport, ThreadDump, Watchdog};

@@ -3,11 +3,15 @@
 //! code as Rust closures on a [`Py`] context handle.
 //!
 //! Owns: the [`Runtime`] (one interpreter of one [`PyVersion`]), the [`Py`]
-//! handle of a model thread, [`Event`] (`threading.Event`), the watchdog
-//! ([`Watchdog`], [`HangReport`]) and the thread-local that records which model
-//! thread the calling OS thread is.
+//! handle of a model thread, [`Event`] (`threading.Event`), running the
+//! [`Watchdog`] and building its [`HangReport`], and the thread-local that
+//! records which model thread the calling OS thread is. State that CPython
+//! keeps outside ceval also lives here, not in the core: the signal module's
+//! tripped flag, and whether a trace or profile function is written in C or
+//! in Python ([`Hook`]; a Python one runs as a simulated frame at each event,
+//! with tracing suspended).
 //!
-//! Uses: [`InterpCore`](super::core::InterpCore), the one copy of the rules.
+//! Uses: [`InterpCore`], the one copy of the rules.
 //! The runtime keeps the core behind one `parking_lot::Mutex` with one
 //! `Condvar`; every core method call is one atomic step under that lock, and
 //! the runtime never decides a rule itself: it only blocks, sleeps, runs
@@ -27,6 +31,9 @@
 //!   have run) before `_Py_FinishPendingCalls`. CPython's
 //!   `threading._shutdown` waits only for the thread states, so a real
 //!   interpreter may race here and leak such a state at exit.
+//! - Once finalization has begun, a daemon thread blocked in a sleep, wait
+//!   or join stops blocking and ends at its GIL take, as it would in CPython
+//!   when it next woke; the harness then joins its OS thread.
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -42,6 +49,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use super::core::{CheckSite, Continuation, InterpCore, MakeBegin, RingFull, Summary, ThreadIdx};
 use super::version::PyVersion;
+use super::watchdog::{HangReport, ThreadDump, Watchdog};
 use super::MAIN_THREAD;
 
 /// CPython's default switch interval (`sys.getswitchinterval()`): a thread
@@ -109,6 +117,11 @@ pub type SignalHandler = Arc<dyn Fn(&Py) -> PyResult<()> + Send + Sync>;
 /// `sys.settrace(f)` and under `cProfile`, not under `sys.setprofile(f)` with
 /// a Python `f` (whose `c_return` event after the adding C call is where the
 /// first call gets run).
+///
+/// Modelled events: `call` and `return` of Python frames (trace and profile
+/// functions), `c_call` and `c_return` (profile functions). Not modelled:
+/// `line`/`exception` events of a *local* trace function; the seed's trace
+/// function (`lambda *a: None`) returns `None`, so CPython sends it none.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Hook {
     /// None installed (`sys.settrace(None)`).
@@ -130,131 +143,6 @@ enum TraceEvent {
     /// A C function is called / returns (`PyTrace_C_CALL`/`PyTrace_C_RETURN`):
     /// profile functions only.
     CFunction,
-}
-
-/// The watchdog of [`Runtime::run`], modelled on
-/// `faulthandler.dump_traceback_later(timeout, exit=True)`.
-///
-/// # Example
-/// The 3.11 livelock without greenlet: a traced main thread runs a pending
-/// call that adds another one, then enters a function.
-/// ```
-/// use std::time::Duration;
-/// use greenlet::interp_shim::{Hook, Outcome, PyVersion, Runtime, Watchdog};
-///
-/// let rt = Runtime::new(PyVersion::V3_11);
-/// let outcome = rt
-///     .run(Watchdog::Report(Duration::from_millis(300)), |py| {
-///         py.settrace(Hook::C)?;
-///         let _ = py.c_call(|| {
-///             py.add_pending_call(|py| {
-///                 let _ = py.c_call(|| py.add_pending_call(|_| Ok(())))?;
-///                 py.call("stuck", |_| Ok(()))
-///             })
-///         })?;
-///         Ok(())
-///     })
-///     .unwrap();
-/// let Outcome::Hung(report) = outcome else { panic!("3.11 spins") };
-/// assert_eq!(report.thread(0).unwrap().frames[0], "stuck");
-/// assert!(report.livelock_predicate && report.redispatches > 0);
-/// print!("{report}"); // "Timeout (0:00:00.300)!\nThread T0 \"MainThread\" ..."
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Watchdog {
-    /// No watchdog: `run` waits for the scenario however long it takes.
-    Off,
-    /// After the timeout, print the [`HangReport`] to stderr and exit the
-    /// process with status 1, like faulthandler with `exit=True`.
-    Exit(Duration),
-    /// After the timeout, cancel the scenario (see the module documentation)
-    /// and return the report from `run`: for tests.
-    Report(Duration),
-}
-
-/// One thread's simulated stack in a [`HangReport`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ThreadDump {
-    /// The model thread index (0 is the main thread).
-    pub index: ThreadIdx,
-    /// The thread's name.
-    pub name: String,
-    /// Frame names, most recent call first.
-    pub frames: Vec<&'static str>,
-    /// Traced RESUME re-dispatches this thread has made.
-    pub redispatches: u64,
-}
-
-/// What the watchdog saw when it fired.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HangReport {
-    /// The watchdog's timeout.
-    pub timeout: Duration,
-    /// Every live thread's stack, main thread first.
-    pub threads: Vec<ThreadDump>,
-    /// The pending-call state.
-    pub summary: Summary,
-    /// Whether the core's livelock predicate held (3.11 traced RESUME with
-    /// `busy`, `calls_to_do` and the breaker set).
-    pub livelock_predicate: bool,
-    /// Traced RESUME re-dispatches in the whole interpreter.
-    pub redispatches: u64,
-    /// Lines added by [`Runtime::set_report_hook`] (e.g. queue metrics).
-    pub extra: String,
-}
-
-impl HangReport {
-    /// The dump of model thread `index`, if it was alive.
-    pub fn thread(&self, index: ThreadIdx) -> Option<&ThreadDump> {
-        self.threads.iter().find(|t| t.index == index)
-    }
-}
-
-impl fmt::Display for HangReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let secs = self.timeout.as_secs();
-        writeln!(
-            f,
-            "Timeout ({}:{:02}:{:02}.{:03})!",
-            secs / 3600,
-            secs / 60 % 60,
-            secs % 60,
-            self.timeout.subsec_millis()
-        )?;
-        for t in &self.threads {
-            writeln!(
-                f,
-                "Thread T{} {:?} (most recent call first):",
-                t.index, t.name
-            )?;
-            for frame in &t.frames {
-                writeln!(f, "  File \"<simulated>\", in {frame}")?;
-            }
-            writeln!(f)?;
-        }
-        writeln!(f, "pending calls: {}", self.summary)?;
-        writeln!(
-            f,
-            "livelock predicate (3.11 traced RESUME): {}",
-            self.livelock_predicate
-        )?;
-        let per_thread: Vec<String> = self
-            .threads
-            .iter()
-            .filter(|t| t.redispatches > 0)
-            .map(|t| format!("T{}={}", t.index, t.redispatches))
-            .collect();
-        writeln!(
-            f,
-            "re-dispatches: {} ({})",
-            self.redispatches,
-            per_thread.join(" ")
-        )?;
-        if !self.extra.is_empty() {
-            writeln!(f, "{}", self.extra.trim_end())?;
-        }
-        Ok(())
-    }
 }
 
 /// How a [`Runtime::run`] ended.

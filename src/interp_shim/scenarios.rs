@@ -22,11 +22,11 @@ use crate::cleanup::{self, CleanupQueue, Metrics, Policy};
 use crate::coroutine::{getcurrent, Greenlet};
 
 use super::runtime::{
-    Event, HangReport, Hook, Outcome, Py, PyErr, PyResult, RunError, Runtime, RuntimeStats,
-    Watchdog,
+    Event, Hook, Outcome, Py, PyErr, PyResult, PyThread, RunError, Runtime, RuntimeStats,
 };
 use super::scheduler::PendingCallScheduler;
 use super::version::PyVersion;
+use super::watchdog::{HangReport, Watchdog};
 
 /// What the main thread has installed: a trace function, a profile
 /// function (written in Python or in C), or neither. See [`Hook`] for why the
@@ -356,7 +356,8 @@ pub fn seed(config: SeedConfig) -> Result<ScenarioReport, RunError> {
 /// The seed's `_in_cleanup` weakref callback.
 fn in_cleanup(release_b: &Event, queue: &Arc<CleanupQueue>, state: &Mutex<Option<bool>>) {
     python_finalizer("_in_cleanup", |py| {
-        py.c_call(|| release_b.set())?;
+        // threading.Event.set is Python code (threading.py)
+        py.call("set", |py| py.c_call(|| release_b.set()))?;
         let deadline = Instant::now() + Duration::from_secs(10);
         while py.c_call(|| queue.len())? == 0 && py.c_call(Instant::now)? < deadline {
             py.sleep(Duration::from_millis(1))?;
@@ -562,7 +563,7 @@ pub fn ring_full(config: RingFullConfig) -> Result<ScenarioReport, RunError> {
 }
 
 /// Start a thread that touches its greenlet state and exits.
-fn spawn_dying(py: &Py, created: &Arc<AtomicU64>) -> PyResult<super::runtime::PyThread> {
+fn spawn_dying(py: &Py, created: &Arc<AtomicU64>) -> PyResult<PyThread> {
     let c = Arc::clone(created);
     py.spawn("dies", move |py| {
         py.c_call(|| Harness::touch_greenlet(&c)).map(drop)

@@ -1,0 +1,143 @@
+//! The watchdog of the live runtime, modelled on
+//! `faulthandler.dump_traceback_later(timeout, exit=True)`: its modes and
+//! the report it prints (each live thread's simulated stack, most recent
+//! call first, and the pending-call state).
+//!
+//! Owns: [`Watchdog`], [`HangReport`], [`ThreadDump`]. Uses the core's
+//! [`Summary`]; the [`Runtime`](super::runtime::Runtime) builds the report.
+
+use std::fmt;
+use std::time::Duration;
+
+use super::core::{Summary, ThreadIdx};
+
+/// The watchdog of [`Runtime::run`](super::runtime::Runtime::run), modelled on
+/// `faulthandler.dump_traceback_later(timeout, exit=True)`.
+///
+/// # Example
+/// The 3.11 livelock without greenlet: a traced main thread runs a pending
+/// call that adds another one, then enters a function.
+/// ```
+/// use std::time::Duration;
+/// use greenlet::interp_shim::{Hook, Outcome, PyVersion, Runtime, Watchdog};
+///
+/// let rt = Runtime::new(PyVersion::V3_11);
+/// let outcome = rt
+///     .run(Watchdog::Report(Duration::from_millis(300)), |py| {
+///         py.settrace(Hook::C)?;
+///         let _ = py.c_call(|| {
+///             py.add_pending_call(|py| {
+///                 let _ = py.c_call(|| py.add_pending_call(|_| Ok(())))?;
+///                 py.call("stuck", |_| Ok(()))
+///             })
+///         })?;
+///         Ok(())
+///     })
+///     .unwrap();
+/// let Outcome::Hung(report) = outcome else { panic!("3.11 spins") };
+/// assert_eq!(report.thread(0).unwrap().frames[0], "stuck");
+/// assert!(report.livelock_predicate && report.redispatches > 0);
+/// assert!(report.to_string().starts_with("Timeout (0:00:00.300000)!\nThread T0"));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Watchdog {
+    /// No watchdog: `run` waits for the scenario however long it takes.
+    Off,
+    /// After the timeout, print the [`HangReport`] to stderr and exit the
+    /// process with status 1, like faulthandler with `exit=True`.
+    Exit(Duration),
+    /// After the timeout, cancel the scenario (see the module documentation)
+    /// and return the report from `run`: for tests.
+    Report(Duration),
+}
+
+/// One thread's simulated stack in a [`HangReport`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadDump {
+    /// The model thread index (0 is the main thread).
+    pub index: ThreadIdx,
+    /// The thread's name.
+    pub name: String,
+    /// Frame names, most recent call first.
+    pub frames: Vec<&'static str>,
+    /// Traced RESUME re-dispatches this thread has made.
+    pub redispatches: u64,
+}
+
+/// What the watchdog saw when it fired.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HangReport {
+    /// The watchdog's timeout.
+    pub timeout: Duration,
+    /// Every live thread's stack, main thread first.
+    pub threads: Vec<ThreadDump>,
+    /// The pending-call state.
+    pub summary: Summary,
+    /// Whether the core's livelock predicate held (3.11 traced RESUME with
+    /// `busy`, `calls_to_do` and the breaker set).
+    pub livelock_predicate: bool,
+    /// Traced RESUME re-dispatches in the whole interpreter.
+    pub redispatches: u64,
+    /// Lines added by [`Runtime::set_report_hook`](super::runtime::Runtime::set_report_hook)
+    /// (e.g. queue metrics).
+    pub extra: String,
+}
+
+impl HangReport {
+    /// The dump of model thread `index`, if it was alive.
+    pub fn thread(&self, index: ThreadIdx) -> Option<&ThreadDump> {
+        self.threads.iter().find(|t| t.index == index)
+    }
+}
+
+impl fmt::Display for HangReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // faulthandler's header: H:MM:SS, microseconds only when non-zero
+        let secs = self.timeout.as_secs();
+        write!(
+            f,
+            "Timeout ({}:{:02}:{:02}",
+            secs / 3600,
+            secs / 60 % 60,
+            secs % 60
+        )?;
+        let micros = self.timeout.subsec_micros();
+        if micros != 0 {
+            write!(f, ".{micros:06}")?;
+        }
+        writeln!(f, ")!")?;
+        for t in &self.threads {
+            writeln!(
+                f,
+                "Thread T{} {:?} (most recent call first):",
+                t.index, t.name
+            )?;
+            for frame in &t.frames {
+                writeln!(f, "  File \"<simulated>\", in {frame}")?;
+            }
+            writeln!(f)?;
+        }
+        writeln!(f, "pending calls: {}", self.summary)?;
+        writeln!(
+            f,
+            "livelock predicate (3.11 traced RESUME): {}",
+            self.livelock_predicate
+        )?;
+        let per_thread: Vec<String> = self
+            .threads
+            .iter()
+            .filter(|t| t.redispatches > 0)
+            .map(|t| format!("T{}={}", t.index, t.redispatches))
+            .collect();
+        writeln!(
+            f,
+            "re-dispatches: {} ({})",
+            self.redispatches,
+            per_thread.join(" ")
+        )?;
+        if !self.extra.is_empty() {
+            writeln!(f, "{}", self.extra.trim_end())?;
+        }
+        Ok(())
+    }
+}
