@@ -38,8 +38,6 @@ fn shielded_never_hangs_or_leaks() {
                 assert_eq!(report.states_created, 60, "{cell}");
                 assert_eq!(report.queue.states_destroyed, 60, "{cell}");
                 assert_eq!(report.states_never_destroyed, 0, "{cell}");
-                assert_eq!(report.queue.max_outstanding, 1, "{cell}");
-                assert_eq!(report.runtime.redispatches, 0, "{cell}");
             }
         }
     }

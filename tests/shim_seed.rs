@@ -78,7 +78,6 @@ fn v311_python_profile_function_hosts_the_drain_untraced() {
     assert_eq!(report.green_line(), "GREEN True");
     // The second pending call is still scheduled.
     assert_eq!(report.queue.max_outstanding, 2);
-    assert_eq!(report.runtime.redispatches, 0);
 }
 
 #[test]

@@ -508,6 +508,17 @@ impl<C> InterpCore<C> {
         }
     }
 
+    /// Whether a function entry fires the trace/profile `call` event before
+    /// its RESUME checks the breaker: 3.12/3.13 `INSTRUMENTED_RESUME` calls
+    /// `_Py_call_instrumentation` first, then tests the breaker; 3.11
+    /// `DO_TRACING` runs `CHECK_EVAL_BREAKER()` before
+    /// `TRACE_FUNCTION_ENTRY()`. It decides whether a pending call handled at
+    /// a function entry runs inside a Python trace/profile function (tracing
+    /// suspended) or in the traced frame.
+    pub fn call_event_before_check(&self) -> bool {
+        self.spec.traced_resume == TracedResume::Continue
+    }
+
     /// The livelock of the seed report, as a predicate on the state when the
     /// main thread is at a RESUME: it is traced on 3.11, a
     /// `make_pending_calls` is active below it (`busy`), `calls_to_do` and the
@@ -773,6 +784,18 @@ mod tests {
                 py.make_pending_calls_end(MAIN_THREAD, false);
             }
             assert!(!py.busy());
+        }
+    }
+
+    #[test]
+    fn call_event_order_per_version() {
+        for (version, first) in [
+            (PyVersion::V3_11, false),
+            (PyVersion::V3_12, true),
+            (PyVersion::V3_13, true),
+        ] {
+            let py: InterpCore<u8> = InterpCore::new(version);
+            assert_eq!(py.call_event_before_check(), first, "{version}");
         }
     }
 

@@ -829,9 +829,15 @@ impl Py {
     /// after it returns, the caller's check site after a `CALL`.
     pub fn call<R>(&self, name: &'static str, f: impl FnOnce(&Py) -> PyResult<R>) -> PyResult<R> {
         let value = self.frame(name, |py| {
-            py.check(CheckSite::Resume)?;
-            // TRACE_FUNCTION_ENTRY, after the RESUME's check
-            py.fire(TraceEvent::Call)?;
+            // RESUME: the `call` event and the breaker check, in the
+            // version's order (DO_TRACING vs INSTRUMENTED_RESUME)
+            if py.lock().core.call_event_before_check() {
+                py.fire(TraceEvent::Call)?;
+                py.check(CheckSite::Resume)?;
+            } else {
+                py.check(CheckSite::Resume)?;
+                py.fire(TraceEvent::Call)?;
+            }
             let value = f(py)?;
             // TRACE_FUNCTION_EXIT
             py.fire(TraceEvent::Return)?;
