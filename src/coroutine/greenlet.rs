@@ -171,6 +171,15 @@ impl Core {
         format!("'{}' (id {})", self.name(), self.id)
     }
 
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The name given at creation, if any.
+    pub(crate) fn given_name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
     pub(crate) fn parent_core(&self) -> Option<Arc<Core>> {
         self.parent.lock().as_ref().map(|p| Arc::clone(&p.core))
     }
@@ -359,7 +368,7 @@ impl Greenlet {
     /// assert_eq!(v.downcast::<String>().unwrap(), "caught: boom");
     /// ```
     pub fn throw(&self, err: GreenletError) -> Result<Value, GreenletError> {
-        dispatch::send(&self.core, Err(err), Kind::Throw)
+        dispatch::send(&self.core, Err(Box::new(err)), Kind::Throw)
     }
 
     /// Kill this greenlet: throw `GreenletExit` into it and let it run to

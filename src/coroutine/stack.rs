@@ -49,7 +49,9 @@ pub struct StackStats {
 
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 static CREATED: AtomicU64 = AtomicU64::new(0);
-static POOL: Mutex<Vec<DefaultStack>> = Mutex::new(Vec::new());
+/// Free stacks with their usable size (and a label buffer to reuse).
+static POOL: Mutex<Vec<(usize, DefaultStack, String)>> = Mutex::new(Vec::new());
+static PAGE_SIZE: AtomicUsize = AtomicUsize::new(0);
 
 thread_local! {
     /// The stack of the greenlet that is running on this thread, if any.
@@ -67,47 +69,51 @@ pub fn stack_stats() -> StackStats {
 
 /// A stack taken from the pool; dropping it gives it back.
 pub(crate) struct PooledStack {
+    /// Usable bytes (a multiple of the page size).
+    size: usize,
     stack: Option<DefaultStack>,
     label: Mutex<String>,
 }
 
 /// Take a stack of at least `size` usable bytes from the pool, or map one.
 pub(crate) fn acquire(size: usize) -> io::Result<PooledStack> {
-    let size = size.max(corosensei::stack::MIN_STACK_SIZE);
+    let size = round_up(size.max(corosensei::stack::MIN_STACK_SIZE));
     let reused = {
         let mut pool = POOL.lock();
-        let found = pool.iter().rposition(|s| usable(s) == round_up(size));
+        let found = pool.iter().rposition(|(usable, _, _)| *usable == size);
         found.map(|i| pool.swap_remove(i))
     };
-    let stack = match reused {
-        Some(stack) => stack,
+    let (stack, label) = match reused {
+        Some((_, stack, label)) => (stack, label),
         None => {
             let stack = DefaultStack::new(size)?;
             CREATED.fetch_add(1, Ordering::Relaxed);
-            stack
+            (stack, String::new())
         }
     };
     LIVE.fetch_add(1, Ordering::Relaxed);
     Ok(PooledStack {
+        size,
         stack: Some(stack),
-        label: Mutex::new(String::new()),
+        label: Mutex::new(label),
     })
 }
 
 fn page_size() -> usize {
+    let cached = PAGE_SIZE.load(Ordering::Relaxed);
+    if cached != 0 {
+        return cached;
+    }
     // SAFETY: sysconf has no preconditions.
     let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(size).unwrap_or(4096)
+    let size = usize::try_from(size).unwrap_or(4096);
+    PAGE_SIZE.store(size, Ordering::Relaxed);
+    size
 }
 
 fn round_up(size: usize) -> usize {
     let page = page_size();
     size.div_ceil(page) * page
-}
-
-fn usable(stack: &DefaultStack) -> usize {
-    // The limit includes the guard page.
-    stack.base().get() - stack.limit().get() - page_size()
 }
 
 impl PooledStack {
@@ -130,7 +136,7 @@ impl Drop for PooledStack {
         if let Some(stack) = self.stack.take() {
             let mut pool = POOL.lock();
             if pool.len() < POOL_LIMIT {
-                pool.push(stack);
+                pool.push((self.size, stack, std::mem::take(self.label.get_mut())));
             }
         }
     }

@@ -17,11 +17,9 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use slab::Slab;
 
-use super::dispatch::{self, Kind};
-use super::error::GreenletError;
+use super::dispatch::{self, Kind, Payload};
 use super::greenlet::{Core, Finalizer, DEAD};
 use super::trace::TraceHook;
-use super::value::Value;
 use crate::cleanup::{self, CleanupQueue, Remains};
 
 /// How many times thread exit throws `GreenletExit` into survivors before it
@@ -90,7 +88,7 @@ pub(crate) struct ThreadState {
     /// The running greenlet; kept alive by `main` or by `registry`.
     pub(crate) current: *const Core,
     /// The value (or error) in flight between two greenlets.
-    pub(crate) slot: Option<Result<Value, GreenletError>>,
+    pub(crate) slot: Option<Payload>,
     /// Every greenlet of this thread that is not dead (started or not).
     pub(crate) registry: Slab<Arc<Core>>,
     /// A greenlet that just finished; released in the next context.
