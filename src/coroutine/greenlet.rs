@@ -193,7 +193,8 @@ impl Core {
     pub(crate) fn finalize(&self) {
         let finalizers = self.take_finalizers();
         if !finalizers.is_empty() {
-            run_finalizers(finalizers, &self.label());
+            // Reported already; a greenlet's finalization never panics.
+            drop(run_finalizers(finalizers, &self.label()));
         }
     }
 }
@@ -212,22 +213,21 @@ impl Drop for Core {
     }
 }
 
-/// Run finalizers, each isolated: a panicking one is reported and the others
-/// still run; the first panic is then re-raised for the caller to count.
-pub(crate) fn run_finalizers(finalizers: Vec<Finalizer>, label: &str) {
+/// Run finalizers, each isolated: a panicking one is reported on stderr
+/// and the others still run. Returns the first panic's payload, for a caller
+/// that wants to re-raise it (the cleanup queue counts finalizer panics).
+pub(crate) fn run_finalizers(
+    finalizers: Vec<Finalizer>,
+    label: &str,
+) -> Option<Box<dyn std::any::Any + Send>> {
     let mut first_panic = None;
     for finalizer in finalizers {
         if let Err(payload) = catch_unwind(AssertUnwindSafe(finalizer)) {
-            eprintln!(
-                "greenlet: a finalizer of {label} panicked: {}",
-                panic_message(&*payload)
-            );
+            eprintln!("greenlet: a finalizer of {label} panicked: {}", panic_message(&*payload));
             first_panic.get_or_insert(payload);
         }
     }
-    if let Some(payload) = first_panic {
-        std::panic::resume_unwind(payload);
-    }
+    first_panic
 }
 
 pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
@@ -522,7 +522,7 @@ impl Greenlet {
             Some(list) => list.push(Box::new(callback)),
             None => {
                 drop(finalizers);
-                run_finalizers(vec![Box::new(callback)], &self.core.label());
+                drop(run_finalizers(vec![Box::new(callback)], &self.core.label()));
             }
         }
     }

@@ -209,7 +209,11 @@ struct ThreadRemains {
 
 impl Remains for ThreadRemains {
     fn destroy(self: Box<Self>) {
-        super::greenlet::run_finalizers(self.finalizers, &self.label);
+        // Every finalizer ran; re-raise the first panic so that the queue
+        // counts it.
+        if let Some(panic) = super::greenlet::run_finalizers(self.finalizers, &self.label) {
+            std::panic::resume_unwind(panic);
+        }
     }
     fn label(&self) -> String {
         self.label.clone()
@@ -245,6 +249,12 @@ unsafe fn teardown(ts: *mut ThreadState) {
                 }
                 finalized.push(core);
             }
+        }
+        // Survivors made during the last round: one last forced sweep.
+        let late: Vec<Arc<Core>> = (*ts).registry.iter().map(|(_, c)| Arc::clone(c)).collect();
+        for core in late {
+            dispatch::force_unwind(ts, &core);
+            finalized.push(core);
         }
         dispatch::do_pending_work(ts);
 
