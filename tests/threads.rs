@@ -356,7 +356,11 @@ fn greenlets_started_while_the_thread_unwinds_are_unwound_too() {
     .join()
     .unwrap();
     assert!(survivor.is_dead());
-    assert_eq!(counter.load(Ordering::SeqCst), 2, "both greenlets' locals were dropped");
+    assert_eq!(
+        counter.load(Ordering::SeqCst),
+        2,
+        "both greenlets' locals were dropped"
+    );
 }
 
 #[test]
@@ -374,6 +378,10 @@ fn a_panicking_main_finalizer_is_counted_by_the_queue() {
     .join()
     .unwrap();
     queue.drain();
-    assert_eq!(count.load(Ordering::SeqCst), 1, "the other finalizer still ran");
+    assert_eq!(
+        count.load(Ordering::SeqCst),
+        1,
+        "the other finalizer still ran"
+    );
     assert_eq!(queue.finalizer_panics(), 1);
 }

@@ -122,7 +122,7 @@ fn thread_error(ts: Option<*mut ThreadState>, target: &Core) -> GreenletError {
 }
 
 /// `switch` / `throw` from the API.
-#[inline]
+#[inline(always)]
 pub(crate) fn send(
     target: &Arc<Core>,
     payload: Payload,

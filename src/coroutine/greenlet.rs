@@ -223,7 +223,10 @@ pub(crate) fn run_finalizers(
     let mut first_panic = None;
     for finalizer in finalizers {
         if let Err(payload) = catch_unwind(AssertUnwindSafe(finalizer)) {
-            eprintln!("greenlet: a finalizer of {label} panicked: {}", panic_message(&*payload));
+            eprintln!(
+                "greenlet: a finalizer of {label} panicked: {}",
+                panic_message(&*payload)
+            );
             first_panic.get_or_insert(payload);
         }
     }
@@ -401,12 +404,26 @@ impl Greenlet {
 
     /// Whether it has finished (or was killed). A main greenlet is dead once
     /// its thread has exited.
+    ///
+    /// ```
+    /// let g = greenlet::Greenlet::new(Ok);
+    /// assert!(!g.is_dead());
+    /// g.switch(()).unwrap();
+    /// assert!(g.is_dead());
+    /// ```
     #[inline]
     pub fn is_dead(&self) -> bool {
         self.core.flags() & DEAD != 0
     }
 
     /// Whether it has been switched into (main greenlets always have).
+    ///
+    /// ```
+    /// let g = greenlet::Greenlet::new(Ok);
+    /// assert!(!g.is_started());
+    /// g.switch(()).unwrap();
+    /// assert!(g.is_started());
+    /// ```
     #[inline]
     pub fn is_started(&self) -> bool {
         self.core.flags() & STARTED != 0
@@ -436,6 +453,12 @@ impl Greenlet {
     }
 
     /// A process-unique id.
+    ///
+    /// ```
+    /// let (a, b) = (greenlet::Greenlet::new(Ok), greenlet::Greenlet::new(Ok));
+    /// assert_ne!(a.id(), b.id());
+    /// assert_eq!(a.id(), a.clone().id());
+    /// ```
     #[inline]
     pub fn id(&self) -> u64 {
         self.core.id
@@ -443,6 +466,12 @@ impl Greenlet {
 
     /// Its name: the one given to the builder, `main` for a main greenlet,
     /// else `greenlet-<id>`.
+    ///
+    /// ```
+    /// let g = greenlet::Greenlet::new(Ok);
+    /// assert_eq!(g.name(), format!("greenlet-{}", g.id()));
+    /// assert_eq!(greenlet::getcurrent().name(), "main");
+    /// ```
     pub fn name(&self) -> String {
         self.core.name()
     }
@@ -597,18 +626,35 @@ pub struct GreenletBuilder {
 impl GreenletBuilder {
     /// Its parent (default: the current greenlet). Must belong to the
     /// calling thread.
+    ///
+    /// ```
+    /// let p = greenlet::Greenlet::new(Ok);
+    /// let g = greenlet::Greenlet::builder().parent(&p).spawn(Ok).unwrap();
+    /// assert_eq!(g.parent(), Some(p));
+    /// ```
     pub fn parent(mut self, parent: &Greenlet) -> Self {
         self.parent = Some(parent.clone());
         self
     }
 
-    /// Usable stack bytes (default [`DEFAULT_STACK_SIZE`](crate::DEFAULT_STACK_SIZE)).
+    /// Usable stack bytes (default [`DEFAULT_STACK_SIZE`](crate::DEFAULT_STACK_SIZE)),
+    /// rounded up to whole pages; the stack is taken when the greenlet starts.
+    ///
+    /// ```
+    /// let g = greenlet::Greenlet::builder().stack_size(32 * 1024).spawn(Ok).unwrap();
+    /// g.switch(()).unwrap();
+    /// ```
     pub fn stack_size(mut self, size: usize) -> Self {
         self.stack_size = size;
         self
     }
 
     /// Its name, for messages and [`Greenlet::name`].
+    ///
+    /// ```
+    /// let g = greenlet::Greenlet::builder().name("io").spawn(Ok).unwrap();
+    /// assert_eq!(g.name(), "io");
+    /// ```
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
         self

@@ -59,6 +59,11 @@ thread_local! {
 }
 
 /// The current stack counters.
+///
+/// ```
+/// let stats = greenlet::stack_stats();
+/// assert!(stats.created as usize >= stats.pooled);
+/// ```
 pub fn stack_stats() -> StackStats {
     StackStats {
         live: LIVE.load(Ordering::Relaxed),
