@@ -376,7 +376,10 @@ impl Greenlet {
 
     /// Kill this greenlet: throw `GreenletExit` into it and let it run to
     /// its end, with control coming back to the caller (not to its parent).
-    /// Unstarted: it dies without running. Dead: nothing happens.
+    /// Unstarted: it dies without running. Dead: nothing happens. The
+    /// running greenlet killing itself gets `Err(GreenletExit)` back at once
+    /// (propagate it with `?`). A main greenlet never dies while its thread
+    /// runs: killing one only throws `GreenletExit` into it.
     ///
     /// # Errors
     /// [`GreenletError::KillIgnored`] if it caught the exit and switched

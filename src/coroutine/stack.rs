@@ -54,7 +54,9 @@ static POOL: Mutex<Vec<(usize, DefaultStack, String)>> = Mutex::new(Vec::new());
 static PAGE_SIZE: AtomicUsize = AtomicUsize::new(0);
 
 thread_local! {
-    /// The stack of the greenlet that is running on this thread, if any.
+    /// The stack of the greenlet that is running on this thread, if any:
+    /// what a stack-overflow handler reads to name the greenlet (this
+    /// minimal pool installs no handler; the `stack` branch does).
     static RUNNING: Cell<*const PooledStack> = const { Cell::new(std::ptr::null()) };
 }
 
