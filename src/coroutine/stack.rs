@@ -84,6 +84,10 @@ pub(crate) struct PooledStack {
 
 /// Take a stack of at least `size` usable bytes from the pool, or map one.
 pub(crate) fn acquire(size: usize) -> io::Result<PooledStack> {
+    // Far beyond any address space: refuse before the arithmetic overflows.
+    if size > isize::MAX as usize / 2 {
+        return Err(io::Error::new(io::ErrorKind::OutOfMemory, "stack size too large"));
+    }
     let size = round_up(size.max(corosensei::stack::MIN_STACK_SIZE));
     let reused = {
         let mut pool = POOL.lock();
