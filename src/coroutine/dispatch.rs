@@ -163,7 +163,7 @@ enum Resolved {
 ///
 /// # Safety
 /// `ts` is the calling thread's live state and `target` belongs to it.
-#[inline]
+#[inline(always)]
 unsafe fn transfer(
     ts: *mut ThreadState,
     target: &Arc<Core>,

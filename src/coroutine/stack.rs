@@ -86,7 +86,10 @@ pub(crate) struct PooledStack {
 pub(crate) fn acquire(size: usize) -> io::Result<PooledStack> {
     // Far beyond any address space: refuse before the arithmetic overflows.
     if size > isize::MAX as usize / 2 {
-        return Err(io::Error::new(io::ErrorKind::OutOfMemory, "stack size too large"));
+        return Err(io::Error::new(
+            io::ErrorKind::OutOfMemory,
+            "stack size too large",
+        ));
     }
     let size = round_up(size.max(corosensei::stack::MIN_STACK_SIZE));
     let reused = {
