@@ -104,7 +104,7 @@ impl Value {
     /// ```
     #[inline]
     pub fn new<T: 'static>(value: T) -> Value {
-        let mut storage = Storage::uninit();
+        let mut storage = Storage::zeroed();
         if fits::<T>() {
             // SAFETY: `fits::<T>()` checked that `T` fits in the storage's
             // size and alignment.
