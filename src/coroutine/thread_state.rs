@@ -41,12 +41,16 @@ pub(crate) struct ThreadLink {
 
 impl ThreadLink {
     fn for_current_thread(alive: bool) -> Arc<ThreadLink> {
-        let thread = std::thread::current();
-        let label = format!(
-            "'{}' ({:?})",
-            thread.name().unwrap_or("<unnamed>"),
-            thread.id()
-        );
+        // `thread::current` may refuse late in thread-local teardown.
+        let label = std::panic::catch_unwind(|| {
+            let thread = std::thread::current();
+            format!(
+                "'{}' ({:?})",
+                thread.name().unwrap_or("<unnamed>"),
+                thread.id()
+            )
+        })
+        .unwrap_or_else(|_| "'<unknown>'".into());
         Arc::new(ThreadLink {
             label,
             alive: AtomicBool::new(alive),
