@@ -30,7 +30,26 @@
 //! `GreenletExit`, so their destructors run), falling back to corosensei's
 //! forced unwind for greenlets that ignore the exit three times; then marks
 //! every greenlet of the thread as belonging to an exited thread; then
-//! hands the finalizers to the cleanup queue.
+//! hands the finalizers to the cleanup queue. Greenlets that keep running
+//! even through that are leaked (never resumed, their memory kept) rather
+//! than looped on.
+//!
+//! # Differences from Python's greenlet
+//! - A greenlet belongs to the thread that created it, and its parent must
+//!   belong to the same thread (greenlet lets an unstarted greenlet pick a
+//!   parent elsewhere); its stack and closure never leave that thread.
+//! - A thread's suspended greenlets are unwound when it exits, so their
+//!   destructors run (greenlet frees them without running `finally`).
+//! - [`Greenlet::kill`] returns control to the caller, like greenlet's kill
+//!   on garbage collection; a `throw` still goes to the parent chain.
+//! - Throwing into an unstarted greenlet kills it without switching to it,
+//!   so no trace event names it as a target.
+//! - A greenlet whose stack cannot be mapped dies without running, and the
+//!   [`GreenletError::StackAllocation`] error goes up its parent chain.
+//! - Values and errors are thread-bound (`Value` may hold `Rc`), so
+//!   [`GreenletError`] is not `Send`; convert it to a string to cross threads.
+//! - Tracing has a process-wide hook besides the per-thread one, and hooks
+//!   are not traced (switches made inside a hook fire no events).
 
 mod dispatch;
 mod error;
