@@ -1,0 +1,653 @@
+//! Guard-paged, pooled stacks for greenlets.
+//!
+//! Owns: the memory greenlets run on ([`PooledStack`], which implements
+//! corosensei's [`Stack`] trait), the pool that recycles stacks (a per-thread
+//! cache in front of a global free list, capped so that memory is unmapped
+//! beyond it), the stack counters ([`stack_stats`]), the valgrind
+//! registration of every stack, and stack-overflow reporting: the thread-local
+//! mark of the stack that is running (set by the dispatcher through
+//! [`running`]) and the fault handler that turns a guard-page hit into a
+//! message naming the greenlet instead of a bare SIGSEGV.
+//!
+//! Uses: `libc` (mmap, mprotect, munmap, signals), `parking_lot`, corosensei's
+//! `Stack` trait. Nothing else of this crate.
+//!
+//! # Layout of one stack
+//! ```text
+//! low addresses                                                high addresses
+//! | guard page (PROT_NONE) | usable stack, grows downwards <-- | Header |
+//! ^ limit()                ^ guard_end                         ^ base()
+//! ```
+//! The header (size, label, valgrind id) lives at the top of the mapping, in
+//! the page the coroutine's first frame touches anyway, so it costs no extra
+//! memory and travels with the stack through the pool. Each stack is two
+//! kernel mappings (the guard page and the rest): Linux's default
+//! `vm.max_map_count` of 65530 caps a process near 32,000 live stacks.
+
+mod overflow;
+#[cfg(test)]
+mod tests;
+mod valgrind;
+
+use std::cell::{Cell, RefCell, UnsafeCell};
+use std::fmt;
+use std::io;
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{compiler_fence, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use corosensei::stack::{Stack, StackPointer, MIN_STACK_SIZE};
+use parking_lot::Mutex;
+
+/// Usable stack size of a greenlet when none is given: 1 MiB.
+///
+/// Why 1 MiB: only the pages a greenlet actually touches become resident
+/// (stacks are mapped with `MAP_NORESERVE` and committed lazily by the
+/// kernel), so a larger size costs address space, not memory: an idle greenlet
+/// costs the same few KiB whether its stack is 64 KiB or 1 MiB. What the size
+/// buys is headroom for ordinary Rust code on the greenlet: formatting,
+/// panicking with `RUST_BACKTRACE=1` (symbolisation takes tens of KiB) and
+/// moderately deep recursion. 1 MiB is corosensei's own default; Rust threads
+/// get 2 MiB, which would also let transparent huge pages back a whole stack
+/// with 2 MiB of memory. 10,000 greenlets reserve ~10 GiB of address space,
+/// well within 47 bits; the binding limit is the kernel's map count (see the
+/// module docs), not the size.
+pub const DEFAULT_STACK_SIZE: usize = 1024 * 1024;
+
+/// Most bytes of a stack's label kept for the overflow message.
+const LABEL_CAPACITY: usize = 96;
+/// Most free stacks of one size a thread keeps for itself. When full, half of
+/// them move to the global pool.
+const THREAD_CACHE_CAP: usize = 16;
+/// Most free stacks of one size the global pool keeps; beyond it a released
+/// stack is unmapped, returning its memory to the system.
+const GLOBAL_POOL_CAP: usize = 64;
+
+/// Metadata of one stack, stored at the top of its own mapping.
+#[repr(C, align(64))]
+struct Header {
+    /// Lowest address of the mapping: the start of the guard page.
+    map_start: usize,
+    /// Length of the whole mapping (guard page, usable stack, header).
+    map_len: usize,
+    /// First address above the guard page: the lowest usable stack byte.
+    guard_end: usize,
+    /// Id valgrind gave the stack when it was registered (0 outside valgrind).
+    valgrind_id: usize,
+    /// Number of valid bytes in `label`. Written last, after the bytes.
+    label_len: AtomicUsize,
+    /// UTF-8 label (a greenlet's name or id) for the overflow message.
+    label: UnsafeCell<[u8; LABEL_CAPACITY]>,
+}
+
+impl Header {
+    /// Usable bytes between the guard page and the header.
+    fn usable_size(&self) -> usize {
+        self as *const Header as usize - self.guard_end
+    }
+
+    /// Copies the label into `out` and returns its length.
+    fn read_label(&self, out: &mut [u8; LABEL_CAPACITY]) -> usize {
+        let len = self.label_len.load(Ordering::Relaxed).min(LABEL_CAPACITY);
+        compiler_fence(Ordering::Acquire);
+        // SAFETY: `label` is inside the header, which is mapped while the
+        // stack exists; it is written only by `LabelWriter` on the thread
+        // that owns the `PooledStack` (which is not `Sync`), and `len` bytes
+        // were complete before `label_len` was stored.
+        unsafe { ptr::copy_nonoverlapping(self.label.get().cast::<u8>(), out.as_mut_ptr(), len) };
+        len
+    }
+}
+
+/// A free stack: its header pointer, sendable between threads and pools.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct RawStack(NonNull<Header>);
+
+// SAFETY: a free stack is plain memory owned by whichever pool holds the
+// pointer; nothing about it is tied to a thread.
+unsafe impl Send for RawStack {}
+
+impl RawStack {
+    fn header(&self) -> &Header {
+        // SAFETY: a RawStack always points to the initialised header of a
+        // live mapping; headers are only unmapped by `destroy`, which
+        // consumes the RawStack.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+/// A guard-paged stack from the pool; dropping it returns it to the pool.
+///
+/// It implements corosensei's [`Stack`] trait, so any corosensei coroutine can
+/// run on it. [`size`](PooledStack::size) usable bytes lie between
+/// [`base`](Stack::base) and a `PROT_NONE` guard page just above
+/// [`limit`](Stack::limit).
+///
+/// # Example
+/// ```
+/// use corosensei::Coroutine;
+/// use greenlet::coroutine::{acquire_stack, DEFAULT_STACK_SIZE};
+///
+/// let stack = acquire_stack(DEFAULT_STACK_SIZE)?;
+/// assert!(stack.size() >= DEFAULT_STACK_SIZE);
+/// let mut coroutine = Coroutine::with_stack(stack, |yielder, start: u32| {
+///     let next = yielder.suspend(start + 1);
+///     next * 2
+/// });
+/// assert_eq!(coroutine.resume(1).as_yield(), Some(2));
+/// assert_eq!(coroutine.resume(21).as_return(), Some(42));
+/// drop(coroutine); // the stack goes back to the pool
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub struct PooledStack {
+    raw: RawStack,
+}
+
+// SAFETY: the stack is memory owned by this value; moving it to another
+// thread moves that ownership. It is not `Sync`: `set_label` writes through a
+// shared reference.
+unsafe impl Send for PooledStack {}
+
+impl PooledStack {
+    /// Usable bytes of this stack (at least what was asked of [`acquire`]).
+    pub fn size(&self) -> usize {
+        self.raw.header().usable_size()
+    }
+
+    /// Sets the label the overflow message names (the greenlet's name or id),
+    /// truncated to 96 bytes at a character boundary. A stack from the pool
+    /// starts unlabelled (reported as `<unnamed>`).
+    ///
+    /// ```
+    /// let stack = greenlet::coroutine::acquire_stack(64 * 1024)?;
+    /// stack.set_label("worker 7");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn set_label(&self, label: &str) {
+        self.set_label_fmt(format_args!("{label}"));
+    }
+
+    /// Like [`set_label`](PooledStack::set_label), but formats straight into
+    /// the stack's label buffer, without allocating.
+    ///
+    /// ```
+    /// let stack = greenlet::coroutine::acquire_stack(64 * 1024)?;
+    /// stack.set_label_fmt(format_args!("greenlet #{}", 42));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn set_label_fmt(&self, label: fmt::Arguments<'_>) {
+        let header = self.raw.header();
+        header.label_len.store(0, Ordering::Relaxed);
+        compiler_fence(Ordering::Release);
+        let mut writer = LabelWriter { header, len: 0 };
+        // LabelWriter never fails (it truncates); a failing Display impl in
+        // `label` only leaves the label shorter, which is all we can do.
+        let _ = fmt::write(&mut writer, label);
+        compiler_fence(Ordering::Release);
+        header.label_len.store(writer.len, Ordering::Relaxed);
+    }
+
+    /// A copyable reference to this stack for [`running_token`], for callers
+    /// (the dispatcher) that moved the stack into a corosensei coroutine and
+    /// can no longer borrow it.
+    pub(crate) fn token(&self) -> StackToken {
+        StackToken(self.raw.0.as_ptr())
+    }
+}
+
+/// Appends formatted text to a header's label, truncating at a char boundary.
+struct LabelWriter<'a> {
+    header: &'a Header,
+    len: usize,
+}
+
+impl fmt::Write for LabelWriter<'_> {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        let room = LABEL_CAPACITY - self.len;
+        let mut take = text.len().min(room);
+        while !text.is_char_boundary(take) {
+            take -= 1;
+        }
+        // SAFETY: `len + take <= LABEL_CAPACITY`, so the copy stays inside
+        // the label array of a live header. Only the thread holding the
+        // (non-`Sync`) `PooledStack` writes the label, and readers (the
+        // overflow handler on this thread) read only `label_len` bytes,
+        // which is 0 while this write is in progress.
+        unsafe {
+            let dest = self.header.label.get().cast::<u8>().add(self.len);
+            ptr::copy_nonoverlapping(text.as_ptr(), dest, take);
+        }
+        self.len += take;
+        Ok(())
+    }
+}
+
+// SAFETY: base() is the header's address: the top of the usable area, aligned
+// to 64 (so to STACK_ALIGNMENT) because the mapping is page-aligned and the
+// header's size is a multiple of its 64-byte alignment. limit() is the start
+// of the mapping, which includes the PROT_NONE guard page below the usable
+// area. The usable area is at least MIN_STACK_SIZE bytes (see `mapping_len`).
+// Both stay valid for as long as the PooledStack exists.
+unsafe impl Stack for PooledStack {
+    #[inline]
+    fn base(&self) -> StackPointer {
+        StackPointer::new(self.raw.0.as_ptr() as usize).expect("header address is not null")
+    }
+
+    #[inline]
+    fn limit(&self) -> StackPointer {
+        StackPointer::new(self.raw.header().map_start).expect("mapping address is not null")
+    }
+}
+
+impl Drop for PooledStack {
+    fn drop(&mut self) {
+        release(self.raw);
+    }
+}
+
+impl fmt::Debug for PooledStack {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut label = [0u8; LABEL_CAPACITY];
+        let len = self.raw.header().read_label(&mut label);
+        f.debug_struct("PooledStack")
+            .field("limit", &format_args!("{:#x}", self.raw.header().map_start))
+            .field("size", &self.size())
+            .field("label", &String::from_utf8_lossy(&label[..len]))
+            .finish()
+    }
+}
+
+/// A copy of a stack's identity that [`running_token`] accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct StackToken(*const Header);
+
+thread_local! {
+    /// Header of the stack whose coroutine this thread is running, or null.
+    /// Const-initialised and without destructor, so reading it from the
+    /// signal handler neither allocates nor registers anything.
+    static RUNNING: Cell<*const Header> = const { Cell::new(ptr::null()) };
+}
+
+/// Marks `stack` as the one this thread is about to run on (`Some`, right
+/// before resuming its coroutine) or marks no stack (`None`, right after the
+/// coroutine suspends or returns). A fault in the marked stack's guard page is
+/// reported as that greenlet's stack overflow. One thread-local store.
+///
+/// Contract (the dispatcher's): a marked stack stays alive until it is
+/// unmarked. Dropping a `PooledStack` unmarks it if the dropping thread has it
+/// marked.
+#[cfg_attr(not(test), allow(dead_code))] // the dispatcher on branch `core` calls it
+#[inline]
+pub(crate) fn running(stack: Option<&PooledStack>) {
+    running_token(stack.map(PooledStack::token));
+}
+
+/// [`running`] for a stack known by its [`StackToken`]; same contract.
+#[cfg_attr(not(test), allow(dead_code))] // the dispatcher on branch `core` calls it
+#[inline]
+pub(crate) fn running_token(stack: Option<StackToken>) {
+    RUNNING.set(stack.map_or(ptr::null(), |token| token.0));
+}
+
+/// Makes the calling thread ready to report overflows: installs the process's
+/// fault handler (once) and gives the thread an alternate signal stack if it
+/// has none. [`acquire`] does this on the first call on each thread; a thread
+/// that runs greenlets whose stacks another thread acquired calls it itself.
+#[cfg_attr(not(test), allow(dead_code))] // the dispatcher on branch `core` calls it
+pub(crate) fn prepare_thread() {
+    // Touching the cache creates it, which does the work; if the thread is
+    // already tearing down its thread-locals there is nothing left to prepare.
+    let _ = CACHE.try_with(|_| ());
+}
+
+/// Counters of the stack pool, from [`stack_stats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StackStats {
+    /// Stacks handed out and not yet dropped (greenlets holding a stack).
+    pub live: usize,
+    /// Free stacks kept for reuse (global pool plus every thread's cache).
+    pub pooled: usize,
+    /// Stacks ever mapped.
+    pub created: u64,
+    /// Stacks ever unmapped (released beyond the pool's cap, or dropped
+    /// during a thread's exit when the pool was full).
+    pub destroyed: u64,
+}
+
+/// The stack pool's counters now.
+///
+/// `live` and the totals are exact; `pooled` sums per-thread caches one after
+/// the other, so it is exact only while no other thread moves stacks.
+///
+/// ```
+/// use greenlet::coroutine::{acquire_stack, stack_stats};
+///
+/// let stack = acquire_stack(128 * 1024)?;
+/// assert!(stack_stats().live >= 1);
+/// drop(stack);
+/// assert!(stack_stats().pooled >= 1);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn stack_stats() -> StackStats {
+    let caches: usize = REGISTRY
+        .lock()
+        .iter()
+        .map(|count| count.load(Ordering::Relaxed))
+        .sum();
+    StackStats {
+        live: LIVE.load(Ordering::Relaxed),
+        pooled: GLOBAL_POOLED.load(Ordering::Relaxed) + caches,
+        created: CREATED.load(Ordering::Relaxed),
+        destroyed: DESTROYED.load(Ordering::Relaxed),
+    }
+}
+
+/// Stacks handed out and not yet released.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+/// Stacks ever mapped / unmapped.
+static CREATED: AtomicU64 = AtomicU64::new(0);
+static DESTROYED: AtomicU64 = AtomicU64::new(0);
+/// Stacks in the global pool (changed under its lock, read by stats).
+static GLOBAL_POOLED: AtomicUsize = AtomicUsize::new(0);
+/// The global pool: free stacks by mapping length.
+static GLOBAL: Mutex<Vec<SizeClass>> = Mutex::new(Vec::new());
+/// How many stacks each thread cache holds, for `stack_stats`.
+static REGISTRY: Mutex<Vec<Arc<AtomicUsize>>> = Mutex::new(Vec::new());
+
+/// Free stacks of one mapping length.
+struct SizeClass {
+    map_len: usize,
+    free: Vec<RawStack>,
+}
+
+/// Returns the free list for `map_len` in `classes`, creating it if needed.
+fn class_of(classes: &mut Vec<SizeClass>, map_len: usize) -> &mut Vec<RawStack> {
+    let index = match classes.iter().position(|class| class.map_len == map_len) {
+        Some(index) => index,
+        None => {
+            classes.push(SizeClass {
+                map_len,
+                free: Vec::new(),
+            });
+            classes.len() - 1
+        }
+    };
+    &mut classes[index].free
+}
+
+/// A thread's private free stacks, in front of the global pool.
+struct ThreadCache {
+    classes: Vec<SizeClass>,
+    /// Number of stacks in `classes`; written only by this thread.
+    count: Arc<AtomicUsize>,
+    /// Dropped last: the alternate signal stack this thread got from us.
+    _alt_stack: overflow::AltStack,
+}
+
+thread_local! {
+    static CACHE: RefCell<ThreadCache> = RefCell::new(ThreadCache::new());
+}
+
+impl ThreadCache {
+    fn new() -> Self {
+        overflow::install_handler();
+        let count = Arc::new(AtomicUsize::new(0));
+        REGISTRY.lock().push(Arc::clone(&count));
+        ThreadCache {
+            classes: Vec::new(),
+            count,
+            _alt_stack: overflow::AltStack::ensure(),
+        }
+    }
+
+    fn add_count(&self, delta: isize) {
+        // Only this thread writes `count`, so a load and a store suffice.
+        let now = self.count.load(Ordering::Relaxed);
+        self.count
+            .store(now.wrapping_add_signed(delta), Ordering::Relaxed);
+    }
+
+    fn take(&mut self, map_len: usize) -> Option<RawStack> {
+        let free = class_of(&mut self.classes, map_len);
+        if free.is_empty() {
+            refill_from_global(map_len, free, THREAD_CACHE_CAP / 2);
+            let refilled = free.len();
+            self.add_count(refilled as isize);
+        }
+        let free = class_of(&mut self.classes, map_len);
+        let raw = free.pop()?;
+        self.add_count(-1);
+        Some(raw)
+    }
+
+    fn put(&mut self, raw: RawStack) {
+        let map_len = raw.header().map_len;
+        let free = class_of(&mut self.classes, map_len);
+        if free.len() >= THREAD_CACHE_CAP {
+            let spill: Vec<RawStack> = free.drain(..THREAD_CACHE_CAP / 2).collect();
+            let spilled = spill.len();
+            self.add_count(-(spilled as isize));
+            give_to_global(map_len, spill);
+        }
+        class_of(&mut self.classes, map_len).push(raw);
+        self.add_count(1);
+    }
+}
+
+impl Drop for ThreadCache {
+    fn drop(&mut self) {
+        self.count.store(0, Ordering::Relaxed);
+        REGISTRY
+            .lock()
+            .retain(|count| !Arc::ptr_eq(count, &self.count));
+        for class in self.classes.drain(..) {
+            give_to_global(class.map_len, class.free);
+        }
+    }
+}
+
+/// Moves up to `most` free stacks of `map_len` from the global pool to `into`.
+fn refill_from_global(map_len: usize, into: &mut Vec<RawStack>, most: usize) {
+    let mut global = GLOBAL.lock();
+    let free = class_of(&mut global, map_len);
+    let take = free.len().min(most);
+    let start = free.len() - take;
+    into.extend(free.drain(start..));
+    GLOBAL_POOLED.fetch_sub(take, Ordering::Relaxed);
+}
+
+/// Puts `stacks` (all of `map_len`) into the global pool and unmaps those
+/// beyond its cap.
+fn give_to_global(map_len: usize, mut stacks: Vec<RawStack>) {
+    {
+        let mut global = GLOBAL.lock();
+        let free = class_of(&mut global, map_len);
+        let room = GLOBAL_POOL_CAP.saturating_sub(free.len()).min(stacks.len());
+        let keep = stacks.len() - room;
+        free.extend(stacks.drain(keep..));
+        GLOBAL_POOLED.fetch_add(room, Ordering::Relaxed);
+    }
+    for raw in stacks {
+        destroy(raw);
+    }
+}
+
+/// Length of the mapping that holds a stack of at least `size` usable bytes:
+/// the guard page plus the usable bytes and the header, rounded up to pages.
+/// This length is also the pool's size class.
+fn mapping_len(size: usize) -> io::Result<usize> {
+    let page = page_size();
+    size.max(MIN_STACK_SIZE)
+        .checked_add(std::mem::size_of::<Header>() + page - 1)
+        .map(|bytes| bytes & !(page - 1))
+        .and_then(|bytes| bytes.checked_add(page))
+        .filter(|&len| len <= isize::MAX as usize)
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "greenlet stack size {size} bytes is too large to map; \
+                     ask for a size well below the address space (the default is {DEFAULT_STACK_SIZE})"
+                ),
+            )
+        })
+}
+
+/// The system's page size (queried once).
+fn page_size() -> usize {
+    static PAGE: AtomicUsize = AtomicUsize::new(0);
+    match PAGE.load(Ordering::Relaxed) {
+        0 => {
+            // SAFETY: sysconf has no preconditions.
+            let queried = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+            let page = usize::try_from(queried)
+                .ok()
+                .filter(|p| p.is_power_of_two())
+                .unwrap_or(4096);
+            PAGE.store(page, Ordering::Relaxed);
+            page
+        }
+        page => page,
+    }
+}
+
+/// Takes a stack of at least `size` usable bytes from the pool, or maps a new
+/// one. `size` is rounded up to whole pages (with room for a small header);
+/// stacks are pooled per rounded size. The first call on a thread also
+/// prepares it to report overflows (see [`PooledStack`]).
+///
+/// # Errors
+/// `InvalidInput` if `size` cannot be mapped at all; the OS error of mmap or
+/// mprotect (typically `ENOMEM`: out of address space or, more often, over
+/// the `vm.max_map_count` limit of mappings, each stack being two) with a
+/// message saying so.
+///
+/// ```
+/// let stack = greenlet::coroutine::acquire_stack(100_000)?;
+/// assert!(stack.size() >= 100_000);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn acquire(size: usize) -> io::Result<PooledStack> {
+    let map_len = mapping_len(size)?;
+    let cached = CACHE
+        .try_with(|cache| cache.borrow_mut().take(map_len))
+        .ok()
+        .flatten();
+    let raw = match cached {
+        Some(raw) => raw,
+        None => {
+            // Normally `take` has prepared the thread; when the thread is
+            // exiting (its cache is gone), at least install the handler.
+            overflow::install_handler();
+            let mut from_global = Vec::new();
+            refill_from_global(map_len, &mut from_global, 1);
+            match from_global.pop() {
+                Some(raw) => raw,
+                None => create(map_len)?,
+            }
+        }
+    };
+    LIVE.fetch_add(1, Ordering::Relaxed);
+    Ok(PooledStack { raw })
+}
+
+/// Returns a released stack to this thread's cache (or, while the thread is
+/// exiting, to the global pool).
+fn release(raw: RawStack) {
+    LIVE.fetch_sub(1, Ordering::Relaxed);
+    let header = raw.header();
+    header.label_len.store(0, Ordering::Relaxed);
+    if ptr::eq(RUNNING.get(), header) {
+        RUNNING.set(ptr::null());
+    }
+    let mut spare = Some(raw);
+    let _ = CACHE.try_with(|cache| {
+        if let (Ok(mut cache), Some(raw)) = (cache.try_borrow_mut(), spare.take()) {
+            cache.put(raw);
+        }
+    });
+    if let Some(raw) = spare {
+        give_to_global(raw.header().map_len, vec![raw]);
+    }
+}
+
+/// Maps a new stack of `map_len` bytes: guard page, usable area, header.
+fn create(map_len: usize) -> io::Result<RawStack> {
+    let page = page_size();
+    let explain = |error: io::Error| {
+        io::Error::new(
+            error.kind(),
+            format!(
+                "could not map a greenlet stack of {map_len} bytes: {error}; each stack is two \
+                 memory mappings, so check `vm.max_map_count` and the number of live greenlets, \
+                 or use smaller stacks"
+            ),
+        )
+    };
+    // SAFETY: a fresh anonymous private mapping of new address space; no
+    // existing memory is affected.
+    let start = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            map_len,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if start == libc::MAP_FAILED {
+        return Err(explain(io::Error::last_os_error()));
+    }
+    let start = start as usize;
+    let guard_end = start + page;
+    // SAFETY: [guard_end, start + map_len) lies inside the mapping just made.
+    let protected = unsafe {
+        libc::mprotect(
+            guard_end as *mut libc::c_void,
+            map_len - page,
+            libc::PROT_READ | libc::PROT_WRITE,
+        )
+    };
+    if protected != 0 {
+        let error = io::Error::last_os_error();
+        // SAFETY: unmapping the mapping made above, which nothing refers to.
+        unsafe { libc::munmap(start as *mut libc::c_void, map_len) };
+        return Err(explain(error));
+    }
+    let header = (start + map_len - std::mem::size_of::<Header>()) as *mut Header;
+    let valgrind_id = valgrind::register(guard_end, start + map_len - 1);
+    // SAFETY: `header` is inside the writable part of the mapping, aligned to
+    // 64 (the mapping is page-aligned, its length a multiple of the page and
+    // the header's size a multiple of 64), and nothing else refers to it yet.
+    unsafe {
+        header.write(Header {
+            map_start: start,
+            map_len,
+            guard_end,
+            valgrind_id,
+            label_len: AtomicUsize::new(0),
+            label: UnsafeCell::new([0; LABEL_CAPACITY]),
+        });
+    }
+    CREATED.fetch_add(1, Ordering::Relaxed);
+    Ok(RawStack(
+        NonNull::new(header).expect("mapping addresses are not null"),
+    ))
+}
+
+/// Unmaps a free stack.
+fn destroy(raw: RawStack) {
+    let (start, len, valgrind_id) = {
+        let header = raw.header();
+        (header.map_start, header.map_len, header.valgrind_id)
+    };
+    valgrind::deregister(valgrind_id);
+    // SAFETY: the stack is free (owned by the caller, which consumed it), so
+    // no coroutine runs on it and no reference into it remains; the range is
+    // exactly the mapping `create` made.
+    let result = unsafe { libc::munmap(start as *mut libc::c_void, len) };
+    debug_assert_eq!(result, 0, "munmap of a greenlet stack failed");
+    DESTROYED.fetch_add(1, Ordering::Relaxed);
+}
