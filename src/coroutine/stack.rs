@@ -58,10 +58,10 @@ pub const DEFAULT_STACK_SIZE: usize = 1024 * 1024;
 const LABEL_CAPACITY: usize = 96;
 /// Most free stacks of one size a thread keeps for itself. When full, half of
 /// them move to the global pool.
-const THREAD_CACHE_CAP: usize = 16;
+const THREAD_CACHE_CAP: usize = 64;
 /// Most free stacks of one size the global pool keeps; beyond it a released
 /// stack is unmapped, returning its memory to the system.
-const GLOBAL_POOL_CAP: usize = 64;
+const GLOBAL_POOL_CAP: usize = 1024;
 
 /// Metadata of one stack, stored at the top of its own mapping.
 #[repr(C, align(64))]
@@ -186,13 +186,6 @@ impl PooledStack {
         compiler_fence(Ordering::Release);
         header.label_len.store(writer.len, Ordering::Relaxed);
     }
-
-    /// A copyable reference to this stack for [`running_token`], for callers
-    /// (the dispatcher) that moved the stack into a corosensei coroutine and
-    /// can no longer borrow it.
-    pub(crate) fn token(&self) -> StackToken {
-        StackToken(self.raw.0.as_ptr())
-    }
 }
 
 /// Appends formatted text to a header's label, truncating at a char boundary.
@@ -258,10 +251,6 @@ impl fmt::Debug for PooledStack {
     }
 }
 
-/// A copy of a stack's identity that [`running_token`] accepts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct StackToken(*const Header);
-
 thread_local! {
     /// Header of the stack whose coroutine this thread is running, or null.
     /// Const-initialised and without destructor, so reading it from the
@@ -280,25 +269,7 @@ thread_local! {
 #[cfg_attr(not(test), allow(dead_code))] // the dispatcher on branch `core` calls it
 #[inline]
 pub(crate) fn running(stack: Option<&PooledStack>) {
-    running_token(stack.map(PooledStack::token));
-}
-
-/// [`running`] for a stack known by its [`StackToken`]; same contract.
-#[cfg_attr(not(test), allow(dead_code))] // the dispatcher on branch `core` calls it
-#[inline]
-pub(crate) fn running_token(stack: Option<StackToken>) {
-    RUNNING.set(stack.map_or(ptr::null(), |token| token.0));
-}
-
-/// Makes the calling thread ready to report overflows: installs the process's
-/// fault handler (once) and gives the thread an alternate signal stack if it
-/// has none. [`acquire`] does this on the first call on each thread; a thread
-/// that runs greenlets whose stacks another thread acquired calls it itself.
-#[cfg_attr(not(test), allow(dead_code))] // the dispatcher on branch `core` calls it
-pub(crate) fn prepare_thread() {
-    // Touching the cache creates it, which does the work; if the thread is
-    // already tearing down its thread-locals there is nothing left to prepare.
-    let _ = CACHE.try_with(|_| ());
+    RUNNING.set(stack.map_or(ptr::null(), |stack| stack.raw.0.as_ptr()));
 }
 
 /// Counters of the stack pool, from [`stack_stats`].

@@ -237,7 +237,7 @@ fn running_marks_one_stack_and_dropping_it_unmarks() {
     assert_eq!(RUNNING.get(), stack.raw.0.as_ptr() as *const Header);
     running(None);
     assert!(RUNNING.get().is_null());
-    running_token(Some(stack.token()));
+    running(Some(&stack));
     drop(stack);
     assert!(
         RUNNING.get().is_null(),
@@ -304,17 +304,17 @@ fn overflow(depth: u64) -> u64 {
     overflow(depth + 1) + frame[3] as u64
 }
 
-/// Overflows a labelled 64 KiB stack in a coroutine, reporting its size on
-/// stdout first.
+/// Overflows a labelled 64 KiB stack in a coroutine.
 fn overflow_in_coroutine() {
     let stack = acquire(64 * 1024).expect("acquire");
     stack.set_label("overflow-test");
-    let token = stack.token();
+    // What `running(Some(&stack))` stores; the coroutine owns the stack next.
+    let header = stack.raw.0.as_ptr().cast_const();
     let mut coroutine =
         Coroutine::with_stack(stack, |_: &corosensei::Yielder<(), ()>, ()| overflow(0));
-    running_token(Some(token));
+    RUNNING.set(header);
     coroutine.resume(());
-    running_token(None);
+    RUNNING.set(ptr::null());
 }
 
 /// Started by `run_child` only (it is ignored in normal runs): performs the
@@ -402,7 +402,7 @@ fn other_faults_keep_their_usual_outcome() {
 }
 
 #[test]
-fn prepare_thread_gives_a_foreign_thread_an_alternate_signal_stack() {
+fn acquire_gives_a_foreign_thread_an_alternate_signal_stack() {
     /// Whether the calling thread has an enabled alternate signal stack.
     fn has_alt_stack() -> bool {
         let mut current = std::mem::MaybeUninit::<libc::stack_t>::zeroed();
@@ -414,7 +414,7 @@ fn prepare_thread_gives_a_foreign_thread_an_alternate_signal_stack() {
     }
     extern "C" fn start(result: *mut libc::c_void) -> *mut libc::c_void {
         let before = has_alt_stack();
-        prepare_thread();
+        drop(acquire(64 * 1024).expect("acquire"));
         let after = has_alt_stack();
         // SAFETY: `result` points to the `[bool; 2]` the spawning thread
         // keeps alive until it has joined this thread.
