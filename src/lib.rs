@@ -11,3 +11,9 @@
 pub mod cleanup;
 pub mod coroutine;
 pub mod interp_shim;
+
+pub use coroutine::{
+    getcurrent, gettrace, live_greenlets, set_global_trace, settrace, stack_stats, Greenlet,
+    GreenletBuilder, GreenletError, GreenletExit, StackStats, TraceEvent, TraceHook, Value,
+    DEFAULT_STACK_SIZE,
+};

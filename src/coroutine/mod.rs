@@ -1,10 +1,50 @@
-//! Greenlets on corosensei.
+//! Greenlets on corosensei: per-thread main greenlets, symmetric switching
+//! through a dispatcher on the thread's own stack, the parent chain, throw
+//! and kill, kill on drop, thread affinity, thread-exit unwinding, tracing.
 //!
-//! Stacks: [`acquire_stack`] hands out guard-paged [`PooledStack`]s from a
-//! pool; [`stack_stats`] counts them.
+//! Owns everything greenlet-shaped; uses [`crate::cleanup`] (only to hand a
+//! dying thread's finalizers to its queue) and nothing of the CPython model.
+//!
+//! Modules: [`value`](self) (the dynamically typed payload), `error` (the
+//! one error type), `stack` (pooled guard-paged stacks, also usable for raw
+//! corosensei coroutines through [`acquire_stack`]), `thread_state`
+//! (per-thread state and its teardown), `dispatch` (the switch protocol),
+//! `greenlet` (handles, records, builder), `trace` (hooks).
+//!
+//! # When finalizers run
+//! A greenlet is finalized once, and its [`Greenlet::on_finalize`] callbacks
+//! run then, on the thread where it happens:
+//! - a non-main greenlet, when it is dead and its last handle is dropped
+//!   (a greenlet that dies with no handle left: right after it finished, in
+//!   the greenlet that receives control);
+//! - a greenlet that is still alive when its thread exits: when the thread
+//!   unwinds it, as part of the thread's remains (below);
+//! - a main greenlet: when its thread exits. Its finalizers, and those of
+//!   the greenlets unwound with it, are packaged as one
+//!   [`Remains`](crate::cleanup::Remains) and pushed onto the cleanup queue
+//!   that was current when the thread's greenlet state was created; with the
+//!   default queue they run on the dying thread before `join` returns.
+//!
+//! # Thread exit
+//! The thread's greenlet state is destroyed by a thread-local destructor,
+//! which first kills every suspended greenlet of the thread (throwing
+//! `GreenletExit`, so their destructors run), falling back to corosensei's
+//! forced unwind for greenlets that ignore the exit three times; then marks
+//! every greenlet of the thread as belonging to an exited thread; then
+//! hands the finalizers to the cleanup queue.
 
-pub(crate) mod stack;
+mod dispatch;
+mod error;
+mod greenlet;
+mod stack;
+mod thread_state;
+mod trace;
+mod value;
 
+pub use self::error::{GreenletError, GreenletExit};
+pub use self::greenlet::{getcurrent, live_greenlets, Greenlet, GreenletBuilder};
 pub use self::stack::{
     acquire as acquire_stack, stack_stats, PooledStack, StackStats, DEFAULT_STACK_SIZE,
 };
+pub use self::trace::{gettrace, set_global_trace, settrace, TraceEvent, TraceHook};
+pub use self::value::Value;

@@ -266,7 +266,6 @@ thread_local! {
 /// Contract (the dispatcher's): a marked stack stays alive until it is
 /// unmarked. Dropping a `PooledStack` unmarks it if the dropping thread has it
 /// marked.
-#[cfg_attr(not(test), allow(dead_code))] // the dispatcher on branch `core` calls it
 #[inline]
 pub(crate) fn running(stack: Option<&PooledStack>) {
     RUNNING.set(stack.map_or(ptr::null(), |stack| stack.raw.0.as_ptr()));

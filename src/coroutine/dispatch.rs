@@ -1,0 +1,717 @@
+//! The dispatcher: symmetric switching on top of corosensei's asymmetric
+//! coroutines, the parent chain, throw and kill.
+//!
+//! Owns the switch protocol. The thread's native stack runs a loop
+//! ([`dispatch`]) that alone resumes greenlets: main → greenlet is one stack
+//! switch, greenlet → greenlet is two (suspend to the loop, resume the
+//! other), and greenlet stacks never nest. One machine word crosses a stack
+//! switch (the next greenlet's record, or [`TO_MAIN`]); the value travels
+//! through the thread state's slot. Every greenlet's body runs under
+//! [`root`], which catches panics and hands the result to the parent chain.
+//!
+//! Uses the thread state, the greenlet records, the stack pool and tracing.
+//! User code never runs inside the loop itself: it runs either in a greenlet
+//! or in the main greenlet after the loop returned, so a context that gets
+//! control back first settles the pending work (trace events, released
+//! records, kills) with [`take_and_settle`].
+
+use std::mem;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::ptr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use corosensei::stack::{Stack, StackPointer};
+use corosensei::{Coroutine, CoroutineResult, Yielder};
+
+use super::error::GreenletError;
+use super::greenlet::{exit_value, panic_message, Core, DEAD, LEAKED, MAIN, STARTED};
+use super::stack::{self, PooledStack};
+use super::thread_state::{self, ThreadState};
+use super::trace;
+use super::value::Value;
+
+/// The word a greenlet suspends with to hand control to the main greenlet.
+const TO_MAIN: usize = 0;
+
+/// A greenlet's coroutine: resumed with a dummy word, suspends with the next
+/// greenlet's word, returns the next greenlet's word when it finishes.
+pub(crate) type Co = Coroutine<usize, usize, usize, StackRef>;
+
+/// The stack of a coroutine, owned by the greenlet's record (next to the
+/// coroutine) so that the pool's stack can be named while it runs.
+pub(crate) struct StackRef(*const PooledStack);
+
+// SAFETY: points to the `PooledStack` in the same greenlet record as the
+// coroutine that uses it; the record does not move (it is in an `Arc`) and
+// the coroutine is always dropped before the stack (`dispatch`,
+// `kill_unstarted`, `force_unwind`, and `Local`'s field order).
+unsafe impl Stack for StackRef {
+    #[inline]
+    fn base(&self) -> StackPointer {
+        // SAFETY: see the impl's comment: the pointee outlives the coroutine.
+        unsafe { (*self.0).base() }
+    }
+    #[inline]
+    fn limit(&self) -> StackPointer {
+        // SAFETY: as for `base`.
+        unsafe { (*self.0).limit() }
+    }
+}
+
+/// What kind of transfer: a switch carrying a value, or a throw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Switch,
+    Throw,
+}
+
+impl Kind {
+    fn of(payload: &Result<Value, GreenletError>) -> Kind {
+        if payload.is_ok() {
+            Kind::Switch
+        } else {
+            Kind::Throw
+        }
+    }
+}
+
+/// Check that the calling thread owns `target`; returns its state.
+#[inline]
+pub(crate) fn check_owner(target: &Core) -> Result<*mut ThreadState, GreenletError> {
+    match thread_state::state() {
+        // SAFETY: `ts` is this thread's live state; short read.
+        Some(ts)
+            if ptr::eq(Arc::as_ptr(&target.thread), unsafe {
+                Arc::as_ptr(&(*ts).link)
+            }) =>
+        {
+            Ok(ts)
+        }
+        ts => Err(thread_error(ts, target)),
+    }
+}
+
+#[cold]
+fn thread_error(ts: Option<*mut ThreadState>, target: &Core) -> GreenletError {
+    match ts {
+        Some(ts) if target.thread.alive.load(Ordering::Acquire) => {
+            // SAFETY: `ts` is this thread's live state; `current` is live.
+            let (current, current_thread) = unsafe {
+                (
+                    (*(*ts).current).label(),
+                    ThreadState::link(ts).label.clone(),
+                )
+            };
+            GreenletError::WrongThread {
+                current,
+                current_thread,
+                target: target.label(),
+                target_thread: target.thread.label.clone(),
+            }
+        }
+        _ => GreenletError::ThreadExited {
+            target: target.label(),
+            target_thread: target.thread.label.clone(),
+        },
+    }
+}
+
+/// `switch` / `throw` from the API.
+#[inline]
+pub(crate) fn send(
+    target: &Arc<Core>,
+    payload: Result<Value, GreenletError>,
+    kind: Kind,
+) -> Result<Value, GreenletError> {
+    let ts = check_owner(target)?;
+    // SAFETY: `ts` is this thread's live state and `target` belongs to it.
+    unsafe {
+        check_mail(ts);
+        transfer(ts, target, payload, kind)
+    }
+}
+
+/// Run the kills other threads sent, if any (greenlet's "deleteme" list).
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+#[inline]
+pub(crate) unsafe fn check_mail(ts: *mut ThreadState) {
+    // SAFETY: guaranteed by the caller.
+    if unsafe { ThreadState::link(ts).has_mail.load(Ordering::Relaxed) } {
+        // SAFETY: guaranteed by the caller.
+        unsafe { do_pending_work(ts) }
+    }
+}
+
+/// Where a transfer really goes.
+enum Resolved {
+    /// Resume (or start) this live greenlet with this payload.
+    Go(*const Core, Result<Value, GreenletError>),
+    /// Nothing to switch to: this is the caller's result.
+    Back(Result<Value, GreenletError>),
+}
+
+/// Send `payload` to `target` from the current greenlet, and return what
+/// comes back when some greenlet switches back to the current one.
+///
+/// # Safety
+/// `ts` is the calling thread's live state and `target` belongs to it.
+#[inline]
+unsafe fn transfer(
+    ts: *mut ThreadState,
+    target: &Arc<Core>,
+    payload: Result<Value, GreenletError>,
+    kind: Kind,
+) -> Result<Value, GreenletError> {
+    // SAFETY (whole function): `ts` is live; accesses are short; the record
+    // pointers used are kept alive by the registry or the state's `main`.
+    unsafe {
+        let (dest, payload) = if target.flags() & (STARTED | DEAD) == STARTED {
+            (Arc::as_ptr(target), payload)
+        } else {
+            match resolve(ts, Arc::clone(target), payload, kind == Kind::Throw) {
+                Resolved::Go(dest, payload) => (dest, payload),
+                Resolved::Back(result) => return result,
+            }
+        };
+        if dest == (*ts).current {
+            return switch_to_self(ts, payload);
+        }
+        if trace::active(ts) {
+            (*ts).trace_pending = Some((Kind::of(&payload), (*ts).current_arc()));
+            (*ts).work = true;
+        }
+        (*ts).slot = Some(payload);
+        jump(ts, dest);
+        take_and_settle(ts)
+    }
+}
+
+/// A switch to the running greenlet: the payload comes straight back (after
+/// a trace event, as in greenlet).
+#[cold]
+unsafe fn switch_to_self(
+    ts: *mut ThreadState,
+    mut payload: Result<Value, GreenletError>,
+) -> Result<Value, GreenletError> {
+    // SAFETY: the caller's `ts` is live.
+    unsafe {
+        if trace::active(ts) {
+            let me = (*ts).current_arc();
+            if let Err(err) = trace::run_hooks(ts, Kind::of(&payload), me) {
+                payload = Err(err);
+            }
+        }
+    }
+    payload
+}
+
+/// Walk from `target` to the greenlet that really receives `payload`:
+/// skip dead ones, kill unstarted ones that would receive an error, and
+/// prepare the coroutine of an unstarted one that will start.
+///
+/// # Safety
+/// `ts` is the calling thread's live state and `target` belongs to it.
+unsafe fn resolve(
+    ts: *mut ThreadState,
+    target: Arc<Core>,
+    mut payload: Result<Value, GreenletError>,
+    throw: bool,
+) -> Resolved {
+    if throw && target.flags() & DEAD != 0 {
+        if let Err(GreenletError::GreenletExit(value)) = payload {
+            return Resolved::Back(Ok(exit_value(value)));
+        }
+    }
+    let mut t = target;
+    loop {
+        let flags = t.flags();
+        if flags & DEAD != 0 {
+            match t.parent_core() {
+                Some(parent) => t = parent,
+                None => return Resolved::Back(payload),
+            }
+            continue;
+        }
+        if flags & STARTED == 0 {
+            if payload.is_err() {
+                // It dies without running; the error goes up its chain.
+                // SAFETY: `t` is alive, hence in this thread's registry.
+                unsafe { kill_unstarted(ts, &t) };
+                continue;
+            }
+            // SAFETY: as above.
+            if let Err(err) = unsafe { prepare(&t) } {
+                payload = Err(err);
+                continue;
+            }
+        }
+        return Resolved::Go(Arc::as_ptr(&t), payload);
+    }
+}
+
+/// Give an unstarted greenlet its stack and coroutine.
+///
+/// # Safety
+/// Called on `core`'s owner thread; `core` is alive and unstarted.
+unsafe fn prepare(core: &Arc<Core>) -> Result<(), GreenletError> {
+    // SAFETY: owner thread (caller); short accesses to `local`.
+    unsafe {
+        let local = core.local();
+        if (*local).co.is_some() {
+            return Ok(());
+        }
+        let size = (*local).stack_size;
+        let stack = stack::acquire(size).map_err(|source| GreenletError::StackAllocation {
+            greenlet: core.label(),
+            size,
+            source,
+        })?;
+        label_stack(&stack, core);
+        let stack = (*local).stack.insert(stack) as *const PooledStack;
+        let core_ptr = Arc::as_ptr(core);
+        (*local).co = Some(Co::with_stack(StackRef(stack), move |yielder, _| {
+            root(core_ptr, yielder)
+        }));
+        Ok(())
+    }
+}
+
+/// Name the stack after its greenlet without allocating for unnamed ones.
+fn label_stack(stack: &PooledStack, core: &Core) {
+    use std::io::Write;
+    let mut buf = [0u8; 64];
+    let mut cursor = std::io::Cursor::new(&mut buf[..]);
+    let _ = write!(cursor, "{}", core.label());
+    let len = usize::try_from(cursor.position()).unwrap_or(0);
+    stack.set_label(std::str::from_utf8(&buf[..len]).unwrap_or("greenlet"));
+}
+
+/// Hand control to `dest` (a live, started or prepared greenlet, or main).
+///
+/// # Safety
+/// `ts` is live and `dest` is not the current greenlet.
+#[inline]
+unsafe fn jump(ts: *mut ThreadState, dest: *const Core) {
+    // SAFETY: guaranteed by the caller; `current`'s yielder is set because a
+    // non-main current greenlet is running inside its `root`.
+    unsafe {
+        let main = Arc::as_ptr(&(*ts).main);
+        let current = (*ts).current;
+        if current == main {
+            dispatch(ts, dest);
+        } else {
+            let word = if dest == main { TO_MAIN } else { dest as usize };
+            let yielder = (*(*current).local()).yielder;
+            (*yielder).suspend(word);
+        }
+    }
+}
+
+/// The loop on the thread's native stack: resume greenlets until one hands
+/// control to main.
+///
+/// # Safety
+/// Runs on the main greenlet's stack (the main greenlet is current); `next`
+/// is a live, started or prepared greenlet of this thread.
+unsafe fn dispatch(ts: *mut ThreadState, mut next: *const Core) {
+    // SAFETY: `next` is always a live greenlet of this thread, kept alive by
+    // the registry (or, once it finished, by `retiring`); its `co` field is
+    // borrowed only for the resume, while its code touches other fields.
+    unsafe {
+        loop {
+            (*ts).current = next;
+            let local = (*next).local();
+            let Some(co) = (*local).co.as_mut() else {
+                break;
+            };
+            stack::running((*local).stack.as_ref());
+            let result = co.resume(0);
+            stack::running(None);
+            let word = match result {
+                CoroutineResult::Yield(word) => word,
+                CoroutineResult::Return(word) => {
+                    // Finished: its record is kept by `retiring`.
+                    drop((*local).co.take());
+                    drop((*local).stack.take());
+                    word
+                }
+            };
+            if word == TO_MAIN {
+                break;
+            }
+            next = word as *const Core;
+        }
+        (*ts).current = Arc::as_ptr(&(*ts).main);
+    }
+}
+
+/// Take what the last transfer brought and do the pending work (trace
+/// event, released records, deferred kills) in this, the receiving context.
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+#[inline]
+unsafe fn take_and_settle(ts: *mut ThreadState) -> Result<Value, GreenletError> {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        let mut payload = (*ts).slot.take().unwrap_or_else(|| Ok(Value::unit()));
+        if (*ts).work || ThreadState::link(ts).has_mail.load(Ordering::Relaxed) {
+            settle(ts, &mut payload);
+        }
+        payload
+    }
+}
+
+#[cold]
+unsafe fn settle(ts: *mut ThreadState, payload: &mut Result<Value, GreenletError>) {
+    // SAFETY: the caller's `ts` is live; each access is short.
+    unsafe {
+        drop((*ts).retiring.take());
+        if let Some((kind, origin)) = (*ts).trace_pending.take() {
+            if let Err(err) = trace::run_hooks(ts, kind, origin) {
+                *payload = Err(err);
+            }
+        }
+        do_pending_work(ts);
+    }
+}
+
+/// Release the finished record, and finalize or kill every greenlet whose
+/// last handle went while that was not possible (and those other threads
+/// sent). The running greenlet stays deferred until it switches away.
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+pub(crate) unsafe fn do_pending_work(ts: *mut ThreadState) {
+    // SAFETY: the caller's `ts` is live; each access is short, none spans
+    // the user code run by `finalize_or_kill`.
+    unsafe {
+        drop((*ts).retiring.take());
+        if ThreadState::link(ts).has_mail.load(Ordering::Acquire) {
+            let mail = {
+                let mut inbox = ThreadState::link(ts).inbox.lock();
+                ThreadState::link(ts)
+                    .has_mail
+                    .store(false, Ordering::Release);
+                mem::take(&mut *inbox)
+            };
+            (*ts).deferred.extend(mail);
+        }
+        let mut kept = Vec::new();
+        loop {
+            let batch = mem::take(&mut (*ts).deferred);
+            if batch.is_empty() {
+                break;
+            }
+            for core in batch {
+                if Arc::as_ptr(&core) == (*ts).current {
+                    kept.push(core);
+                } else {
+                    finalize_or_kill(ts, &core);
+                }
+            }
+        }
+        (*ts).deferred = kept;
+        (*ts).work =
+            (*ts).retiring.is_some() || (*ts).trace_pending.is_some() || !(*ts).deferred.is_empty();
+    }
+}
+
+/// The body every greenlet's coroutine runs.
+fn root(core_ptr: *const Core, yielder: &Yielder<usize, usize>) -> usize {
+    // SAFETY: the dispatcher resumed this coroutine on its owner thread, so
+    // the state exists and `core_ptr` is the live record of the current
+    // greenlet (kept by the registry); accesses to its `local` are short.
+    unsafe {
+        let Some(ts) = thread_state::existing_state() else {
+            return TO_MAIN;
+        };
+        let core = &*core_ptr;
+        let local = core.local();
+        (*local).yielder = yielder;
+        core.mark(STARTED);
+        let payload = take_and_settle(ts);
+        let run = (*local).run.take();
+        let result = match (payload, run) {
+            (Ok(value), Some(run)) => match catch_unwind(AssertUnwindSafe(move || run(value))) {
+                Ok(result) => result,
+                Err(panic) => {
+                    if (*ts).unwinding == core_ptr {
+                        // corosensei's forced unwind: let it reach its root.
+                        resume_unwind(panic);
+                    }
+                    Err(GreenletError::Panic {
+                        greenlet: core.label(),
+                        message: panic_message(&*panic),
+                    })
+                }
+            },
+            (Err(err), run) => {
+                drop_quietly(run, core);
+                Err(err)
+            }
+            (Ok(value), None) => Ok(value),
+        };
+        finish(ts, core_ptr, result)
+    }
+}
+
+/// Drop a value whose destructor is user code, reporting a panic.
+fn drop_quietly<T>(value: T, core: &Core) {
+    if let Err(panic) = catch_unwind(AssertUnwindSafe(move || drop(value))) {
+        eprintln!(
+            "greenlet: dropping the closure of {} panicked: {}",
+            core.label(),
+            panic_message(&*panic)
+        );
+    }
+}
+
+/// A greenlet's run ended with `result`: find who receives it, mark the
+/// greenlet dead, and return the word that tells the dispatcher where to go.
+///
+/// # Safety
+/// Runs at the end of `root`, on the greenlet's own stack.
+unsafe fn finish(
+    ts: *mut ThreadState,
+    core_ptr: *const Core,
+    result: Result<Value, GreenletError>,
+) -> usize {
+    // SAFETY: as in `root`.
+    unsafe {
+        let core = &*core_ptr;
+        let local = core.local();
+        let payload = match result {
+            Err(GreenletError::GreenletExit(value)) => Ok(exit_value(value)),
+            other => other,
+        };
+        let start = match (*local).return_to.take() {
+            Some(killer) if killer.flags() & DEAD == 0 => killer,
+            _ => core
+                .parent_core()
+                .unwrap_or_else(|| Arc::clone(&(*ts).main)),
+        };
+        // May run user code (closures of unstarted ancestors being dropped);
+        // nothing after it does.
+        let (dest, payload) = match resolve(ts, start, payload, false) {
+            Resolved::Go(dest, payload) => (dest, payload),
+            Resolved::Back(payload) => (Arc::as_ptr(&(*ts).main), payload),
+        };
+        core.mark(DEAD);
+        let me = (*ts).registry.try_remove((*local).key);
+        if core.handles() == 0 {
+            if let Some(me) = &me {
+                // Finalized in the next context, not on this dying stack.
+                (*ts).deferred.push(Arc::clone(me));
+            }
+        }
+        drop(mem::replace(&mut (*ts).retiring, me));
+        (*ts).work = true;
+        if trace::active(ts) {
+            (*ts).trace_pending = Some((Kind::of(&payload), (*ts).current_arc()));
+        }
+        (*ts).slot = Some(payload);
+        if dest == Arc::as_ptr(&(*ts).main) {
+            TO_MAIN
+        } else {
+            dest as usize
+        }
+    }
+}
+
+/// An unstarted greenlet dies without running: its closure is dropped.
+///
+/// # Safety
+/// `ts` is live and `core` is an unstarted greenlet of its thread.
+unsafe fn kill_unstarted(ts: *mut ThreadState, core: &Arc<Core>) {
+    // SAFETY: owner thread; short accesses; the closure's destructor runs
+    // after the bookkeeping, with no borrow held.
+    unsafe {
+        let local = core.local();
+        let run = (*local).run.take();
+        let co = (*local).co.take();
+        let stack = (*local).stack.take();
+        core.mark(DEAD);
+        let me = (*ts).registry.try_remove((*local).key);
+        drop(co);
+        drop(stack);
+        drop_quietly(run, core);
+        drop(me);
+    }
+}
+
+/// Kill `core` with control coming back here (`Greenlet::kill`).
+///
+/// # Safety
+/// `ts` is the calling thread's live state and owns `core`.
+pub(crate) unsafe fn kill(ts: *mut ThreadState, core: &Arc<Core>) -> Result<(), GreenletError> {
+    // SAFETY: guaranteed by the caller; short accesses.
+    unsafe {
+        let flags = core.flags();
+        if flags & DEAD != 0 {
+            return Ok(());
+        }
+        if flags & MAIN != 0 {
+            return transfer(ts, core, Err(GreenletError::exit()), Kind::Throw).map(drop);
+        }
+        if flags & STARTED == 0 {
+            kill_unstarted(ts, core);
+            return Ok(());
+        }
+        if Arc::as_ptr(core) == (*ts).current {
+            // Killing yourself: the exit is raised right here.
+            return Err(GreenletError::exit());
+        }
+        (*core.local()).return_to = Some((*ts).current_arc());
+        let result = transfer(ts, core, Err(GreenletError::exit()), Kind::Throw);
+        if core.flags() & DEAD != 0 {
+            result.map(drop)
+        } else {
+            drop((*core.local()).return_to.take());
+            Err(GreenletError::KillIgnored {
+                greenlet: core.label(),
+            })
+        }
+    }
+}
+
+/// `Greenlet::kill` from the API.
+pub(crate) fn kill_from_api(core: &Arc<Core>) -> Result<(), GreenletError> {
+    let ts = check_owner(core)?;
+    // SAFETY: `ts` is this thread's live state and owns `core`.
+    unsafe {
+        check_mail(ts);
+        kill(ts, core)
+    }
+}
+
+/// The last handle of `core` was dropped (on any thread).
+pub(crate) fn last_handle_gone(core: &Arc<Core>) {
+    let flags = core.flags();
+    if flags & MAIN != 0 {
+        // Main greenlets are finalized when their thread exits.
+        return;
+    }
+    if let Some(ts) = thread_state::existing_state() {
+        // SAFETY: `ts` is this thread's live state; short reads.
+        let owner = unsafe { ptr::eq(Arc::as_ptr(&core.thread), Arc::as_ptr(&(*ts).link)) };
+        if owner {
+            // SAFETY: as above; `core` belongs to this thread.
+            unsafe {
+                if Arc::as_ptr(core) == (*ts).current {
+                    // Running: killed once it switches away.
+                    (*ts).deferred.push(Arc::clone(core));
+                    (*ts).work = true;
+                } else {
+                    finalize_or_kill(ts, core);
+                }
+            }
+            return;
+        }
+    }
+    if flags & DEAD != 0 {
+        core.finalize();
+    } else if let Err(core) = core.thread.post(Arc::clone(core)) {
+        // Its thread exited, and unwound it: only the finalizers are left.
+        core.finalize();
+    }
+}
+
+/// Deal with a greenlet of this thread that has no handle left.
+///
+/// # Safety
+/// `ts` is the calling thread's live state and owns `core`, which is not
+/// the current greenlet.
+unsafe fn finalize_or_kill(ts: *mut ThreadState, core: &Arc<Core>) {
+    if core.handles() > 0 {
+        return; // a handle was made again meanwhile
+    }
+    let flags = core.flags();
+    if flags & MAIN != 0 || flags & LEAKED != 0 {
+        return;
+    }
+    if flags & DEAD == 0 {
+        if flags & STARTED == 0 {
+            // SAFETY: guaranteed by the caller.
+            unsafe { kill_unstarted(ts, core) };
+        } else {
+            // SAFETY: guaranteed by the caller.
+            let result = unsafe { kill(ts, core) };
+            if core.flags() & DEAD == 0 {
+                core.mark(LEAKED);
+                eprintln!(
+                    "greenlet: GreenletExit did not kill {} (its last handle was dropped): it caught \
+                     the exit and switched away; leaking it until its thread exits",
+                    core.label()
+                );
+                return;
+            }
+            if let Err(err) = result {
+                if !err.is_exit() {
+                    eprintln!(
+                        "greenlet: {} ended with an error while being killed: {err}",
+                        core.label()
+                    );
+                }
+            }
+        }
+    }
+    if core.handles() == 0 {
+        core.finalize();
+    }
+}
+
+/// Last resort at thread exit: unwind `core`'s stack with corosensei's
+/// forced unwind (its destructors run), then retire it.
+///
+/// # Safety
+/// `ts` is the calling thread's live state, the main greenlet is current,
+/// and `core` belongs to this thread.
+pub(crate) unsafe fn force_unwind(ts: *mut ThreadState, core: &Arc<Core>) {
+    // SAFETY: guaranteed by the caller; `co` is borrowed only for the unwind.
+    unsafe {
+        let flags = core.flags();
+        if flags & DEAD != 0 {
+            return;
+        }
+        let local = core.local();
+        if flags & STARTED == 0 || (*local).co.is_none() {
+            kill_unstarted(ts, core);
+            return;
+        }
+        let previous = (*ts).current;
+        (*ts).current = Arc::as_ptr(core);
+        (*ts).unwinding = Arc::as_ptr(core);
+        if let Some(co) = (*local).co.as_mut() {
+            stack::running((*local).stack.as_ref());
+            if catch_unwind(AssertUnwindSafe(|| co.force_unwind())).is_err() {
+                eprintln!("greenlet: unwinding {} raised a panic", core.label());
+            }
+            stack::running(None);
+        }
+        (*ts).current = previous;
+        (*ts).unwinding = ptr::null();
+        // If its code caught the unwind and finished, `finish` left these.
+        drop((*ts).slot.take());
+        drop((*ts).trace_pending.take());
+        core.mark(DEAD);
+        let co = (*local).co.take();
+        let stack = (*local).stack.take();
+        if co.as_ref().is_some_and(|co| !co.done()) {
+            eprintln!(
+                "greenlet: {} kept running while being unwound at thread exit; leaking its stack",
+                core.label()
+            );
+            mem::forget(co);
+            mem::forget(stack);
+        } else {
+            drop(co);
+            drop(stack);
+        }
+        drop((*ts).registry.try_remove((*local).key));
+        do_pending_work(ts);
+    }
+}

@@ -1,0 +1,194 @@
+//! [`GreenletError`]: the one error type of the greenlet API, and
+//! [`GreenletExit`], the value a killed greenlet leaves to its parent.
+//!
+//! Owns the variants and their messages; uses [`Value`] for the payload a
+//! `GreenletExit` may carry.
+
+use std::error::Error;
+
+use super::value::Value;
+
+/// The value a greenlet's parent receives when the greenlet ended by
+/// `GreenletExit` carrying no value of its own (for example after
+/// [`Greenlet::kill`](crate::Greenlet::kill), or a `throw` into a dead
+/// greenlet).
+///
+/// # Example
+/// ```
+/// use greenlet::{Greenlet, GreenletError, GreenletExit};
+///
+/// let g = Greenlet::new(|_| Err(GreenletError::GreenletExit(None)));
+/// let v = g.switch(()).unwrap(); // GreenletExit is a normal result
+/// assert!(v.is::<GreenletExit>());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GreenletExit;
+
+/// Everything that can go wrong in a greenlet operation, plus the two ways a
+/// greenlet's code ends abnormally (an error it returns, a panic).
+///
+/// # Example
+/// ```
+/// use greenlet::{Greenlet, GreenletError};
+///
+/// let g = Greenlet::new(|_| Err(GreenletError::user("disk full")));
+/// let err = g.switch(()).unwrap_err(); // raised in the parent's switch
+/// assert_eq!(err.to_string(), "disk full");
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GreenletError {
+    /// Python's `GreenletExit`: asks a greenlet to finish. A greenlet whose
+    /// run returns it ends normally: its parent receives the carried value,
+    /// or [`GreenletExit`] when there is none.
+    #[error("GreenletExit: the greenlet was asked to exit (propagate it with `?` to finish)")]
+    GreenletExit(Option<Value>),
+
+    /// An error from the greenlet's own code.
+    #[error(transparent)]
+    User(Box<dyn Error + Send + Sync + 'static>),
+
+    /// The greenlet's code panicked; the panic was caught at its root and
+    /// raised in its parent's pending switch.
+    #[error("greenlet '{greenlet}' panicked: {message}")]
+    Panic {
+        /// The greenlet whose code (or trace hook) panicked.
+        greenlet: String,
+        /// The panic message, if it was a string.
+        message: String,
+    },
+
+    /// The target greenlet belongs to another (live) thread.
+    #[error(
+        "Cannot switch to a different thread: current greenlet {current} on thread {current_thread}, \
+         target greenlet {target} belongs to thread {target_thread}; switch to (or throw into, or \
+         re-parent) a greenlet only from the thread that created it"
+    )]
+    WrongThread {
+        /// The greenlet running where the call was made.
+        current: String,
+        /// The thread where the call was made.
+        current_thread: String,
+        /// The greenlet asked for.
+        target: String,
+        /// The thread it belongs to.
+        target_thread: String,
+    },
+
+    /// The target greenlet belonged to a thread that has exited.
+    #[error(
+        "cannot switch to a different thread (which happens to have exited): greenlet {target} \
+         belonged to thread {target_thread}, whose greenlets were unwound when it exited"
+    )]
+    ThreadExited {
+        /// The greenlet asked for.
+        target: String,
+        /// The thread it belonged to.
+        target_thread: String,
+    },
+
+    /// [`Value::downcast`] was asked for the wrong type.
+    #[error("expected a value of type {expected}, but the switch carried a {found}")]
+    TypeMismatch {
+        /// The type asked for.
+        expected: &'static str,
+        /// The type held.
+        found: &'static str,
+    },
+
+    /// `set_parent` would have made the parent chain loop.
+    #[error(
+        "cyclic parent chain: {greenlet} is already an ancestor of {parent}, so {parent} cannot \
+         become its parent; pick a parent outside its descendants"
+    )]
+    ParentCycle {
+        /// The greenlet being re-parented.
+        greenlet: String,
+        /// The parent that was refused.
+        parent: String,
+    },
+
+    /// The proposed parent belongs to another thread.
+    #[error(
+        "parent cannot be on a different thread: {greenlet} belongs to thread {thread} but the \
+         proposed parent {parent} belongs to thread {parent_thread}"
+    )]
+    ParentOnOtherThread {
+        /// The greenlet being created or re-parented.
+        greenlet: String,
+        /// Its thread.
+        thread: String,
+        /// The parent that was refused.
+        parent: String,
+        /// The parent's thread.
+        parent_thread: String,
+    },
+
+    /// Main greenlets are the roots of their thread's tree.
+    #[error("{greenlet} is a main greenlet and cannot have a parent")]
+    MainCannotHaveParent {
+        /// The main greenlet.
+        greenlet: String,
+    },
+
+    /// [`Greenlet::kill`](crate::Greenlet::kill) threw `GreenletExit` but the
+    /// greenlet caught it and switched away instead of finishing.
+    #[error(
+        "GreenletExit did not kill {greenlet}: it caught the exit and switched away; make it \
+         propagate GreenletExit (with `?`) to let it finish"
+    )]
+    KillIgnored {
+        /// The greenlet that survived.
+        greenlet: String,
+    },
+
+    /// No stack could be mapped for the greenlet.
+    #[error("could not allocate a {size}-byte stack for {greenlet}: {source}; lower the stack size or the number of live greenlets")]
+    StackAllocation {
+        /// The greenlet that could not start.
+        greenlet: String,
+        /// The requested stack size.
+        size: usize,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl GreenletError {
+    /// A user error from any error value or message.
+    ///
+    /// ```
+    /// let e = greenlet::GreenletError::user("bad input");
+    /// assert_eq!(e.to_string(), "bad input");
+    /// ```
+    pub fn user(err: impl Into<Box<dyn Error + Send + Sync + 'static>>) -> GreenletError {
+        GreenletError::User(err.into())
+    }
+
+    /// The `GreenletExit` error with no value.
+    ///
+    /// ```
+    /// assert!(greenlet::GreenletError::exit().is_exit());
+    /// ```
+    pub fn exit() -> GreenletError {
+        GreenletError::GreenletExit(None)
+    }
+
+    /// Whether this is `GreenletExit`.
+    pub fn is_exit(&self) -> bool {
+        matches!(self, GreenletError::GreenletExit(_))
+    }
+}
+
+impl From<Box<dyn Error + Send + Sync + 'static>> for GreenletError {
+    fn from(err: Box<dyn Error + Send + Sync + 'static>) -> Self {
+        GreenletError::User(err)
+    }
+}
+
+impl From<std::io::Error> for GreenletError {
+    fn from(err: std::io::Error) -> Self {
+        GreenletError::User(Box::new(err))
+    }
+}

@@ -1,0 +1,748 @@
+//! [`Greenlet`] handles and the shared greenlet record behind them.
+//!
+//! Owns [`Core`] (identity, observable flags, parent link, finalizers, and
+//! the owner-only part: the `run` closure, the coroutine and its stack), the
+//! handle count that drives kill-on-drop, [`Greenlet`], [`GreenletBuilder`]
+//! and [`getcurrent`]. Uses the dispatcher for every switch and the thread
+//! state for ownership checks.
+
+use std::cell::UnsafeCell;
+use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use corosensei::Yielder;
+use parking_lot::Mutex;
+
+use super::dispatch::{self, Co, Kind};
+use super::error::{GreenletError, GreenletExit};
+use super::stack::{PooledStack, DEFAULT_STACK_SIZE};
+use super::thread_state::{self, ThreadLink, ThreadState};
+use super::value::Value;
+
+pub(crate) const STARTED: u8 = 1;
+pub(crate) const DEAD: u8 = 2;
+pub(crate) const MAIN: u8 = 4;
+/// Ignored a kill on drop; left suspended until its thread exits.
+pub(crate) const LEAKED: u8 = 8;
+
+/// A callback run when a greenlet is finalized.
+pub(crate) type Finalizer = Box<dyn FnOnce() + Send + 'static>;
+
+/// The body of a greenlet.
+pub(crate) type Run = Box<dyn FnOnce(Value) -> Result<Value, GreenletError> + 'static>;
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// How many greenlet records (main greenlets included) exist in the process:
+/// a greenlet's record lives while a handle, a child, or its thread's
+/// registry refers to it. For leak checks.
+///
+/// # Example
+/// ```
+/// let g = greenlet::Greenlet::new(|v| Ok(v));
+/// assert!(greenlet::live_greenlets() >= 1);
+/// drop(g);
+/// ```
+pub fn live_greenlets() -> usize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+/// The owner-thread-only part of a greenlet.
+pub(crate) struct Local {
+    pub(crate) run: Option<Run>,
+    /// Declared before `stack`: the coroutine runs on it.
+    pub(crate) co: Option<Co>,
+    pub(crate) stack: Option<PooledStack>,
+    pub(crate) yielder: *const Yielder<usize, usize>,
+    /// Where the result goes instead of the parent (the killer).
+    pub(crate) return_to: Option<Arc<Core>>,
+    /// Key in the owner's registry.
+    pub(crate) key: usize,
+    pub(crate) stack_size: usize,
+}
+
+/// The record shared by every handle of one greenlet.
+pub(crate) struct Core {
+    id: u64,
+    name: Option<Box<str>>,
+    /// Live [`Greenlet`] handles (not counting internal references).
+    handles: AtomicUsize,
+    flags: AtomicU8,
+    pub(crate) thread: Arc<ThreadLink>,
+    parent: Mutex<Option<Greenlet>>,
+    /// `None` once finalized.
+    finalizers: Mutex<Option<Vec<Finalizer>>>,
+    local: UnsafeCell<Local>,
+}
+
+// SAFETY: everything but `local` is Send + Sync. `local` (which holds the
+// non-Send `run` closure and coroutine) is only accessed on the owner thread:
+// every access goes through `Core::local`, whose callers first check that the
+// calling thread owns the greenlet (or run inside that thread's dispatcher).
+// It is emptied on the owner thread before the greenlet leaves the owner's
+// registry, and the registry holds a reference until then, so the record can
+// only be dropped elsewhere with an empty `local` (`Drop for Core` leaks it
+// otherwise rather than drop it on the wrong thread).
+unsafe impl Send for Core {}
+// SAFETY: see the `Send` impl: shared access from other threads never reaches
+// `local`.
+unsafe impl Sync for Core {}
+
+impl Core {
+    fn new(
+        name: Option<Box<str>>,
+        flags: u8,
+        thread: Arc<ThreadLink>,
+        parent: Option<Greenlet>,
+        local: Local,
+    ) -> Core {
+        LIVE.fetch_add(1, Ordering::Relaxed);
+        Core {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            name,
+            handles: AtomicUsize::new(0),
+            flags: AtomicU8::new(flags),
+            thread,
+            parent: Mutex::new(parent),
+            finalizers: Mutex::new(Some(Vec::new())),
+            local: UnsafeCell::new(local),
+        }
+    }
+
+    pub(crate) fn new_main(thread: Arc<ThreadLink>) -> Arc<Core> {
+        let local = Local {
+            run: None,
+            co: None,
+            stack: None,
+            yielder: std::ptr::null(),
+            return_to: None,
+            key: usize::MAX,
+            stack_size: 0,
+        };
+        let dead = if thread.alive.load(Ordering::Relaxed) {
+            0
+        } else {
+            DEAD
+        };
+        Arc::new(Core::new(None, STARTED | MAIN | dead, thread, None, local))
+    }
+
+    /// The owner-only part.
+    ///
+    /// # Safety
+    /// The caller runs on the owner thread and holds no other reference
+    /// into the same fields across user code or a stack switch.
+    #[inline]
+    pub(crate) unsafe fn local(&self) -> *mut Local {
+        self.local.get()
+    }
+
+    #[inline]
+    pub(crate) fn flags(&self) -> u8 {
+        self.flags.load(Ordering::Acquire)
+    }
+
+    #[inline]
+    pub(crate) fn mark(&self, flag: u8) {
+        self.flags.fetch_or(flag, Ordering::AcqRel);
+    }
+
+    pub(crate) fn is_leaked(&self) -> bool {
+        self.flags() & LEAKED != 0
+    }
+
+    pub(crate) fn handles(&self) -> usize {
+        self.handles.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn name(&self) -> String {
+        match &self.name {
+            Some(name) => name.to_string(),
+            None if self.flags() & MAIN != 0 => "main".into(),
+            None => format!("greenlet-{}", self.id),
+        }
+    }
+
+    /// `'name' (id N)`, for messages.
+    pub(crate) fn label(&self) -> String {
+        format!("'{}' (id {})", self.name(), self.id)
+    }
+
+    pub(crate) fn parent_core(&self) -> Option<Arc<Core>> {
+        self.parent.lock().as_ref().map(|p| Arc::clone(&p.core))
+    }
+
+    /// Take the finalizers, marking the greenlet finalized.
+    pub(crate) fn take_finalizers(&self) -> Vec<Finalizer> {
+        self.finalizers.lock().take().unwrap_or_default()
+    }
+
+    /// Run the finalizers now (once).
+    pub(crate) fn finalize(&self) {
+        let finalizers = self.take_finalizers();
+        if !finalizers.is_empty() {
+            run_finalizers(finalizers, &self.label());
+        }
+    }
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Ordering::Relaxed);
+        let local = self.local.get_mut();
+        if local.run.is_some() || local.co.is_some() {
+            // Unreachable by the registry invariant (see the Send impl); if it
+            // ever happens, leaking is the only sound choice on an unknown thread.
+            std::mem::forget(local.run.take());
+            std::mem::forget(local.co.take());
+            std::mem::forget(local.stack.take());
+        }
+    }
+}
+
+/// Run finalizers, each isolated: a panicking one is reported and the others
+/// still run; the first panic is then re-raised for the caller to count.
+pub(crate) fn run_finalizers(finalizers: Vec<Finalizer>, label: &str) {
+    let mut first_panic = None;
+    for finalizer in finalizers {
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(finalizer)) {
+            eprintln!(
+                "greenlet: a finalizer of {label} panicked: {}",
+                panic_message(&*payload)
+            );
+            first_panic.get_or_insert(payload);
+        }
+    }
+    if let Some(payload) = first_panic {
+        std::panic::resume_unwind(payload);
+    }
+}
+
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "<non-string panic payload>".into()
+    }
+}
+
+/// A handle to a greenlet: a cheap, clonable, `Send + Sync` reference.
+///
+/// Any thread may hold handles and observe the greenlet ([`is_dead`](Self::is_dead),
+/// [`id`](Self::id), [`name`](Self::name)); only the thread that created it
+/// may switch to it, throw into it or re-parent it (other threads get
+/// [`GreenletError::WrongThread`] or [`GreenletError::ThreadExited`]).
+///
+/// When the last handle of a started, unfinished greenlet is dropped, the
+/// greenlet is killed: synchronously on its own thread (control comes back
+/// to the code that dropped it, and its locals' destructors have run), or at
+/// its thread's next greenlet operation when dropped on another thread.
+/// Children hold their parent, and the running greenlet is never killed
+/// until it switches away.
+///
+/// # Example
+/// ```
+/// use greenlet::{getcurrent, Greenlet};
+///
+/// let main = getcurrent();
+/// let child = Greenlet::new(move |v| {
+///     let n = v.downcast::<i32>()?;
+///     let back = main.switch(n + 1)?; // suspend, sending n + 1 to main
+///     Ok(back) // finishing sends `back` to the parent (main)
+/// });
+/// assert_eq!(child.switch(41).unwrap().downcast::<i32>().unwrap(), 42);
+/// assert!(child.is_active());
+/// assert_eq!(child.switch("bye").unwrap().downcast::<&str>().unwrap(), "bye");
+/// assert!(child.is_dead());
+/// ```
+pub struct Greenlet {
+    core: Arc<Core>,
+}
+
+impl Greenlet {
+    /// A handle from an internal reference.
+    #[inline]
+    pub(crate) fn from_core(core: Arc<Core>) -> Greenlet {
+        core.handles.fetch_add(1, Ordering::Relaxed);
+        Greenlet { core }
+    }
+
+    /// A new greenlet that will run `run` with the value of the first switch
+    /// into it. Its parent is the current greenlet; its stack has
+    /// [`DEFAULT_STACK_SIZE`](crate::DEFAULT_STACK_SIZE) bytes and is
+    /// taken when it starts.
+    ///
+    /// `run` returns the value for the parent's pending switch, or an error
+    /// raised there (`GreenletExit` counts as a normal end).
+    ///
+    /// ```
+    /// let g = greenlet::Greenlet::new(|v| Ok(v.downcast::<i32>()? * 2));
+    /// assert_eq!(g.switch(21).unwrap().downcast::<i32>().unwrap(), 42);
+    /// ```
+    pub fn new<F>(run: F) -> Greenlet
+    where
+        F: FnOnce(Value) -> Result<Value, GreenletError> + 'static,
+    {
+        match thread_state::state() {
+            // SAFETY: `ts` is this thread's live state.
+            Some(ts) => unsafe { spawn_in(ts, Box::new(run), None, None, DEFAULT_STACK_SIZE) },
+            None => dead_on_arrival(None),
+        }
+    }
+
+    /// Configure a greenlet before creating it.
+    ///
+    /// ```
+    /// let g = greenlet::Greenlet::builder()
+    ///     .name("worker")
+    ///     .stack_size(64 * 1024)
+    ///     .spawn(|v| Ok(v))
+    ///     .unwrap();
+    /// assert_eq!(g.name(), "worker");
+    /// ```
+    pub fn builder() -> GreenletBuilder {
+        GreenletBuilder {
+            parent: None,
+            stack_size: DEFAULT_STACK_SIZE,
+            name: None,
+        }
+    }
+
+    /// Switch to this greenlet, sending `value`; returns what the next switch
+    /// back to the caller carries (or the error thrown into it).
+    ///
+    /// Unstarted: runs it with `value`. Suspended: its pending `switch`
+    /// returns `value`. Dead: the value goes to its nearest live ancestor.
+    /// The current greenlet: returns `value` at once.
+    ///
+    /// # Errors
+    /// Whatever a greenlet raises into the caller (an error or panic of a
+    /// child that ends, a `throw`); [`GreenletError::WrongThread`] /
+    /// [`GreenletError::ThreadExited`] for another thread's greenlet;
+    /// [`GreenletError::StackAllocation`] if it could not start.
+    ///
+    /// ```
+    /// let me = greenlet::getcurrent();
+    /// assert_eq!(me.switch(7).unwrap().downcast::<i32>().unwrap(), 7);
+    /// ```
+    #[inline]
+    pub fn switch(&self, value: impl Into<Value>) -> Result<Value, GreenletError> {
+        dispatch::send(&self.core, Ok(value.into()), Kind::Switch)
+    }
+
+    /// Raise `err` in this greenlet: its pending `switch` returns `Err(err)`.
+    ///
+    /// Unstarted: it dies without running and `err` goes up its parent
+    /// chain. Dead: `GreenletExit` comes straight back as a value, other
+    /// errors go to its nearest live ancestor.
+    ///
+    /// # Errors
+    /// As for [`switch`](Self::switch): whatever comes back to the caller.
+    ///
+    /// ```
+    /// use greenlet::{Greenlet, GreenletError};
+    ///
+    /// let g = Greenlet::new(|_| {
+    ///     let main = greenlet::getcurrent().parent().unwrap();
+    ///     match main.switch(()) {
+    ///         Err(e) => Ok(format!("caught: {e}").into()),
+    ///         Ok(_) => Ok("no error".into()),
+    ///     }
+    /// });
+    /// g.switch(()).unwrap();
+    /// let v = g.throw(GreenletError::user("boom")).unwrap();
+    /// assert_eq!(v.downcast::<String>().unwrap(), "caught: boom");
+    /// ```
+    pub fn throw(&self, err: GreenletError) -> Result<Value, GreenletError> {
+        dispatch::send(&self.core, Err(err), Kind::Throw)
+    }
+
+    /// Kill this greenlet: throw `GreenletExit` into it and let it run to
+    /// its end, with control coming back to the caller (not to its parent).
+    /// Unstarted: it dies without running. Dead: nothing happens.
+    ///
+    /// # Errors
+    /// [`GreenletError::KillIgnored`] if it caught the exit and switched
+    /// back instead of finishing; the error it ended with if it turned the
+    /// exit into another error; the thread errors of [`switch`](Self::switch).
+    ///
+    /// ```
+    /// use std::rc::Rc;
+    /// let token = Rc::new(());
+    /// let held = Rc::clone(&token);
+    /// let g = greenlet::Greenlet::new(move |_| {
+    ///     let _keep = held;
+    ///     greenlet::getcurrent().parent().unwrap().switch(())?;
+    ///     Ok(().into())
+    /// });
+    /// g.switch(()).unwrap();
+    /// assert_eq!(Rc::strong_count(&token), 2);
+    /// g.kill().unwrap();
+    /// assert!(g.is_dead());
+    /// assert_eq!(Rc::strong_count(&token), 1); // its locals were dropped
+    /// ```
+    pub fn kill(&self) -> Result<(), GreenletError> {
+        dispatch::kill_from_api(&self.core)
+    }
+
+    /// Whether it has finished (or was killed). A main greenlet is dead once
+    /// its thread has exited.
+    #[inline]
+    pub fn is_dead(&self) -> bool {
+        self.core.flags() & DEAD != 0
+    }
+
+    /// Whether it has been switched into (main greenlets always have).
+    #[inline]
+    pub fn is_started(&self) -> bool {
+        self.core.flags() & STARTED != 0
+    }
+
+    /// Started and not dead (Python's `bool(g)`).
+    ///
+    /// ```
+    /// let g = greenlet::Greenlet::new(|v| Ok(v));
+    /// assert!(!g.is_active());
+    /// g.switch(()).unwrap();
+    /// assert!(!g.is_active() && g.is_dead());
+    /// ```
+    #[inline]
+    pub fn is_active(&self) -> bool {
+        self.core.flags() & (STARTED | DEAD) == STARTED
+    }
+
+    /// Whether it is a thread's main greenlet.
+    ///
+    /// ```
+    /// assert!(greenlet::getcurrent().is_main());
+    /// ```
+    #[inline]
+    pub fn is_main(&self) -> bool {
+        self.core.flags() & MAIN != 0
+    }
+
+    /// A process-unique id.
+    #[inline]
+    pub fn id(&self) -> u64 {
+        self.core.id
+    }
+
+    /// Its name: the one given to the builder, `main` for a main greenlet,
+    /// else `greenlet-<id>`.
+    pub fn name(&self) -> String {
+        self.core.name()
+    }
+
+    /// Its parent (`None` for a main greenlet).
+    ///
+    /// ```
+    /// let main = greenlet::getcurrent();
+    /// let g = greenlet::Greenlet::new(|v| Ok(v));
+    /// assert_eq!(g.parent(), Some(main));
+    /// ```
+    pub fn parent(&self) -> Option<Greenlet> {
+        self.core.parent.lock().clone()
+    }
+
+    /// Make `parent` this greenlet's parent (where its result goes).
+    ///
+    /// # Errors
+    /// [`GreenletError::MainCannotHaveParent`],
+    /// [`GreenletError::ParentCycle`] if `parent` descends from this
+    /// greenlet, [`GreenletError::ParentOnOtherThread`], and the thread
+    /// errors when called from another thread than the greenlet's.
+    ///
+    /// ```
+    /// use greenlet::{Greenlet, GreenletError};
+    /// let a = Greenlet::new(|v| Ok(v));
+    /// let b = Greenlet::new(|v| Ok(v));
+    /// b.set_parent(&a).unwrap();
+    /// assert!(matches!(a.set_parent(&b), Err(GreenletError::ParentCycle { .. })));
+    /// ```
+    pub fn set_parent(&self, parent: &Greenlet) -> Result<(), GreenletError> {
+        dispatch::check_owner(&self.core)?;
+        if self.is_main() {
+            return Err(GreenletError::MainCannotHaveParent {
+                greenlet: self.core.label(),
+            });
+        }
+        if !Arc::ptr_eq(&self.core.thread, &parent.core.thread) {
+            return Err(parent_thread_error(&self.core, &parent.core));
+        }
+        let mut ancestor = Some(Arc::clone(&parent.core));
+        while let Some(a) = ancestor {
+            if Arc::ptr_eq(&a, &self.core) {
+                return Err(GreenletError::ParentCycle {
+                    greenlet: self.core.label(),
+                    parent: parent.core.label(),
+                });
+            }
+            ancestor = a.parent_core();
+        }
+        let old = self.core.parent.lock().replace(parent.clone());
+        drop(old);
+        Ok(())
+    }
+
+    /// Run `callback` when this greenlet is finalized, like a Python weakref
+    /// callback: when it is dead and its last handle goes, or when its
+    /// thread exits while it is still alive (main greenlets: when their
+    /// thread exits, through the thread's cleanup queue). Registered on an
+    /// already finalized greenlet, `callback` runs at once.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use std::sync::Arc;
+    /// let ran = Arc::new(AtomicBool::new(false));
+    /// let g = greenlet::Greenlet::new(|v| Ok(v));
+    /// let flag = Arc::clone(&ran);
+    /// g.on_finalize(move || flag.store(true, Ordering::SeqCst));
+    /// g.switch(()).unwrap();
+    /// assert!(!ran.load(Ordering::SeqCst)); // dead, but a handle remains
+    /// drop(g);
+    /// assert!(ran.load(Ordering::SeqCst));
+    /// ```
+    pub fn on_finalize(&self, callback: impl FnOnce() + Send + 'static) {
+        let mut finalizers = self.core.finalizers.lock();
+        match finalizers.as_mut() {
+            Some(list) => list.push(Box::new(callback)),
+            None => {
+                drop(finalizers);
+                run_finalizers(vec![Box::new(callback)], &self.core.label());
+            }
+        }
+    }
+}
+
+fn parent_thread_error(child: &Core, parent: &Core) -> GreenletError {
+    GreenletError::ParentOnOtherThread {
+        greenlet: child.label(),
+        thread: child.thread.label.clone(),
+        parent: parent.label(),
+        parent_thread: parent.thread.label.clone(),
+    }
+}
+
+impl Clone for Greenlet {
+    #[inline]
+    fn clone(&self) -> Greenlet {
+        Greenlet::from_core(Arc::clone(&self.core))
+    }
+}
+
+impl Drop for Greenlet {
+    #[inline]
+    fn drop(&mut self) {
+        if self.core.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            dispatch::last_handle_gone(&self.core);
+        }
+    }
+}
+
+impl PartialEq for Greenlet {
+    fn eq(&self, other: &Greenlet) -> bool {
+        Arc::ptr_eq(&self.core, &other.core)
+    }
+}
+
+impl Eq for Greenlet {}
+
+impl std::hash::Hash for Greenlet {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.core.id.hash(state);
+    }
+}
+
+impl fmt::Debug for Greenlet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let flags = self.core.flags();
+        let state = if flags & DEAD != 0 {
+            "dead"
+        } else if flags & STARTED != 0 {
+            "active"
+        } else {
+            "unstarted"
+        };
+        f.debug_struct("Greenlet")
+            .field("id", &self.core.id)
+            .field("name", &self.core.name())
+            .field("thread", &self.core.thread.label)
+            .field("state", &state)
+            .finish()
+    }
+}
+
+/// Options for a new greenlet: see [`Greenlet::builder`].
+#[derive(Debug)]
+pub struct GreenletBuilder {
+    parent: Option<Greenlet>,
+    stack_size: usize,
+    name: Option<String>,
+}
+
+impl GreenletBuilder {
+    /// Its parent (default: the current greenlet). Must belong to the
+    /// calling thread.
+    pub fn parent(mut self, parent: &Greenlet) -> Self {
+        self.parent = Some(parent.clone());
+        self
+    }
+
+    /// Usable stack bytes (default [`DEFAULT_STACK_SIZE`](crate::DEFAULT_STACK_SIZE)).
+    pub fn stack_size(mut self, size: usize) -> Self {
+        self.stack_size = size;
+        self
+    }
+
+    /// Its name, for messages and [`Greenlet::name`].
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Create the greenlet (it starts at the first switch into it).
+    ///
+    /// # Errors
+    /// [`GreenletError::ParentOnOtherThread`] if the parent belongs to
+    /// another thread; [`GreenletError::ThreadExited`] if called while the
+    /// calling thread's greenlet state is being torn down.
+    ///
+    /// ```
+    /// let main = greenlet::getcurrent();
+    /// let outer = greenlet::Greenlet::new(|v| Ok(v));
+    /// let g = greenlet::Greenlet::builder().parent(&outer).spawn(|v| Ok(v)).unwrap();
+    /// assert_eq!(g.parent(), Some(outer));
+    /// # drop(main);
+    /// ```
+    pub fn spawn<F>(self, run: F) -> Result<Greenlet, GreenletError>
+    where
+        F: FnOnce(Value) -> Result<Value, GreenletError> + 'static,
+    {
+        let name = self.name.map(String::into_boxed_str);
+        let Some(ts) = thread_state::state() else {
+            let g = dead_on_arrival(name);
+            return Err(GreenletError::ThreadExited {
+                target: g.core.label(),
+                target_thread: g.core.thread.label.clone(),
+            });
+        };
+        if let Some(parent) = &self.parent {
+            // SAFETY: `ts` is this thread's live state; short read.
+            let link = unsafe { Arc::as_ptr(&(*ts).link) };
+            if !std::ptr::eq(Arc::as_ptr(&parent.core.thread), link) {
+                let g = dead_on_arrival(name.clone());
+                return Err(parent_thread_error(&g.core, &parent.core));
+            }
+        }
+        // SAFETY: `ts` is this thread's live state.
+        Ok(unsafe { spawn_in(ts, Box::new(run), self.parent, name, self.stack_size) })
+    }
+}
+
+/// Create a greenlet in `ts`'s thread.
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+unsafe fn spawn_in(
+    ts: *mut ThreadState,
+    run: Run,
+    parent: Option<Greenlet>,
+    name: Option<Box<str>>,
+    stack_size: usize,
+) -> Greenlet {
+    // SAFETY: `ts` is live; the accesses below are short and run no user code.
+    unsafe {
+        dispatch::check_mail(ts);
+        let parent = match parent {
+            Some(p) => p,
+            None => Greenlet::from_core((*ts).current_arc()),
+        };
+        let entry = (*ts).registry.vacant_entry();
+        let local = Local {
+            run: Some(run),
+            co: None,
+            stack: None,
+            yielder: std::ptr::null(),
+            return_to: None,
+            key: entry.key(),
+            stack_size,
+        };
+        let core = Arc::new(Core::new(
+            name,
+            0,
+            Arc::clone(&(*ts).link),
+            Some(parent),
+            local,
+        ));
+        entry.insert(Arc::clone(&core));
+        Greenlet::from_core(core)
+    }
+}
+
+/// A greenlet created where no thread state exists any more: it can never
+/// run, so it is born dead and its closure is never kept.
+fn dead_on_arrival(name: Option<Box<str>>) -> Greenlet {
+    let local = Local {
+        run: None,
+        co: None,
+        stack: None,
+        yielder: std::ptr::null(),
+        return_to: None,
+        key: usize::MAX,
+        stack_size: 0,
+    };
+    let core = Core::new(name, STARTED | DEAD, ThreadLink::exited(), None, local);
+    Greenlet::from_core(Arc::new(core))
+}
+
+/// The greenlet running on the calling thread, created (with the thread's
+/// greenlet state) on first use.
+///
+/// Called from a thread-local destructor after the thread's greenlet state
+/// was torn down, it returns a dead stand-in main greenlet.
+///
+/// # Example
+/// ```
+/// let main = greenlet::getcurrent();
+/// assert!(main.is_main() && main.is_active());
+/// let g = greenlet::Greenlet::new(|_| Ok(greenlet::Value::new(greenlet::getcurrent().id())));
+/// let id = g.switch(()).unwrap().downcast::<u64>().unwrap();
+/// assert_eq!(id, g.id());
+/// ```
+pub fn getcurrent() -> Greenlet {
+    match thread_state::state() {
+        Some(ts) => {
+            // SAFETY: `ts` is this thread's live state.
+            unsafe {
+                dispatch::check_mail(ts);
+                Greenlet::from_core((*ts).current_arc())
+            }
+        }
+        None => Greenlet::from_core(thread_state::detached_main()),
+    }
+}
+
+impl ThreadState {
+    /// A new reference to the current greenlet's record.
+    ///
+    /// # Safety
+    /// `self.current` points to a live record (kept by `main` or the registry).
+    pub(crate) unsafe fn current_arc(&self) -> Arc<Core> {
+        // SAFETY: `current` came from `Arc::as_ptr` of a record that the
+        // state keeps alive (main or registry), per the invariant above.
+        unsafe {
+            Arc::increment_strong_count(self.current);
+            Arc::from_raw(self.current)
+        }
+    }
+}
+
+/// The value a greenlet's parent receives when it ended with `GreenletExit`.
+pub(crate) fn exit_value(value: Option<Value>) -> Value {
+    value.unwrap_or_else(|| Value::new(GreenletExit))
+}

@@ -1,0 +1,199 @@
+//! Tracing: per-thread and process-wide hooks that see every switch and
+//! throw, run in the target greenlet right after the switch.
+//!
+//! Owns [`TraceEvent`], [`TraceHook`], [`settrace`], [`gettrace`] and
+//! [`set_global_trace`]. Uses the thread state (where the per-thread hook
+//! lives) and greenlet handles for the events.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::dispatch::Kind;
+use super::error::GreenletError;
+use super::greenlet::{panic_message, Core, Greenlet};
+use super::thread_state::{self, ThreadState};
+
+/// A switch or throw as a trace hook sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TraceEvent {
+    /// `origin` switched to `target`, sending a value (or finished with one).
+    Switch {
+        /// The greenlet that gave up control.
+        origin: Greenlet,
+        /// The greenlet that got it (the current one while the hook runs).
+        target: Greenlet,
+    },
+    /// `origin` threw an error into `target` (or finished with an error).
+    Throw {
+        /// The greenlet that gave up control.
+        origin: Greenlet,
+        /// The greenlet that got it (the current one while the hook runs).
+        target: Greenlet,
+    },
+}
+
+impl TraceEvent {
+    /// The greenlet that gave up control.
+    pub fn origin(&self) -> &Greenlet {
+        match self {
+            TraceEvent::Switch { origin, .. } | TraceEvent::Throw { origin, .. } => origin,
+        }
+    }
+
+    /// The greenlet that got control.
+    pub fn target(&self) -> &Greenlet {
+        match self {
+            TraceEvent::Switch { target, .. } | TraceEvent::Throw { target, .. } => target,
+        }
+    }
+}
+
+/// A trace hook. It runs in the target greenlet, right after the switch,
+/// with tracing suspended (switches it makes are not traced). If it returns
+/// an error or panics it is removed, and the error replaces the value the
+/// target receives.
+pub type TraceHook = Arc<dyn Fn(&TraceEvent) -> Result<(), GreenletError> + Send + Sync + 'static>;
+
+static GLOBAL_HOOK: Mutex<Option<TraceHook>> = Mutex::new(None);
+static GLOBAL_ON: AtomicBool = AtomicBool::new(false);
+
+/// Set the calling thread's trace hook (`None` removes it); returns the
+/// previous one.
+///
+/// # Example
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use greenlet::{settrace, Greenlet, TraceEvent, TraceHook};
+///
+/// let seen = Arc::new(Mutex::new(Vec::new()));
+/// let log = Arc::clone(&seen);
+/// let hook: TraceHook = Arc::new(move |e: &TraceEvent| {
+///     log.lock().unwrap().push(matches!(e, TraceEvent::Switch { .. }));
+///     Ok(())
+/// });
+/// assert!(settrace(Some(hook)).is_none());
+/// let g = Greenlet::new(|v| Ok(v));
+/// g.switch(()).unwrap(); // main -> g, then g -> main when it finishes
+/// settrace(None);
+/// assert_eq!(*seen.lock().unwrap(), vec![true, true]);
+/// ```
+pub fn settrace(hook: Option<TraceHook>) -> Option<TraceHook> {
+    let ts = thread_state::state()?;
+    // SAFETY: `ts` is this thread's live state; the old hook is returned,
+    // not dropped, so no user code runs during the access.
+    unsafe { std::mem::replace(&mut (*ts).trace_hook, hook) }
+}
+
+/// The calling thread's trace hook.
+///
+/// ```
+/// assert!(greenlet::gettrace().is_none());
+/// ```
+pub fn gettrace() -> Option<TraceHook> {
+    let ts = thread_state::existing_state()?;
+    // SAFETY: `ts` is this thread's live state; short read.
+    unsafe { (*ts).trace_hook.clone() }
+}
+
+/// Set the process-wide trace hook, which sees the switches of every thread
+/// (after that thread's own hook); returns the previous one.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// static SWITCHES: AtomicUsize = AtomicUsize::new(0);
+/// let previous = greenlet::set_global_trace(Some(Arc::new(|_: &greenlet::TraceEvent| {
+///     SWITCHES.fetch_add(1, Ordering::SeqCst);
+///     Ok(())
+/// })));
+/// greenlet::Greenlet::new(|v| Ok(v)).switch(()).unwrap();
+/// greenlet::set_global_trace(previous);
+/// assert!(SWITCHES.load(Ordering::SeqCst) >= 2);
+/// ```
+pub fn set_global_trace(hook: Option<TraceHook>) -> Option<TraceHook> {
+    let mut global = GLOBAL_HOOK.lock();
+    GLOBAL_ON.store(hook.is_some(), Ordering::Release);
+    std::mem::replace(&mut *global, hook)
+}
+
+/// Whether a switch must record a trace event.
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+#[inline]
+pub(crate) unsafe fn active(ts: *mut ThreadState) -> bool {
+    // SAFETY: guaranteed by the caller; short reads.
+    unsafe { !(*ts).in_trace && ((*ts).trace_hook.is_some() || GLOBAL_ON.load(Ordering::Relaxed)) }
+}
+
+/// Fire the event `origin` → current greenlet through the thread's hook,
+/// then the global one. A failing hook is removed and its error returned.
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+pub(crate) unsafe fn run_hooks(
+    ts: *mut ThreadState,
+    kind: Kind,
+    origin: Arc<Core>,
+) -> Result<(), GreenletError> {
+    // SAFETY: guaranteed by the caller; no access spans a hook call.
+    unsafe {
+        if (*ts).in_trace {
+            return Ok(());
+        }
+        let target = Greenlet::from_core((*ts).current_arc());
+        let origin = Greenlet::from_core(origin);
+        let event = match kind {
+            Kind::Switch => TraceEvent::Switch { origin, target },
+            Kind::Throw => TraceEvent::Throw { origin, target },
+        };
+        (*ts).in_trace = true;
+        let mut result = Ok(());
+        if let Some(hook) = (*ts).trace_hook.clone() {
+            if let Err(err) = call(&hook, &event) {
+                let same = (*ts)
+                    .trace_hook
+                    .as_ref()
+                    .is_some_and(|h| Arc::ptr_eq(h, &hook));
+                if same {
+                    drop((*ts).trace_hook.take());
+                }
+                result = Err(err);
+            }
+        }
+        if result.is_ok() && GLOBAL_ON.load(Ordering::Acquire) {
+            let global = GLOBAL_HOOK.lock().clone();
+            if let Some(hook) = global {
+                if let Err(err) = call(&hook, &event) {
+                    let removed = {
+                        let mut slot = GLOBAL_HOOK.lock();
+                        if slot.as_ref().is_some_and(|h| Arc::ptr_eq(h, &hook)) {
+                            GLOBAL_ON.store(false, Ordering::Release);
+                            slot.take()
+                        } else {
+                            None
+                        }
+                    };
+                    drop(removed);
+                    result = Err(err);
+                }
+            }
+        }
+        (*ts).in_trace = false;
+        drop(event);
+        result
+    }
+}
+
+fn call(hook: &TraceHook, event: &TraceEvent) -> Result<(), GreenletError> {
+    match catch_unwind(AssertUnwindSafe(|| hook(event))) {
+        Ok(result) => result,
+        Err(panic) => Err(GreenletError::Panic {
+            greenlet: format!("trace hook in {}", event.target().name()),
+            message: panic_message(&*panic),
+        }),
+    }
+}

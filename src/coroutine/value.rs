@@ -1,0 +1,335 @@
+//! [`Value`]: the dynamically typed payload that crosses a switch.
+//!
+//! Owns the inline/boxed representation and the type checks of a downcast.
+//! Uses only [`GreenletError`] for the mismatch error.
+
+use std::any::TypeId;
+use std::fmt;
+use std::marker::PhantomData;
+use std::mem::{self, ManuallyDrop, MaybeUninit};
+use std::ptr;
+
+use super::error::GreenletError;
+
+/// Inline capacity of a [`Value`]: values up to this size (and alignment at
+/// most 8) are stored without allocating.
+const INLINE_BYTES: usize = 16;
+
+type Storage = MaybeUninit<[u64; 2]>;
+
+/// What a value is: its type, and how to drop and unbox it.
+struct Meta {
+    type_id: fn() -> TypeId,
+    type_name: fn() -> &'static str,
+    /// Drops the stored object (the inline `T`, or the `Box<T>`) in place.
+    drop: unsafe fn(*mut Storage),
+    /// The storage holds a `Box<T>` rather than a `T`.
+    boxed: bool,
+}
+
+fn fits<T>() -> bool {
+    mem::size_of::<T>() <= INLINE_BYTES && mem::align_of::<T>() <= mem::align_of::<Storage>()
+}
+
+/// # Safety
+/// `storage` must hold an initialized `S`, which is dropped.
+unsafe fn drop_as<S>(storage: *mut Storage) {
+    // SAFETY: the caller guarantees the storage holds an initialized `S`.
+    unsafe { ptr::drop_in_place(storage.cast::<S>()) }
+}
+
+fn meta_of<T: 'static>() -> &'static Meta {
+    if fits::<T>() {
+        const {
+            &Meta {
+                type_id: TypeId::of::<T>,
+                type_name: std::any::type_name::<T>,
+                drop: drop_as::<T>,
+                boxed: false,
+            }
+        }
+    } else {
+        const {
+            &Meta {
+                type_id: TypeId::of::<T>,
+                type_name: std::any::type_name::<T>,
+                drop: drop_as::<Box<T>>,
+                boxed: true,
+            }
+        }
+    }
+}
+
+/// A dynamically typed value carried by a switch: any `'static` value.
+///
+/// Values of at most 16 bytes with an alignment of at most 8 (`()`, integers,
+/// `f64`, `char`, pairs of words, `Box<T>`, `&'static str`) are stored inline,
+/// so passing them never allocates; larger values (a `String`, a `Vec`) are
+/// boxed. The receiver asks for the type it expects with
+/// [`Value::downcast`] and gets [`GreenletError::TypeMismatch`], naming both
+/// types, when it guessed wrong.
+///
+/// A `Value` stays on the thread where it was made (it may hold `Rc`s), like
+/// the greenlets that pass it around.
+///
+/// # Example
+/// ```
+/// use greenlet::Value;
+///
+/// let v = Value::new(42u32);
+/// assert!(v.is::<u32>());
+/// assert_eq!(v.downcast::<u32>().unwrap(), 42);
+///
+/// let err = Value::from("text").downcast::<u32>().unwrap_err();
+/// assert!(err.to_string().contains("u32"));
+/// ```
+pub struct Value {
+    storage: Storage,
+    meta: &'static Meta,
+    /// Values may hold thread-bound data such as `Rc`.
+    _not_send: PhantomData<*const ()>,
+}
+
+impl Value {
+    /// Wrap any `'static` value.
+    ///
+    /// ```
+    /// let v = greenlet::Value::new(vec![1, 2, 3]);
+    /// assert_eq!(v.downcast::<Vec<i32>>().unwrap(), vec![1, 2, 3]);
+    /// ```
+    #[inline]
+    pub fn new<T: 'static>(value: T) -> Value {
+        let mut storage = Storage::uninit();
+        if fits::<T>() {
+            // SAFETY: `fits::<T>()` checked that `T` fits in the storage's
+            // size and alignment.
+            unsafe { storage.as_mut_ptr().cast::<T>().write(value) };
+        } else {
+            // SAFETY: a `Box<T>` is one pointer, which fits the storage.
+            unsafe { storage.as_mut_ptr().cast::<Box<T>>().write(Box::new(value)) };
+        }
+        Value {
+            storage,
+            meta: meta_of::<T>(),
+            _not_send: PhantomData,
+        }
+    }
+
+    /// The unit value `()` (what a bare `switch(())` carries).
+    #[inline]
+    pub fn unit() -> Value {
+        Value::new(())
+    }
+
+    /// Whether the value holds a `T`.
+    ///
+    /// ```
+    /// assert!(greenlet::Value::new(1.5f64).is::<f64>());
+    /// ```
+    #[inline]
+    pub fn is<T: 'static>(&self) -> bool {
+        (self.meta.type_id)() == TypeId::of::<T>()
+    }
+
+    /// The name of the held type, for messages.
+    ///
+    /// ```
+    /// assert_eq!(greenlet::Value::new(7u8).type_name(), "u8");
+    /// ```
+    pub fn type_name(&self) -> &'static str {
+        (self.meta.type_name)()
+    }
+
+    /// Whether the value was stored inline (no allocation).
+    ///
+    /// ```
+    /// assert!(greenlet::Value::new((1u64, 2u64)).is_inline());
+    /// assert!(!greenlet::Value::new([0u64; 3]).is_inline());
+    /// ```
+    pub fn is_inline(&self) -> bool {
+        !self.meta.boxed
+    }
+
+    /// Take the value out as a `T`.
+    ///
+    /// # Errors
+    /// [`GreenletError::TypeMismatch`] naming the expected and the held type
+    /// (the value is dropped).
+    ///
+    /// ```
+    /// let v = greenlet::Value::new(String::from("hi"));
+    /// assert_eq!(v.downcast::<String>().unwrap(), "hi");
+    /// ```
+    #[inline]
+    pub fn downcast<T: 'static>(self) -> Result<T, GreenletError> {
+        self.try_downcast::<T>()
+            .map_err(|value| GreenletError::TypeMismatch {
+                expected: std::any::type_name::<T>(),
+                found: value.type_name(),
+            })
+    }
+
+    /// Take the value out as a `T`, or get it back unchanged.
+    ///
+    /// ```
+    /// let v = greenlet::Value::new(3i64);
+    /// let v = v.try_downcast::<u8>().unwrap_err();
+    /// assert_eq!(v.try_downcast::<i64>().unwrap(), 3);
+    /// ```
+    #[inline]
+    pub fn try_downcast<T: 'static>(self) -> Result<T, Value> {
+        if !self.is::<T>() {
+            return Err(self);
+        }
+        let this = ManuallyDrop::new(self);
+        if this.meta.boxed {
+            // SAFETY: the type check passed and `meta.boxed` says the storage
+            // holds a `Box<T>`; `ManuallyDrop` keeps it from being dropped twice.
+            let boxed = unsafe { this.storage.as_ptr().cast::<Box<T>>().read() };
+            Ok(*boxed)
+        } else {
+            // SAFETY: the type check passed and the storage holds a `T`
+            // inline; `ManuallyDrop` keeps it from being dropped twice.
+            Ok(unsafe { this.storage.as_ptr().cast::<T>().read() })
+        }
+    }
+
+    /// Borrow the value as a `T`, if it is one.
+    ///
+    /// ```
+    /// let v = greenlet::Value::new(5u16);
+    /// assert_eq!(v.downcast_ref::<u16>(), Some(&5));
+    /// assert_eq!(v.downcast_ref::<u32>(), None);
+    /// ```
+    #[inline]
+    pub fn downcast_ref<T: 'static>(&self) -> Option<&T> {
+        if !self.is::<T>() {
+            return None;
+        }
+        if self.meta.boxed {
+            // SAFETY: the type check passed and the storage holds a `Box<T>`,
+            // borrowed for the lifetime of `self`.
+            Some(unsafe { &**self.storage.as_ptr().cast::<Box<T>>() })
+        } else {
+            // SAFETY: the type check passed and the storage holds a `T`.
+            Some(unsafe { &*self.storage.as_ptr().cast::<T>() })
+        }
+    }
+}
+
+impl Drop for Value {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: the storage holds the object described by `meta` (inline
+        // `T` or `Box<T>`), initialized in `new` and not moved out (the
+        // downcasts wrap `self` in `ManuallyDrop`).
+        unsafe { (self.meta.drop)(&mut self.storage) }
+    }
+}
+
+impl Default for Value {
+    fn default() -> Self {
+        Value::unit()
+    }
+}
+
+impl fmt::Debug for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Value<{}>", self.type_name())
+    }
+}
+
+macro_rules! value_from {
+    ($($t:ty),* $(,)?) => {
+        $(
+            impl From<$t> for Value {
+                #[inline]
+                fn from(value: $t) -> Value {
+                    Value::new(value)
+                }
+            }
+        )*
+    };
+}
+
+value_from!(
+    (),
+    bool,
+    char,
+    i8,
+    i16,
+    i32,
+    i64,
+    i128,
+    isize,
+    u8,
+    u16,
+    u32,
+    u64,
+    u128,
+    usize,
+    f32,
+    f64,
+    String,
+    &'static str,
+);
+
+impl<T: 'static> From<Vec<T>> for Value {
+    fn from(value: Vec<T>) -> Value {
+        Value::new(value)
+    }
+}
+
+impl<T: 'static> From<Box<T>> for Value {
+    fn from(value: Box<T>) -> Value {
+        Value::new(value)
+    }
+}
+
+impl<T: 'static> From<Option<T>> for Value {
+    fn from(value: Option<T>) -> Value {
+        Value::new(value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::rc::Rc;
+
+    #[test]
+    fn inline_and_boxed_round_trip() {
+        assert!(Value::new(()).is_inline());
+        assert!(Value::new(1u128).is_inline());
+        let big = [7u64; 4];
+        let v = Value::new(big);
+        assert!(!v.is_inline());
+        assert_eq!(v.downcast::<[u64; 4]>().unwrap(), big);
+    }
+
+    #[test]
+    fn drops_exactly_once() {
+        let rc = Rc::new(());
+        let v = Value::new(Rc::clone(&rc));
+        assert_eq!(Rc::strong_count(&rc), 2);
+        drop(v);
+        assert_eq!(Rc::strong_count(&rc), 1);
+        let v = Value::new((Rc::clone(&rc), [0u64; 8]));
+        let back = v.downcast::<(Rc<()>, [u64; 8])>().unwrap();
+        assert_eq!(Rc::strong_count(&rc), 2);
+        drop(back);
+        assert_eq!(Rc::strong_count(&rc), 1);
+    }
+
+    #[test]
+    fn mismatch_names_both_types() {
+        let err = Value::new(1u8).downcast::<String>().unwrap_err();
+        match err {
+            GreenletError::TypeMismatch { expected, found } => {
+                assert_eq!(expected, "alloc::string::String");
+                assert_eq!(found, "u8");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,321 @@
+//! Conformance: thread affinity, cross-thread errors and observation, thread
+//! exit unwinding suspended greenlets and running finalizers (main greenlets
+//! included, through the cleanup queue).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+
+use greenlet::cleanup::{set_thread_queue, CleanupQueue, Manual, Policy};
+use greenlet::{getcurrent, Greenlet, GreenletError, Value};
+
+struct DropCounter(Arc<AtomicUsize>);
+impl Drop for DropCounter {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A greenlet suspended once, holding a drop counter.
+fn suspended_with_counter(counter: &Arc<AtomicUsize>, name: &str) -> Greenlet {
+    let c = Arc::clone(counter);
+    let g = Greenlet::builder()
+        .name(name)
+        .spawn(move |_| {
+            let _local = DropCounter(c);
+            let main = getcurrent().parent().unwrap();
+            main.switch(())?;
+            Ok(().into())
+        })
+        .unwrap();
+    g.switch(()).unwrap();
+    g
+}
+
+#[test]
+fn switching_to_another_live_threads_greenlet_is_an_error() {
+    let (to_test, from_worker) = mpsc::channel();
+    let (release, wait) = mpsc::channel::<()>();
+    let worker = std::thread::Builder::new()
+        .name("worker-a".into())
+        .spawn(move || {
+            let g = Greenlet::builder().name("theirs").spawn(Ok).unwrap();
+            to_test.send((g.clone(), getcurrent())).unwrap();
+            wait.recv().unwrap();
+            // Still usable by its owner.
+            g.switch(5).unwrap().downcast::<i32>().unwrap()
+        })
+        .unwrap();
+    let (g, their_main) = from_worker.recv().unwrap();
+    // Observation works from anywhere.
+    assert!(!g.is_dead() && !g.is_started());
+    assert_eq!(g.name(), "theirs");
+    assert!(their_main.is_main() && !their_main.is_dead());
+    for result in [g.switch(1), g.throw(GreenletError::user("x"))] {
+        match result {
+            Err(e @ GreenletError::WrongThread { .. }) => {
+                let msg = e.to_string();
+                assert!(
+                    msg.starts_with("Cannot switch to a different thread"),
+                    "{msg}"
+                );
+                assert!(msg.contains("theirs") && msg.contains("worker-a"), "{msg}");
+                assert!(msg.contains("main"), "{msg}");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(matches!(g.kill(), Err(GreenletError::WrongThread { .. })));
+    assert!(matches!(
+        their_main.switch(()),
+        Err(GreenletError::WrongThread { .. })
+    ));
+    assert!(matches!(
+        g.set_parent(&getcurrent()),
+        Err(GreenletError::WrongThread { .. })
+    ));
+    release.send(()).unwrap();
+    assert_eq!(worker.join().unwrap(), 5);
+}
+
+#[test]
+fn greenlets_of_an_exited_thread() {
+    let counter = Arc::new(AtomicUsize::new(0));
+    let c = Arc::clone(&counter);
+    let (g, main) = std::thread::Builder::new()
+        .name("short-lived".into())
+        .spawn(move || (suspended_with_counter(&c, "orphan"), getcurrent()))
+        .unwrap()
+        .join()
+        .unwrap();
+    // The thread's exit unwound the suspended greenlet: its locals dropped.
+    assert_eq!(counter.load(Ordering::SeqCst), 1);
+    assert!(g.is_dead());
+    assert!(
+        main.is_dead(),
+        "a main greenlet is dead once its thread exited"
+    );
+    match g.switch(()) {
+        Err(e @ GreenletError::ThreadExited { .. }) => {
+            let msg = e.to_string();
+            assert!(
+                msg.starts_with(
+                    "cannot switch to a different thread (which happens to have exited)"
+                ),
+                "{msg}"
+            );
+            assert!(
+                msg.contains("short-lived") && msg.contains("orphan"),
+                "{msg}"
+            );
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(matches!(
+        main.switch(()),
+        Err(GreenletError::ThreadExited { .. })
+    ));
+    assert!(matches!(g.kill(), Err(GreenletError::ThreadExited { .. })));
+}
+
+#[test]
+fn thread_exit_unwinds_every_suspended_greenlet_in_that_thread() {
+    let counter = Arc::new(AtomicUsize::new(0));
+    let where_dropped = Arc::new(Mutex::new(Vec::new()));
+    let (c, w) = (Arc::clone(&counter), Arc::clone(&where_dropped));
+    std::thread::Builder::new()
+        .name("unwinder".into())
+        .spawn(move || {
+            // Kept alive in a thread-local-free way: leaked handles.
+            for i in 0..5 {
+                let c = Arc::clone(&c);
+                let w = Arc::clone(&w);
+                let g = Greenlet::new(move |_| {
+                    struct Recorder(Arc<Mutex<Vec<String>>>, Arc<AtomicUsize>);
+                    impl Drop for Recorder {
+                        fn drop(&mut self) {
+                            let name = std::thread::current().name().map(str::to_owned);
+                            self.0.lock().unwrap().push(name.unwrap_or_default());
+                            self.1.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                    let _r = Recorder(w, c);
+                    let main = getcurrent().parent().unwrap();
+                    main.switch(())?;
+                    Ok(().into())
+                });
+                g.switch(()).unwrap();
+                // A handle that outlives the thread keeps it from being
+                // killed on drop: only the thread exit can unwind it.
+                std::mem::forget(g.clone());
+                let _ = i;
+            }
+            assert_eq!(c.load(Ordering::SeqCst), 0);
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(counter.load(Ordering::SeqCst), 5);
+    assert!(where_dropped
+        .lock()
+        .unwrap()
+        .iter()
+        .all(|n| n == "unwinder"));
+}
+
+#[test]
+fn main_greenlet_finalizers_run_before_join_with_the_default_queue() {
+    let ran_on = Arc::new(Mutex::new(None));
+    let r = Arc::clone(&ran_on);
+    std::thread::Builder::new()
+        .name("finalized".into())
+        .spawn(move || {
+            getcurrent().on_finalize(move || {
+                *r.lock().unwrap() = std::thread::current().name().map(str::to_owned);
+            });
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(ran_on.lock().unwrap().as_deref(), Some("finalized"));
+}
+
+#[test]
+fn thread_remains_go_to_the_queue_captured_at_creation() {
+    let queue = CleanupQueue::new(Policy::Scheduled, Arc::new(Manual));
+    let count = Arc::new(AtomicUsize::new(0));
+    let (q, c) = (Arc::clone(&queue), Arc::clone(&count));
+    std::thread::Builder::new()
+        .name("queued".into())
+        .spawn(move || {
+            set_thread_queue(Some(q));
+            let c1 = Arc::clone(&c);
+            getcurrent().on_finalize(move || {
+                c1.fetch_add(1, Ordering::SeqCst);
+            });
+            // A suspended greenlet still alive at exit (a handle outlives
+            // the thread): unwound, and its finalizer joins the remains.
+            let g = Greenlet::new(|_| {
+                let main = getcurrent().parent().unwrap();
+                main.switch(())?;
+                Ok(().into())
+            });
+            g.switch(()).unwrap();
+            let c2 = Arc::clone(&c);
+            g.on_finalize(move || {
+                c2.fetch_add(10, Ordering::SeqCst);
+            });
+            std::mem::forget(g);
+            // Changing the thread's queue now does not matter: the state
+            // captured the queue when it was created.
+            set_thread_queue(None);
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(count.load(Ordering::SeqCst), 0, "Manual: nothing ran yet");
+    assert_eq!(queue.len(), 1);
+    assert_eq!(queue.metrics().schedules_requested, 1);
+    queue.drain();
+    assert_eq!(count.load(Ordering::SeqCst), 11);
+    assert_eq!(queue.metrics().states_destroyed, 1);
+}
+
+#[test]
+fn finalizers_of_non_main_greenlets() {
+    let count = Arc::new(AtomicUsize::new(0));
+    // Dead, then the last handle goes: finalized there.
+    let g = Greenlet::new(Ok);
+    let c = Arc::clone(&count);
+    g.on_finalize(move || {
+        c.fetch_add(1, Ordering::SeqCst);
+    });
+    let g2 = g.clone();
+    g.switch(()).unwrap();
+    drop(g);
+    assert_eq!(count.load(Ordering::SeqCst), 0);
+    // The last handle of a dead greenlet may go on another thread.
+    std::thread::spawn(move || drop(g2)).join().unwrap();
+    assert_eq!(count.load(Ordering::SeqCst), 1);
+
+    // Registered after finalization: runs at once.
+    let g = Greenlet::new(Ok);
+    g.switch(()).unwrap();
+    let keep = g.clone();
+    drop(g);
+    drop(keep);
+    let g = Greenlet::new(Ok);
+    let c = Arc::clone(&count);
+    g.on_finalize(move || {
+        c.fetch_add(100, Ordering::SeqCst);
+    });
+    // Killed on drop (unstarted): finalized.
+    drop(g);
+    assert_eq!(count.load(Ordering::SeqCst), 101);
+
+    // A greenlet that dies with no handle left is finalized right after.
+    let c = Arc::clone(&count);
+    let child = Greenlet::new(move |_| Ok(Value::new(getcurrent())));
+    let me = child.switch(()).unwrap().downcast::<Greenlet>().unwrap();
+    me.on_finalize(move || {
+        c.fetch_add(1000, Ordering::SeqCst);
+    });
+    drop(child);
+    assert_eq!(count.load(Ordering::SeqCst), 101);
+    drop(me);
+    assert_eq!(count.load(Ordering::SeqCst), 1101);
+}
+
+#[test]
+fn cross_thread_kill_runs_at_the_owners_next_operation_not_before() {
+    let counter = Arc::new(AtomicUsize::new(0));
+    let (to_test, handles) = mpsc::channel();
+    let (go, wait) = mpsc::channel::<()>();
+    let (report, reported) = mpsc::channel();
+    let c = Arc::clone(&counter);
+    let owner = std::thread::spawn(move || {
+        let g = suspended_with_counter(&c, "remote");
+        to_test.send(g).unwrap(); // our handle moves away
+        wait.recv().unwrap();
+        let before = c.load(Ordering::SeqCst);
+        let _ = Greenlet::new(Ok); // next greenlet operation
+        let after = c.load(Ordering::SeqCst);
+        report.send((before, after)).unwrap();
+    });
+    let g = handles.recv().unwrap();
+    assert!(g.is_active());
+    drop(g); // last handle, on the wrong thread: queued
+    go.send(()).unwrap();
+    assert_eq!(reported.recv().unwrap(), (0, 1));
+    owner.join().unwrap();
+}
+
+#[test]
+fn many_threads_each_with_greenlets() {
+    let counter = Arc::new(AtomicUsize::new(0));
+    let threads: Vec<_> = (0..8)
+        .map(|t: i64| {
+            let c = Arc::clone(&counter);
+            std::thread::spawn(move || {
+                let mut sum = 0i64;
+                for i in 0..50i64 {
+                    let g = Greenlet::new(move |v| {
+                        let x = v.downcast::<i64>()?;
+                        let main = getcurrent().parent().unwrap();
+                        let y = main.switch(x + 1)?.downcast::<i64>()?;
+                        Ok(Value::new(y * 2))
+                    });
+                    let a = g.switch(i + t).unwrap().downcast::<i64>().unwrap();
+                    sum += g.switch(a).unwrap().downcast::<i64>().unwrap();
+                }
+                let _g = suspended_with_counter(&c, "left behind");
+                sum
+            })
+        })
+        .collect();
+    for (t, h) in threads.into_iter().enumerate() {
+        let t = t as i64;
+        let expected: i64 = (0..50).map(|i| (i + t + 1) * 2).sum();
+        assert_eq!(h.join().unwrap(), expected);
+    }
+    assert_eq!(counter.load(Ordering::SeqCst), 8);
+}

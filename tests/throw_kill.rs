@@ -1,0 +1,391 @@
+//! Conformance: throw on every state, kill, kill on drop (same thread and
+//! from another thread), greenlets that refuse to die, and parent checks
+//! (in the spirit of greenlet's test_throw.py and test_greenlet.py).
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+
+use greenlet::{getcurrent, Greenlet, GreenletError, GreenletExit, Value};
+
+/// Counts its drops into a shared counter.
+struct DropCounter(Arc<AtomicUsize>);
+impl Drop for DropCounter {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A greenlet that suspends once to main with "ready" and then reports what
+/// its pending switch raised.
+fn catcher() -> Greenlet {
+    Greenlet::new(|_| {
+        let main = getcurrent().parent().unwrap();
+        match main.switch("ready") {
+            Ok(v) => Ok(Value::new(format!("value {}", v.type_name()))),
+            Err(e) => Ok(Value::new(format!("caught {e}"))),
+        }
+    })
+}
+
+#[test]
+fn throw_into_suspended_raises_at_its_pending_switch() {
+    let g = catcher();
+    assert_eq!(g.switch(()).unwrap().downcast::<&str>().unwrap(), "ready");
+    let v = g.throw(GreenletError::user("oops")).unwrap();
+    assert_eq!(v.downcast::<String>().unwrap(), "caught oops");
+    assert!(g.is_dead());
+}
+
+#[test]
+fn throw_into_unstarted_kills_it_and_the_error_goes_up() {
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let guard = DropCounter(Arc::clone(&dropped));
+    let ran = Rc::new(RefCell::new(false));
+    let r = Rc::clone(&ran);
+    let g = Greenlet::new(move |v| {
+        let _guard = guard;
+        *r.borrow_mut() = true;
+        Ok(v)
+    });
+    match g.throw(GreenletError::user("never ran")) {
+        Err(GreenletError::User(e)) => assert_eq!(e.to_string(), "never ran"),
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(g.is_dead());
+    assert!(!*ran.borrow());
+    assert_eq!(dropped.load(Ordering::SeqCst), 1, "the closure was dropped");
+}
+
+#[test]
+fn throw_into_dead() {
+    let g = Greenlet::new(Ok);
+    g.switch(()).unwrap();
+    // GreenletExit comes back as a value.
+    assert!(g.throw(GreenletError::exit()).unwrap().is::<GreenletExit>());
+    let v = g
+        .throw(GreenletError::GreenletExit(Some(Value::new(3u8))))
+        .unwrap();
+    assert_eq!(v.downcast::<u8>().unwrap(), 3);
+    // Other errors go to the nearest live ancestor: main, the caller.
+    let err = g.throw(GreenletError::user("to main")).unwrap_err();
+    assert_eq!(err.to_string(), "to main");
+}
+
+#[test]
+fn uncaught_throw_propagates_to_parent() {
+    let g = Greenlet::new(|_| {
+        getcurrent().parent().unwrap().switch(())?;
+        Ok("unreachable".into())
+    });
+    g.switch(()).unwrap();
+    let err = g.throw(GreenletError::user("through")).unwrap_err();
+    assert_eq!(err.to_string(), "through");
+    assert!(g.is_dead());
+}
+
+#[test]
+fn kill_unwinds_locals_and_returns_to_the_killer() {
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let d = Arc::clone(&dropped);
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let l = Rc::clone(&log);
+    let g = Greenlet::new(move |_| {
+        let _local = DropCounter(d);
+        let main = getcurrent().parent().unwrap();
+        let r = main.switch(());
+        l.borrow_mut().push(match &r {
+            Err(e) if e.is_exit() => "got exit",
+            _ => "other",
+        });
+        r?;
+        Ok(().into())
+    });
+    g.switch(()).unwrap();
+    assert_eq!(dropped.load(Ordering::SeqCst), 0);
+    g.kill().unwrap();
+    assert!(g.is_dead());
+    assert_eq!(dropped.load(Ordering::SeqCst), 1);
+    assert_eq!(*log.borrow(), ["got exit"]);
+    // Killing again, or killing an unstarted one, is harmless.
+    g.kill().unwrap();
+    let u = Greenlet::new(Ok);
+    u.kill().unwrap();
+    assert!(u.is_dead() && !u.is_started());
+}
+
+#[test]
+fn kill_returns_to_the_killer_even_with_another_parent() {
+    // g's parent is p (suspended); the kill still comes back to main.
+    let p = Greenlet::new(|_| {
+        getcurrent().parent().unwrap().switch("p suspended")?;
+        Ok("p finished".into())
+    });
+    assert_eq!(
+        p.switch(()).unwrap().downcast::<&str>().unwrap(),
+        "p suspended"
+    );
+    let g = Greenlet::builder()
+        .parent(&p)
+        .spawn(|_| {
+            getcurrent()
+                .parent()
+                .unwrap()
+                .parent()
+                .unwrap()
+                .switch("g suspended")?;
+            Ok(().into())
+        })
+        .unwrap();
+    assert_eq!(
+        g.switch(()).unwrap().downcast::<&str>().unwrap(),
+        "g suspended"
+    );
+    g.kill().unwrap();
+    assert!(g.is_dead());
+    assert!(p.is_active(), "the parent was not resumed");
+}
+
+#[test]
+fn kill_ignored_is_reported() {
+    let g = Greenlet::builder()
+        .name("stubborn")
+        .spawn(|_| {
+            let main = getcurrent().parent().unwrap();
+            loop {
+                // Swallow everything, including GreenletExit.
+                let _ = main.switch(());
+            }
+        })
+        .unwrap();
+    g.switch(()).unwrap();
+    match g.kill() {
+        Err(GreenletError::KillIgnored { greenlet }) => assert!(greenlet.contains("stubborn")),
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(g.is_active());
+    // It stays suspended; this test thread's exit unwinds it.
+}
+
+#[test]
+fn kill_yourself_raises_the_exit() {
+    let g = Greenlet::new(|_| {
+        let me = getcurrent();
+        match me.kill() {
+            Err(e) if e.is_exit() => Err(e),
+            other => Ok(Value::new(format!("{other:?}"))),
+        }
+    });
+    assert!(g.switch(()).unwrap().is::<GreenletExit>());
+}
+
+#[test]
+fn drop_of_last_handle_kills_synchronously() {
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let d = Arc::clone(&dropped);
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let l = Rc::clone(&log);
+    let g = Greenlet::new(move |_| {
+        let _local = DropCounter(d);
+        // Not `getcurrent().parent()...switch()` in one statement: the
+        // temporary handle to ourselves would live across the switch.
+        let main = getcurrent().parent().unwrap();
+        let r = main.switch(());
+        l.borrow_mut()
+            .push(if matches!(r, Err(ref e) if e.is_exit()) {
+                "exit"
+            } else {
+                "?"
+            });
+        r?;
+        Ok(().into())
+    });
+    g.switch(()).unwrap();
+    log.borrow_mut().push("dropping");
+    drop(g);
+    log.borrow_mut().push("dropped");
+    assert_eq!(*log.borrow(), ["dropping", "exit", "dropped"]);
+    assert_eq!(dropped.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn drop_in_another_greenlet_returns_there() {
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let d = Arc::clone(&dropped);
+    let victim = Greenlet::new(move |_| {
+        let _local = DropCounter(d);
+        let main = getcurrent().parent().unwrap();
+        main.switch(())?;
+        Ok(().into())
+    });
+    victim.switch(()).unwrap();
+    let counter = Arc::clone(&dropped);
+    let dropper = Greenlet::new(move |v| {
+        let victim = v.downcast::<Greenlet>()?;
+        drop(victim); // killed right here, control comes back
+        Ok(Value::new(counter.load(Ordering::SeqCst)))
+    });
+    let seen = dropper
+        .switch(Value::new(victim))
+        .unwrap()
+        .downcast::<usize>()
+        .unwrap();
+    assert_eq!(seen, 1);
+}
+
+#[test]
+fn unstarted_greenlet_dropped_drops_its_closure() {
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let guard = DropCounter(Arc::clone(&dropped));
+    let g = Greenlet::new(move |v| {
+        let _g = guard;
+        Ok(v)
+    });
+    drop(g);
+    assert_eq!(dropped.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn running_greenlet_dropping_its_own_last_handle_is_killed_after_switching_away() {
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let d = Arc::clone(&dropped);
+    let slot: Rc<RefCell<Option<Greenlet>>> = Rc::new(RefCell::new(None));
+    let s = Rc::clone(&slot);
+    let g = Greenlet::new(move |_| {
+        let _local = DropCounter(d);
+        let main = getcurrent().parent().unwrap();
+        s.borrow_mut().take(); // the last handle goes while we run
+        main.switch("suspending")?;
+        Ok("not reached".into())
+    });
+    *slot.borrow_mut() = Some(g);
+    let starter = slot.borrow().clone().unwrap();
+    drop(starter.clone());
+    let v = starter.switch(());
+    // `starter` still holds a handle, so nothing is killed yet.
+    assert_eq!(v.unwrap().downcast::<&str>().unwrap(), "suspending");
+    assert_eq!(dropped.load(Ordering::SeqCst), 0);
+    drop(starter); // now the last handle: killed synchronously
+    assert_eq!(dropped.load(Ordering::SeqCst), 1);
+
+    // Now with no handle left at all while it runs: `g` is started as the
+    // unstarted parent of `c` (whose parent link is g's only handle) and
+    // re-parents `c`, dropping that link.
+    let dropped2 = Arc::new(AtomicUsize::new(0));
+    let d2 = Arc::clone(&dropped2);
+    let main = getcurrent();
+    let g = Greenlet::new(move |v| {
+        let _local = DropCounter(d2);
+        let c = v.downcast::<Greenlet>()?;
+        let main = c.parent().unwrap().parent().unwrap();
+        c.set_parent(&main)?; // g's last handle goes while g runs
+        drop(c);
+        main.switch("away")?;
+        Ok("not reached".into())
+    });
+    let c = Greenlet::builder()
+        .parent(&g)
+        .spawn(|_| Ok(Value::new(getcurrent())))
+        .unwrap();
+    drop(g);
+    let v = c.switch(()).unwrap();
+    // g was killed as soon as it had switched away, before we got control.
+    assert_eq!(v.downcast::<&str>().unwrap(), "away");
+    assert_eq!(dropped2.load(Ordering::SeqCst), 1);
+    assert_eq!(c.parent(), Some(main));
+}
+
+#[test]
+fn drop_on_another_thread_is_queued_to_the_owner() {
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let d = Arc::clone(&dropped);
+    let g = Greenlet::new(move |_| {
+        let _local = DropCounter(d);
+        let main = getcurrent().parent().unwrap();
+        main.switch(())?;
+        Ok(().into())
+    });
+    g.switch(()).unwrap();
+    let observed = std::thread::spawn(move || {
+        let dead = g.is_dead();
+        drop(g); // the last handle, on a foreign thread
+        dead
+    })
+    .join()
+    .unwrap();
+    assert!(!observed);
+    // Not killed yet: the owner has not made a greenlet call since.
+    assert_eq!(dropped.load(Ordering::SeqCst), 0);
+    let _ = getcurrent(); // the owner's next greenlet operation
+    assert_eq!(dropped.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn drop_killed_greenlet_that_refuses_is_leaked_then_unwound_at_thread_exit() {
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let d = Arc::clone(&dropped);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let g = Greenlet::builder()
+            .name("immortal")
+            .spawn(move |_| {
+                let _local = DropCounter(d);
+                let main = getcurrent().parent().unwrap();
+                loop {
+                    let _ = main.switch(());
+                }
+            })
+            .unwrap();
+        g.switch(()).unwrap();
+        drop(g); // warns and leaks: never looped on
+        tx.send(()).unwrap();
+    })
+    .join()
+    .unwrap();
+    rx.recv().unwrap();
+    // The thread's exit unwound it (with a forced unwind as last resort).
+    assert_eq!(dropped.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn set_parent_checks() {
+    let main = getcurrent();
+    let a = Greenlet::new(Ok);
+    let b = Greenlet::builder().parent(&a).spawn(Ok).unwrap();
+    let c = Greenlet::builder().parent(&b).spawn(Ok).unwrap();
+    match a.set_parent(&c) {
+        Err(GreenletError::ParentCycle { greenlet, parent }) => {
+            assert!(greenlet.contains(&a.id().to_string()));
+            assert!(parent.contains(&c.id().to_string()));
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(matches!(
+        a.set_parent(&a),
+        Err(GreenletError::ParentCycle { .. })
+    ));
+    assert!(matches!(
+        main.set_parent(&a),
+        Err(GreenletError::MainCannotHaveParent { .. })
+    ));
+    c.set_parent(&a).unwrap();
+    assert_eq!(c.parent(), Some(a.clone()));
+
+    let foreign = std::thread::spawn(|| {
+        let g = Greenlet::new(Ok);
+        (g, getcurrent())
+    })
+    .join()
+    .unwrap();
+    match c.set_parent(&foreign.0) {
+        Err(e @ GreenletError::ParentOnOtherThread { .. }) => {
+            assert!(e.to_string().contains("different thread"), "{e}")
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    match Greenlet::builder().parent(&foreign.1).spawn(Ok) {
+        Err(GreenletError::ParentOnOtherThread { .. }) => {}
+        other => panic!("unexpected {other:?}"),
+    }
+}
