@@ -281,7 +281,7 @@ impl Greenlet {
     /// raised there (`GreenletExit` counts as a normal end).
     ///
     /// ```
-    /// let g = greenlet::Greenlet::new(|v| Ok(v.downcast::<i32>()? * 2));
+    /// let g = greenlet::Greenlet::new(|v| Ok((v.downcast::<i32>()? * 2).into()));
     /// assert_eq!(g.switch(21).unwrap().downcast::<i32>().unwrap(), 42);
     /// ```
     pub fn new<F>(run: F) -> Greenlet

@@ -300,7 +300,8 @@ mod tests {
     #[test]
     fn inline_and_boxed_round_trip() {
         assert!(Value::new(()).is_inline());
-        assert!(Value::new(1u128).is_inline());
+        assert!(Value::new((1u64, 2u64)).is_inline());
+        assert!(!Value::new(1u128).is_inline()); // align 16
         let big = [7u64; 4];
         let v = Value::new(big);
         assert!(!v.is_inline());
