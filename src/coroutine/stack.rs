@@ -154,13 +154,14 @@ impl PooledStack {
         self.raw.header().usable_size()
     }
 
-    /// Sets the label the overflow message names (the greenlet's name or id),
+    /// Sets the label the overflow message names: it is printed verbatim
+    /// after `greenlet ` (the dispatcher passes e.g. `'worker' (id 7)`),
     /// truncated to 96 bytes at a character boundary. A stack from the pool
-    /// starts unlabelled (reported as `<unnamed>`).
+    /// starts unlabelled (printed as `<unnamed>`).
     ///
     /// ```
     /// let stack = greenlet::coroutine::acquire_stack(64 * 1024)?;
-    /// stack.set_label("worker 7");
+    /// stack.set_label("'worker' (id 7)");
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn set_label(&self, label: &str) {

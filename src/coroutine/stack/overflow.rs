@@ -165,7 +165,7 @@ fn restore_default(signal: libc::c_int) {
 /// Writes the overflow report for a fault at `fault` in `header`'s guard page.
 pub(super) fn compose(out: &mut Message, header: &Header, fault: usize) {
     let size = header.usable_size();
-    out.push(b"\ngreenlet '");
+    out.push(b"\ngreenlet ");
     let mut label = [0u8; super::LABEL_CAPACITY];
     let len = header.read_label(&mut label);
     if len == 0 {
@@ -173,7 +173,7 @@ pub(super) fn compose(out: &mut Message, header: &Header, fault: usize) {
     } else {
         out.push(&label[..len]);
     }
-    out.push(b"' has overflowed its stack (stack size ");
+    out.push(b" has overflowed its stack (stack size ");
     out.push_decimal(size as u64);
     out.push(b" bytes = ");
     out.push_decimal((size / 1024) as u64);

@@ -210,7 +210,7 @@ fn labels_are_truncated_at_a_char_boundary_and_reset_on_release() {
 #[test]
 fn the_overflow_message_names_the_label_and_the_size() {
     let stack = acquire(64 * 1024).expect("acquire");
-    stack.set_label("worker");
+    stack.set_label("'worker' (id 7)");
     let mut message = overflow::Message::new();
     overflow::compose(&mut message, stack.raw.header(), stack.limit().get() + 8);
     let text = std::str::from_utf8(message.as_bytes()).expect("UTF-8");
@@ -218,7 +218,7 @@ fn the_overflow_message_names_the_label_and_the_size() {
     assert_eq!(
         text,
         format!(
-            "\ngreenlet 'worker' has overflowed its stack (stack size {size} bytes = {} KiB; fault at {:#x} \
+            "\ngreenlet 'worker' (id 7) has overflowed its stack (stack size {size} bytes = {} KiB; fault at {:#x} \
              in the guard page)\nfatal runtime error: stack overflow in a greenlet, aborting\n",
             size / 1024,
             stack.limit().get() + 8
@@ -227,7 +227,9 @@ fn the_overflow_message_names_the_label_and_the_size() {
     let unnamed = acquire(64 * 1024).expect("acquire");
     let mut message = overflow::Message::new();
     overflow::compose(&mut message, unnamed.raw.header(), unnamed.limit().get());
-    assert!(String::from_utf8_lossy(message.as_bytes()).contains("greenlet '<unnamed>'"));
+    assert!(
+        String::from_utf8_lossy(message.as_bytes()).contains("greenlet <unnamed> has overflowed")
+    );
 }
 
 #[test]
@@ -307,7 +309,7 @@ fn overflow(depth: u64) -> u64 {
 /// Overflows a labelled 64 KiB stack in a coroutine.
 fn overflow_in_coroutine() {
     let stack = acquire(64 * 1024).expect("acquire");
-    stack.set_label("overflow-test");
+    stack.set_label("'overflow-test'");
     // What `running(Some(&stack))` stores; the coroutine owns the stack next.
     let header = stack.raw.0.as_ptr().cast_const();
     let mut coroutine =
