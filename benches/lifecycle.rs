@@ -11,10 +11,11 @@ use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use greenlet::coroutine::{acquire_stack, PooledStack, DEFAULT_STACK_SIZE};
+use greenlet::{getcurrent, Greenlet, Value};
 
 /// How many suspended coroutines one batch of a kill benchmark keeps alive
 /// (each holds a stack: two kernel mappings).
-const KILL_BATCH: u64 = 256;
+const KILL_BATCH: u64 = 100;
 
 fn pool(c: &mut Criterion) {
     c.bench_function("pool/acquire+release a pooled stack", |b| {
@@ -81,11 +82,49 @@ fn raw_kill(c: &mut Criterion) {
     );
 }
 
+fn greenlet_create_run_drop(c: &mut Criterion) {
+    c.bench_function("lifecycle/greenlet create+run+finish+drop", |b| {
+        b.iter(|| {
+            let g = Greenlet::new(|value: Value| Ok(value));
+            black_box(g.switch(black_box(1usize)).expect("run"));
+        })
+    });
+}
+
+/// A greenlet suspended in a switch to main: a kill makes that switch return
+/// `Err(GreenletExit)`, which `?` propagates to the greenlet's end.
+fn suspended_greenlet(main: &Greenlet) -> Greenlet {
+    let main = main.clone();
+    let g = Greenlet::new(move |_| {
+        main.switch(())?;
+        Ok(Value::unit())
+    });
+    g.switch(()).expect("start");
+    g
+}
+
+fn greenlet_kill(c: &mut Criterion) {
+    let main = getcurrent();
+    c.bench_function(
+        "kill/greenlet g.kill() of a suspended greenlet + drop",
+        |b| {
+            b.iter_batched(
+                || suspended_greenlet(&main),
+                |g| {
+                    g.kill().expect("kill");
+                    drop(g);
+                },
+                BatchSize::NumIterations(KILL_BATCH),
+            )
+        },
+    );
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(2))
 }
 
-criterion_group! { name = benches; config = config(); targets = pool, raw_create_run_drop, raw_kill }
+criterion_group! { name = benches; config = config(); targets = pool, raw_create_run_drop, greenlet_create_run_drop, raw_kill, greenlet_kill }
 criterion_main!(benches);

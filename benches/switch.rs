@@ -1,5 +1,6 @@
 //! Switch costs: raw corosensei resume/suspend on a pooled stack (the floor)
-//! side by side with greenlet switches.
+//! side by side with greenlet switches. Values are small `Copy` values or
+//! `()`, which cross a switch without allocating.
 //!
 //! Run: `cargo bench --bench switch`.
 
@@ -9,6 +10,7 @@ use std::time::{Duration, Instant};
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 use criterion::{criterion_group, criterion_main, Criterion};
 use greenlet::coroutine::{acquire_stack, DEFAULT_STACK_SIZE};
+use greenlet::{getcurrent, Greenlet, Value};
 
 /// Raw corosensei: one `resume` + one `suspend`, main ↔ coroutine.
 fn raw_round_trip(c: &mut Criterion) {
@@ -56,11 +58,58 @@ fn raw_ping_pong(c: &mut Criterion) {
     );
 }
 
+/// Greenlet: `g.switch(v)` from the main greenlet into a greenlet that
+/// switches straight back (two switches through the dispatcher).
+fn greenlet_round_trip(c: &mut Criterion) {
+    let main = getcurrent();
+    let g = Greenlet::new(move |mut value: Value| loop {
+        value = main.switch(value)?;
+    });
+    g.switch(0usize).expect("start");
+    c.bench_function(
+        "switch/greenlet main<->greenlet g.switch (round trip)",
+        |b| b.iter(|| g.switch(black_box(1usize)).expect("switch")),
+    );
+    g.kill().expect("kill");
+}
+
+/// Greenlet: A and B switch to each other; reported per A->B (or B->A)
+/// switch. Main hands A the number of round trips to do and the time is
+/// taken in main around that.
+fn greenlet_ping_pong(c: &mut Criterion) {
+    let main = getcurrent();
+    let a = Greenlet::new(move |first: Value| {
+        let b = first.downcast::<Greenlet>()?;
+        let mut rounds = main.switch(())?.downcast::<u64>()?;
+        loop {
+            for _ in 0..rounds {
+                b.switch(())?;
+            }
+            rounds = main.switch(())?.downcast::<u64>()?;
+        }
+    });
+    let a_handle = a.clone();
+    let b = Greenlet::new(move |_| loop {
+        a_handle.switch(())?;
+    });
+    a.switch(Value::new(b.clone())).expect("start A");
+    c.bench_function("switch/greenlet A<->B ping-pong (per switch)", |bench| {
+        bench.iter_custom(|iters| {
+            let rounds = iters.div_ceil(2);
+            let start = Instant::now();
+            a.switch(rounds).expect("ping-pong");
+            start.elapsed().mul_f64(iters as f64 / (2 * rounds) as f64)
+        })
+    });
+    a.kill().expect("kill A");
+    b.kill().expect("kill B");
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(2))
 }
 
-criterion_group! { name = benches; config = config(); targets = raw_round_trip, raw_ping_pong }
+criterion_group! { name = benches; config = config(); targets = raw_round_trip, greenlet_round_trip, raw_ping_pong, greenlet_ping_pong }
 criterion_main!(benches);

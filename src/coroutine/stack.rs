@@ -39,20 +39,21 @@ use std::sync::Arc;
 use corosensei::stack::{Stack, StackPointer, MIN_STACK_SIZE};
 use parking_lot::Mutex;
 
-/// Usable stack size of a greenlet when none is given: 1 MiB.
+/// Usable stack size of a greenlet when none is given: 256 KiB.
 ///
-/// Why 1 MiB: only the pages a greenlet actually touches become resident
-/// (stacks are mapped with `MAP_NORESERVE` and committed lazily by the
-/// kernel), so a larger size costs address space, not memory: an idle greenlet
-/// costs the same few KiB whether its stack is 64 KiB or 1 MiB. What the size
-/// buys is headroom for ordinary Rust code on the greenlet: formatting,
-/// panicking with `RUST_BACKTRACE=1` (symbolisation takes tens of KiB) and
-/// moderately deep recursion. 1 MiB is corosensei's own default; Rust threads
-/// get 2 MiB, which would also let transparent huge pages back a whole stack
-/// with 2 MiB of memory. 10,000 greenlets reserve ~10 GiB of address space,
-/// well within 47 bits; the binding limit is the kernel's map count (see the
-/// module docs), not the size.
-pub const DEFAULT_STACK_SIZE: usize = 1024 * 1024;
+/// Only the pages a greenlet touches become resident (stacks are mapped with
+/// `MAP_NORESERVE` and the kernel commits pages on first touch), so the size
+/// mostly costs address space, not memory: an idle greenlet's RSS is the same
+/// ~4.3 KiB with a 64 KiB or a 1 MiB stack (`cargo run --release --example
+/// memory`). The size does cost page tables, which RSS does not show: the
+/// kernel needs a 4 KiB page-table page per 2 MiB of address space in use,
+/// so 1 MiB stacks add ~2 KiB per idle greenlet (measured: 2068 bytes) and
+/// 256 KiB stacks ~0.5 KiB (530 bytes). 256 KiB leaves ample room for ordinary Rust code
+/// (a panic that captures and prints a backtrace fits in 32 KiB) and for
+/// moderately deep recursion; a greenlet that needs more asks for it when it
+/// is created. Rust threads get 2 MiB, which would also let transparent huge
+/// pages back a stack with 2 MiB of memory.
+pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
 
 /// Most bytes of a stack's label kept for the overflow message.
 const LABEL_CAPACITY: usize = 96;
@@ -165,7 +166,7 @@ impl PooledStack {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn set_label(&self, label: &str) {
-        self.set_label_fmt(format_args!("{label}"));
+        self.write_label(|writer| writer.push(label));
     }
 
     /// Like [`set_label`](PooledStack::set_label), but formats straight into
@@ -177,41 +178,96 @@ impl PooledStack {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn set_label_fmt(&self, label: fmt::Arguments<'_>) {
+        // LabelWriter never fails (it truncates); a failing Display impl in
+        // `label` only leaves the label shorter, which is all we can do.
+        self.write_label(|writer| {
+            let _ = fmt::write(writer, label);
+        });
+    }
+
+    /// Sets the label to `'name' (id N)`, the way greenlets are named in
+    /// messages, without the formatting machinery (this runs each time a
+    /// greenlet starts). A long name is cut so that the id always fits.
+    ///
+    /// ```
+    /// let stack = greenlet::coroutine::acquire_stack(64 * 1024)?;
+    /// stack.set_greenlet_label("worker", 7); // reported as greenlet 'worker' (id 7)
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn set_greenlet_label(&self, name: &str, id: u64) {
+        // Room for the quotes, " (id ", 20 digits and ")".
+        const ID_ROOM: usize = 2 + 5 + 20 + 1;
+        self.write_label(|writer| {
+            writer.push("'");
+            writer.push(truncate(name, LABEL_CAPACITY - ID_ROOM));
+            writer.push("' (id ");
+            writer.push_decimal(id);
+            writer.push(")");
+        });
+    }
+
+    /// Rewrites the label: readers see length 0 until `fill` is done.
+    fn write_label(&self, fill: impl FnOnce(&mut LabelWriter<'_>)) {
         let header = self.raw.header();
         header.label_len.store(0, Ordering::Relaxed);
         compiler_fence(Ordering::Release);
         let mut writer = LabelWriter { header, len: 0 };
-        // LabelWriter never fails (it truncates); a failing Display impl in
-        // `label` only leaves the label shorter, which is all we can do.
-        let _ = fmt::write(&mut writer, label);
+        fill(&mut writer);
         compiler_fence(Ordering::Release);
         header.label_len.store(writer.len, Ordering::Relaxed);
     }
 }
 
-/// Appends formatted text to a header's label, truncating at a char boundary.
+/// The longest prefix of `text` of at most `most` bytes that ends at a char
+/// boundary.
+fn truncate(text: &str, most: usize) -> &str {
+    let mut end = text.len().min(most);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// Appends text to a header's label, truncating at a char boundary.
 struct LabelWriter<'a> {
     header: &'a Header,
     len: usize,
 }
 
-impl fmt::Write for LabelWriter<'_> {
-    fn write_str(&mut self, text: &str) -> fmt::Result {
-        let room = LABEL_CAPACITY - self.len;
-        let mut take = text.len().min(room);
-        while !text.is_char_boundary(take) {
-            take -= 1;
-        }
-        // SAFETY: `len + take <= LABEL_CAPACITY`, so the copy stays inside
-        // the label array of a live header. Only the thread holding the
-        // (non-`Sync`) `PooledStack` writes the label, and readers (the
-        // overflow handler on this thread) read only `label_len` bytes,
-        // which is 0 while this write is in progress.
+impl LabelWriter<'_> {
+    fn push(&mut self, text: &str) {
+        let take = truncate(text, LABEL_CAPACITY - self.len);
+        // SAFETY: `len + take.len() <= LABEL_CAPACITY`, so the copy stays
+        // inside the label array of a live header. Only the thread holding
+        // the (non-`Sync`) `PooledStack` writes the label, and readers (the
+        // overflow handler on this thread) read only `label_len` bytes, which
+        // is 0 while this write is in progress.
         unsafe {
             let dest = self.header.label.get().cast::<u8>().add(self.len);
-            ptr::copy_nonoverlapping(text.as_ptr(), dest, take);
+            ptr::copy_nonoverlapping(take.as_ptr(), dest, take.len());
         }
-        self.len += take;
+        self.len += take.len();
+    }
+
+    fn push_decimal(&mut self, mut value: u64) {
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (value % 10) as u8;
+            value /= 10;
+            if value == 0 {
+                break;
+            }
+        }
+        // ASCII digits are valid UTF-8.
+        self.push(std::str::from_utf8(&digits[at..]).unwrap_or("?"));
+    }
+}
+
+impl fmt::Write for LabelWriter<'_> {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        self.push(text);
         Ok(())
     }
 }

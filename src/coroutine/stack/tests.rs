@@ -196,6 +196,17 @@ fn labels_are_truncated_at_a_char_boundary_and_reset_on_release() {
     assert_eq!(len, LABEL_CAPACITY - 1);
     assert!(std::str::from_utf8(&buffer[..len]).is_ok());
 
+    stack.set_greenlet_label("worker", 7);
+    let len = stack.raw.header().read_label(&mut buffer);
+    assert_eq!(&buffer[..len], b"'worker' (id 7)");
+    stack.set_greenlet_label(&"n".repeat(500), u64::MAX);
+    let len = stack.raw.header().read_label(&mut buffer);
+    let text = std::str::from_utf8(&buffer[..len]).expect("valid UTF-8");
+    assert!(
+        text.ends_with(&format!("' (id {})", u64::MAX)),
+        "the id survives a long name: {text}"
+    );
+
     let address = stack.limit();
     drop(stack);
     let again = acquire(29 * 4096).expect("acquire");
