@@ -557,17 +557,19 @@ fn page_size() -> usize {
 /// ```
 pub fn acquire(size: usize) -> io::Result<PooledStack> {
     let map_len = mapping_len(size)?;
-    let cached = CACHE
-        .try_with(|cache| cache.borrow_mut().take(map_len))
-        .ok()
-        .flatten();
+    let cached = CACHE.try_with(|cache| match cache.try_borrow_mut() {
+        Ok(mut cache) => Some(cache.take(map_len)),
+        Err(_) => None,
+    });
     let raw = match cached {
-        Some(raw) => raw,
-        None => {
-            // Normally `take` has prepared the thread; when the thread is
-            // exiting (its cache is gone), at least install the handler.
+        Ok(Some(Some(raw))) => raw,
+        // The thread's cache and the global pool have none of this size.
+        Ok(Some(None)) => create(map_len)?,
+        // The thread is exiting (its cache is gone) or, impossibly, its
+        // cache is in use: go to the global pool directly.
+        Ok(None) | Err(_) => {
             overflow::install_handler();
-            let mut from_global = Vec::new();
+            let mut from_global = Vec::with_capacity(1);
             refill_from_global(map_len, &mut from_global, 1);
             match from_global.pop() {
                 Some(raw) => raw,

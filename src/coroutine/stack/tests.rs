@@ -448,3 +448,41 @@ fn acquire_gives_a_foreign_thread_an_alternate_signal_stack() {
     }
     assert_eq!(result, [false, true], "[had one before, has one after]");
 }
+
+#[test]
+fn stacks_used_during_thread_exit_end_in_the_global_pool() {
+    const SIZE: usize = 37 * 4096;
+    /// Acquires and releases a stack from its destructor, which runs while
+    /// the thread's other thread-locals (the stack cache among them) are
+    /// being destroyed.
+    struct AtExit(std::sync::mpsc::Sender<io::Result<usize>>);
+    impl Drop for AtExit {
+        fn drop(&mut self) {
+            let result = acquire(SIZE).map(|stack| stack.limit().get());
+            let _ = self.0.send(result);
+        }
+    }
+    thread_local! {
+        static AT_EXIT: RefCell<Option<AtExit>> = const { RefCell::new(None) };
+    }
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        AT_EXIT.with(|slot| *slot.borrow_mut() = Some(AtExit(sender)));
+        drop(acquire(SIZE).expect("acquire")); // creates the cache after AT_EXIT
+    })
+    .join()
+    .expect("thread");
+    let limit = receiver
+        .recv()
+        .expect("destructor ran")
+        .expect("acquire at exit");
+    let map_len = mapping_len(SIZE).expect("valid size");
+    let global = GLOBAL.lock();
+    let class = global.iter().find(|c| c.map_len == map_len).expect("class");
+    assert_eq!(
+        class.free.len(),
+        1,
+        "one stack of this size, not lost, not doubled"
+    );
+    assert_eq!(class.free[0].header().map_start, limit);
+}
