@@ -370,6 +370,45 @@ pub fn stack_stats() -> StackStats {
     }
 }
 
+/// Unmaps every free stack in the global pool and in the calling thread's
+/// cache, and returns how many it unmapped.
+///
+/// A pooled stack keeps the pages it touched while it was in use, so after a
+/// burst of greenlets that used deep stacks the pool can hold on to memory
+/// (at most 1,024 stacks per size in the global pool and 64 per size in each
+/// thread's cache). Call this after such a burst to give it back now. Other
+/// threads' caches are theirs and stay as they are.
+///
+/// ```
+/// use greenlet::coroutine::{acquire_stack, stack_stats, trim_stack_pool};
+///
+/// drop(acquire_stack(96 * 1024)?);
+/// let unmapped = trim_stack_pool();
+/// assert!(unmapped >= 1);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn trim_stack_pool() -> usize {
+    let mut free: Vec<RawStack> = Vec::new();
+    let _ = CACHE.try_with(|cache| {
+        if let Ok(mut cache) = cache.try_borrow_mut() {
+            for class in &mut cache.classes {
+                free.append(&mut class.free);
+            }
+            cache.count.store(0, Ordering::Relaxed);
+        }
+    });
+    {
+        let mut global = GLOBAL.lock();
+        for class in global.iter_mut() {
+            GLOBAL_POOLED.fetch_sub(class.free.len(), Ordering::Relaxed);
+            free.append(&mut class.free);
+        }
+    }
+    let unmapped = free.len();
+    free.into_iter().for_each(destroy);
+    unmapped
+}
+
 /// Stacks handed out and not yet released.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 /// Stacks ever mapped / unmapped.

@@ -15,6 +15,10 @@ fn page() -> usize {
     page_size()
 }
 
+/// Held by the tests that look at the global pool or empty it, so that a
+/// trim in one cannot empty what another is about to count.
+static GLOBAL_POOL_TESTS: Mutex<()> = Mutex::new(());
+
 /// Free stacks of `map_len` in the global pool.
 fn global_len(map_len: usize) -> usize {
     GLOBAL
@@ -111,6 +115,7 @@ fn stacks_are_pooled_per_size_class() {
 
 #[test]
 fn the_pool_is_capped_and_unmaps_the_excess() {
+    let _serial = GLOBAL_POOL_TESTS.lock();
     let size = 17 * 4096;
     let map_len = mapping_len(size).expect("valid size");
     let count = THREAD_CACHE_CAP + GLOBAL_POOL_CAP + 20;
@@ -451,6 +456,7 @@ fn acquire_gives_a_foreign_thread_an_alternate_signal_stack() {
 
 #[test]
 fn stacks_used_during_thread_exit_end_in_the_global_pool() {
+    let _serial = GLOBAL_POOL_TESTS.lock();
     const SIZE: usize = 37 * 4096;
     /// Acquires and releases a stack from its destructor, which runs while
     /// the thread's other thread-locals (the stack cache among them) are
@@ -485,4 +491,30 @@ fn stacks_used_during_thread_exit_end_in_the_global_pool() {
         "one stack of this size, not lost, not doubled"
     );
     assert_eq!(class.free[0].header().map_start, limit);
+}
+
+#[test]
+fn trimming_unmaps_this_threads_cache_and_the_global_pool() {
+    let _serial = GLOBAL_POOL_TESTS.lock();
+    let size = 41 * 4096;
+    let map_len = mapping_len(size).expect("valid size");
+    let destroyed_before = stack_stats().destroyed;
+    // Two stacks into the global pool (released on a thread that exits),
+    // three into this thread's cache.
+    std::thread::spawn(move || {
+        let stacks: Vec<PooledStack> = (0..2).map(|_| acquire(size).expect("acquire")).collect();
+        drop(stacks);
+    })
+    .join()
+    .expect("thread");
+    let stacks: Vec<PooledStack> = (0..3).map(|_| acquire(size).expect("acquire")).collect();
+    drop(stacks);
+    assert!(trim_stack_pool() >= 5);
+    assert_eq!(global_len(map_len), 0);
+    let local = CACHE.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        class_of(&mut cache.classes, map_len).len()
+    });
+    assert_eq!(local, 0);
+    assert!(stack_stats().destroyed >= destroyed_before + 5);
 }
