@@ -53,6 +53,14 @@ use parking_lot::Mutex;
 /// moderately deep recursion; a greenlet that needs more asks for it when it
 /// is created. Rust threads get 2 MiB, which would also let transparent huge
 /// pages back a stack with 2 MiB of memory.
+///
+/// ```
+/// use greenlet::coroutine::{acquire_stack, DEFAULT_STACK_SIZE};
+///
+/// assert_eq!(DEFAULT_STACK_SIZE, 256 * 1024);
+/// assert!(acquire_stack(DEFAULT_STACK_SIZE)?.size() >= DEFAULT_STACK_SIZE);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
 
 /// Most bytes of a stack's label kept for the overflow message.
@@ -150,7 +158,14 @@ pub struct PooledStack {
 unsafe impl Send for PooledStack {}
 
 impl PooledStack {
-    /// Usable bytes of this stack (at least what was asked of [`acquire`]).
+    /// Usable bytes of this stack: at least what was asked of [`acquire`],
+    /// rounded up to whole pages with room for the stack's small header.
+    ///
+    /// ```
+    /// let stack = greenlet::coroutine::acquire_stack(10_000)?;
+    /// assert!(stack.size() >= 10_000);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn size(&self) -> usize {
         self.raw.header().usable_size()
     }
@@ -329,6 +344,16 @@ pub(crate) fn running(stack: Option<&PooledStack>) {
 }
 
 /// Counters of the stack pool, from [`stack_stats`].
+///
+/// ```
+/// use greenlet::coroutine::{acquire_stack, stack_stats, StackStats};
+///
+/// let stack = acquire_stack(72 * 1024)?;
+/// let StackStats { live, created, .. } = stack_stats();
+/// assert!(live >= 1 && created >= 1);
+/// # drop(stack);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StackStats {
     /// Stacks handed out and not yet dropped (greenlets holding a stack).
