@@ -59,6 +59,10 @@ unsafe impl Stack for StackRef {
     }
 }
 
+/// What crosses a switch: a value, or an error raised at the receiver.
+/// The error is boxed so that the common case moves three words.
+pub(crate) type Payload = Result<Value, Box<GreenletError>>;
+
 /// What kind of transfer: a switch carrying a value, or a throw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -67,7 +71,7 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
-    fn of(payload: &Result<Value, GreenletError>) -> Kind {
+    fn of(payload: &Payload) -> Kind {
         if payload.is_ok() {
             Kind::Switch
         } else {
@@ -118,18 +122,19 @@ fn thread_error(ts: Option<*mut ThreadState>, target: &Core) -> GreenletError {
 }
 
 /// `switch` / `throw` from the API.
-#[inline]
+#[inline(always)]
 pub(crate) fn send(
     target: &Arc<Core>,
-    payload: Result<Value, GreenletError>,
+    payload: Payload,
     kind: Kind,
 ) -> Result<Value, GreenletError> {
     let ts = check_owner(target)?;
     // SAFETY: `ts` is this thread's live state and `target` belongs to it.
-    unsafe {
+    let result = unsafe {
         check_mail(ts);
         transfer(ts, target, payload, kind)
-    }
+    };
+    result.map_err(|err| *err)
 }
 
 /// Run the kills other threads sent, if any (greenlet's "deleteme" list).
@@ -148,9 +153,9 @@ pub(crate) unsafe fn check_mail(ts: *mut ThreadState) {
 /// Where a transfer really goes.
 enum Resolved {
     /// Resume (or start) this live greenlet with this payload.
-    Go(*const Core, Result<Value, GreenletError>),
+    Go(*const Core, Payload),
     /// Nothing to switch to: this is the caller's result.
-    Back(Result<Value, GreenletError>),
+    Back(Payload),
 }
 
 /// Send `payload` to `target` from the current greenlet, and return what
@@ -162,9 +167,9 @@ enum Resolved {
 unsafe fn transfer(
     ts: *mut ThreadState,
     target: &Arc<Core>,
-    payload: Result<Value, GreenletError>,
+    payload: Payload,
     kind: Kind,
-) -> Result<Value, GreenletError> {
+) -> Payload {
     // SAFETY (whole function): `ts` is live; accesses are short; the record
     // pointers used are kept alive by the registry or the state's `main`.
     unsafe {
@@ -192,16 +197,13 @@ unsafe fn transfer(
 /// A switch to the running greenlet: the payload comes straight back (after
 /// a trace event, as in greenlet).
 #[cold]
-unsafe fn switch_to_self(
-    ts: *mut ThreadState,
-    mut payload: Result<Value, GreenletError>,
-) -> Result<Value, GreenletError> {
+unsafe fn switch_to_self(ts: *mut ThreadState, mut payload: Payload) -> Payload {
     // SAFETY: the caller's `ts` is live.
     unsafe {
         if trace::active(ts) {
             let me = (*ts).current_arc();
             if let Err(err) = trace::run_hooks(ts, Kind::of(&payload), me) {
-                payload = Err(err);
+                payload = Err(Box::new(err));
             }
         }
     }
@@ -217,12 +219,15 @@ unsafe fn switch_to_self(
 unsafe fn resolve(
     ts: *mut ThreadState,
     target: Arc<Core>,
-    mut payload: Result<Value, GreenletError>,
+    mut payload: Payload,
     throw: bool,
 ) -> Resolved {
     if throw && target.flags() & DEAD != 0 {
-        if let Err(GreenletError::GreenletExit(value)) = payload {
-            return Resolved::Back(Ok(exit_value(value)));
+        if let Err(err) = payload {
+            match *err {
+                GreenletError::GreenletExit(value) => return Resolved::Back(Ok(exit_value(value))),
+                other => payload = Err(Box::new(other)),
+            }
         }
     }
     let mut t = target;
@@ -244,7 +249,7 @@ unsafe fn resolve(
             }
             // SAFETY: as above.
             if let Err(err) = unsafe { prepare(&t) } {
-                payload = Err(err);
+                payload = Err(Box::new(err));
                 continue;
             }
         }
@@ -279,14 +284,45 @@ unsafe fn prepare(core: &Arc<Core>) -> Result<(), GreenletError> {
     }
 }
 
-/// Name the stack after its greenlet without allocating for unnamed ones.
+/// Name the stack after its greenlet (`'name' (id N)`), without allocating
+/// or going through `fmt` (this runs at every greenlet start).
 fn label_stack(stack: &PooledStack, core: &Core) {
-    use std::io::Write;
-    let mut buf = [0u8; 64];
-    let mut cursor = std::io::Cursor::new(&mut buf[..]);
-    let _ = write!(cursor, "{}", core.label());
-    let len = usize::try_from(cursor.position()).unwrap_or(0);
-    stack.set_label(std::str::from_utf8(&buf[..len]).unwrap_or("greenlet"));
+    let mut buf = [0u8; 96];
+    let mut len = 0;
+    let mut put = |bytes: &[u8]| {
+        let n = bytes.len().min(buf.len() - len);
+        buf[len..len + n].copy_from_slice(&bytes[..n]);
+        len += n;
+    };
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut id = core.id();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (id % 10) as u8;
+        id /= 10;
+        if id == 0 {
+            break;
+        }
+    }
+    let digits = &digits[at..];
+    put(b"'");
+    match core.given_name() {
+        Some(name) => put(name.as_bytes()),
+        None => {
+            put(b"greenlet-");
+            put(digits);
+        }
+    }
+    put(b"' (id ");
+    put(digits);
+    put(b")");
+    // Truncation may split a multi-byte character: keep the valid prefix.
+    let label = match std::str::from_utf8(&buf[..len]) {
+        Ok(label) => label,
+        Err(err) => std::str::from_utf8(&buf[..err.valid_up_to()]).unwrap_or_default(),
+    };
+    stack.set_label(label);
 }
 
 /// Hand control to `dest` (a live, started or prepared greenlet, or main).
@@ -354,7 +390,7 @@ unsafe fn dispatch(ts: *mut ThreadState, mut next: *const Core) {
 /// # Safety
 /// `ts` is the calling thread's live state.
 #[inline]
-unsafe fn take_and_settle(ts: *mut ThreadState) -> Result<Value, GreenletError> {
+unsafe fn take_and_settle(ts: *mut ThreadState) -> Payload {
     // SAFETY: guaranteed by the caller.
     unsafe {
         let mut payload = (*ts).slot.take().unwrap_or_else(|| Ok(Value::unit()));
@@ -366,13 +402,13 @@ unsafe fn take_and_settle(ts: *mut ThreadState) -> Result<Value, GreenletError> 
 }
 
 #[cold]
-unsafe fn settle(ts: *mut ThreadState, payload: &mut Result<Value, GreenletError>) {
+unsafe fn settle(ts: *mut ThreadState, payload: &mut Payload) {
     // SAFETY: the caller's `ts` is live; each access is short.
     unsafe {
         drop((*ts).retiring.take());
         if let Some((kind, origin)) = (*ts).trace_pending.take() {
             if let Err(err) = trace::run_hooks(ts, kind, origin) {
-                *payload = Err(err);
+                *payload = Err(Box::new(err));
             }
         }
         do_pending_work(ts);
@@ -435,18 +471,18 @@ fn root(core_ptr: *const Core, yielder: &Yielder<usize, usize>) -> usize {
         core.mark(STARTED);
         let payload = take_and_settle(ts);
         let run = (*local).run.take();
-        let result = match (payload, run) {
+        let result: Payload = match (payload, run) {
             (Ok(value), Some(run)) => match catch_unwind(AssertUnwindSafe(move || run(value))) {
-                Ok(result) => result,
+                Ok(result) => result.map_err(Box::new),
                 Err(panic) => {
                     if (*ts).unwinding == core_ptr {
                         // corosensei's forced unwind: let it reach its root.
                         resume_unwind(panic);
                     }
-                    Err(GreenletError::Panic {
+                    Err(Box::new(GreenletError::Panic {
                         greenlet: core.label(),
                         message: panic_message(&*panic),
-                    })
+                    }))
                 }
             },
             (Err(err), run) => {
@@ -475,17 +511,16 @@ fn drop_quietly<T>(value: T, core: &Core) {
 ///
 /// # Safety
 /// Runs at the end of `root`, on the greenlet's own stack.
-unsafe fn finish(
-    ts: *mut ThreadState,
-    core_ptr: *const Core,
-    result: Result<Value, GreenletError>,
-) -> usize {
+unsafe fn finish(ts: *mut ThreadState, core_ptr: *const Core, result: Payload) -> usize {
     // SAFETY: as in `root`.
     unsafe {
         let core = &*core_ptr;
         let local = core.local();
         let payload = match result {
-            Err(GreenletError::GreenletExit(value)) => Ok(exit_value(value)),
+            Err(err) if err.is_exit() => match *err {
+                GreenletError::GreenletExit(value) => Ok(exit_value(value)),
+                other => Err(Box::new(other)),
+            },
             other => other,
         };
         let start = match (*local).return_to.take() {
@@ -555,7 +590,9 @@ pub(crate) unsafe fn kill(ts: *mut ThreadState, core: &Arc<Core>) -> Result<(), 
             return Ok(());
         }
         if flags & MAIN != 0 {
-            return transfer(ts, core, Err(GreenletError::exit()), Kind::Throw).map(drop);
+            return transfer(ts, core, Err(Box::new(GreenletError::exit())), Kind::Throw)
+                .map(drop)
+                .map_err(|err| *err);
         }
         if flags & STARTED == 0 {
             kill_unstarted(ts, core);
@@ -566,9 +603,9 @@ pub(crate) unsafe fn kill(ts: *mut ThreadState, core: &Arc<Core>) -> Result<(), 
             return Err(GreenletError::exit());
         }
         (*core.local()).return_to = Some((*ts).current_arc());
-        let result = transfer(ts, core, Err(GreenletError::exit()), Kind::Throw);
+        let result = transfer(ts, core, Err(Box::new(GreenletError::exit())), Kind::Throw);
         if core.flags() & DEAD != 0 {
-            result.map(drop)
+            result.map(drop).map_err(|err| *err)
         } else {
             drop((*core.local()).return_to.take());
             Err(GreenletError::KillIgnored {

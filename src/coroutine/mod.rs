@@ -5,7 +5,7 @@
 //! Owns everything greenlet-shaped; uses [`crate::cleanup`] (only to hand a
 //! dying thread's finalizers to its queue) and nothing of the CPython model.
 //!
-//! Modules: [`value`](self) (the dynamically typed payload), `error` (the
+//! Modules: `value` (the dynamically typed payload), `error` (the
 //! one error type), `stack` (pooled guard-paged stacks, also usable for raw
 //! corosensei coroutines through [`acquire_stack`]), `thread_state`
 //! (per-thread state and its teardown), `dispatch` (the switch protocol),
