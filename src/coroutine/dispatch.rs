@@ -284,16 +284,17 @@ unsafe fn prepare(core: &Arc<Core>) -> Result<(), GreenletError> {
     }
 }
 
-/// Name the stack after its greenlet (`'name' (id N)`), without allocating
-/// or going through `fmt` (this runs at every greenlet start).
+/// Name the stack after its greenlet (`'name' (id N)`, as in messages),
+/// without allocating or going through `fmt`: this runs at every start.
 fn label_stack(stack: &PooledStack, core: &Core) {
-    let mut buf = [0u8; 96];
-    let mut len = 0;
-    let mut put = |bytes: &[u8]| {
-        let n = bytes.len().min(buf.len() - len);
-        buf[len..len + n].copy_from_slice(&bytes[..n]);
-        len += n;
-    };
+    if let Some(name) = core.given_name() {
+        stack.set_greenlet_label(name, core.id());
+        return;
+    }
+    // The default name, `greenlet-<id>`, spelled by hand.
+    const PREFIX: &[u8] = b"greenlet-";
+    let mut buf = [0u8; PREFIX.len() + 20];
+    buf[..PREFIX.len()].copy_from_slice(PREFIX);
     let mut digits = [0u8; 20];
     let mut at = digits.len();
     let mut id = core.id();
@@ -305,24 +306,10 @@ fn label_stack(stack: &PooledStack, core: &Core) {
             break;
         }
     }
-    let digits = &digits[at..];
-    put(b"'");
-    match core.given_name() {
-        Some(name) => put(name.as_bytes()),
-        None => {
-            put(b"greenlet-");
-            put(digits);
-        }
-    }
-    put(b"' (id ");
-    put(digits);
-    put(b")");
-    // Truncation may split a multi-byte character: keep the valid prefix.
-    let label = match std::str::from_utf8(&buf[..len]) {
-        Ok(label) => label,
-        Err(err) => std::str::from_utf8(&buf[..err.valid_up_to()]).unwrap_or_default(),
-    };
-    stack.set_label(label);
+    let len = PREFIX.len() + digits.len() - at;
+    buf[PREFIX.len()..len].copy_from_slice(&digits[at..]);
+    let name = std::str::from_utf8(&buf[..len]).unwrap_or("greenlet");
+    stack.set_greenlet_label(name, core.id());
 }
 
 /// Hand control to `dest` (a live, started or prepared greenlet, or main).

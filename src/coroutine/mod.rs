@@ -6,7 +6,8 @@
 //! dying thread's finalizers to its queue) and nothing of the CPython model.
 //!
 //! Modules: `value` (the dynamically typed payload), `error` (the
-//! one error type), `stack` (pooled guard-paged stacks), `thread_state`
+//! one error type), `stack` (pooled guard-paged stacks, also usable for raw
+//! corosensei coroutines through [`acquire_stack`]), `thread_state`
 //! (per-thread state and its teardown), `dispatch` (the switch protocol),
 //! `greenlet` (handles, records, builder), `trace` (hooks).
 //!
@@ -61,6 +62,9 @@ mod value;
 
 pub use self::error::{GreenletError, GreenletExit};
 pub use self::greenlet::{getcurrent, live_greenlets, Greenlet, GreenletBuilder};
-pub use self::stack::{stack_stats, StackStats, DEFAULT_STACK_SIZE};
+pub use self::stack::{
+    acquire as acquire_stack, stack_stats, trim_stack_pool, PooledStack, StackStats,
+    DEFAULT_STACK_SIZE,
+};
 pub use self::trace::{gettrace, set_global_trace, settrace, TraceEvent, TraceHook};
 pub use self::value::Value;
