@@ -510,17 +510,28 @@ unsafe fn finish(ts: *mut ThreadState, core_ptr: *const Core, result: Payload) -
             },
             other => other,
         };
-        let start = match (*local).return_to.take() {
-            Some(killer) if killer.flags() & DEAD == 0 => killer,
-            _ => core
-                .parent_core()
-                .unwrap_or_else(|| Arc::clone(&(*ts).main)),
+        let killer = (*local).return_to.take();
+        let fast = match &killer {
+            // The common case: a live, started parent takes the result as is.
+            None => core.live_parent_ptr(),
+            Some(_) => None,
         };
-        // May run user code (closures of unstarted ancestors being dropped);
-        // nothing after it does.
-        let (dest, payload) = match resolve(ts, start, payload, false) {
-            Resolved::Go(dest, payload) => (dest, payload),
-            Resolved::Back(payload) => (Arc::as_ptr(&(*ts).main), payload),
+        let (dest, payload) = match fast {
+            Some(parent) => (parent, payload),
+            None => {
+                let start = match killer {
+                    Some(killer) if killer.flags() & DEAD == 0 => killer,
+                    _ => core
+                        .parent_core()
+                        .unwrap_or_else(|| Arc::clone(&(*ts).main)),
+                };
+                // May run user code (closures of unstarted ancestors being
+                // dropped); nothing after it does.
+                match resolve(ts, start, payload, false) {
+                    Resolved::Go(dest, payload) => (dest, payload),
+                    Resolved::Back(payload) => (Arc::as_ptr(&(*ts).main), payload),
+                }
+            }
         };
         core.mark(DEAD);
         let me = (*ts).registry.try_remove((*local).key);

@@ -145,9 +145,22 @@ impl Core {
         self.flags.load(Ordering::Acquire)
     }
 
+    /// Set a flag. Only the owner thread (or the thread tearing its state
+    /// down, which is the same thread) ever writes the flags, so a plain
+    /// load and store suffice; other threads only read them.
     #[inline]
     pub(crate) fn mark(&self, flag: u8) {
-        self.flags.fetch_or(flag, Ordering::AcqRel);
+        let flags = self.flags.load(Ordering::Relaxed);
+        self.flags.store(flags | flag, Ordering::Release);
+    }
+
+    /// The parent, if it can receive a value as it is (started and alive):
+    /// no reference is taken, the parent being kept alive by its thread.
+    #[inline]
+    pub(crate) fn live_parent_ptr(&self) -> Option<*const Core> {
+        let parent = self.parent.lock();
+        let parent = parent.as_ref()?;
+        (parent.core.flags() & (STARTED | DEAD) == STARTED).then(|| Arc::as_ptr(&parent.core))
     }
 
     pub(crate) fn is_leaked(&self) -> bool {
