@@ -60,8 +60,40 @@ unsafe impl Stack for StackRef {
 }
 
 /// What crosses a switch: a value, or an error raised at the receiver.
-/// The error is boxed so that the common case moves three words.
-pub(crate) type Payload = Result<Value, Box<GreenletError>>;
+pub(crate) type Payload = Result<Value, Raised>;
+
+/// An error in flight, one word wide so that a payload moves three words:
+/// the bare `GreenletExit` of a kill needs no allocation, anything else is
+/// boxed.
+pub(crate) enum Raised {
+    Exit,
+    Error(Box<GreenletError>),
+}
+
+impl Raised {
+    #[inline]
+    pub(crate) fn new(err: GreenletError) -> Raised {
+        match err {
+            GreenletError::GreenletExit(None) => Raised::Exit,
+            other => Raised::Error(Box::new(other)),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn into_error(self) -> GreenletError {
+        match self {
+            Raised::Exit => GreenletError::GreenletExit(None),
+            Raised::Error(err) => *err,
+        }
+    }
+
+    fn is_exit(&self) -> bool {
+        match self {
+            Raised::Exit => true,
+            Raised::Error(err) => err.is_exit(),
+        }
+    }
+}
 
 /// What kind of transfer: a switch carrying a value, or a throw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,7 +166,7 @@ pub(crate) fn send(
         check_mail(ts);
         transfer(ts, target, payload, kind)
     };
-    result.map_err(|err| *err)
+    result.map_err(Raised::into_error)
 }
 
 /// Run the kills other threads sent, if any (greenlet's "deleteme" list).
@@ -203,7 +235,7 @@ unsafe fn switch_to_self(ts: *mut ThreadState, mut payload: Payload) -> Payload 
         if trace::active(ts) {
             let me = (*ts).current_arc();
             if let Err(err) = trace::run_hooks(ts, Kind::of(&payload), me) {
-                payload = Err(Box::new(err));
+                payload = Err(Raised::new(err));
             }
         }
     }
@@ -224,9 +256,9 @@ unsafe fn resolve(
 ) -> Resolved {
     if throw && target.flags() & DEAD != 0 {
         if let Err(err) = payload {
-            match *err {
+            match err.into_error() {
                 GreenletError::GreenletExit(value) => return Resolved::Back(Ok(exit_value(value))),
-                other => payload = Err(Box::new(other)),
+                other => payload = Err(Raised::new(other)),
             }
         }
     }
@@ -249,7 +281,7 @@ unsafe fn resolve(
             }
             // SAFETY: as above.
             if let Err(err) = unsafe { prepare(&t) } {
-                payload = Err(Box::new(err));
+                payload = Err(Raised::new(err));
                 continue;
             }
         }
@@ -308,7 +340,9 @@ fn label_stack(stack: &PooledStack, core: &Core) {
     }
     let len = PREFIX.len() + digits.len() - at;
     buf[PREFIX.len()..len].copy_from_slice(&digits[at..]);
-    let name = std::str::from_utf8(&buf[..len]).unwrap_or("greenlet");
+    // SAFETY: `buf[..len]` is the ASCII prefix followed by ASCII digits,
+    // hence valid UTF-8.
+    let name = unsafe { std::str::from_utf8_unchecked(&buf[..len]) };
     stack.set_greenlet_label(name, core.id());
 }
 
@@ -395,7 +429,7 @@ unsafe fn settle(ts: *mut ThreadState, payload: &mut Payload) {
         drop((*ts).retiring.take());
         if let Some((kind, origin)) = (*ts).trace_pending.take() {
             if let Err(err) = trace::run_hooks(ts, kind, origin) {
-                *payload = Err(Box::new(err));
+                *payload = Err(Raised::new(err));
             }
         }
         do_pending_work(ts);
@@ -460,13 +494,13 @@ fn root(core_ptr: *const Core, yielder: &Yielder<usize, usize>) -> usize {
         let run = (*local).run.take();
         let result: Payload = match (payload, run) {
             (Ok(value), Some(run)) => match catch_unwind(AssertUnwindSafe(move || run(value))) {
-                Ok(result) => result.map_err(Box::new),
+                Ok(result) => result.map_err(Raised::new),
                 Err(panic) => {
                     if (*ts).unwinding == core_ptr {
                         // corosensei's forced unwind: let it reach its root.
                         resume_unwind(panic);
                     }
-                    Err(Box::new(GreenletError::Panic {
+                    Err(Raised::new(GreenletError::Panic {
                         greenlet: core.label(),
                         message: panic_message(&*panic),
                     }))
@@ -504,9 +538,9 @@ unsafe fn finish(ts: *mut ThreadState, core_ptr: *const Core, result: Payload) -
         let core = &*core_ptr;
         let local = core.local();
         let payload = match result {
-            Err(err) if err.is_exit() => match *err {
+            Err(err) if err.is_exit() => match err.into_error() {
                 GreenletError::GreenletExit(value) => Ok(exit_value(value)),
-                other => Err(Box::new(other)),
+                other => Err(Raised::new(other)),
             },
             other => other,
         };
@@ -588,9 +622,9 @@ pub(crate) unsafe fn kill(ts: *mut ThreadState, core: &Arc<Core>) -> Result<(), 
             return Ok(());
         }
         if flags & MAIN != 0 {
-            return transfer(ts, core, Err(Box::new(GreenletError::exit())), Kind::Throw)
+            return transfer(ts, core, Err(Raised::Exit), Kind::Throw)
                 .map(drop)
-                .map_err(|err| *err);
+                .map_err(Raised::into_error);
         }
         if flags & STARTED == 0 {
             kill_unstarted(ts, core);
@@ -601,9 +635,9 @@ pub(crate) unsafe fn kill(ts: *mut ThreadState, core: &Arc<Core>) -> Result<(), 
             return Err(GreenletError::exit());
         }
         (*core.local()).return_to = Some((*ts).current_arc());
-        let result = transfer(ts, core, Err(Box::new(GreenletError::exit())), Kind::Throw);
+        let result = transfer(ts, core, Err(Raised::Exit), Kind::Throw);
         if core.flags() & DEAD != 0 {
-            result.map(drop).map_err(|err| *err)
+            result.map(drop).map_err(Raised::into_error)
         } else {
             drop((*core.local()).return_to.take());
             Err(GreenletError::KillIgnored {
@@ -748,5 +782,26 @@ pub(crate) unsafe fn force_unwind(ts: *mut ThreadState, core: &Arc<Core>) {
         }
         drop((*ts).registry.try_remove((*local).key));
         do_pending_work(ts);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_payload_is_three_words() {
+        assert_eq!(mem::size_of::<Payload>(), 3 * mem::size_of::<usize>());
+    }
+
+    #[test]
+    fn raised_round_trips() {
+        assert!(matches!(Raised::new(GreenletError::exit()), Raised::Exit));
+        assert!(Raised::new(GreenletError::exit()).into_error().is_exit());
+        let user = Raised::new(GreenletError::user("u"));
+        assert!(!user.is_exit());
+        assert_eq!(user.into_error().to_string(), "u");
+        let valued = Raised::new(GreenletError::GreenletExit(Some(Value::new(1u8))));
+        assert!(valued.is_exit());
     }
 }

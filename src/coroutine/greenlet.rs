@@ -15,7 +15,7 @@ use std::sync::Arc;
 use corosensei::Yielder;
 use parking_lot::Mutex;
 
-use super::dispatch::{self, Co, Kind};
+use super::dispatch::{self, Co, Kind, Raised};
 use super::error::{GreenletError, GreenletExit};
 use super::stack::{PooledStack, DEFAULT_STACK_SIZE};
 use super::thread_state::{self, ThreadLink, ThreadState};
@@ -160,7 +160,7 @@ impl Core {
     pub(crate) fn live_parent_ptr(&self) -> Option<*const Core> {
         let parent = self.parent.lock();
         let parent = parent.as_ref()?;
-        (parent.core.flags() & (STARTED | DEAD) == STARTED).then(|| Arc::as_ptr(&parent.core))
+        (parent.core.flags() & (STARTED | DEAD) == STARTED).then_some(Arc::as_ptr(&parent.core))
     }
 
     pub(crate) fn is_leaked(&self) -> bool {
@@ -384,7 +384,7 @@ impl Greenlet {
     /// assert_eq!(v.downcast::<String>().unwrap(), "caught: boom");
     /// ```
     pub fn throw(&self, err: GreenletError) -> Result<Value, GreenletError> {
-        dispatch::send(&self.core, Err(Box::new(err)), Kind::Throw)
+        dispatch::send(&self.core, Err(Raised::new(err)), Kind::Throw)
     }
 
     /// Kill this greenlet: throw `GreenletExit` into it and let it run to
