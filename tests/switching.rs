@@ -312,3 +312,35 @@ fn names_ids_and_debug() {
     assert_ne!(a, b);
     assert_eq!(a, a.clone());
 }
+
+#[test]
+fn a_stack_that_cannot_be_mapped_is_an_error_not_a_crash() {
+    let g = Greenlet::builder()
+        .name("huge")
+        .stack_size(1 << 50)
+        .spawn(Ok)
+        .unwrap();
+    match g.switch(()) {
+        Err(e @ GreenletError::StackAllocation { .. }) => {
+            let msg = e.to_string();
+            assert!(
+                msg.contains("huge") && msg.contains(&(1usize << 50).to_string()),
+                "{msg}"
+            );
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    // It could not start, so it died without running.
+    assert!(g.is_dead() && !g.is_started());
+    let absurd = Greenlet::builder()
+        .stack_size(usize::MAX)
+        .spawn(Ok)
+        .unwrap();
+    assert!(matches!(
+        absurd.switch(()),
+        Err(GreenletError::StackAllocation { .. })
+    ));
+    // Everything else still works.
+    let h = Greenlet::new(Ok);
+    assert_eq!(h.switch(3).unwrap().downcast::<i32>().unwrap(), 3);
+}

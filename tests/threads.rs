@@ -319,3 +319,69 @@ fn many_threads_each_with_greenlets() {
     }
     assert_eq!(counter.load(Ordering::SeqCst), 8);
 }
+
+#[test]
+fn a_panicking_finalizer_does_not_stop_the_others_or_escape_drop() {
+    let count = Arc::new(AtomicUsize::new(0));
+    let g = Greenlet::new(Ok);
+    let c = Arc::clone(&count);
+    g.on_finalize(|| panic!("finalizer panic (expected in this test)"));
+    g.on_finalize(move || {
+        c.fetch_add(1, Ordering::SeqCst);
+    });
+    g.switch(()).unwrap();
+    drop(g); // runs both; the panic is reported, not raised
+    assert_eq!(count.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn greenlets_started_while_the_thread_unwinds_are_unwound_too() {
+    let counter = Arc::new(AtomicUsize::new(0));
+    let c = Arc::clone(&counter);
+    let survivor = std::thread::spawn(move || {
+        let c2 = Arc::clone(&c);
+        let g = Greenlet::new(move |_| {
+            let _local = DropCounter(Arc::clone(&c2));
+            let main = getcurrent().parent().unwrap();
+            let result = main.switch(());
+            // On its way out, start another greenlet that suspends.
+            let late = suspended_with_counter(&c2, "late");
+            std::mem::forget(late.clone());
+            result?;
+            Ok(().into())
+        });
+        g.switch(()).unwrap();
+        g // outlives the thread: only its exit can unwind it
+    })
+    .join()
+    .unwrap();
+    assert!(survivor.is_dead());
+    assert_eq!(
+        counter.load(Ordering::SeqCst),
+        2,
+        "both greenlets' locals were dropped"
+    );
+}
+
+#[test]
+fn a_panicking_main_finalizer_is_counted_by_the_queue() {
+    let queue = CleanupQueue::new(Policy::Scheduled, Arc::new(Manual));
+    let count = Arc::new(AtomicUsize::new(0));
+    let (q, c) = (Arc::clone(&queue), Arc::clone(&count));
+    std::thread::spawn(move || {
+        set_thread_queue(Some(q));
+        getcurrent().on_finalize(|| panic!("main finalizer panic (expected in this test)"));
+        getcurrent().on_finalize(move || {
+            c.fetch_add(1, Ordering::SeqCst);
+        });
+    })
+    .join()
+    .unwrap();
+    queue.drain();
+    assert_eq!(
+        count.load(Ordering::SeqCst),
+        1,
+        "the other finalizer still ran"
+    );
+    assert_eq!(queue.finalizer_panics(), 1);
+}

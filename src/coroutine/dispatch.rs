@@ -59,6 +59,42 @@ unsafe impl Stack for StackRef {
     }
 }
 
+/// What crosses a switch: a value, or an error raised at the receiver.
+pub(crate) type Payload = Result<Value, Raised>;
+
+/// An error in flight, one word wide so that a payload moves three words:
+/// the bare `GreenletExit` of a kill needs no allocation, anything else is
+/// boxed.
+pub(crate) enum Raised {
+    Exit,
+    Error(Box<GreenletError>),
+}
+
+impl Raised {
+    #[inline]
+    pub(crate) fn new(err: GreenletError) -> Raised {
+        match err {
+            GreenletError::GreenletExit(None) => Raised::Exit,
+            other => Raised::Error(Box::new(other)),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn into_error(self) -> GreenletError {
+        match self {
+            Raised::Exit => GreenletError::GreenletExit(None),
+            Raised::Error(err) => *err,
+        }
+    }
+
+    fn is_exit(&self) -> bool {
+        match self {
+            Raised::Exit => true,
+            Raised::Error(err) => err.is_exit(),
+        }
+    }
+}
+
 /// What kind of transfer: a switch carrying a value, or a throw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -67,7 +103,7 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
-    fn of(payload: &Result<Value, GreenletError>) -> Kind {
+    fn of(payload: &Payload) -> Kind {
         if payload.is_ok() {
             Kind::Switch
         } else {
@@ -118,18 +154,19 @@ fn thread_error(ts: Option<*mut ThreadState>, target: &Core) -> GreenletError {
 }
 
 /// `switch` / `throw` from the API.
-#[inline]
+#[inline(always)]
 pub(crate) fn send(
     target: &Arc<Core>,
-    payload: Result<Value, GreenletError>,
+    payload: Payload,
     kind: Kind,
 ) -> Result<Value, GreenletError> {
     let ts = check_owner(target)?;
     // SAFETY: `ts` is this thread's live state and `target` belongs to it.
-    unsafe {
+    let result = unsafe {
         check_mail(ts);
         transfer(ts, target, payload, kind)
-    }
+    };
+    result.map_err(Raised::into_error)
 }
 
 /// Run the kills other threads sent, if any (greenlet's "deleteme" list).
@@ -148,9 +185,9 @@ pub(crate) unsafe fn check_mail(ts: *mut ThreadState) {
 /// Where a transfer really goes.
 enum Resolved {
     /// Resume (or start) this live greenlet with this payload.
-    Go(*const Core, Result<Value, GreenletError>),
+    Go(*const Core, Payload),
     /// Nothing to switch to: this is the caller's result.
-    Back(Result<Value, GreenletError>),
+    Back(Payload),
 }
 
 /// Send `payload` to `target` from the current greenlet, and return what
@@ -158,13 +195,13 @@ enum Resolved {
 ///
 /// # Safety
 /// `ts` is the calling thread's live state and `target` belongs to it.
-#[inline]
+#[inline(always)]
 unsafe fn transfer(
     ts: *mut ThreadState,
     target: &Arc<Core>,
-    payload: Result<Value, GreenletError>,
+    payload: Payload,
     kind: Kind,
-) -> Result<Value, GreenletError> {
+) -> Payload {
     // SAFETY (whole function): `ts` is live; accesses are short; the record
     // pointers used are kept alive by the registry or the state's `main`.
     unsafe {
@@ -192,16 +229,13 @@ unsafe fn transfer(
 /// A switch to the running greenlet: the payload comes straight back (after
 /// a trace event, as in greenlet).
 #[cold]
-unsafe fn switch_to_self(
-    ts: *mut ThreadState,
-    mut payload: Result<Value, GreenletError>,
-) -> Result<Value, GreenletError> {
+unsafe fn switch_to_self(ts: *mut ThreadState, mut payload: Payload) -> Payload {
     // SAFETY: the caller's `ts` is live.
     unsafe {
         if trace::active(ts) {
             let me = (*ts).current_arc();
             if let Err(err) = trace::run_hooks(ts, Kind::of(&payload), me) {
-                payload = Err(err);
+                payload = Err(Raised::new(err));
             }
         }
     }
@@ -217,12 +251,15 @@ unsafe fn switch_to_self(
 unsafe fn resolve(
     ts: *mut ThreadState,
     target: Arc<Core>,
-    mut payload: Result<Value, GreenletError>,
+    mut payload: Payload,
     throw: bool,
 ) -> Resolved {
     if throw && target.flags() & DEAD != 0 {
-        if let Err(GreenletError::GreenletExit(value)) = payload {
-            return Resolved::Back(Ok(exit_value(value)));
+        if let Err(err) = payload {
+            match err.into_error() {
+                GreenletError::GreenletExit(value) => return Resolved::Back(Ok(exit_value(value))),
+                other => payload = Err(Raised::new(other)),
+            }
         }
     }
     let mut t = target;
@@ -244,7 +281,7 @@ unsafe fn resolve(
             }
             // SAFETY: as above.
             if let Err(err) = unsafe { prepare(&t) } {
-                payload = Err(err);
+                payload = Err(Raised::new(err));
                 continue;
             }
         }
@@ -279,14 +316,34 @@ unsafe fn prepare(core: &Arc<Core>) -> Result<(), GreenletError> {
     }
 }
 
-/// Name the stack after its greenlet without allocating for unnamed ones.
+/// Name the stack after its greenlet (`'name' (id N)`, as in messages),
+/// without allocating or going through `fmt`: this runs at every start.
 fn label_stack(stack: &PooledStack, core: &Core) {
-    use std::io::Write;
-    let mut buf = [0u8; 64];
-    let mut cursor = std::io::Cursor::new(&mut buf[..]);
-    let _ = write!(cursor, "{}", core.label());
-    let len = usize::try_from(cursor.position()).unwrap_or(0);
-    stack.set_label(std::str::from_utf8(&buf[..len]).unwrap_or("greenlet"));
+    if let Some(name) = core.given_name() {
+        stack.set_greenlet_label(name, core.id());
+        return;
+    }
+    // The default name, `greenlet-<id>`, spelled by hand.
+    const PREFIX: &[u8] = b"greenlet-";
+    let mut buf = [0u8; PREFIX.len() + 20];
+    buf[..PREFIX.len()].copy_from_slice(PREFIX);
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut id = core.id();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (id % 10) as u8;
+        id /= 10;
+        if id == 0 {
+            break;
+        }
+    }
+    let len = PREFIX.len() + digits.len() - at;
+    buf[PREFIX.len()..len].copy_from_slice(&digits[at..]);
+    // SAFETY: `buf[..len]` is the ASCII prefix followed by ASCII digits,
+    // hence valid UTF-8.
+    let name = unsafe { std::str::from_utf8_unchecked(&buf[..len]) };
+    stack.set_greenlet_label(name, core.id());
 }
 
 /// Hand control to `dest` (a live, started or prepared greenlet, or main).
@@ -354,7 +411,7 @@ unsafe fn dispatch(ts: *mut ThreadState, mut next: *const Core) {
 /// # Safety
 /// `ts` is the calling thread's live state.
 #[inline]
-unsafe fn take_and_settle(ts: *mut ThreadState) -> Result<Value, GreenletError> {
+unsafe fn take_and_settle(ts: *mut ThreadState) -> Payload {
     // SAFETY: guaranteed by the caller.
     unsafe {
         let mut payload = (*ts).slot.take().unwrap_or_else(|| Ok(Value::unit()));
@@ -366,13 +423,13 @@ unsafe fn take_and_settle(ts: *mut ThreadState) -> Result<Value, GreenletError> 
 }
 
 #[cold]
-unsafe fn settle(ts: *mut ThreadState, payload: &mut Result<Value, GreenletError>) {
+unsafe fn settle(ts: *mut ThreadState, payload: &mut Payload) {
     // SAFETY: the caller's `ts` is live; each access is short.
     unsafe {
         drop((*ts).retiring.take());
         if let Some((kind, origin)) = (*ts).trace_pending.take() {
             if let Err(err) = trace::run_hooks(ts, kind, origin) {
-                *payload = Err(err);
+                *payload = Err(Raised::new(err));
             }
         }
         do_pending_work(ts);
@@ -435,18 +492,18 @@ fn root(core_ptr: *const Core, yielder: &Yielder<usize, usize>) -> usize {
         core.mark(STARTED);
         let payload = take_and_settle(ts);
         let run = (*local).run.take();
-        let result = match (payload, run) {
+        let result: Payload = match (payload, run) {
             (Ok(value), Some(run)) => match catch_unwind(AssertUnwindSafe(move || run(value))) {
-                Ok(result) => result,
+                Ok(result) => result.map_err(Raised::new),
                 Err(panic) => {
                     if (*ts).unwinding == core_ptr {
                         // corosensei's forced unwind: let it reach its root.
                         resume_unwind(panic);
                     }
-                    Err(GreenletError::Panic {
+                    Err(Raised::new(GreenletError::Panic {
                         greenlet: core.label(),
                         message: panic_message(&*panic),
-                    })
+                    }))
                 }
             },
             (Err(err), run) => {
@@ -475,30 +532,40 @@ fn drop_quietly<T>(value: T, core: &Core) {
 ///
 /// # Safety
 /// Runs at the end of `root`, on the greenlet's own stack.
-unsafe fn finish(
-    ts: *mut ThreadState,
-    core_ptr: *const Core,
-    result: Result<Value, GreenletError>,
-) -> usize {
+unsafe fn finish(ts: *mut ThreadState, core_ptr: *const Core, result: Payload) -> usize {
     // SAFETY: as in `root`.
     unsafe {
         let core = &*core_ptr;
         let local = core.local();
         let payload = match result {
-            Err(GreenletError::GreenletExit(value)) => Ok(exit_value(value)),
+            Err(err) if err.is_exit() => match err.into_error() {
+                GreenletError::GreenletExit(value) => Ok(exit_value(value)),
+                other => Err(Raised::new(other)),
+            },
             other => other,
         };
-        let start = match (*local).return_to.take() {
-            Some(killer) if killer.flags() & DEAD == 0 => killer,
-            _ => core
-                .parent_core()
-                .unwrap_or_else(|| Arc::clone(&(*ts).main)),
+        let killer = (*local).return_to.take();
+        let fast = match &killer {
+            // The common case: a live, started parent takes the result as is.
+            None => core.live_parent_ptr(),
+            Some(_) => None,
         };
-        // May run user code (closures of unstarted ancestors being dropped);
-        // nothing after it does.
-        let (dest, payload) = match resolve(ts, start, payload, false) {
-            Resolved::Go(dest, payload) => (dest, payload),
-            Resolved::Back(payload) => (Arc::as_ptr(&(*ts).main), payload),
+        let (dest, payload) = match fast {
+            Some(parent) => (parent, payload),
+            None => {
+                let start = match killer {
+                    Some(killer) if killer.flags() & DEAD == 0 => killer,
+                    _ => core
+                        .parent_core()
+                        .unwrap_or_else(|| Arc::clone(&(*ts).main)),
+                };
+                // May run user code (closures of unstarted ancestors being
+                // dropped); nothing after it does.
+                match resolve(ts, start, payload, false) {
+                    Resolved::Go(dest, payload) => (dest, payload),
+                    Resolved::Back(payload) => (Arc::as_ptr(&(*ts).main), payload),
+                }
+            }
         };
         core.mark(DEAD);
         let me = (*ts).registry.try_remove((*local).key);
@@ -555,7 +622,9 @@ pub(crate) unsafe fn kill(ts: *mut ThreadState, core: &Arc<Core>) -> Result<(), 
             return Ok(());
         }
         if flags & MAIN != 0 {
-            return transfer(ts, core, Err(GreenletError::exit()), Kind::Throw).map(drop);
+            return transfer(ts, core, Err(Raised::Exit), Kind::Throw)
+                .map(drop)
+                .map_err(Raised::into_error);
         }
         if flags & STARTED == 0 {
             kill_unstarted(ts, core);
@@ -566,9 +635,9 @@ pub(crate) unsafe fn kill(ts: *mut ThreadState, core: &Arc<Core>) -> Result<(), 
             return Err(GreenletError::exit());
         }
         (*core.local()).return_to = Some((*ts).current_arc());
-        let result = transfer(ts, core, Err(GreenletError::exit()), Kind::Throw);
+        let result = transfer(ts, core, Err(Raised::Exit), Kind::Throw);
         if core.flags() & DEAD != 0 {
-            result.map(drop)
+            result.map(drop).map_err(Raised::into_error)
         } else {
             drop((*core.local()).return_to.take());
             Err(GreenletError::KillIgnored {
@@ -713,5 +782,26 @@ pub(crate) unsafe fn force_unwind(ts: *mut ThreadState, core: &Arc<Core>) {
         }
         drop((*ts).registry.try_remove((*local).key));
         do_pending_work(ts);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_payload_is_three_words() {
+        assert_eq!(mem::size_of::<Payload>(), 3 * mem::size_of::<usize>());
+    }
+
+    #[test]
+    fn raised_round_trips() {
+        assert!(matches!(Raised::new(GreenletError::exit()), Raised::Exit));
+        assert!(Raised::new(GreenletError::exit()).into_error().is_exit());
+        let user = Raised::new(GreenletError::user("u"));
+        assert!(!user.is_exit());
+        assert_eq!(user.into_error().to_string(), "u");
+        let valued = Raised::new(GreenletError::GreenletExit(Some(Value::new(1u8))));
+        assert!(valued.is_exit());
     }
 }

@@ -176,6 +176,10 @@ impl GreenletError {
     }
 
     /// Whether this is `GreenletExit`.
+    ///
+    /// ```
+    /// assert!(!greenlet::GreenletError::user("x").is_exit());
+    /// ```
     pub fn is_exit(&self) -> bool {
         matches!(self, GreenletError::GreenletExit(_))
     }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use corosensei::Yielder;
 use parking_lot::Mutex;
 
-use super::dispatch::{self, Co, Kind};
+use super::dispatch::{self, Co, Kind, Raised};
 use super::error::{GreenletError, GreenletExit};
 use super::stack::{PooledStack, DEFAULT_STACK_SIZE};
 use super::thread_state::{self, ThreadLink, ThreadState};
@@ -145,9 +145,22 @@ impl Core {
         self.flags.load(Ordering::Acquire)
     }
 
+    /// Set a flag. Only the owner thread (or the thread tearing its state
+    /// down, which is the same thread) ever writes the flags, so a plain
+    /// load and store suffice; other threads only read them.
     #[inline]
     pub(crate) fn mark(&self, flag: u8) {
-        self.flags.fetch_or(flag, Ordering::AcqRel);
+        let flags = self.flags.load(Ordering::Relaxed);
+        self.flags.store(flags | flag, Ordering::Release);
+    }
+
+    /// The parent, if it can receive a value as it is (started and alive):
+    /// no reference is taken, the parent being kept alive by its thread.
+    #[inline]
+    pub(crate) fn live_parent_ptr(&self) -> Option<*const Core> {
+        let parent = self.parent.lock();
+        let parent = parent.as_ref()?;
+        (parent.core.flags() & (STARTED | DEAD) == STARTED).then_some(Arc::as_ptr(&parent.core))
     }
 
     pub(crate) fn is_leaked(&self) -> bool {
@@ -171,6 +184,15 @@ impl Core {
         format!("'{}' (id {})", self.name(), self.id)
     }
 
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The name given at creation, if any.
+    pub(crate) fn given_name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
     pub(crate) fn parent_core(&self) -> Option<Arc<Core>> {
         self.parent.lock().as_ref().map(|p| Arc::clone(&p.core))
     }
@@ -184,7 +206,8 @@ impl Core {
     pub(crate) fn finalize(&self) {
         let finalizers = self.take_finalizers();
         if !finalizers.is_empty() {
-            run_finalizers(finalizers, &self.label());
+            // Reported already; a greenlet's finalization never panics.
+            drop(run_finalizers(finalizers, &self.label()));
         }
     }
 }
@@ -203,9 +226,13 @@ impl Drop for Core {
     }
 }
 
-/// Run finalizers, each isolated: a panicking one is reported and the others
-/// still run; the first panic is then re-raised for the caller to count.
-pub(crate) fn run_finalizers(finalizers: Vec<Finalizer>, label: &str) {
+/// Run finalizers, each isolated: a panicking one is reported on stderr
+/// and the others still run. Returns the first panic's payload, for a caller
+/// that wants to re-raise it (the cleanup queue counts finalizer panics).
+pub(crate) fn run_finalizers(
+    finalizers: Vec<Finalizer>,
+    label: &str,
+) -> Option<Box<dyn std::any::Any + Send>> {
     let mut first_panic = None;
     for finalizer in finalizers {
         if let Err(payload) = catch_unwind(AssertUnwindSafe(finalizer)) {
@@ -216,9 +243,7 @@ pub(crate) fn run_finalizers(finalizers: Vec<Finalizer>, label: &str) {
             first_panic.get_or_insert(payload);
         }
     }
-    if let Some(payload) = first_panic {
-        std::panic::resume_unwind(payload);
-    }
+    first_panic
 }
 
 pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
@@ -359,12 +384,15 @@ impl Greenlet {
     /// assert_eq!(v.downcast::<String>().unwrap(), "caught: boom");
     /// ```
     pub fn throw(&self, err: GreenletError) -> Result<Value, GreenletError> {
-        dispatch::send(&self.core, Err(err), Kind::Throw)
+        dispatch::send(&self.core, Err(Raised::new(err)), Kind::Throw)
     }
 
     /// Kill this greenlet: throw `GreenletExit` into it and let it run to
     /// its end, with control coming back to the caller (not to its parent).
-    /// Unstarted: it dies without running. Dead: nothing happens.
+    /// Unstarted: it dies without running. Dead: nothing happens. The
+    /// running greenlet killing itself gets `Err(GreenletExit)` back at once
+    /// (propagate it with `?`). A main greenlet never dies while its thread
+    /// runs: killing one only throws `GreenletExit` into it.
     ///
     /// # Errors
     /// [`GreenletError::KillIgnored`] if it caught the exit and switched
@@ -392,12 +420,26 @@ impl Greenlet {
 
     /// Whether it has finished (or was killed). A main greenlet is dead once
     /// its thread has exited.
+    ///
+    /// ```
+    /// let g = greenlet::Greenlet::new(Ok);
+    /// assert!(!g.is_dead());
+    /// g.switch(()).unwrap();
+    /// assert!(g.is_dead());
+    /// ```
     #[inline]
     pub fn is_dead(&self) -> bool {
         self.core.flags() & DEAD != 0
     }
 
     /// Whether it has been switched into (main greenlets always have).
+    ///
+    /// ```
+    /// let g = greenlet::Greenlet::new(Ok);
+    /// assert!(!g.is_started());
+    /// g.switch(()).unwrap();
+    /// assert!(g.is_started());
+    /// ```
     #[inline]
     pub fn is_started(&self) -> bool {
         self.core.flags() & STARTED != 0
@@ -427,6 +469,12 @@ impl Greenlet {
     }
 
     /// A process-unique id.
+    ///
+    /// ```
+    /// let (a, b) = (greenlet::Greenlet::new(Ok), greenlet::Greenlet::new(Ok));
+    /// assert_ne!(a.id(), b.id());
+    /// assert_eq!(a.id(), a.clone().id());
+    /// ```
     #[inline]
     pub fn id(&self) -> u64 {
         self.core.id
@@ -434,6 +482,12 @@ impl Greenlet {
 
     /// Its name: the one given to the builder, `main` for a main greenlet,
     /// else `greenlet-<id>`.
+    ///
+    /// ```
+    /// let g = greenlet::Greenlet::new(Ok);
+    /// assert_eq!(g.name(), format!("greenlet-{}", g.id()));
+    /// assert_eq!(greenlet::getcurrent().name(), "main");
+    /// ```
     pub fn name(&self) -> String {
         self.core.name()
     }
@@ -513,7 +567,7 @@ impl Greenlet {
             Some(list) => list.push(Box::new(callback)),
             None => {
                 drop(finalizers);
-                run_finalizers(vec![Box::new(callback)], &self.core.label());
+                drop(run_finalizers(vec![Box::new(callback)], &self.core.label()));
             }
         }
     }
@@ -588,18 +642,35 @@ pub struct GreenletBuilder {
 impl GreenletBuilder {
     /// Its parent (default: the current greenlet). Must belong to the
     /// calling thread.
+    ///
+    /// ```
+    /// let p = greenlet::Greenlet::new(Ok);
+    /// let g = greenlet::Greenlet::builder().parent(&p).spawn(Ok).unwrap();
+    /// assert_eq!(g.parent(), Some(p));
+    /// ```
     pub fn parent(mut self, parent: &Greenlet) -> Self {
         self.parent = Some(parent.clone());
         self
     }
 
-    /// Usable stack bytes (default [`DEFAULT_STACK_SIZE`](crate::DEFAULT_STACK_SIZE)).
+    /// Usable stack bytes (default [`DEFAULT_STACK_SIZE`](crate::DEFAULT_STACK_SIZE)),
+    /// rounded up to whole pages; the stack is taken when the greenlet starts.
+    ///
+    /// ```
+    /// let g = greenlet::Greenlet::builder().stack_size(32 * 1024).spawn(Ok).unwrap();
+    /// g.switch(()).unwrap();
+    /// ```
     pub fn stack_size(mut self, size: usize) -> Self {
         self.stack_size = size;
         self
     }
 
     /// Its name, for messages and [`Greenlet::name`].
+    ///
+    /// ```
+    /// let g = greenlet::Greenlet::builder().name("io").spawn(Ok).unwrap();
+    /// assert_eq!(g.name(), "io");
+    /// ```
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
         self

@@ -5,8 +5,9 @@
 //! Owns everything greenlet-shaped; uses [`crate::cleanup`] (only to hand a
 //! dying thread's finalizers to its queue) and nothing of the CPython model.
 //!
-//! Modules: [`value`](self) (the dynamically typed payload), `error` (the
-//! one error type), `stack` (pooled guard-paged stacks), `thread_state`
+//! Modules: `value` (the dynamically typed payload), `error` (the
+//! one error type), `stack` (pooled guard-paged stacks, also usable for raw
+//! corosensei coroutines through [`acquire_stack`]), `thread_state`
 //! (per-thread state and its teardown), `dispatch` (the switch protocol),
 //! `greenlet` (handles, records, builder), `trace` (hooks).
 //!
@@ -30,7 +31,26 @@
 //! `GreenletExit`, so their destructors run), falling back to corosensei's
 //! forced unwind for greenlets that ignore the exit three times; then marks
 //! every greenlet of the thread as belonging to an exited thread; then
-//! hands the finalizers to the cleanup queue.
+//! hands the finalizers to the cleanup queue. Greenlets that keep running
+//! even through that are leaked (never resumed, their memory kept) rather
+//! than looped on.
+//!
+//! # Differences from Python's greenlet
+//! - A greenlet belongs to the thread that created it, and its parent must
+//!   belong to the same thread (greenlet lets an unstarted greenlet pick a
+//!   parent elsewhere); its stack and closure never leave that thread.
+//! - A thread's suspended greenlets are unwound when it exits, so their
+//!   destructors run (greenlet frees them without running `finally`).
+//! - [`Greenlet::kill`] returns control to the caller, like greenlet's kill
+//!   on garbage collection; a `throw` still goes to the parent chain.
+//! - Throwing into an unstarted greenlet kills it without switching to it,
+//!   so no trace event names it as a target.
+//! - A greenlet whose stack cannot be mapped dies without running, and the
+//!   [`GreenletError::StackAllocation`] error goes up its parent chain.
+//! - Values and errors are thread-bound (`Value` may hold `Rc`), so
+//!   [`GreenletError`] is not `Send`; convert it to a string to cross threads.
+//! - Tracing has a process-wide hook besides the per-thread one, and hooks
+//!   are not traced (switches made inside a hook fire no events).
 
 mod dispatch;
 mod error;
@@ -42,6 +62,9 @@ mod value;
 
 pub use self::error::{GreenletError, GreenletExit};
 pub use self::greenlet::{getcurrent, live_greenlets, Greenlet, GreenletBuilder};
-pub use self::stack::{stack_stats, StackStats, DEFAULT_STACK_SIZE};
+pub use self::stack::{
+    acquire as acquire_stack, stack_stats, trim_stack_pool, PooledStack, StackStats,
+    DEFAULT_STACK_SIZE,
+};
 pub use self::trace::{gettrace, set_global_trace, settrace, TraceEvent, TraceHook};
 pub use self::value::Value;

@@ -1,149 +1,746 @@
-//! Greenlet stacks: guard-paged `mmap` stacks from `corosensei`, kept in a
-//! pool so that starting a greenlet rarely maps memory.
+//! Guard-paged, pooled stacks for greenlets.
 //!
-//! Owns [`PooledStack`], the pool and its [`StackStats`]. Uses corosensei's
-//! `DefaultStack` (which registers each stack with valgrind) and nothing else
-//! of this crate. The dispatcher tells it which stack is running
-//! ([`running`]), so that a fault handler can name the greenlet.
+//! Owns: the memory greenlets run on ([`PooledStack`], which implements
+//! corosensei's [`Stack`] trait), the pool that recycles stacks (a per-thread
+//! cache in front of a global free list, capped so that memory is unmapped
+//! beyond it), the stack counters ([`stack_stats`]), the valgrind
+//! registration of every stack, and stack-overflow reporting: the thread-local
+//! mark of the stack that is running (set by the dispatcher through
+//! [`running`]) and the fault handler that turns a guard-page hit into a
+//! message naming the greenlet instead of a bare SIGSEGV.
+//!
+//! Uses: `libc` (mmap, mprotect, munmap, signals), `parking_lot`, corosensei's
+//! `Stack` trait. Nothing else of this crate.
+//!
+//! # Layout of one stack
+//! ```text
+//! low addresses                                                high addresses
+//! | guard page (PROT_NONE) | usable stack, grows downwards <-- | Header |
+//! ^ limit()                ^ guard_end                         ^ base()
+//! ```
+//! The header (size, label, valgrind id) lives at the top of the mapping, in
+//! the page the coroutine's first frame touches anyway, so it costs no extra
+//! memory and travels with the stack through the pool. Each stack is two
+//! kernel mappings (the guard page and the rest): Linux's default
+//! `vm.max_map_count` of 65530 caps a process near 32,000 live stacks.
 
-use std::cell::Cell;
+mod overflow;
+#[cfg(test)]
+mod tests;
+mod valgrind;
+
+use std::cell::{Cell, RefCell, UnsafeCell};
+use std::fmt;
 use std::io;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{compiler_fence, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 
-use corosensei::stack::{DefaultStack, Stack, StackPointer};
+use corosensei::stack::{Stack, StackPointer, MIN_STACK_SIZE};
 use parking_lot::Mutex;
 
-/// The default usable size of a greenlet's stack: 256 KiB (plus a guard
-/// page). Pages are only touched as the greenlet uses them. Choose another
-/// size per greenlet with
-/// [`GreenletBuilder::stack_size`](crate::GreenletBuilder::stack_size).
+/// Usable stack size of a greenlet when none is given: 256 KiB.
+///
+/// Only the pages a greenlet touches become resident (stacks are mapped with
+/// `MAP_NORESERVE` and the kernel commits pages on first touch), so the size
+/// mostly costs address space, not memory: an idle greenlet's RSS is the same
+/// ~4.3 KiB with a 64 KiB or a 1 MiB stack (`cargo run --release --example
+/// memory`). The size does cost page tables, which RSS does not show: the
+/// kernel needs a 4 KiB page-table page per 2 MiB of address space in use,
+/// so 1 MiB stacks add ~2 KiB per idle greenlet (measured: 2068 bytes) and
+/// 256 KiB stacks ~0.5 KiB (530 bytes). 256 KiB leaves ample room for ordinary Rust code
+/// (a panic that captures and prints a backtrace fits in 32 KiB) and for
+/// moderately deep recursion; a greenlet that needs more asks for it when it
+/// is created. Rust threads get 2 MiB, which would also let transparent huge
+/// pages back a stack with 2 MiB of memory.
 ///
 /// ```
-/// assert_eq!(greenlet::DEFAULT_STACK_SIZE, 256 * 1024);
+/// use greenlet::coroutine::{acquire_stack, DEFAULT_STACK_SIZE};
+///
+/// assert_eq!(DEFAULT_STACK_SIZE, 256 * 1024);
+/// assert!(acquire_stack(DEFAULT_STACK_SIZE)?.size() >= DEFAULT_STACK_SIZE);
+/// # Ok::<(), std::io::Error>(())
 /// ```
 pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
 
-/// Free stacks kept per process; beyond that, released stacks are unmapped.
-const POOL_LIMIT: usize = 1024;
+/// Most bytes of a stack's label kept for the overflow message.
+const LABEL_CAPACITY: usize = 96;
+/// Most free stacks of one size a thread keeps for itself. When full, half of
+/// them move to the global pool.
+const THREAD_CACHE_CAP: usize = 64;
+/// Most free stacks of one size the global pool keeps; beyond it a released
+/// stack is unmapped, returning its memory to the system.
+const GLOBAL_POOL_CAP: usize = 1024;
 
-/// Stack counters, for leak checks.
+/// Metadata of one stack, stored at the top of its own mapping.
+#[repr(C, align(64))]
+struct Header {
+    /// Lowest address of the mapping: the start of the guard page.
+    map_start: usize,
+    /// Length of the whole mapping (guard page, usable stack, header).
+    map_len: usize,
+    /// First address above the guard page: the lowest usable stack byte.
+    guard_end: usize,
+    /// Id valgrind gave the stack when it was registered (0 outside valgrind).
+    valgrind_id: usize,
+    /// Number of valid bytes in `label`. Written last, after the bytes.
+    label_len: AtomicUsize,
+    /// UTF-8 label (a greenlet's name or id) for the overflow message.
+    label: UnsafeCell<[u8; LABEL_CAPACITY]>,
+}
+
+impl Header {
+    /// Usable bytes between the guard page and the header.
+    fn usable_size(&self) -> usize {
+        self as *const Header as usize - self.guard_end
+    }
+
+    /// Copies the label into `out` and returns its length.
+    fn read_label(&self, out: &mut [u8; LABEL_CAPACITY]) -> usize {
+        let len = self.label_len.load(Ordering::Relaxed).min(LABEL_CAPACITY);
+        compiler_fence(Ordering::Acquire);
+        // SAFETY: `label` is inside the header, which is mapped while the
+        // stack exists; it is written only by `LabelWriter` on the thread
+        // that owns the `PooledStack` (which is not `Sync`), and `len` bytes
+        // were complete before `label_len` was stored.
+        unsafe { ptr::copy_nonoverlapping(self.label.get().cast::<u8>(), out.as_mut_ptr(), len) };
+        len
+    }
+}
+
+/// A free stack: its header pointer, sendable between threads and pools.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct RawStack(NonNull<Header>);
+
+// SAFETY: a free stack is plain memory owned by whichever pool holds the
+// pointer; nothing about it is tied to a thread.
+unsafe impl Send for RawStack {}
+
+impl RawStack {
+    fn header(&self) -> &Header {
+        // SAFETY: a RawStack always points to the initialised header of a
+        // live mapping; headers are only unmapped by `destroy`, which
+        // consumes the RawStack.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+/// A guard-paged stack from the pool; dropping it returns it to the pool.
+///
+/// It implements corosensei's [`Stack`] trait, so any corosensei coroutine can
+/// run on it. [`size`](PooledStack::size) usable bytes lie between
+/// [`base`](Stack::base) and a `PROT_NONE` guard page just above
+/// [`limit`](Stack::limit).
 ///
 /// # Example
 /// ```
-/// let before = greenlet::stack_stats();
-/// let g = greenlet::Greenlet::new(|v| Ok(v));
-/// g.switch(()).unwrap();
-/// drop(g);
-/// let after = greenlet::stack_stats();
-/// assert!(after.created >= before.created);
+/// use corosensei::Coroutine;
+/// use greenlet::coroutine::{acquire_stack, DEFAULT_STACK_SIZE};
+///
+/// let stack = acquire_stack(DEFAULT_STACK_SIZE)?;
+/// assert!(stack.size() >= DEFAULT_STACK_SIZE);
+/// let mut coroutine = Coroutine::with_stack(stack, |yielder, start: u32| {
+///     let next = yielder.suspend(start + 1);
+///     next * 2
+/// });
+/// assert_eq!(coroutine.resume(1).as_yield(), Some(2));
+/// assert_eq!(coroutine.resume(21).as_return(), Some(42));
+/// drop(coroutine); // the stack goes back to the pool
+/// # Ok::<(), std::io::Error>(())
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StackStats {
-    /// Stacks in use by greenlets right now.
-    pub live: usize,
-    /// Free stacks waiting in the pool.
-    pub pooled: usize,
-    /// Stacks mapped since the process started.
-    pub created: u64,
+pub struct PooledStack {
+    raw: RawStack,
 }
 
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static CREATED: AtomicU64 = AtomicU64::new(0);
-static POOL: Mutex<Vec<DefaultStack>> = Mutex::new(Vec::new());
-
-thread_local! {
-    /// The stack of the greenlet that is running on this thread, if any.
-    static RUNNING: Cell<*const PooledStack> = const { Cell::new(std::ptr::null()) };
-}
-
-/// The current stack counters.
-pub fn stack_stats() -> StackStats {
-    StackStats {
-        live: LIVE.load(Ordering::Relaxed),
-        pooled: POOL.lock().len(),
-        created: CREATED.load(Ordering::Relaxed),
-    }
-}
-
-/// A stack taken from the pool; dropping it gives it back.
-pub(crate) struct PooledStack {
-    stack: Option<DefaultStack>,
-    label: Mutex<String>,
-}
-
-/// Take a stack of at least `size` usable bytes from the pool, or map one.
-pub(crate) fn acquire(size: usize) -> io::Result<PooledStack> {
-    let size = size.max(corosensei::stack::MIN_STACK_SIZE);
-    let reused = {
-        let mut pool = POOL.lock();
-        let found = pool.iter().rposition(|s| usable(s) == round_up(size));
-        found.map(|i| pool.swap_remove(i))
-    };
-    let stack = match reused {
-        Some(stack) => stack,
-        None => {
-            let stack = DefaultStack::new(size)?;
-            CREATED.fetch_add(1, Ordering::Relaxed);
-            stack
-        }
-    };
-    LIVE.fetch_add(1, Ordering::Relaxed);
-    Ok(PooledStack {
-        stack: Some(stack),
-        label: Mutex::new(String::new()),
-    })
-}
-
-fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(size).unwrap_or(4096)
-}
-
-fn round_up(size: usize) -> usize {
-    let page = page_size();
-    size.div_ceil(page) * page
-}
-
-fn usable(stack: &DefaultStack) -> usize {
-    // The limit includes the guard page.
-    stack.base().get() - stack.limit().get() - page_size()
-}
+// SAFETY: the stack is memory owned by this value; moving it to another
+// thread moves that ownership. It is not `Sync`: `set_label` writes through a
+// shared reference.
+unsafe impl Send for PooledStack {}
 
 impl PooledStack {
-    /// Name the greenlet using this stack (for the overflow message).
-    pub(crate) fn set_label(&self, label: &str) {
-        let mut own = self.label.lock();
-        own.clear();
-        own.push_str(label);
+    /// Usable bytes of this stack: at least what was asked of [`acquire`],
+    /// rounded up to whole pages with room for the stack's small header.
+    ///
+    /// ```
+    /// let stack = greenlet::coroutine::acquire_stack(10_000)?;
+    /// assert!(stack.size() >= 10_000);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn size(&self) -> usize {
+        self.raw.header().usable_size()
+    }
+
+    /// Sets the label the overflow message names: it is printed verbatim
+    /// after `greenlet ` (the dispatcher passes e.g. `'worker' (id 7)`),
+    /// truncated to 96 bytes at a character boundary. A stack from the pool
+    /// starts unlabelled (printed as `<unnamed>`).
+    ///
+    /// ```
+    /// let stack = greenlet::coroutine::acquire_stack(64 * 1024)?;
+    /// stack.set_label("'worker' (id 7)");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn set_label(&self, label: &str) {
+        self.write_label(|writer| writer.push(label));
+    }
+
+    /// Like [`set_label`](PooledStack::set_label), but formats straight into
+    /// the stack's label buffer, without allocating.
+    ///
+    /// ```
+    /// let stack = greenlet::coroutine::acquire_stack(64 * 1024)?;
+    /// stack.set_label_fmt(format_args!("greenlet #{}", 42));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn set_label_fmt(&self, label: fmt::Arguments<'_>) {
+        // LabelWriter never fails (it truncates); a failing Display impl in
+        // `label` only leaves the label shorter, which is all we can do.
+        self.write_label(|writer| {
+            let _ = fmt::write(writer, label);
+        });
+    }
+
+    /// Sets the label to `'name' (id N)`, the way greenlets are named in
+    /// messages, without the formatting machinery (this runs each time a
+    /// greenlet starts). A long name is cut so that the id always fits.
+    ///
+    /// ```
+    /// let stack = greenlet::coroutine::acquire_stack(64 * 1024)?;
+    /// stack.set_greenlet_label("worker", 7); // reported as greenlet 'worker' (id 7)
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn set_greenlet_label(&self, name: &str, id: u64) {
+        // Room for the quotes, " (id ", 20 digits and ")".
+        const ID_ROOM: usize = 2 + 5 + 20 + 1;
+        self.write_label(|writer| {
+            writer.push("'");
+            writer.push(truncate(name, LABEL_CAPACITY - ID_ROOM));
+            writer.push("' (id ");
+            writer.push_decimal(id);
+            writer.push(")");
+        });
+    }
+
+    /// Rewrites the label: readers see length 0 until `fill` is done.
+    fn write_label(&self, fill: impl FnOnce(&mut LabelWriter<'_>)) {
+        let header = self.raw.header();
+        header.label_len.store(0, Ordering::Relaxed);
+        compiler_fence(Ordering::Release);
+        let mut writer = LabelWriter { header, len: 0 };
+        fill(&mut writer);
+        compiler_fence(Ordering::Release);
+        header.label_len.store(writer.len, Ordering::Relaxed);
     }
 }
 
-/// Record which greenlet stack runs on this thread (`None`: the thread's own).
-pub(crate) fn running(stack: Option<&PooledStack>) {
-    RUNNING.with(|r| r.set(stack.map_or(std::ptr::null(), |s| s as *const PooledStack)));
+/// The longest prefix of `text` of at most `most` bytes that ends at a char
+/// boundary.
+fn truncate(text: &str, most: usize) -> &str {
+    let mut end = text.len().min(most);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// Appends text to a header's label, truncating at a char boundary.
+struct LabelWriter<'a> {
+    header: &'a Header,
+    len: usize,
+}
+
+impl LabelWriter<'_> {
+    fn push(&mut self, text: &str) {
+        let take = truncate(text, LABEL_CAPACITY - self.len);
+        // SAFETY: `len + take.len() <= LABEL_CAPACITY`, so the copy stays
+        // inside the label array of a live header. Only the thread holding
+        // the (non-`Sync`) `PooledStack` writes the label, and readers (the
+        // overflow handler on this thread) read only `label_len` bytes, which
+        // is 0 while this write is in progress.
+        unsafe {
+            let dest = self.header.label.get().cast::<u8>().add(self.len);
+            ptr::copy_nonoverlapping(take.as_ptr(), dest, take.len());
+        }
+        self.len += take.len();
+    }
+
+    fn push_decimal(&mut self, mut value: u64) {
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (value % 10) as u8;
+            value /= 10;
+            if value == 0 {
+                break;
+            }
+        }
+        // ASCII digits are valid UTF-8.
+        self.push(std::str::from_utf8(&digits[at..]).unwrap_or("?"));
+    }
+}
+
+impl fmt::Write for LabelWriter<'_> {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        self.push(text);
+        Ok(())
+    }
+}
+
+// SAFETY: base() is the header's address: the top of the usable area, aligned
+// to 64 (so to STACK_ALIGNMENT) because the mapping is page-aligned and the
+// header's size is a multiple of its 64-byte alignment. limit() is the start
+// of the mapping, which includes the PROT_NONE guard page below the usable
+// area. The usable area is at least MIN_STACK_SIZE bytes (see `mapping_len`).
+// Both stay valid for as long as the PooledStack exists.
+unsafe impl Stack for PooledStack {
+    #[inline]
+    fn base(&self) -> StackPointer {
+        StackPointer::new(self.raw.0.as_ptr() as usize).expect("header address is not null")
+    }
+
+    #[inline]
+    fn limit(&self) -> StackPointer {
+        StackPointer::new(self.raw.header().map_start).expect("mapping address is not null")
+    }
 }
 
 impl Drop for PooledStack {
     fn drop(&mut self) {
-        LIVE.fetch_sub(1, Ordering::Relaxed);
-        if let Some(stack) = self.stack.take() {
-            let mut pool = POOL.lock();
-            if pool.len() < POOL_LIMIT {
-                pool.push(stack);
+        release(self.raw);
+    }
+}
+
+impl fmt::Debug for PooledStack {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut label = [0u8; LABEL_CAPACITY];
+        let len = self.raw.header().read_label(&mut label);
+        f.debug_struct("PooledStack")
+            .field("limit", &format_args!("{:#x}", self.raw.header().map_start))
+            .field("size", &self.size())
+            .field("label", &String::from_utf8_lossy(&label[..len]))
+            .finish()
+    }
+}
+
+thread_local! {
+    /// Header of the stack whose coroutine this thread is running, or null.
+    /// Const-initialised and without destructor, so reading it from the
+    /// signal handler neither allocates nor registers anything.
+    static RUNNING: Cell<*const Header> = const { Cell::new(ptr::null()) };
+}
+
+/// Marks `stack` as the one this thread is about to run on (`Some`, right
+/// before resuming its coroutine) or marks no stack (`None`, right after the
+/// coroutine suspends or returns). A fault in the marked stack's guard page is
+/// reported as that greenlet's stack overflow. One thread-local store.
+///
+/// Contract (the dispatcher's): a marked stack stays alive until it is
+/// unmarked. Dropping a `PooledStack` unmarks it if the dropping thread has it
+/// marked.
+#[inline]
+pub(crate) fn running(stack: Option<&PooledStack>) {
+    RUNNING.set(stack.map_or(ptr::null(), |stack| stack.raw.0.as_ptr()));
+}
+
+/// Counters of the stack pool, from [`stack_stats`].
+///
+/// ```
+/// use greenlet::coroutine::{acquire_stack, stack_stats, StackStats};
+///
+/// let stack = acquire_stack(72 * 1024)?;
+/// let StackStats { live, created, .. } = stack_stats();
+/// assert!(live >= 1 && created >= 1);
+/// # drop(stack);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StackStats {
+    /// Stacks handed out and not yet dropped (greenlets holding a stack).
+    pub live: usize,
+    /// Free stacks kept for reuse (global pool plus every thread's cache).
+    pub pooled: usize,
+    /// Stacks ever mapped.
+    pub created: u64,
+    /// Stacks ever unmapped (released beyond the pool's cap, or dropped
+    /// during a thread's exit when the pool was full).
+    pub destroyed: u64,
+}
+
+/// The stack pool's counters now.
+///
+/// `live` and the totals are exact; `pooled` sums per-thread caches one after
+/// the other, so it is exact only while no other thread moves stacks.
+///
+/// ```
+/// use greenlet::coroutine::{acquire_stack, stack_stats};
+///
+/// let stack = acquire_stack(128 * 1024)?;
+/// assert!(stack_stats().live >= 1);
+/// drop(stack);
+/// assert!(stack_stats().pooled >= 1);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn stack_stats() -> StackStats {
+    let caches: usize = REGISTRY
+        .lock()
+        .iter()
+        .map(|count| count.load(Ordering::Relaxed))
+        .sum();
+    StackStats {
+        live: LIVE.load(Ordering::Relaxed),
+        pooled: GLOBAL_POOLED.load(Ordering::Relaxed) + caches,
+        created: CREATED.load(Ordering::Relaxed),
+        destroyed: DESTROYED.load(Ordering::Relaxed),
+    }
+}
+
+/// Unmaps every free stack in the global pool and in the calling thread's
+/// cache, and returns how many it unmapped.
+///
+/// A pooled stack keeps the pages it touched while it was in use, so after a
+/// burst of greenlets that used deep stacks the pool can hold on to memory
+/// (at most 1,024 stacks per size in the global pool and 64 per size in each
+/// thread's cache). Call this after such a burst to give it back now. Other
+/// threads' caches are theirs and stay as they are.
+///
+/// ```
+/// use greenlet::coroutine::{acquire_stack, stack_stats, trim_stack_pool};
+///
+/// drop(acquire_stack(96 * 1024)?);
+/// let unmapped = trim_stack_pool();
+/// assert!(unmapped >= 1);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn trim_stack_pool() -> usize {
+    let mut free: Vec<RawStack> = Vec::new();
+    let _ = CACHE.try_with(|cache| {
+        if let Ok(mut cache) = cache.try_borrow_mut() {
+            for class in &mut cache.classes {
+                free.append(&mut class.free);
             }
+            cache.count.store(0, Ordering::Relaxed);
+        }
+    });
+    {
+        let mut global = GLOBAL.lock();
+        for class in global.iter_mut() {
+            GLOBAL_POOLED.fetch_sub(class.free.len(), Ordering::Relaxed);
+            free.append(&mut class.free);
+        }
+    }
+    let unmapped = free.len();
+    free.into_iter().for_each(destroy);
+    unmapped
+}
+
+/// Stacks handed out and not yet released.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+/// Stacks ever mapped / unmapped.
+static CREATED: AtomicU64 = AtomicU64::new(0);
+static DESTROYED: AtomicU64 = AtomicU64::new(0);
+/// Stacks in the global pool (changed under its lock, read by stats).
+static GLOBAL_POOLED: AtomicUsize = AtomicUsize::new(0);
+/// The global pool: free stacks by mapping length.
+static GLOBAL: Mutex<Vec<SizeClass>> = Mutex::new(Vec::new());
+/// How many stacks each thread cache holds, for `stack_stats`.
+static REGISTRY: Mutex<Vec<Arc<AtomicUsize>>> = Mutex::new(Vec::new());
+
+/// Free stacks of one mapping length.
+struct SizeClass {
+    map_len: usize,
+    free: Vec<RawStack>,
+}
+
+/// Returns the free list for `map_len` in `classes`, creating it if needed.
+fn class_of(classes: &mut Vec<SizeClass>, map_len: usize) -> &mut Vec<RawStack> {
+    let index = match classes.iter().position(|class| class.map_len == map_len) {
+        Some(index) => index,
+        None => {
+            classes.push(SizeClass {
+                map_len,
+                free: Vec::new(),
+            });
+            classes.len() - 1
+        }
+    };
+    &mut classes[index].free
+}
+
+/// A thread's private free stacks, in front of the global pool.
+struct ThreadCache {
+    classes: Vec<SizeClass>,
+    /// Number of stacks in `classes`; written only by this thread.
+    count: Arc<AtomicUsize>,
+    /// Dropped last: the alternate signal stack this thread got from us.
+    _alt_stack: overflow::AltStack,
+}
+
+thread_local! {
+    static CACHE: RefCell<ThreadCache> = RefCell::new(ThreadCache::new());
+}
+
+impl ThreadCache {
+    fn new() -> Self {
+        overflow::install_handler();
+        let count = Arc::new(AtomicUsize::new(0));
+        REGISTRY.lock().push(Arc::clone(&count));
+        ThreadCache {
+            classes: Vec::new(),
+            count,
+            _alt_stack: overflow::AltStack::ensure(),
+        }
+    }
+
+    fn add_count(&self, delta: isize) {
+        // Only this thread writes `count`, so a load and a store suffice.
+        let now = self.count.load(Ordering::Relaxed);
+        self.count
+            .store(now.wrapping_add_signed(delta), Ordering::Relaxed);
+    }
+
+    fn take(&mut self, map_len: usize) -> Option<RawStack> {
+        let free = class_of(&mut self.classes, map_len);
+        if free.is_empty() {
+            refill_from_global(map_len, free, THREAD_CACHE_CAP / 2);
+            let refilled = free.len();
+            self.add_count(refilled as isize);
+        }
+        let free = class_of(&mut self.classes, map_len);
+        let raw = free.pop()?;
+        self.add_count(-1);
+        Some(raw)
+    }
+
+    fn put(&mut self, raw: RawStack) {
+        let map_len = raw.header().map_len;
+        let free = class_of(&mut self.classes, map_len);
+        if free.len() >= THREAD_CACHE_CAP {
+            let spill: Vec<RawStack> = free.drain(..THREAD_CACHE_CAP / 2).collect();
+            let spilled = spill.len();
+            self.add_count(-(spilled as isize));
+            give_to_global(map_len, spill);
+        }
+        class_of(&mut self.classes, map_len).push(raw);
+        self.add_count(1);
+    }
+}
+
+impl Drop for ThreadCache {
+    fn drop(&mut self) {
+        self.count.store(0, Ordering::Relaxed);
+        REGISTRY
+            .lock()
+            .retain(|count| !Arc::ptr_eq(count, &self.count));
+        for class in self.classes.drain(..) {
+            give_to_global(class.map_len, class.free);
         }
     }
 }
 
-// SAFETY: delegates to the `DefaultStack` it owns, which satisfies the trait's
-// contract (guard page, at least MIN_STACK_SIZE usable bytes); `stack` is only
-// `None` after `drop` has started.
-unsafe impl Stack for PooledStack {
-    fn base(&self) -> StackPointer {
-        self.stack.as_ref().map_or(StackPointer::MIN, Stack::base)
+/// Moves up to `most` free stacks of `map_len` from the global pool to `into`.
+fn refill_from_global(map_len: usize, into: &mut Vec<RawStack>, most: usize) {
+    let mut global = GLOBAL.lock();
+    let free = class_of(&mut global, map_len);
+    let take = free.len().min(most);
+    let start = free.len() - take;
+    into.extend(free.drain(start..));
+    GLOBAL_POOLED.fetch_sub(take, Ordering::Relaxed);
+}
+
+/// Puts `stacks` (all of `map_len`) into the global pool and unmaps those
+/// beyond its cap.
+fn give_to_global(map_len: usize, mut stacks: Vec<RawStack>) {
+    {
+        let mut global = GLOBAL.lock();
+        let free = class_of(&mut global, map_len);
+        let room = GLOBAL_POOL_CAP.saturating_sub(free.len()).min(stacks.len());
+        let keep = stacks.len() - room;
+        free.extend(stacks.drain(keep..));
+        GLOBAL_POOLED.fetch_add(room, Ordering::Relaxed);
     }
-    fn limit(&self) -> StackPointer {
-        self.stack.as_ref().map_or(StackPointer::MIN, Stack::limit)
+    for raw in stacks {
+        destroy(raw);
     }
+}
+
+/// Length of the mapping that holds a stack of at least `size` usable bytes:
+/// the guard page plus the usable bytes and the header, rounded up to pages.
+/// This length is also the pool's size class.
+fn mapping_len(size: usize) -> io::Result<usize> {
+    let page = page_size();
+    size.max(MIN_STACK_SIZE)
+        .checked_add(std::mem::size_of::<Header>() + page - 1)
+        .map(|bytes| bytes & !(page - 1))
+        .and_then(|bytes| bytes.checked_add(page))
+        .filter(|&len| len <= isize::MAX as usize)
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "greenlet stack size {size} bytes is too large to map; \
+                     ask for a size well below the address space (the default is {DEFAULT_STACK_SIZE})"
+                ),
+            )
+        })
+}
+
+/// The system's page size (queried once).
+fn page_size() -> usize {
+    static PAGE: AtomicUsize = AtomicUsize::new(0);
+    match PAGE.load(Ordering::Relaxed) {
+        0 => {
+            // SAFETY: sysconf has no preconditions.
+            let queried = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+            let page = usize::try_from(queried)
+                .ok()
+                .filter(|p| p.is_power_of_two())
+                .unwrap_or(4096);
+            PAGE.store(page, Ordering::Relaxed);
+            page
+        }
+        page => page,
+    }
+}
+
+/// Takes a stack of at least `size` usable bytes from the pool, or maps a new
+/// one. `size` is rounded up to whole pages (with room for a small header);
+/// stacks are pooled per rounded size. The first call on a thread also
+/// prepares it to report overflows (see [`PooledStack`]).
+///
+/// # Errors
+/// `InvalidInput` if `size` cannot be mapped at all; the OS error of mmap or
+/// mprotect (typically `ENOMEM`: out of address space or, more often, over
+/// the `vm.max_map_count` limit of mappings, each stack being two) with a
+/// message saying so.
+///
+/// ```
+/// let stack = greenlet::coroutine::acquire_stack(100_000)?;
+/// assert!(stack.size() >= 100_000);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn acquire(size: usize) -> io::Result<PooledStack> {
+    let map_len = mapping_len(size)?;
+    let cached = CACHE.try_with(|cache| match cache.try_borrow_mut() {
+        Ok(mut cache) => Some(cache.take(map_len)),
+        Err(_) => None,
+    });
+    let raw = match cached {
+        Ok(Some(Some(raw))) => raw,
+        // The thread's cache and the global pool have none of this size.
+        Ok(Some(None)) => create(map_len)?,
+        // The thread is exiting (its cache is gone) or, impossibly, its
+        // cache is in use: go to the global pool directly.
+        Ok(None) | Err(_) => {
+            overflow::install_handler();
+            let mut from_global = Vec::with_capacity(1);
+            refill_from_global(map_len, &mut from_global, 1);
+            match from_global.pop() {
+                Some(raw) => raw,
+                None => create(map_len)?,
+            }
+        }
+    };
+    LIVE.fetch_add(1, Ordering::Relaxed);
+    Ok(PooledStack { raw })
+}
+
+/// Returns a released stack to this thread's cache (or, while the thread is
+/// exiting, to the global pool).
+fn release(raw: RawStack) {
+    LIVE.fetch_sub(1, Ordering::Relaxed);
+    let header = raw.header();
+    header.label_len.store(0, Ordering::Relaxed);
+    if ptr::eq(RUNNING.get(), header) {
+        RUNNING.set(ptr::null());
+    }
+    let mut spare = Some(raw);
+    let _ = CACHE.try_with(|cache| {
+        if let (Ok(mut cache), Some(raw)) = (cache.try_borrow_mut(), spare.take()) {
+            cache.put(raw);
+        }
+    });
+    if let Some(raw) = spare {
+        give_to_global(raw.header().map_len, vec![raw]);
+    }
+}
+
+/// Maps a new stack of `map_len` bytes: guard page, usable area, header.
+fn create(map_len: usize) -> io::Result<RawStack> {
+    let page = page_size();
+    let explain = |error: io::Error| {
+        io::Error::new(
+            error.kind(),
+            format!(
+                "could not map a greenlet stack of {map_len} bytes: {error}; each stack is two \
+                 memory mappings, so check `vm.max_map_count` and the number of live greenlets, \
+                 or use smaller stacks"
+            ),
+        )
+    };
+    // SAFETY: a fresh anonymous private mapping of new address space; no
+    // existing memory is affected.
+    let start = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            map_len,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if start == libc::MAP_FAILED {
+        return Err(explain(io::Error::last_os_error()));
+    }
+    let start = start as usize;
+    let guard_end = start + page;
+    // SAFETY: [guard_end, start + map_len) lies inside the mapping just made.
+    let protected = unsafe {
+        libc::mprotect(
+            guard_end as *mut libc::c_void,
+            map_len - page,
+            libc::PROT_READ | libc::PROT_WRITE,
+        )
+    };
+    if protected != 0 {
+        let error = io::Error::last_os_error();
+        // SAFETY: unmapping the mapping made above, which nothing refers to.
+        unsafe { libc::munmap(start as *mut libc::c_void, map_len) };
+        return Err(explain(error));
+    }
+    let header = (start + map_len - std::mem::size_of::<Header>()) as *mut Header;
+    let valgrind_id = valgrind::register(guard_end, start + map_len - 1);
+    // SAFETY: `header` is inside the writable part of the mapping, aligned to
+    // 64 (the mapping is page-aligned, its length a multiple of the page and
+    // the header's size a multiple of 64), and nothing else refers to it yet.
+    unsafe {
+        header.write(Header {
+            map_start: start,
+            map_len,
+            guard_end,
+            valgrind_id,
+            label_len: AtomicUsize::new(0),
+            label: UnsafeCell::new([0; LABEL_CAPACITY]),
+        });
+    }
+    CREATED.fetch_add(1, Ordering::Relaxed);
+    Ok(RawStack(
+        NonNull::new(header).expect("mapping addresses are not null"),
+    ))
+}
+
+/// Unmaps a free stack.
+fn destroy(raw: RawStack) {
+    let (start, len, valgrind_id) = {
+        let header = raw.header();
+        (header.map_start, header.map_len, header.valgrind_id)
+    };
+    valgrind::deregister(valgrind_id);
+    // SAFETY: the stack is free (owned by the caller, which consumed it), so
+    // no coroutine runs on it and no reference into it remains; the range is
+    // exactly the mapping `create` made.
+    let result = unsafe { libc::munmap(start as *mut libc::c_void, len) };
+    debug_assert_eq!(result, 0, "munmap of a greenlet stack failed");
+    DESTROYED.fetch_add(1, Ordering::Relaxed);
 }

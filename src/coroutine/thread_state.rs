@@ -17,11 +17,9 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use slab::Slab;
 
-use super::dispatch::{self, Kind};
-use super::error::GreenletError;
+use super::dispatch::{self, Kind, Payload};
 use super::greenlet::{Core, Finalizer, DEAD};
 use super::trace::TraceHook;
-use super::value::Value;
 use crate::cleanup::{self, CleanupQueue, Remains};
 
 /// How many times thread exit throws `GreenletExit` into survivors before it
@@ -43,12 +41,16 @@ pub(crate) struct ThreadLink {
 
 impl ThreadLink {
     fn for_current_thread(alive: bool) -> Arc<ThreadLink> {
-        let thread = std::thread::current();
-        let label = format!(
-            "'{}' ({:?})",
-            thread.name().unwrap_or("<unnamed>"),
-            thread.id()
-        );
+        // `thread::current` may refuse late in thread-local teardown.
+        let label = std::panic::catch_unwind(|| {
+            let thread = std::thread::current();
+            format!(
+                "'{}' ({:?})",
+                thread.name().unwrap_or("<unnamed>"),
+                thread.id()
+            )
+        })
+        .unwrap_or_else(|_| "'<unknown>'".into());
         Arc::new(ThreadLink {
             label,
             alive: AtomicBool::new(alive),
@@ -90,7 +92,7 @@ pub(crate) struct ThreadState {
     /// The running greenlet; kept alive by `main` or by `registry`.
     pub(crate) current: *const Core,
     /// The value (or error) in flight between two greenlets.
-    pub(crate) slot: Option<Result<Value, GreenletError>>,
+    pub(crate) slot: Option<Payload>,
     /// Every greenlet of this thread that is not dead (started or not).
     pub(crate) registry: Slab<Arc<Core>>,
     /// A greenlet that just finished; released in the next context.
@@ -211,7 +213,11 @@ struct ThreadRemains {
 
 impl Remains for ThreadRemains {
     fn destroy(self: Box<Self>) {
-        super::greenlet::run_finalizers(self.finalizers, &self.label);
+        // Every finalizer ran; re-raise the first panic so that the queue
+        // counts it.
+        if let Some(panic) = super::greenlet::run_finalizers(self.finalizers, &self.label) {
+            std::panic::resume_unwind(panic);
+        }
     }
     fn label(&self) -> String {
         self.label.clone()
@@ -247,6 +253,12 @@ unsafe fn teardown(ts: *mut ThreadState) {
                 }
                 finalized.push(core);
             }
+        }
+        // Survivors made during the last round: one last forced sweep.
+        let late: Vec<Arc<Core>> = (*ts).registry.iter().map(|(_, c)| Arc::clone(c)).collect();
+        for core in late {
+            dispatch::force_unwind(ts, &core);
+            finalized.push(core);
         }
         dispatch::do_pending_work(ts);
 

@@ -17,6 +17,23 @@ use super::greenlet::{panic_message, Core, Greenlet};
 use super::thread_state::{self, ThreadState};
 
 /// A switch or throw as a trace hook sees it.
+///
+/// ```
+/// use std::sync::Arc;
+/// use greenlet::{Greenlet, GreenletError, TraceEvent};
+/// let throws = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+/// let t = Arc::clone(&throws);
+/// greenlet::settrace(Some(Arc::new(move |e: &TraceEvent| {
+///     if let TraceEvent::Throw { .. } = e {
+///         t.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+///     }
+///     Ok(())
+/// })));
+/// let g = Greenlet::new(|_| Err(GreenletError::user("no")));
+/// assert!(g.switch(()).is_err()); // g finished with an error: a throw into main
+/// greenlet::settrace(None);
+/// assert_eq!(throws.load(std::sync::atomic::Ordering::SeqCst), 1);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TraceEvent {
     /// `origin` switched to `target`, sending a value (or finished with one).
@@ -37,6 +54,12 @@ pub enum TraceEvent {
 
 impl TraceEvent {
     /// The greenlet that gave up control.
+    ///
+    /// ```
+    /// let me = greenlet::getcurrent();
+    /// let e = greenlet::TraceEvent::Switch { origin: me.clone(), target: me.clone() };
+    /// assert_eq!(e.origin(), &me);
+    /// ```
     pub fn origin(&self) -> &Greenlet {
         match self {
             TraceEvent::Switch { origin, .. } | TraceEvent::Throw { origin, .. } => origin,
@@ -44,6 +67,12 @@ impl TraceEvent {
     }
 
     /// The greenlet that got control.
+    ///
+    /// ```
+    /// let me = greenlet::getcurrent();
+    /// let e = greenlet::TraceEvent::Throw { origin: me.clone(), target: me.clone() };
+    /// assert_eq!(e.target(), &me);
+    /// ```
     pub fn target(&self) -> &Greenlet {
         match self {
             TraceEvent::Switch { target, .. } | TraceEvent::Throw { target, .. } => target,
@@ -55,6 +84,16 @@ impl TraceEvent {
 /// with tracing suspended (switches it makes are not traced). If it returns
 /// an error or panics it is removed, and the error replaces the value the
 /// target receives.
+///
+/// ```
+/// use std::sync::Arc;
+/// let hook: greenlet::TraceHook = Arc::new(|e: &greenlet::TraceEvent| {
+///     println!("{} -> {}", e.origin().name(), e.target().name());
+///     Ok(())
+/// });
+/// greenlet::settrace(Some(hook));
+/// greenlet::settrace(None);
+/// ```
 pub type TraceHook = Arc<dyn Fn(&TraceEvent) -> Result<(), GreenletError> + Send + Sync + 'static>;
 
 static GLOBAL_HOOK: Mutex<Option<TraceHook>> = Mutex::new(None);

@@ -21,8 +21,9 @@ type Storage = MaybeUninit<[u64; 2]>;
 struct Meta {
     type_id: fn() -> TypeId,
     type_name: fn() -> &'static str,
-    /// Drops the stored object (the inline `T`, or the `Box<T>`) in place.
-    drop: unsafe fn(*mut Storage),
+    /// Drops the stored object (the inline `T`, or the `Box<T>`) in place;
+    /// `None` when that is a no-op.
+    drop: Option<unsafe fn(*mut Storage)>,
     /// The storage holds a `Box<T>` rather than a `T`.
     boxed: bool,
 }
@@ -44,7 +45,11 @@ fn meta_of<T: 'static>() -> &'static Meta {
             &Meta {
                 type_id: TypeId::of::<T>,
                 type_name: std::any::type_name::<T>,
-                drop: drop_as::<T>,
+                drop: if mem::needs_drop::<T>() {
+                    Some(drop_as::<T>)
+                } else {
+                    None
+                },
                 boxed: false,
             }
         }
@@ -53,7 +58,7 @@ fn meta_of<T: 'static>() -> &'static Meta {
             &Meta {
                 type_id: TypeId::of::<T>,
                 type_name: std::any::type_name::<T>,
-                drop: drop_as::<Box<T>>,
+                drop: Some(drop_as::<Box<T>>),
                 boxed: true,
             }
         }
@@ -99,7 +104,7 @@ impl Value {
     /// ```
     #[inline]
     pub fn new<T: 'static>(value: T) -> Value {
-        let mut storage = Storage::uninit();
+        let mut storage = Storage::zeroed();
         if fits::<T>() {
             // SAFETY: `fits::<T>()` checked that `T` fits in the storage's
             // size and alignment.
@@ -220,10 +225,12 @@ impl Value {
 impl Drop for Value {
     #[inline]
     fn drop(&mut self) {
-        // SAFETY: the storage holds the object described by `meta` (inline
-        // `T` or `Box<T>`), initialized in `new` and not moved out (the
-        // downcasts wrap `self` in `ManuallyDrop`).
-        unsafe { (self.meta.drop)(&mut self.storage) }
+        if let Some(drop) = self.meta.drop {
+            // SAFETY: the storage holds the object described by `meta`
+            // (inline `T` or `Box<T>`), initialized in `new` and not moved
+            // out (the downcasts wrap `self` in `ManuallyDrop`).
+            unsafe { drop(&mut self.storage) }
+        }
     }
 }
 

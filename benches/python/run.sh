@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Times CPython's greenlet 3.5.6 on the operations the Rust benches measure.
+# Usage (from anywhere): benches/python/run.sh
+# Creates the venv <repo>/bench-venv (gitignored) on first use.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+python="${PYTHON:-$HOME/.pyenv/versions/3.11.7/bin/python}"
+venv="$repo/bench-venv"
+
+if [ ! -x "$venv/bin/python" ]; then
+    "$python" -m venv "$venv"
+fi
+if ! "$venv/bin/python" -c 'import greenlet, sys; sys.exit(greenlet.__version__ != "3.5.6")' 2>/dev/null; then
+    "$venv/bin/python" -m pip install --quiet 'greenlet==3.5.6'
+fi
+exec "$venv/bin/python" "$repo/benches/python/greenlet_bench.py"

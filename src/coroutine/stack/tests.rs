@@ -1,0 +1,520 @@
+//! Unit tests of the stack pool and of overflow reporting. Tests that look
+//! at pool contents use a size class of their own, so that tests running in
+//! parallel cannot disturb them; process-wide counters are only checked with
+//! bounds that other threads cannot break.
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::Command;
+
+use corosensei::stack::Stack;
+use corosensei::Coroutine;
+
+use super::*;
+
+fn page() -> usize {
+    page_size()
+}
+
+/// Held by the tests that look at the global pool or empty it, so that a
+/// trim in one cannot empty what another is about to count.
+static GLOBAL_POOL_TESTS: Mutex<()> = Mutex::new(());
+
+/// Free stacks of `map_len` in the global pool.
+fn global_len(map_len: usize) -> usize {
+    GLOBAL
+        .lock()
+        .iter()
+        .find(|c| c.map_len == map_len)
+        .map_or(0, |c| c.free.len())
+}
+
+/// The /proc/self/maps line of the mapping that starts at `start`.
+fn maps_line(start: usize) -> Option<String> {
+    let maps = std::fs::read_to_string("/proc/self/maps").expect("read /proc/self/maps");
+    let prefix = format!("{start:x}-");
+    maps.lines()
+        .find(|line| line.starts_with(&prefix))
+        .map(str::to_owned)
+}
+
+#[test]
+fn acquire_gives_at_least_the_size_with_sound_bounds() {
+    for size in [0, 1, 4096, 100_000, DEFAULT_STACK_SIZE] {
+        let stack = acquire(size).expect("acquire");
+        let (base, limit) = (stack.base().get(), stack.limit().get());
+        assert!(
+            stack.size() >= size.max(MIN_STACK_SIZE),
+            "size {size}: got {}",
+            stack.size()
+        );
+        assert_eq!(base % corosensei::stack::STACK_ALIGNMENT, 0);
+        assert_eq!(limit % page(), 0);
+        assert_eq!(
+            base - limit,
+            stack.size() + page(),
+            "one guard page below the usable area"
+        );
+        // The whole usable area is writable: its lowest and highest bytes.
+        let lowest = (limit + page()) as *mut u8;
+        let highest = (base - 1) as *mut u8;
+        // SAFETY: both addresses are inside the usable area of `stack`,
+        // which nothing else uses.
+        unsafe {
+            lowest.write_volatile(0xa5);
+            highest.write_volatile(0x5a);
+            assert_eq!(lowest.read_volatile(), 0xa5);
+            assert_eq!(highest.read_volatile(), 0x5a);
+        }
+    }
+}
+
+#[test]
+fn the_guard_page_is_inaccessible_and_the_rest_writable() {
+    let stack = acquire(20 * 4096).expect("acquire");
+    let limit = stack.limit().get();
+    let guard = maps_line(limit).expect("the stack's mapping is in /proc/self/maps");
+    let fields: Vec<&str> = guard.split_whitespace().collect();
+    assert_eq!(fields[1], "---p", "guard page mapping: {guard}");
+    assert_eq!(
+        fields[0],
+        format!("{:x}-{:x}", limit, limit + page()),
+        "exactly one page"
+    );
+    let usable = maps_line(limit + page()).expect("usable area follows the guard page");
+    assert!(
+        usable.split_whitespace().nth(1) == Some("rw-p"),
+        "usable mapping: {usable}"
+    );
+}
+
+#[test]
+fn a_released_stack_is_reused_by_its_thread() {
+    let size = 7 * 4096 + 123;
+    let first = acquire(size).expect("acquire");
+    let address = first.limit();
+    drop(first);
+    let again = acquire(size).expect("acquire");
+    assert_eq!(again.limit(), address, "the cached stack comes back");
+    let other_class = acquire(9 * 4096).expect("acquire");
+    assert_ne!(other_class.limit(), address);
+}
+
+#[test]
+fn stacks_are_pooled_per_size_class() {
+    let small = acquire(11 * 4096).expect("acquire");
+    let small_size = small.size();
+    drop(small);
+    let large = acquire(13 * 4096).expect("acquire");
+    assert!(
+        large.size() >= 13 * 4096,
+        "a larger request never gets a smaller pooled stack"
+    );
+    let small_again = acquire(11 * 4096).expect("acquire");
+    assert_eq!(small_again.size(), small_size);
+}
+
+#[test]
+fn the_pool_is_capped_and_unmaps_the_excess() {
+    let _serial = GLOBAL_POOL_TESTS.lock();
+    let size = 17 * 4096;
+    let map_len = mapping_len(size).expect("valid size");
+    let count = THREAD_CACHE_CAP + GLOBAL_POOL_CAP + 20;
+    let destroyed_before = stack_stats().destroyed;
+    // Acquire and release on a thread of our own, whose cache goes to the
+    // global pool when it exits.
+    std::thread::spawn(move || {
+        let stacks: Vec<PooledStack> = (0..count)
+            .map(|_| acquire(size).expect("acquire"))
+            .collect();
+        drop(stacks);
+    })
+    .join()
+    .expect("thread");
+    assert_eq!(
+        global_len(map_len),
+        GLOBAL_POOL_CAP,
+        "the global pool keeps at most its cap"
+    );
+    let destroyed = stack_stats().destroyed - destroyed_before;
+    assert!(
+        destroyed >= (count - GLOBAL_POOL_CAP) as u64,
+        "only {destroyed} unmapped"
+    );
+}
+
+#[test]
+fn stats_count_live_created_and_pooled_stacks() {
+    let size = 19 * 4096;
+    let before = stack_stats();
+    let stacks: Vec<PooledStack> = (0..3).map(|_| acquire(size).expect("acquire")).collect();
+    let holding = stack_stats();
+    assert!(holding.live >= 3, "{holding:?}");
+    assert!(
+        holding.created >= before.created + 3,
+        "a new size class needs new mappings"
+    );
+    drop(stacks);
+    let after = stack_stats();
+    assert!(
+        after.pooled >= 3,
+        "released stacks stay in this thread's cache: {after:?}"
+    );
+    assert!(after.created >= holding.created);
+}
+
+#[test]
+fn a_stack_dropped_on_another_thread_is_pooled_there() {
+    let stack = acquire(23 * 4096).expect("acquire");
+    let address = stack.limit();
+    let reused = std::thread::spawn(move || {
+        drop(stack);
+        acquire(23 * 4096).expect("acquire").limit()
+    })
+    .join()
+    .expect("thread");
+    assert_eq!(reused, address);
+}
+
+#[test]
+fn labels_are_truncated_at_a_char_boundary_and_reset_on_release() {
+    let stack = acquire(29 * 4096).expect("acquire");
+    let mut buffer = [0u8; LABEL_CAPACITY];
+    assert_eq!(
+        stack.raw.header().read_label(&mut buffer),
+        0,
+        "a fresh stack is unlabelled"
+    );
+
+    stack.set_label_fmt(format_args!("greenlet #{}", 42));
+    let len = stack.raw.header().read_label(&mut buffer);
+    assert_eq!(&buffer[..len], b"greenlet #42");
+
+    let long = "é".repeat(100); // 200 bytes, each char 2 bytes
+    stack.set_label(&long);
+    let len = stack.raw.header().read_label(&mut buffer);
+    assert_eq!(len, LABEL_CAPACITY, "96 is a char boundary of 2-byte chars");
+    let text = std::str::from_utf8(&buffer[..len]).expect("valid UTF-8");
+    assert!(long.starts_with(text));
+
+    stack.set_label(&format!("x{}", "é".repeat(100))); // boundaries are now odd
+    let len = stack.raw.header().read_label(&mut buffer);
+    assert_eq!(len, LABEL_CAPACITY - 1);
+    assert!(std::str::from_utf8(&buffer[..len]).is_ok());
+
+    stack.set_greenlet_label("worker", 7);
+    let len = stack.raw.header().read_label(&mut buffer);
+    assert_eq!(&buffer[..len], b"'worker' (id 7)");
+    stack.set_greenlet_label(&"n".repeat(500), u64::MAX);
+    let len = stack.raw.header().read_label(&mut buffer);
+    let text = std::str::from_utf8(&buffer[..len]).expect("valid UTF-8");
+    assert!(
+        text.ends_with(&format!("' (id {})", u64::MAX)),
+        "the id survives a long name: {text}"
+    );
+
+    let address = stack.limit();
+    drop(stack);
+    let again = acquire(29 * 4096).expect("acquire");
+    assert_eq!(again.limit(), address);
+    assert_eq!(
+        again.raw.header().read_label(&mut buffer),
+        0,
+        "the label does not outlive its user"
+    );
+}
+
+#[test]
+fn the_overflow_message_names_the_label_and_the_size() {
+    let stack = acquire(64 * 1024).expect("acquire");
+    stack.set_label("'worker' (id 7)");
+    let mut message = overflow::Message::new();
+    overflow::compose(&mut message, stack.raw.header(), stack.limit().get() + 8);
+    let text = std::str::from_utf8(message.as_bytes()).expect("UTF-8");
+    let size = stack.size();
+    assert_eq!(
+        text,
+        format!(
+            "\ngreenlet 'worker' (id 7) has overflowed its stack (stack size {size} bytes = {} KiB; fault at {:#x} \
+             in the guard page)\nfatal runtime error: stack overflow in a greenlet, aborting\n",
+            size / 1024,
+            stack.limit().get() + 8
+        )
+    );
+    let unnamed = acquire(64 * 1024).expect("acquire");
+    let mut message = overflow::Message::new();
+    overflow::compose(&mut message, unnamed.raw.header(), unnamed.limit().get());
+    assert!(
+        String::from_utf8_lossy(message.as_bytes()).contains("greenlet <unnamed> has overflowed")
+    );
+}
+
+#[test]
+fn running_marks_one_stack_and_dropping_it_unmarks() {
+    let stack = acquire(31 * 4096).expect("acquire");
+    running(Some(&stack));
+    assert_eq!(RUNNING.get(), stack.raw.0.as_ptr() as *const Header);
+    running(None);
+    assert!(RUNNING.get().is_null());
+    running(Some(&stack));
+    drop(stack);
+    assert!(
+        RUNNING.get().is_null(),
+        "a dropped stack cannot stay marked"
+    );
+}
+
+#[test]
+fn a_coroutine_can_use_nearly_all_of_its_stack() {
+    /// Recurses `depth` times with a 1 KiB frame.
+    #[inline(never)]
+    fn deep(depth: usize) -> usize {
+        let frame = std::hint::black_box([depth as u8; 1024]);
+        if depth == 0 {
+            return frame[0] as usize;
+        }
+        deep(depth - 1) + frame[1] as usize
+    }
+    let stack = acquire(256 * 1024).expect("acquire");
+    let depth = stack.size() / 1024 * 3 / 4; // 3/4 of the stack, with slack for frame overhead
+    let mut coroutine = Coroutine::with_stack(stack, move |_: &corosensei::Yielder<(), ()>, ()| {
+        deep(depth / 2)
+    });
+    assert!(coroutine.resume(()).as_return().is_some());
+}
+
+#[test]
+fn a_too_large_size_is_an_invalid_input_error() {
+    let error = acquire(usize::MAX - 10).expect_err("cannot map");
+    assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
+    assert!(error.to_string().contains("too large"), "{error}");
+}
+
+/// Environment variable telling `child_process` what to do.
+const CHILD_MODE: &str = "GREENLET_STACK_TEST_CHILD";
+
+/// Re-runs this test binary's `child_process` test with `mode` and returns
+/// the signal that killed it and its stderr.
+fn run_child(mode: &str) -> (Option<i32>, String) {
+    let exe = std::env::current_exe().expect("test binary path");
+    let output = Command::new(exe)
+        .args([
+            "--exact",
+            "coroutine::stack::tests::child_process",
+            "--ignored",
+            "--test-threads=1",
+        ])
+        .env(CHILD_MODE, mode)
+        .output()
+        .expect("run the child");
+    (
+        output.status.signal(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Recurses without end (a 512-byte frame per call) to overflow the stack.
+#[inline(never)]
+fn overflow(depth: u64) -> u64 {
+    let frame = std::hint::black_box([depth as u8; 512]);
+    if depth == u64::MAX {
+        return 0;
+    }
+    overflow(depth + 1) + frame[3] as u64
+}
+
+/// Overflows a labelled 64 KiB stack in a coroutine.
+fn overflow_in_coroutine() {
+    let stack = acquire(64 * 1024).expect("acquire");
+    stack.set_label("'overflow-test'");
+    // What `running(Some(&stack))` stores; the coroutine owns the stack next.
+    let header = stack.raw.0.as_ptr().cast_const();
+    let mut coroutine =
+        Coroutine::with_stack(stack, |_: &corosensei::Yielder<(), ()>, ()| overflow(0));
+    RUNNING.set(header);
+    coroutine.resume(());
+    RUNNING.set(ptr::null());
+}
+
+/// Started by `run_child` only (it is ignored in normal runs): performs the
+/// crash named by the environment variable.
+#[test]
+#[ignore = "child process of the overflow tests; does nothing without GREENLET_STACK_TEST_CHILD"]
+fn child_process() {
+    match std::env::var(CHILD_MODE).as_deref() {
+        Ok("greenlet") => overflow_in_coroutine(),
+        Ok("greenlet-on-foreign-thread") => {
+            // A thread not made by Rust's std: it has no alternate signal
+            // stack until `acquire` gives it one.
+            extern "C" fn start(_: *mut libc::c_void) -> *mut libc::c_void {
+                overflow_in_coroutine();
+                ptr::null_mut()
+            }
+            let mut thread: libc::pthread_t = 0;
+            // SAFETY: `thread` is writable, default attributes (null), and
+            // `start` has the signature pthread_create expects.
+            unsafe {
+                assert_eq!(
+                    libc::pthread_create(&mut thread, ptr::null(), start, ptr::null_mut()),
+                    0
+                );
+                libc::pthread_join(thread, ptr::null_mut());
+            }
+        }
+        Ok("null-pointer") => {
+            let _stack = acquire(64 * 1024).expect("acquire"); // installs the handler
+                                                               // SAFETY: deliberately not safe: reading address 8 faults, which
+                                                               // is what this child exists to do.
+            let value = unsafe { ptr::read_volatile(8 as *const u8) };
+            println!("unreachable: {value}");
+        }
+        Ok("thread-overflow") => {
+            let _stack = acquire(64 * 1024).expect("acquire"); // installs the handler
+            std::thread::Builder::new()
+                .name("plain-thread".into())
+                .stack_size(256 * 1024)
+                .spawn(|| overflow(0))
+                .expect("spawn")
+                .join()
+                .expect("join");
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn a_greenlet_overflow_names_the_greenlet_and_its_size_then_aborts() {
+    let expected_size = acquire(64 * 1024).expect("acquire").size();
+    let (signal, stderr) = run_child("greenlet");
+    assert_eq!(signal, Some(libc::SIGABRT), "stderr: {stderr}");
+    let wanted = format!(
+        "greenlet 'overflow-test' has overflowed its stack (stack size {expected_size} bytes"
+    );
+    assert!(stderr.contains(&wanted), "stderr: {stderr}");
+}
+
+#[test]
+fn an_overflow_on_a_thread_without_alternate_stack_is_still_reported() {
+    let (signal, stderr) = run_child("greenlet-on-foreign-thread");
+    assert_eq!(signal, Some(libc::SIGABRT), "stderr: {stderr}");
+    assert!(
+        stderr.contains("greenlet 'overflow-test' has overflowed its stack"),
+        "stderr: {stderr}"
+    );
+}
+
+#[test]
+fn other_faults_keep_their_usual_outcome() {
+    let (signal, stderr) = run_child("null-pointer");
+    assert_eq!(signal, Some(libc::SIGSEGV), "stderr: {stderr}");
+    assert!(!stderr.contains("greenlet"), "stderr: {stderr}");
+
+    // Rust's own handler (installed before ours) still reports thread overflows.
+    let (signal, stderr) = run_child("thread-overflow");
+    assert_eq!(signal, Some(libc::SIGABRT), "stderr: {stderr}");
+    assert!(stderr.contains("thread 'plain-thread'"), "stderr: {stderr}");
+    assert!(
+        stderr.contains("has overflowed its stack"),
+        "stderr: {stderr}"
+    );
+    assert!(!stderr.contains("greenlet"), "stderr: {stderr}");
+}
+
+#[test]
+fn acquire_gives_a_foreign_thread_an_alternate_signal_stack() {
+    /// Whether the calling thread has an enabled alternate signal stack.
+    fn has_alt_stack() -> bool {
+        let mut current = std::mem::MaybeUninit::<libc::stack_t>::zeroed();
+        // SAFETY: querying into a writable stack_t.
+        let queried = unsafe { libc::sigaltstack(ptr::null(), current.as_mut_ptr()) };
+        assert_eq!(queried, 0);
+        // SAFETY: filled in by the successful query.
+        unsafe { current.assume_init() }.ss_flags & libc::SS_DISABLE == 0
+    }
+    extern "C" fn start(result: *mut libc::c_void) -> *mut libc::c_void {
+        let before = has_alt_stack();
+        drop(acquire(64 * 1024).expect("acquire"));
+        let after = has_alt_stack();
+        // SAFETY: `result` points to the `[bool; 2]` the spawning thread
+        // keeps alive until it has joined this thread.
+        unsafe { result.cast::<[bool; 2]>().write([before, after]) };
+        ptr::null_mut()
+    }
+    let mut result = [true, false];
+    let mut thread: libc::pthread_t = 0;
+    // SAFETY: `thread` is writable, attributes default (null), `start` has
+    // the expected signature and `result` outlives the thread (joined below).
+    unsafe {
+        let arg = (&mut result as *mut [bool; 2]).cast();
+        assert_eq!(
+            libc::pthread_create(&mut thread, ptr::null(), start, arg),
+            0
+        );
+        assert_eq!(libc::pthread_join(thread, ptr::null_mut()), 0);
+    }
+    assert_eq!(result, [false, true], "[had one before, has one after]");
+}
+
+#[test]
+fn stacks_used_during_thread_exit_end_in_the_global_pool() {
+    let _serial = GLOBAL_POOL_TESTS.lock();
+    const SIZE: usize = 37 * 4096;
+    /// Acquires and releases a stack from its destructor, which runs while
+    /// the thread's other thread-locals (the stack cache among them) are
+    /// being destroyed.
+    struct AtExit(std::sync::mpsc::Sender<io::Result<usize>>);
+    impl Drop for AtExit {
+        fn drop(&mut self) {
+            let result = acquire(SIZE).map(|stack| stack.limit().get());
+            let _ = self.0.send(result);
+        }
+    }
+    thread_local! {
+        static AT_EXIT: RefCell<Option<AtExit>> = const { RefCell::new(None) };
+    }
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        AT_EXIT.with(|slot| *slot.borrow_mut() = Some(AtExit(sender)));
+        drop(acquire(SIZE).expect("acquire")); // creates the cache after AT_EXIT
+    })
+    .join()
+    .expect("thread");
+    let limit = receiver
+        .recv()
+        .expect("destructor ran")
+        .expect("acquire at exit");
+    let map_len = mapping_len(SIZE).expect("valid size");
+    let global = GLOBAL.lock();
+    let class = global.iter().find(|c| c.map_len == map_len).expect("class");
+    assert_eq!(
+        class.free.len(),
+        1,
+        "one stack of this size, not lost, not doubled"
+    );
+    assert_eq!(class.free[0].header().map_start, limit);
+}
+
+#[test]
+fn trimming_unmaps_this_threads_cache_and_the_global_pool() {
+    let _serial = GLOBAL_POOL_TESTS.lock();
+    let size = 41 * 4096;
+    let map_len = mapping_len(size).expect("valid size");
+    let destroyed_before = stack_stats().destroyed;
+    // Two stacks into the global pool (released on a thread that exits),
+    // three into this thread's cache.
+    std::thread::spawn(move || {
+        let stacks: Vec<PooledStack> = (0..2).map(|_| acquire(size).expect("acquire")).collect();
+        drop(stacks);
+    })
+    .join()
+    .expect("thread");
+    let stacks: Vec<PooledStack> = (0..3).map(|_| acquire(size).expect("acquire")).collect();
+    drop(stacks);
+    assert!(trim_stack_pool() >= 5);
+    assert_eq!(global_len(map_len), 0);
+    let local = CACHE.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        class_of(&mut cache.classes, map_len).len()
+    });
+    assert_eq!(local, 0);
+    assert!(stack_stats().destroyed >= destroyed_before + 5);
+}

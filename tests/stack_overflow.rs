@@ -1,0 +1,98 @@
+//! A stack overflow inside a greenlet is reported with the greenlet's name,
+//! id and stack size, then the process aborts (like Rust's own message for
+//! threads), instead of dying of a bare SIGSEGV.
+//!
+//! The overflow happens in a child process: this test binary re-executes
+//! itself to run the ignored `child_process` test with an environment
+//! variable saying what to do.
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::Command;
+
+use greenlet::coroutine::acquire_stack;
+use greenlet::{Greenlet, Value};
+
+const CHILD_MODE: &str = "GREENLET_OVERFLOW_TEST_CHILD";
+
+/// Stack size the child's greenlets ask for.
+const SIZE: usize = 64 * 1024;
+
+/// Recurses without end (a 512-byte frame per call).
+#[inline(never)]
+fn recurse(depth: u64) -> u64 {
+    let frame = std::hint::black_box([depth as u8; 512]);
+    if depth == u64::MAX {
+        return 0;
+    }
+    recurse(depth + 1) + frame[7] as u64
+}
+
+fn run_child(mode: &str) -> (Option<i32>, String) {
+    let exe = std::env::current_exe().expect("test binary path");
+    let output = Command::new(exe)
+        .args(["--exact", "child_process", "--ignored", "--test-threads=1"])
+        .env(CHILD_MODE, mode)
+        .output()
+        .expect("run the child");
+    (
+        output.status.signal(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Run by `run_child` only: overflows a greenlet's stack as the mode says.
+#[test]
+#[ignore = "child process of the overflow tests; does nothing without GREENLET_OVERFLOW_TEST_CHILD"]
+fn child_process() {
+    match std::env::var(CHILD_MODE).as_deref() {
+        Ok("named") => {
+            let g = Greenlet::builder()
+                .name("deep-recursion")
+                .stack_size(SIZE)
+                .spawn(|_| Ok(Value::new(recurse(0))))
+                .expect("spawn");
+            let _ = g.switch(());
+        }
+        Ok("nested") => {
+            // The overflow happens in a greenlet that another greenlet
+            // switched to: the report names the one that overflowed.
+            let outer = Greenlet::builder()
+                .name("outer")
+                .spawn(|_| {
+                    let inner = Greenlet::builder()
+                        .name("inner")
+                        .stack_size(SIZE)
+                        .spawn(|_| Ok(Value::new(recurse(0))))?;
+                    inner.switch(())
+                })
+                .expect("spawn");
+            let _ = outer.switch(());
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn an_overflowing_greenlet_is_named_with_its_stack_size() {
+    let size = acquire_stack(SIZE).expect("stack").size();
+    let (signal, stderr) = run_child("named");
+    assert_eq!(signal, Some(libc::SIGABRT), "stderr: {stderr}");
+    assert!(
+        stderr.contains("greenlet 'deep-recursion' (id "),
+        "stderr: {stderr}"
+    );
+    let wanted = format!("has overflowed its stack (stack size {size} bytes");
+    assert!(stderr.contains(&wanted), "stderr: {stderr}");
+    assert!(
+        stderr.contains("fatal runtime error: stack overflow in a greenlet"),
+        "stderr: {stderr}"
+    );
+}
+
+#[test]
+fn the_report_names_the_greenlet_that_overflowed_not_its_caller() {
+    let (signal, stderr) = run_child("nested");
+    assert_eq!(signal, Some(libc::SIGABRT), "stderr: {stderr}");
+    assert!(stderr.contains("greenlet 'inner' (id "), "stderr: {stderr}");
+    assert!(!stderr.contains("'outer'"), "stderr: {stderr}");
+}
