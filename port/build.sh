@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Build greenlet 3.5.6 with each cleanup policy into its own venv per interpreter.
+#
+#   port/build.sh [--variants stock,seed,scheduled,shielded] [--pythons 3.11.7,3.12.1,3.13.0]
+#                 [--jobs N] [--force]
+#
+# Downloads the sdist with pip into port/work/dl, unpacks a fresh tree per variant under
+# port/work/src/<variant>, applies port/apply_fix.py <variant>, and builds + installs it into
+# port/work/venv-<variant>-<pyver> (each build from its own copy under port/work/build/ so that
+# builds can run in parallel). A venv whose stamp records the same patch hash (sdist sha256 +
+# apply_fix.py sha256 + variant) is skipped. Every step takes a per-item flock, so two build.sh
+# runs at once do not trample each other. The diff of each variant against the pristine file is
+# written to port/work/diff/<variant>.diff.
+set -euo pipefail
+
+PORT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+WORK="$PORT/work"
+VERSION=3.5.6
+VARIANTS=stock,seed,scheduled,shielded
+PYTHONS=3.11.7,3.12.1,3.13.0
+JOBS=2
+FORCE=0
+PYENV_ROOT="${PYENV_ROOT:-$HOME/.pyenv}"
+
+usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --variants) VARIANTS="$2"; shift 2 ;;
+        --pythons) PYTHONS="$2"; shift 2 ;;
+        --jobs) JOBS="$2"; shift 2 ;;
+        --force) FORCE=1; shift ;;
+        -h|--help) usage; exit 0 ;;
+        *) echo "build.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+    esac
+done
+
+mkdir -p "$WORK/dl" "$WORK/src" "$WORK/build" "$WORK/locks" "$WORK/logs" "$WORK/diff"
+IFS=, read -r -a VARIANT_LIST <<< "$VARIANTS"
+IFS=, read -r -a PYTHON_LIST <<< "$PYTHONS"
+for v in "${VARIANT_LIST[@]}"; do
+    python3 "$PORT/apply_fix.py" --list | grep -qx "$v" \
+        || { echo "build.sh: unknown variant '$v' (known: $(python3 "$PORT/apply_fix.py" --list | tr '\n' ' '))" >&2; exit 2; }
+done
+for p in "${PYTHON_LIST[@]}"; do
+    [ -x "$PYENV_ROOT/versions/$p/bin/python3" ] \
+        || { echo "build.sh: no interpreter $PYENV_ROOT/versions/$p/bin/python3" >&2; exit 2; }
+done
+
+FIRST_PY="$PYENV_ROOT/versions/${PYTHON_LIST[0]}/bin/python3"
+SDIST="$WORK/dl/greenlet-$VERSION.tar.gz"
+(
+    flock 9
+    if [ ! -f "$SDIST" ]; then
+        echo "== downloading greenlet $VERSION sdist"
+        "$FIRST_PY" -m pip download --quiet --no-binary :all: --no-deps "greenlet==$VERSION" -d "$WORK/dl"
+    fi
+) 9>"$WORK/locks/download.lock"
+[ -f "$SDIST" ] || { echo "build.sh: pip did not produce $SDIST" >&2; exit 1; }
+
+SDIST_SHA=$(sha256sum "$SDIST" | cut -d' ' -f1)
+FIX_SHA=$(sha256sum "$PORT/apply_fix.py" | cut -d' ' -f1)
+
+patch_hash() { printf '%s %s %s\n' "$SDIST_SHA" "$FIX_SHA" "$1" | sha256sum | cut -c1-16; }
+
+# Pristine tree, for the diffs.
+(
+    flock 9
+    if [ ! -f "$WORK/src/pristine/.stamp" ] || [ "$(cat "$WORK/src/pristine/.stamp")" != "$SDIST_SHA" ]; then
+        rm -rf "$WORK/src/pristine"; mkdir -p "$WORK/src/pristine"
+        tar xzf "$SDIST" -C "$WORK/src/pristine" --strip-components=1
+        echo "$SDIST_SHA" > "$WORK/src/pristine/.stamp"
+    fi
+) 9>"$WORK/locks/src-pristine.lock"
+
+prepare_tree() {  # variant -> patched tree at $WORK/src/<variant>
+    local v="$1" h; h=$(patch_hash "$v")
+    (
+        flock 9
+        local tree="$WORK/src/$v"
+        if [ "$FORCE" = 1 ] || [ ! -f "$tree/.stamp" ] || [ "$(cat "$tree/.stamp")" != "$h" ]; then
+            rm -rf "$tree"; mkdir -p "$tree"
+            tar xzf "$SDIST" -C "$tree" --strip-components=1
+            python3 "$PORT/apply_fix.py" "$v" "$tree"
+            echo "$h" > "$tree/.stamp"
+        fi
+        (cd "$WORK/src" && diff -u pristine/src/greenlet/TThreadStateDestroy.cpp \
+            "$v/src/greenlet/TThreadStateDestroy.cpp" > "$WORK/diff/$v.diff" || true)
+    ) 9>"$WORK/locks/src-$v.lock"
+}
+
+build_one() {  # variant pyver
+    local v="$1" p="$2" h; h=$(patch_hash "$v")
+    local venv="$WORK/venv-$v-$p" bdir="$WORK/build/$v-$p" log="$WORK/logs/build-$v-$p.log"
+    (
+        flock 9
+        if [ "$FORCE" = 0 ] && [ -f "$venv/.greenlet-port-stamp" ] \
+           && [ "$(cat "$venv/.greenlet-port-stamp")" = "$h" ]; then
+            echo "== $v on $p: up to date ($h)"
+            exit 0
+        fi
+        local t0; t0=$(date +%s)
+        echo "== $v on $p: building ($h), log $log"
+        {
+            rm -rf "$venv" "$bdir"
+            "$PYENV_ROOT/versions/$p/bin/python3" -m venv "$venv"
+            "$venv/bin/python" -m pip install --quiet --upgrade pip "setuptools>=77.0.3" wheel
+            cp -a "$WORK/src/$v" "$bdir"
+            "$venv/bin/python" -m pip install --no-build-isolation --no-deps --no-cache-dir -v "$bdir"
+            "$venv/bin/python" -c "import greenlet, greenlet._greenlet; print('greenlet', greenlet.__version__, greenlet._greenlet.__file__)"
+        } > "$log" 2>&1 || { echo "== $v on $p: FAILED, see $log" >&2; tail -20 "$log" >&2; exit 1; }
+        echo "$h" > "$venv/.greenlet-port-stamp"
+        echo "== $v on $p: built in $(( $(date +%s) - t0 )) s"
+    ) 9>"$WORK/locks/venv-$v-$p.lock"
+}
+
+START=$(date +%s)
+for v in "${VARIANT_LIST[@]}"; do prepare_tree "$v"; done
+
+export -f build_one patch_hash
+export WORK PYENV_ROOT FORCE SDIST_SHA FIX_SHA
+fail=0
+for v in "${VARIANT_LIST[@]}"; do
+    for p in "${PYTHON_LIST[@]}"; do printf '%s %s\n' "$v" "$p"; done
+done | xargs -P "$JOBS" -L 1 bash -c 'build_one "$0" "$1"' || fail=1
+echo "== build.sh: ${#VARIANT_LIST[@]} variant(s) x ${#PYTHON_LIST[@]} interpreter(s) in $(( $(date +%s) - START )) s (jobs=$JOBS)"
+exit $fail
