@@ -37,9 +37,12 @@ done
 mkdir -p "$WORK/dl" "$WORK/src" "$WORK/build" "$WORK/locks" "$WORK/logs" "$WORK/diff"
 IFS=, read -r -a VARIANT_LIST <<< "$VARIANTS"
 IFS=, read -r -a PYTHON_LIST <<< "$PYTHONS"
+KNOWN_VARIANTS=" $(python3 "$PORT/apply_fix.py" --list | tr '\n' ' ')"
 for v in "${VARIANT_LIST[@]}"; do
-    python3 "$PORT/apply_fix.py" --list | grep -qx "$v" \
-        || { echo "build.sh: unknown variant '$v' (known: $(python3 "$PORT/apply_fix.py" --list | tr '\n' ' '))" >&2; exit 2; }
+    case "$KNOWN_VARIANTS" in
+        *" $v "*) ;;
+        *) echo "build.sh: unknown variant '$v' (known:$KNOWN_VARIANTS)" >&2; exit 2 ;;
+    esac
 done
 for p in "${PYTHON_LIST[@]}"; do
     [ -x "$PYENV_ROOT/versions/$p/bin/python3" ] \
@@ -113,7 +116,25 @@ build_one() {  # variant pyver
     ) 9>"$WORK/locks/venv-$v-$p.lock"
 }
 
+build_helper() {  # pyver: the test-only porthelper extension used by scenarios/ and probes/
+    local p="$1" py="$PYENV_ROOT/versions/$1/bin/python3" out="$WORK/helper-$1"
+    local h; h=$(sha256sum "$PORT/helpers/porthelper.cpp" | cut -c1-16)
+    (
+        flock 9
+        [ -f "$out/.stamp" ] && [ "$(cat "$out/.stamp")" = "$h" ] && exit 0
+        mkdir -p "$out"
+        local inc suf
+        inc=$("$py" -c "import sysconfig; print(sysconfig.get_paths()['include'])")
+        suf=$("$py" -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
+        g++ -O2 -std=c++17 -shared -fPIC -Wall -Wextra -Wno-unused-parameter -I"$inc" \
+            "$PORT/helpers/porthelper.cpp" -o "$out/porthelper$suf" -lpthread
+        echo "$h" > "$out/.stamp"
+        echo "== porthelper for $p built"
+    ) 9>"$WORK/locks/helper-$p.lock"
+}
+
 START=$(date +%s)
+for p in "${PYTHON_LIST[@]}"; do build_helper "$p"; done
 for v in "${VARIANT_LIST[@]}"; do prepare_tree "$v"; done
 
 export -f build_one patch_hash
