@@ -10,8 +10,11 @@ sys.setprofile, or neither), so thread deaths keep overlapping the cleanup.
 
 Exit codes: 0 finished (one line starting with CHURN), 1 hang (faulthandler dumped the stacks
 after --timeout seconds and ended the process).
-Options: --mode trace|profile|none, --threads N (per wave), --waves W, --timeout S,
---settle S (how long to wait at the end for the queue to empty before calling it a leak).
+Options: --mode trace|profile|none, --tracer c|py (see _tracing.py), --threads N (per wave),
+--waves W, --timeout S, --settle S (how long to wait at the end for the queue to empty before
+calling it a leak), --slow-exit-us US (each thread's exit, after its last GIL release and before
+greenlet queues its state, takes a random 0..US microseconds, as with a slow library destructor or
+a descheduled thread; needs porthelper).
 """
 import argparse
 import faulthandler
@@ -23,6 +26,8 @@ import weakref
 
 import greenlet
 from greenlet._greenlet import get_pending_cleanup_count
+
+import _tracing
 
 
 def square(x):
@@ -38,10 +43,10 @@ def small_work(n):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mode", choices=("trace", "profile", "none"), default="trace")
+    _tracing.add_arguments(ap)
     ap.add_argument("--threads", type=int, default=8)
     ap.add_argument("--waves", type=int, default=60)
-    ap.add_argument("--timeout", type=float, default=30.0)
+    ap.add_argument("--slow-exit-us", type=int, default=0)
     ap.add_argument("--settle", type=float, default=3.0)
     ap.add_argument("--seed", type=int, default=None)
     args = ap.parse_args()
@@ -64,8 +69,14 @@ def main():
         small_work(5)            # traced calls after the retake
         time.sleep(0.0002)       # let other threads run and die; return to the drain right after the retake
 
-    def worker(delay):
+    if args.slow_exit_us and _tracing.porthelper is None:
+        raise SystemExit("--slow-exit-us needs porthelper: run port/build.sh")
+
+    def worker(delay, exit_us):
+        _tracing.install(args.mode, args.tracer)
         main_glet = greenlet.getcurrent()
+        if exit_us:
+            _tracing.porthelper.slow_thread_exit(exit_us)
         registry[main_glet] = threading.get_ident()
         ref = weakref.ref(main_glet, on_main_greenlet_gone)
         with lock:
@@ -75,19 +86,13 @@ def main():
         child.switch()
         time.sleep(delay)
 
-    def noop(frame, event, arg):
-        return None
-
-    if args.mode == "trace":
-        sys.settrace(noop)
-        threading.settrace(noop)
-    elif args.mode == "profile":
-        sys.setprofile(noop)
-        threading.setprofile(noop)
+    _tracing.install(args.mode, args.tracer)
 
     started = time.monotonic()
     for _ in range(args.waves):
-        wave = [threading.Thread(target=worker, args=(rng.random() * 0.002,)) for _ in range(args.threads)]
+        wave = [threading.Thread(target=worker,
+                                 args=(rng.random() * 0.002, int(rng.random() * args.slow_exit_us)))
+                for _ in range(args.threads)]
         for t in wave:
             t.start()
         while any(t.is_alive() for t in wave):
@@ -102,15 +107,12 @@ def main():
         small_work(5)
         time.sleep(0.001)
     elapsed = time.monotonic() - started
-    sys.settrace(None)
-    sys.setprofile(None)
-    threading.settrace(None)
-    threading.setprofile(None)
+    _tracing.remove()
     faulthandler.cancel_dump_traceback_later()
     left = get_pending_cleanup_count()
     missing = counts["threads"] - counts["callbacks"]
     verdict = "leak" if (left or missing) else "ok"
-    print(f"CHURN {verdict} mode={args.mode} threads={counts['threads']} callbacks={counts['callbacks']} "
+    print(f"CHURN {verdict} mode={args.mode} tracer={args.tracer} slow_exit_us={args.slow_exit_us} threads={counts['threads']} callbacks={counts['callbacks']} "
           f"queue_left={left} callbacks_missing={missing} off_main={counts['off_main']} "
           f"main_loop_iterations={counts['main_calls']} elapsed={elapsed:.2f}s", flush=True)
     return 0

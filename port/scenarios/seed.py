@@ -9,7 +9,8 @@ CPython 3.11 the call never returns (the main thread spins with the GIL), and fa
 the process with exit code 1 after --timeout seconds.
 
 Prints `GREEN <b_was_queued_during_cleanup>` and exits 0 when it finishes.
-Options: --mode trace|profile|none (default trace), --timeout S (default 20).
+Options: --mode trace|profile|none (default trace), --tracer c|py (see _tracing.py),
+--timeout S (default 20).
 """
 import argparse
 import faulthandler
@@ -21,11 +22,12 @@ import weakref
 import greenlet
 from greenlet._greenlet import get_pending_cleanup_count
 
+import _tracing
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mode", choices=("trace", "profile", "none"), default="trace")
-    ap.add_argument("--timeout", type=float, default=20.0)
+    _tracing.add_arguments(ap)
     args = ap.parse_args()
     faulthandler.dump_traceback_later(args.timeout, exit=True)
 
@@ -55,13 +57,7 @@ def main():
         greenlet.getcurrent()
         b_may_exit.wait()
 
-    def noop_tracer(frame, event, arg):
-        return None
-
-    if args.mode == "trace":
-        sys.settrace(noop_tracer)
-    elif args.mode == "profile":
-        sys.setprofile(noop_tracer)
+    _tracing.install(args.mode, args.tracer)
 
     b = threading.Thread(target=thread_b, name="B")
     b.start()
@@ -73,11 +69,10 @@ def main():
         if "returned" in seen and get_pending_cleanup_count() == 0:
             break
     b.join()
-    sys.settrace(None)
-    sys.setprofile(None)
+    _tracing.remove()
     faulthandler.cancel_dump_traceback_later()
     print("GREEN", seen.get("b_queued"), "callback_ran" if "returned" in seen else "callback_missing",
-          "left", get_pending_cleanup_count(), "mode", args.mode, flush=True)
+          "left", get_pending_cleanup_count(), "mode", args.mode, "tracer", args.tracer, flush=True)
     return 0 if "returned" in seen else 2
 
 
