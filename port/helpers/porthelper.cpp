@@ -13,6 +13,10 @@
 //  pending_result()            (added_ns, ran_ns, ran_on_thread_ident, add_rc) of the last probe; ran_ns 0 = not yet.
 //  reset()                     forget the last probe.
 //  monotonic_ns()              the clock used above (CLOCK_MONOTONIC).
+//  fill_ring_and_wait(wait_us) with the GIL released, add no-op pending calls until
+//                              Py_AddPendingCall fails (the ring is full), then sleep wait_us
+//                              (still without the GIL) so that other threads can run and fail to
+//                              add theirs; returns how many were added. The no-ops run later.
 //  set_c_tracer(kind)          install a do-nothing C-level trace ("trace") or profile ("profile")
 //                              function on the calling thread, as coverage.py's C tracer does (no
 //                              Python code runs inside it); "none" removes both. Returns the number
@@ -116,6 +120,27 @@ PyObject* py_monotonic_ns(PyObject*, PyObject*)
     return PyLong_FromLongLong(now_ns());
 }
 
+int noop_pending(void*)
+{
+    return 0;
+}
+
+PyObject* py_fill_ring_and_wait(PyObject*, PyObject* arg)
+{
+    long us = PyLong_AsLong(arg);
+    if (us == -1 && PyErr_Occurred()) {
+        return nullptr;
+    }
+    long added = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (added < 100000 && Py_AddPendingCall(noop_pending, nullptr) == 0) {
+        added++;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(us));
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong(added);
+}
+
 std::atomic<long long> c_events{0};
 
 int noop_c_tracer(PyObject*, PyFrameObject*, int, PyObject*)
@@ -155,6 +180,8 @@ PyMethodDef methods[] = {
      "Py_AddPendingCall from a plain C++ thread after a delay (microseconds)"},
     {"pending_result", py_pending_result, METH_NOARGS, "(added_ns, ran_ns, ran_ident, add_rc)"},
     {"reset", py_reset, METH_NOARGS, "forget the last probe"},
+    {"fill_ring_and_wait", py_fill_ring_and_wait, METH_O,
+     "fill the pending-call ring without the GIL, then sleep (microseconds); returns the number added"},
     {"set_c_tracer", py_set_c_tracer, METH_O, "install a no-op C trace/profile function ('trace'|'profile'|'none')"},
     {"monotonic_ns", py_monotonic_ns, METH_NOARGS, "CLOCK_MONOTONIC in ns"},
     {nullptr, nullptr, 0, nullptr},
