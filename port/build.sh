@@ -61,9 +61,6 @@ SDIST="$WORK/dl/greenlet-$VERSION.tar.gz"
 [ -f "$SDIST" ] || { echo "build.sh: pip did not produce $SDIST" >&2; exit 1; }
 
 SDIST_SHA=$(sha256sum "$SDIST" | cut -d' ' -f1)
-FIX_SHA=$(sha256sum "$PORT/apply_fix.py" | cut -d' ' -f1)
-
-patch_hash() { printf '%s %s %s\n' "$SDIST_SHA" "$FIX_SHA" "$1" | sha256sum | cut -c1-16; }
 
 # Pristine tree, for the diffs.
 (
@@ -75,16 +72,24 @@ patch_hash() { printf '%s %s %s\n' "$SDIST_SHA" "$FIX_SHA" "$1" | sha256sum | cu
     fi
 ) 9>"$WORK/locks/src-pristine.lock"
 
-prepare_tree() {  # variant -> patched tree at $WORK/src/<variant>
-    local v="$1" h; h=$(patch_hash "$v")
+prepare_tree() {  # variant -> patched tree at $WORK/src/<variant>, its patch hash in .stamp
+    # The patch hash is the sdist's sha256 plus the sha256 of every file apply_fix.py changed, so
+    # editing apply_fix.py rebuilds only the variants whose result changed.
+    local v="$1"
     (
         flock 9
-        local tree="$WORK/src/$v"
+        local tree="$WORK/src/$v" tmp="$WORK/src/.tmp-$v"
+        rm -rf "$tmp"; mkdir -p "$tmp"
+        tar xzf "$SDIST" -C "$tmp" --strip-components=1
+        python3 "$PORT/apply_fix.py" "$v" "$tmp" >/dev/null
+        local h
+        h=$( { echo "$SDIST_SHA"; { diff -rq "$WORK/src/pristine" "$tmp" || true; } | awk '/^Files / {print $4}' \
+               | sort | xargs -r sha256sum; } | sha256sum | cut -c1-16 )
         if [ "$FORCE" = 1 ] || [ ! -f "$tree/.stamp" ] || [ "$(cat "$tree/.stamp")" != "$h" ]; then
-            rm -rf "$tree"; mkdir -p "$tree"
-            tar xzf "$SDIST" -C "$tree" --strip-components=1
-            python3 "$PORT/apply_fix.py" "$v" "$tree"
-            echo "$h" > "$tree/.stamp"
+            rm -rf "$tree"; mv "$tmp" "$tree"; echo "$h" > "$tree/.stamp"
+            echo "== $v: tree patched ($h)"
+        else
+            rm -rf "$tmp"
         fi
         (cd "$WORK/src" && diff -u pristine/src/greenlet/TThreadStateDestroy.cpp \
             "$v/src/greenlet/TThreadStateDestroy.cpp" > "$WORK/diff/$v.diff" || true)
@@ -92,7 +97,7 @@ prepare_tree() {  # variant -> patched tree at $WORK/src/<variant>
 }
 
 build_one() {  # variant pyver
-    local v="$1" p="$2" h; h=$(patch_hash "$v")
+    local v="$1" p="$2" h; h=$(cat "$WORK/src/$v/.stamp")
     local venv="$WORK/venv-$v-$p" bdir="$WORK/build/$v-$p" log="$WORK/logs/build-$v-$p.log"
     (
         flock 9
@@ -137,8 +142,8 @@ START=$(date +%s)
 for p in "${PYTHON_LIST[@]}"; do build_helper "$p"; done
 for v in "${VARIANT_LIST[@]}"; do prepare_tree "$v"; done
 
-export -f build_one patch_hash
-export WORK PYENV_ROOT FORCE SDIST_SHA FIX_SHA
+export -f build_one
+export WORK PYENV_ROOT FORCE
 fail=0
 for v in "${VARIANT_LIST[@]}"; do
     for p in "${PYTHON_LIST[@]}"; do printf '%s %s\n' "$v" "$p"; done
