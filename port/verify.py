@@ -10,9 +10,10 @@ verdicts for the same cell:
            (scenario python policy mode livelock leak), shown as livelock/leak
   matrix:  `cargo run --release --example matrix -- --runs N --format tsv`
            (python policy mode runs hangs green), shown as hangs/runs
-Scenarios: seed (scenarios/seed.py), churn (scenarios/churn.py with slowly exiting threads), and
+Scenarios: seed (scenarios/seed.py), churn (scenarios/churn.py with slowly exiting threads),
 churn+delay (the same with GREENLET_TEST_DRAIN_EXIT_DELAY_US, the test-only window widening; the
-model's prediction for it is its churn verdict, whose livelock is a rare window without the delay).
+model's prediction for it is its churn verdict, whose livelock is a rare window without the delay),
+and ringfull (scenarios/ringfull.py; the model's full-ring).
 """
 import argparse
 import concurrent.futures as cf
@@ -29,9 +30,12 @@ POLICY = {"stock": "legacy", "seed": "draining", "scheduled": "scheduled", "shie
 DELAY_ENV = "GREENLET_TEST_DRAIN_EXIT_DELAY_US"
 
 
+MODEL_SCENARIO = {"seed": "seed", "churn": "churn", "churn+delay": "churn", "ringfull": "full-ring"}
+
+
 def scenario_cmd(name, python, mode, timeout, quick):
-    if name == "seed":
-        return [python, str(PORT / "scenarios/seed.py"), "--mode", mode, "--timeout", str(timeout)], {}
+    if name in ("seed", "ringfull"):
+        return [python, str(PORT / f"scenarios/{name}.py"), "--mode", mode, "--timeout", str(timeout)], {}
     waves = "25" if quick else "60"
     cmd = [python, str(PORT / "scenarios/churn.py"), "--mode", mode, "--timeout", str(timeout),
            "--waves", waves, "--threads", "8", "--slow-exit-us", "3000", "--settle", "2"]
@@ -57,9 +61,10 @@ def run_once(cell, timeout, quick):
         return "hang", dt, err.splitlines()[:8]
     if rc == "backstop":
         return "hang", dt, [err]
-    if rc == 0 and ("GREEN" in out or "CHURN" in out):
+    if rc == 0 and ("GREEN" in out or "CHURN" in out or "RINGFULL" in out):
         line = out.strip().splitlines()[-1]
-        leak = ("CHURN leak" in line) or (" left 0 " not in line and line.startswith("GREEN"))
+        leak = (("CHURN leak" in line) or ("RINGFULL leak" in line)
+                or (" left 0 " not in line and line.startswith("GREEN")))
         return ("leak" if leak else "finished"), dt, [line]
     return "error", dt, [f"rc={rc}"] + (out + err).strip().splitlines()[-6:]
 
@@ -125,7 +130,7 @@ def main():
     ap.add_argument("--runs", type=int, default=None)
     ap.add_argument("--builds", default="stock,seed,scheduled,shielded")
     ap.add_argument("--pythons", default="3.11.7,3.12.1,3.13.0")
-    ap.add_argument("--scenarios", default="seed,churn,churn+delay")
+    ap.add_argument("--scenarios", default="seed,churn,churn+delay,ringfull")
     ap.add_argument("--modes", default=None)
     ap.add_argument("--timeout", type=float, default=None)
     ap.add_argument("--jobs", type=int, default=2)
@@ -171,7 +176,7 @@ def main():
         if explore is None:
             ex = "unavailable"
         else:
-            v = explore.get(("churn" if s.startswith("churn") else s, short_py(p), pol, m))
+            v = explore.get((MODEL_SCENARIO[s], short_py(p), pol, m))
             ex = f"{v[0]}/{v[1]}" if v else "no cell"
         if matrix is None:
             mx = "unavailable"
