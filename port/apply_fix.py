@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Apply one of the project's thread-state cleanup policies to an unpacked greenlet 3.5.6 tree.
 
-Usage: apply_fix.py VARIANT TREE
+Usage: apply_fix.py [--no-test-hooks] VARIANT TREE
        apply_fix.py --list
 
 VARIANT is one of:
@@ -16,6 +16,7 @@ Every variant except `stock` also gets a test-only hook: when the environment va
 GREENLET_TEST_DRAIN_EXIT_DELAY_US is set (read once, at the first drain), the drain sleeps that many
 microseconds, holding the GIL, after it found the queue empty and released the cleanup lock and
 before it returns. That widens the window between "flag cleared" and "pending call returned".
+--no-test-hooks leaves that hook out: the change as it would be proposed to greenlet.
 
 Every place is found by the names and strings it contains; if any anchor is missing or ambiguous the
 script stops with a message naming it and changes nothing. Applying twice is refused (the file
@@ -172,17 +173,18 @@ SEED_COMMENT = """if (mod_globs->thread_states_to_destroy.size() == 1 && !draini
             int result = AddPendingCall("""
 
 
-def patch(text, variant):
+def patch(text, variant, test_hooks=True):
     ed = Editor(text)
 
     # Standard headers for the test-only delay.
     inc = find_once(text, r'#include "TThreadStateCreator\.hpp"\n', "#include of TThreadStateCreator.hpp")
-    ed.insert_after(inc, "\n#include <chrono>\n#include <cstdlib>\n#include <thread>\n")
+    if test_hooks:
+        ed.insert_after(inc, "\n#include <chrono>\n#include <cstdlib>\n#include <thread>\n")
 
     # Private helpers go right after the struct's only `private:` label.
     struct = find_once(text, r"struct\s+ThreadState_DestroyNoGIL\s*\{", "struct ThreadState_DestroyNoGIL")
     priv = find_once(text, r"\nprivate:\n", "`private:` label of ThreadState_DestroyNoGIL", struct.end())
-    helpers = FLAG_HELPERS["seed" if variant == "seed" else "scheduled"] + DELAY_HELPER
+    helpers = FLAG_HELPERS["seed" if variant == "seed" else "scheduled"] + (DELAY_HELPER if test_hooks else "")
     if variant == "shielded":
         helpers += SHIELD_HELPER
     ed.insert_after(priv, helpers)
@@ -226,8 +228,8 @@ def patch(text, variant):
                 "                UntracedScope untraced;\n"
                 "                DestroyOne(to_destroy);\n"
                 "            }")
-    ed.replace(destroy, call + destroy.group(1) + destroy.group(2)
-               + "TestOnlyDrainExitDelay();" + destroy.group(2) + "return 0;")
+    hook = ("TestOnlyDrainExitDelay();" + destroy.group(2)) if test_hooks else ""
+    ed.replace(destroy, call + destroy.group(1) + destroy.group(2) + hook + "return 0;")
 
     out = ed.result()
     return f"// {MARKER} {variant} (applied by port/apply_fix.py)\n" + out
@@ -237,8 +239,10 @@ def main(argv):
     if len(argv) == 2 and argv[1] == "--list":
         print("\n".join(VARIANTS))
         return 0
+    test_hooks = "--no-test-hooks" not in argv
+    argv = [a for a in argv if a != "--no-test-hooks"]
     if len(argv) != 3 or argv[1] not in VARIANTS:
-        print(f"usage: {Path(argv[0]).name} {{{'|'.join(VARIANTS)}}} TREE", file=sys.stderr)
+        print(f"usage: {Path(argv[0]).name} [--no-test-hooks] {{{'|'.join(VARIANTS)}}} TREE", file=sys.stderr)
         return 2
     variant, tree = argv[1], Path(argv[2])
     target = tree / TARGET
@@ -255,12 +259,12 @@ def main(argv):
         print(f"apply_fix: stock: {target} left unchanged")
         return 0
     try:
-        new = patch(text, variant)
+        new = patch(text, variant, test_hooks)
     except AnchorError as err:
         print(f"apply_fix: {variant}: {err}", file=sys.stderr)
         return 1
     target.write_text(new)
-    print(f"apply_fix: {variant}: patched {target}")
+    print(f"apply_fix: {variant}{'' if test_hooks else ' (no test hooks)'}: patched {target}")
     return 0
 
 

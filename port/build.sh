@@ -93,6 +93,14 @@ prepare_tree() {  # variant -> patched tree at $WORK/src/<variant>, its patch ha
         fi
         (cd "$WORK/src" && diff -u pristine/src/greenlet/TThreadStateDestroy.cpp \
             "$v/src/greenlet/TThreadStateDestroy.cpp" > "$WORK/diff/$v.diff" || true)
+        # The same change without the test-only hook: what would be proposed to greenlet.
+        local prod="$WORK/src/.prod-$v"
+        rm -rf "$prod"; mkdir -p "$prod"
+        tar xzf "$SDIST" -C "$prod" --strip-components=1
+        python3 "$PORT/apply_fix.py" --no-test-hooks "$v" "$prod" >/dev/null
+        (cd "$WORK/src" && diff -u pristine/src/greenlet/TThreadStateDestroy.cpp \
+            ".prod-$v/src/greenlet/TThreadStateDestroy.cpp" > "$WORK/diff/$v.proposed.diff" || true)
+        rm -rf "$prod"
     ) 9>"$WORK/locks/src-$v.lock"
 }
 
