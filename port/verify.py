@@ -8,8 +8,12 @@ cleanup queue did not empty or whose callbacks did not all run), other errors, a
 verdicts for the same cell:
   explore: `cargo run --release --example explore -- --table --format tsv`
            (scenario python policy mode livelock leak), shown as livelock/leak
-  matrix:  `cargo run --release --example matrix -- --runs N --format tsv`
-           (python policy mode runs hangs green), shown as hangs/runs
+  matrix:  `cargo run --release --example matrix -- --runs N --format tsv` (the live shim running
+           the seed reproducer; python policy mode runs hangs green), shown as hangs/runs on the
+           seed rows
+Modes (the live shim's names): trace = sys.settrace with a Python function, ctrace = a C trace
+function (coverage.py's CTracer), profile = a C profile function (cProfile), pyprofile =
+sys.setprofile with a Python function, none.
 Scenarios: seed (scenarios/seed.py), churn (scenarios/churn.py with slowly exiting threads),
 churn+delay (the same with GREENLET_TEST_DRAIN_EXIT_DELAY_US, the test-only window widening; the
 model's prediction for it is its churn verdict, whose livelock is a rare window without the delay),
@@ -31,13 +35,21 @@ DELAY_ENV = "GREENLET_TEST_DRAIN_EXIT_DELAY_US"
 
 
 MODEL_SCENARIO = {"seed": "seed", "churn": "churn", "churn+delay": "churn", "ringfull": "full-ring"}
+# Mode names follow the model's live shim (reproduce/matrix): (scenario --mode, --tracer).
+MODES = {"trace": ("trace", "py"), "ctrace": ("trace", "c"), "profile": ("profile", "c"),
+         "pyprofile": ("profile", "py"), "none": ("none", "c")}
+# The explorer knows only traced (trace or profile, any language) and untraced main threads.
+EXPLORE_MODE = {"trace": "trace", "ctrace": "trace", "profile": "profile", "pyprofile": "profile",
+                "none": "none"}
 
 
-def scenario_cmd(name, python, mode, timeout, quick):
+def scenario_cmd(name, python, mode_name, timeout, quick):
+    mode, tracer = MODES[mode_name]
+    common = ["--mode", mode, "--tracer", tracer, "--timeout", str(timeout)]
     if name in ("seed", "ringfull"):
-        return [python, str(PORT / f"scenarios/{name}.py"), "--mode", mode, "--timeout", str(timeout)], {}
+        return [python, str(PORT / f"scenarios/{name}.py")] + common, {}
     waves = "25" if quick else "60"
-    cmd = [python, str(PORT / "scenarios/churn.py"), "--mode", mode, "--timeout", str(timeout),
+    cmd = [python, str(PORT / "scenarios/churn.py")] + common + [
            "--waves", waves, "--threads", "8", "--slow-exit-us", "3000", "--settle", "2"]
     env = {DELAY_ENV: "2000"} if name == "churn+delay" else {}
     return cmd, env
@@ -80,10 +92,17 @@ def run_model(model_dir, runs):
     if not (Path(model_dir) / "Cargo.toml").is_file():
         return None, None, [f"model: unavailable (no Cargo.toml in {model_dir})"]
 
+    # matrix runs the `reproduce` example next to itself: build it first.
+    try:
+        subprocess.run(["cargo", "build", "--quiet", "--release", "--example", "reproduce"],
+                       cwd=model_dir, capture_output=True, text=True, timeout=1800)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        notes.append(f"model reproduce: build failed ({e})")
+
     def cargo(args, what):
         try:
             p = subprocess.run(["cargo", "run", "--quiet", "--release", "--example"] + args,
-                               cwd=model_dir, capture_output=True, text=True, timeout=1200)
+                               cwd=model_dir, capture_output=True, text=True, timeout=1800)
         except (OSError, subprocess.TimeoutExpired) as e:
             notes.append(f"model {what}: unavailable ({e})")
             return None
@@ -140,7 +159,11 @@ def main():
     args = ap.parse_args()
     runs = args.runs or (2 if args.quick else 5)
     timeout = args.timeout or (6.0 if args.quick else 10.0)
-    modes = (args.modes or ("trace" if args.quick else "trace,profile")).split(",")
+    modes = (args.modes or ("ctrace" if args.quick else "ctrace,trace,profile,pyprofile")).split(",")
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        print(f"verify: unknown mode(s) {unknown}: use {', '.join(MODES)}", file=sys.stderr)
+        return 2
     builds, pythons = args.builds.split(","), args.pythons.split(",")
     scenarios = args.scenarios.split(",")
 
@@ -155,7 +178,9 @@ def main():
     model_future = None
     with cf.ThreadPoolExecutor(max_workers=max(1, args.jobs) + 1) as pool:
         if not args.no_model:
+            # The model first, alone: its live shim is timing-sensitive too, and there are 2 cores.
             model_future = pool.submit(run_model, args.model_dir, runs)
+            model_future.result()
         cells = [(b, p, s, m) for b in builds for p in pythons for s in scenarios for m in modes]
         jobs = {pool.submit(run_once, c, timeout, args.quick): c for c in cells for _ in range(runs)}
         results = {c: [] for c in cells}
@@ -166,7 +191,7 @@ def main():
     elapsed = time.monotonic() - t0
 
     hdr = ["build", "python", "scenario", "mode", "hangs", "finished", "leaks", "errors",
-           "model explore (livelock/leak)", "model matrix (hangs/runs)"]
+           "model explore (livelock/leak)", "model live seed (hangs/runs)"]
     table = []
     for c in cells:
         b, p, s, m = c
@@ -176,10 +201,12 @@ def main():
         if explore is None:
             ex = "unavailable"
         else:
-            v = explore.get((MODEL_SCENARIO[s], short_py(p), pol, m))
+            v = explore.get((MODEL_SCENARIO[s], short_py(p), pol, EXPLORE_MODE[m]))
             ex = f"{v[0]}/{v[1]}" if v else "no cell"
         if matrix is None:
             mx = "unavailable"
+        elif s != "seed":
+            mx = "-"
         else:
             v = matrix.get((short_py(p), pol, m))
             mx = f"{v[0]}/{v[1]}" if v else "no cell"
