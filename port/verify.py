@@ -143,6 +143,24 @@ def run_model(model_dir, runs):
     return explore, matrix, notes
 
 
+def agreement(scenario, kinds, explore_cell):
+    """Compare a cell's real outcomes with the explorer's verdict ('yes/no' = livelock/leak)."""
+    if "/" not in explore_cell:
+        return "-"
+    livelock, leak = (v == "yes" for v in explore_cell.split("/"))
+    hung, leaked = "hang" in kinds, "leak" in kinds
+    notes = []
+    if livelock and not hung:
+        notes.append("livelock not hit" + (" (rare window; see churn+delay)" if scenario == "churn" else ""))
+    elif hung and not livelock:
+        notes.append("hang the model rules out")
+    if leak and not leaked and not hung:
+        notes.append("leak not hit")
+    elif leaked and not leak:
+        notes.append("leak the model rules out")
+    return "; ".join(notes) or "match"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
@@ -191,7 +209,7 @@ def main():
     elapsed = time.monotonic() - t0
 
     hdr = ["build", "python", "scenario", "mode", "hangs", "finished", "leaks", "errors",
-           "model explore (livelock/leak)", "model live seed (hangs/runs)"]
+           "model explore (livelock/leak)", "model live seed (hangs/runs)", "agreement"]
     table = []
     for c in cells:
         b, p, s, m = c
@@ -211,7 +229,8 @@ def main():
             v = matrix.get((short_py(p), pol, m))
             mx = f"{v[0]}/{v[1]}" if v else "no cell"
         table.append([b, p, s, m, f"{kinds.count('hang')}/{n}", f"{kinds.count('finished') + kinds.count('leak')}/{n}",
-                      str(kinds.count("leak")), str(kinds.count("error")), ex, mx])
+                      str(kinds.count("leak")), str(kinds.count("error")), ex, mx,
+                      agreement(s, kinds, ex)])
     widths = [max(len(str(r[i])) for r in [hdr] + table) for i in range(len(hdr))]
     fmt = lambda r: "| " + " | ".join(str(x).ljust(w) for x, w in zip(r, widths)) + " |"
     print(f"verify: {started:%Y-%m-%d %H:%M} UTC, runs={runs} per cell, timeout={timeout:g}s, "
