@@ -120,7 +120,8 @@ build_one() {  # variant pyver
             rm -rf "$venv" "$bdir"
             "$PYENV_ROOT/versions/$p/bin/python3" -m venv "$venv"
             "$venv/bin/python" -m pip install --quiet --upgrade pip "setuptools>=77.0.3" wheel
-            cp -a "$WORK/src/$v" "$bdir"
+            # Copy the patched tree under a shared lock so a concurrent prepare_tree cannot swap it.
+            flock -s "$WORK/locks/src-$v.lock" cp -a "$WORK/src/$v" "$bdir"
             "$venv/bin/python" -m pip install --no-build-isolation --no-deps --no-cache-dir -v "$bdir"
             "$venv/bin/python" -c "import greenlet, greenlet._greenlet; print('greenlet', greenlet.__version__, greenlet._greenlet.__file__)"
         } > "$log" 2>&1 || { echo "== $v on $p: FAILED, see $log" >&2; tail -20 "$log" >&2; exit 1; }
