@@ -21,7 +21,8 @@ def marker_in_cleanup():
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", choices=("trace", "profile"), default="trace")
+    ap.add_argument("--mode", choices=("trace", "profile", "monitoring"), default="trace",
+                    help="monitoring = a sys.monitoring tool on PY_START (3.12+), as coverage's sysmon core")
     args = ap.parse_args()
     seen = []
     done = []
@@ -41,8 +42,14 @@ def main():
 
     if args.mode == "trace":
         sys.settrace(tracer)
-    else:
+    elif args.mode == "profile":
         sys.setprofile(tracer)
+    else:
+        mon = sys.monitoring
+        tool = mon.COVERAGE_ID
+        mon.use_tool_id(tool, "untraced_cleanup probe")
+        mon.register_callback(tool, mon.events.PY_START, lambda code, offset: seen.append(code.co_name))
+        mon.set_events(tool, mon.events.PY_START)
     t = threading.Thread(target=worker)
     t.start()
     t.join()
@@ -52,6 +59,9 @@ def main():
         time.sleep(0.001)
     sys.settrace(None)
     sys.setprofile(None)
+    if args.mode == "monitoring":
+        sys.monitoring.set_events(sys.monitoring.COVERAGE_ID, 0)
+        sys.monitoring.free_tool_id(sys.monitoring.COVERAGE_ID)
     print(f"python={sys.version.split()[0]} mode={args.mode} callback_ran={bool(done)} "
           f"tracer_saw_callback={'callback' in seen} tracer_saw_marker={'marker_in_cleanup' in seen} "
           f"call_events={len(seen)}", flush=True)
