@@ -2,6 +2,7 @@
 # coverage.py with --concurrency=greenlet,thread on the churn load, before (stock) and after (shielded).
 #
 #   port/run_coverage.sh [--builds stock,shielded] [--pythons 3.11.7,3.12.1,3.13.0] [--runs N] [--timeout S]
+#                        [--delay-us US]   (sets GREENLET_TEST_DRAIN_EXIT_DELAY_US, the test-only window widening)
 #
 # Installs coverage into each venv, runs
 #   coverage run --concurrency=greenlet,thread scenarios/churn.py --mode none --slow-exit-us 3000
@@ -16,21 +17,25 @@ BUILDS=stock,shielded
 PYTHONS=3.11.7,3.12.1,3.13.0
 RUNS=3
 TIMEOUT=20
+DELAY_US=
 while [ $# -gt 0 ]; do
     case "$1" in
         --builds) BUILDS="$2"; shift 2 ;;
         --pythons) PYTHONS="$2"; shift 2 ;;
         --runs) RUNS="$2"; shift 2 ;;
         --timeout) TIMEOUT="$2"; shift 2 ;;
+        --delay-us) DELAY_US="$2"; shift 2 ;;
         *) echo "run_coverage.sh: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
+unset GREENLET_TEST_DRAIN_EXIT_DELAY_US
+[ -n "$DELAY_US" ] && export GREENLET_TEST_DRAIN_EXIT_DELAY_US="$DELAY_US"
 IFS=, read -r -a BL <<< "$BUILDS"
 IFS=, read -r -a PL <<< "$PYTHONS"
 printf '%-9s %-7s %-6s %-9s %-14s %-10s %s\n' build python hangs finished "coverage json" callback "coverage version"
 for b in "${BL[@]}"; do
     for p in "${PL[@]}"; do
-        venv="$WORK/venv-$b-$p" dir="$WORK/coverage/$b-$p"
+        venv="$WORK/venv-$b-$p" dir="$WORK/coverage/$b-$p${DELAY_US:+-delay$DELAY_US}"
         [ -f "$venv/.greenlet-port-stamp" ] || { echo "$b $p: no build"; continue; }
         "$venv/bin/python" -m pip install --quiet coverage > /dev/null 2>&1 || { echo "$b $p: pip install coverage failed"; continue; }
         rm -rf "$dir"; mkdir -p "$dir"
