@@ -3,14 +3,28 @@
 
 Usage: apply_fix.py [--no-test-hooks] VARIANT TREE
        apply_fix.py --list
+       apply_fix.py --canonical NAME[,NAME...]
+       apply_fix.py --check-locking TREE
 
 VARIANT is one of:
   stock      leave the tree unchanged (greenlet 3.5.6 as released; the model's `legacy`)
   seed       the seed report's `draining` flag (the model's `draining`)
   scheduled  a `scheduled` flag: exactly one pending call outstanding or running while the
              queue is non-empty; a failed Py_AddPendingCall clears it so the next push retries
-  shielded   `scheduled`, and every thread state is destroyed with tracing/profiling suspended
-             on the draining thread (PyThreadState_EnterTracing/LeaveTracing)
+  robust     `scheduled`, and every thread state is destroyed with tracing/profiling suspended
+             on the draining thread (PyThreadState_EnterTracing/LeaveTracing): the model's
+             `robust`, the recommended change. `shielded` is accepted as an alias (the name this
+             build had before the model grew `robust`).
+
+Why the C++ `robust` has no retry branch although the model's `robust` has one: the model's
+`robust` retries a refused schedule when a push found the flag held between the refused
+Py_AddPendingCall and the flag's release. In greenlet, AddToCleanupQueue holds
+thread_states_to_destroy_lock from before the flag claim until after the rollback, so no push can
+run in that interval and the retry would be dead code. That makes the model's `shielded` and
+`robust` the same policy here. --check-locking verifies the facts this relies on in the tree (the
+lock guard is at the top level of AddToCleanupQueue and precedes the AddPendingCall call; the
+drain's lock guard lives in an inner block that makes no Python or pending-call API call), and
+every patch runs the same check first and refuses to patch if it fails.
 
 Every variant except `stock` also gets a test-only hook: when the environment variable
 GREENLET_TEST_DRAIN_EXIT_DELAY_US is set (read once, at the first drain), the drain sleeps that many
@@ -29,7 +43,9 @@ from pathlib import Path
 
 TARGET = Path("src/greenlet/TThreadStateDestroy.cpp")
 MARKER = "greenlet-port policy:"
-VARIANTS = ("stock", "seed", "scheduled", "shielded")
+VARIANTS = ("stock", "seed", "scheduled", "robust")
+# Older names still accepted on command lines.
+ALIASES = {"shielded": "robust"}
 DELAY_ENV = "GREENLET_TEST_DRAIN_EXIT_DELAY_US"
 
 
@@ -112,7 +128,7 @@ FLAG_HELPERS = {
 }
 
 SHIELD_HELPER = """
-    // greenlet-port policy: shielded.
+    // greenlet-port policy: robust.
     // Destroying a thread state can run Python code (weakref callbacks and
     // __del__ methods of the dead thread's greenlets). We do that from inside a
     // pending call; on CPython 3.11 a traced or profiled function entry made
@@ -166,11 +182,187 @@ SCHEDULE_COMMENT = """if (!cleanup_scheduled()) {
             cleanup_scheduled() = true;
             int result = AddPendingCall("""
 
+ROLLBACK = """\
+                // greenlet-port: let the next push retry. No push can have
+                // seen the flag set since we claimed it: cleanup_lock has
+                // been held from the claim to here, so clearing it strands
+                // nothing.
+                cleanup_scheduled() = false;
+"""
+
 SEED_COMMENT = """if (mod_globs->thread_states_to_destroy.size() == 1 && !draining()) {
             // greenlet-port policy: seed. A running drain (draining() set) will
             // pick this state up on its next iteration, so do not add a second
             // pending call while it runs.
             int result = AddPendingCall("""
+
+
+# --- The locking facts the C++ `robust` relies on -------------------------------------------------
+
+LOCK = "thread_states_to_destroy_lock"
+SUPPORT = Path("src/greenlet/greenlet_thread_support.hpp")
+# Functions that may hold the cleanup lock, and the CPython API each may call while holding it.
+# AddPendingCall is greenlet's wrapper around Py_AddPendingCall (checked separately).
+# mod_get_pending_cleanup_count (a testing helper) holds the GIL and only builds an int.
+LOCK_HOLDERS = {
+    "MarkGreenletDeadIfNeeded": set(),
+    "AddToCleanupQueue": {"AddPendingCall"},
+    "PendingCallback_DestroyQueue": set(),
+    "mod_get_pending_cleanup_count": {"PyLong_FromSize_t"},
+}
+# A parameter list, allowing one level of nested parentheses (greenlet writes UNUSED(arg)).
+PARAMS = r"\s*\((?:[^;{()]|\([^()]*\))*\)"
+# The only places outside function bodies that may name the lock: its declaration and construction.
+LOCK_DECLARED_IN = "TGreenletGlobals.cpp"
+
+
+def code_only(text):
+    """text with comments and string/char literals replaced by spaces (same length, newlines kept)."""
+    out = list(text)
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+        elif c in "\"'":
+            j = i + 1
+            while j < n and text[j] != c:
+                j += 2 if text[j] == "\\" else 1
+            j += 1
+        else:
+            i += 1
+            continue
+        for k in range(i, min(j, n)):
+            if out[k] != "\n":
+                out[k] = " "
+        i = j
+    return "".join(out)
+
+
+def matching_brace(code, open_at):
+    depth = 0
+    for i in range(open_at, len(code)):
+        if code[i] == "{":
+            depth += 1
+        elif code[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+    raise AnchorError(f"unbalanced braces after offset {open_at}")
+
+
+def enclosing_block(code, pos, body_open):
+    """The innermost {...} containing pos, searched from body_open (the function's '{')."""
+    best = (body_open, matching_brace(code, body_open))
+    i = body_open + 1
+    while i < pos:
+        if code[i] == "{":
+            close = matching_brace(code, i)
+            if close > pos:
+                best = (i, close)
+            else:
+                i = close
+        i += 1
+    return best
+
+
+def line_of(text, offset):
+    return text.count("\n", 0, offset) + 1
+
+
+def function_body(code, name, what_file):
+    head = find_once(code, r"\b" + re.escape(name) + PARAMS + r"\s*(?:const\s*)?\{",
+                     f"definition of {name} in {what_file}")
+    open_at = head.end() - 1
+    return head.start(), open_at, matching_brace(code, open_at)
+
+
+def check_locking(tree):
+    """Check, in an unpacked tree, the facts the lock-order argument of port/README.md uses.
+
+    Returns the facts as lines "file:line: fact"; raises AnchorError if one does not hold.
+    """
+    facts = []
+    src = Path(tree) / "src/greenlet"
+    support = (Path(tree) / SUPPORT).read_text()
+    scode = code_only(support)
+    m = find_once(scode, r"typedef\s+std::mutex\s+Mutex\s*;", f"`typedef std::mutex Mutex` in {SUPPORT}")
+    facts.append(f"{SUPPORT.name}:{line_of(support, m.start())}: Mutex is std::mutex "
+                 "(not recursive, knows nothing of the GIL)")
+    m = find_once(scode, r"typedef\s+std::lock_guard\s*<\s*Mutex\s*>\s+LockGuard\s*;",
+                  f"`typedef std::lock_guard<Mutex> LockGuard` in {SUPPORT}")
+    facts.append(f"{SUPPORT.name}:{line_of(support, m.start())}: LockGuard is std::lock_guard "
+                 "(held to the end of its block, no early unlock)")
+
+    seen_holders = set()
+    for path in sorted(list(src.glob("*.cpp")) + list(src.glob("*.hpp"))):
+        text = path.read_text()
+        code = code_only(text)
+        uses = [u.start() for u in re.finditer(r"\b" + LOCK + r"\b", code)]
+        guards = list(re.finditer(r"\bLockGuard\s+\w+\s*\(\s*\*\s*mod_globs->" + LOCK + r"\s*\)\s*;", code))
+        if len(uses) != len(guards) and path.name != LOCK_DECLARED_IN:
+            raise AnchorError(f"{path.name} names {LOCK} other than in a LockGuard: the lock-order "
+                              "argument in port/README.md does not cover that use; re-check it")
+        for g in guards:
+            # Which function is this guard in? The nearest known holder defined before it.
+            owner = None
+            for name in LOCK_HOLDERS:
+                for h in re.finditer(r"\b" + re.escape(name) + PARAMS + r"\s*\{", code):
+                    if h.start() < g.start() and matching_brace(code, h.end() - 1) > g.start():
+                        owner = (name, h.end() - 1)
+            if owner is None:
+                raise AnchorError(f"{path.name}:{line_of(text, g.start())}: {LOCK} is taken in a "
+                                  f"function this script does not know (known: {', '.join(LOCK_HOLDERS)}); "
+                                  "re-check the lock-order argument in port/README.md")
+            name, body_open = owner
+            seen_holders.add(name)
+            block_open, block_close = enclosing_block(code, g.start(), body_open)
+            held = code[g.end():block_close]
+            calls = set(re.findall(r"\b(_?Py[A-Za-z_]\w*|AddPendingCall|DestroyOne)\s*\(", held))
+            extra = calls - LOCK_HOLDERS[name]
+            if extra:
+                raise AnchorError(f"{path.name}:{line_of(text, g.start())}: {name} calls {sorted(extra)} "
+                                  f"while holding {LOCK}: the lock-order argument does not cover that")
+            where = (f"{path.name}:{line_of(text, g.start())}-{line_of(text, block_close)}: {name} "
+                     f"holds {LOCK}")
+            if name == "AddToCleanupQueue":
+                if block_open != body_open:
+                    raise AnchorError(f"{where} only in an inner block: the flag claim, the call and "
+                                      "the rollback would not be atomic; the C++ `robust` needs them to be")
+                if re.search(r"\bunlock\s*\(", held):
+                    raise AnchorError(f"{where} but unlocks early: the C++ `robust` relies on it not doing so")
+                call = find_once(code, r"\bAddPendingCall\s*\(", "AddPendingCall call in AddToCleanupQueue",
+                                 g.end(), block_close)
+                facts.append(f"{where}, for its whole body, across AddPendingCall at line "
+                             f"{line_of(text, call.start())} and the `result < 0` branch")
+            elif name == "PendingCallback_DestroyQueue":
+                if block_open == body_open:
+                    raise AnchorError(f"{where} for its whole body: it would destroy states under the lock")
+                after = find_once(code, r"\bDestroyOne\s*\(", "DestroyOne call in PendingCallback_DestroyQueue",
+                                  block_close, matching_brace(code, body_open))
+                facts.append(f"{where} in an inner block only (no Python or pending-call API inside); "
+                             f"DestroyOne runs after the block, at line {line_of(text, after.start())}")
+            else:
+                got = ", ".join(sorted(calls)) or "no Python or pending-call API"
+                facts.append(f"{where}; calls {got} while holding it")
+        if path.name == "TThreadStateDestroy.cpp":
+            s, o, c = function_body(code, "AddPendingCall", path.name)
+            body = code[o:c]
+            api = set(re.findall(r"\b(_?Py[A-Za-z_]\w*)\s*\(", body))
+            if api != {"Py_AddPendingCall"}:
+                raise AnchorError(f"{path.name}: AddPendingCall calls {sorted(api)}, expected only "
+                                  "Py_AddPendingCall")
+            facts.append(f"{path.name}:{line_of(text, s)}: AddPendingCall calls only Py_AddPendingCall "
+                         "(after greenlet::IsShuttingDown)")
+    missing = {"AddToCleanupQueue", "PendingCallback_DestroyQueue"} - seen_holders
+    if missing:
+        raise AnchorError(f"{LOCK} is not taken in {sorted(missing)}: greenlet's cleanup changed; "
+                          "re-read it and update this script")
+    return facts
 
 
 def patch(text, variant, test_hooks=True):
@@ -185,7 +377,7 @@ def patch(text, variant, test_hooks=True):
     struct = find_once(text, r"struct\s+ThreadState_DestroyNoGIL\s*\{", "struct ThreadState_DestroyNoGIL")
     priv = find_once(text, r"\nprivate:\n", "`private:` label of ThreadState_DestroyNoGIL", struct.end())
     helpers = FLAG_HELPERS["seed" if variant == "seed" else "scheduled"] + (DELAY_HELPER if test_hooks else "")
-    if variant == "shielded":
+    if variant == "robust":
         helpers += SHIELD_HELPER
     ed.insert_after(priv, helpers)
 
@@ -201,8 +393,7 @@ def patch(text, variant, test_hooks=True):
         ed.replace(cond, SCHEDULE_COMMENT.replace("{variant}", variant))
         failed = find_once(text, r"if \(result < 0\) \{\n", "`result < 0` failure branch in AddToCleanupQueue",
                            cond.end(), a_end)
-        ed.insert_after(failed, "                // greenlet-port: let the next push retry.\n"
-                                "                cleanup_scheduled() = false;\n")
+        ed.insert_after(failed, ROLLBACK)
         leak = find_once(text, r'"expect a memory leak\.\\n"',
                          "'expect a memory leak' warning text in AddToCleanupQueue", failed.end(), a_end)
         ed.replace(leak, '"cleanup is retried when the next thread exits.\\n"')
@@ -223,7 +414,7 @@ def patch(text, variant, test_hooks=True):
     destroy = find_once(text, r"DestroyOne\(to_destroy\);(\s*\})(\s*)return 0;",
                         "DestroyOne(to_destroy) ... return 0 at the end of the drain loop", d_start, d_end)
     call = "DestroyOne(to_destroy);"
-    if variant == "shielded":
+    if variant == "robust":
         call = ("{\n"
                 "                UntracedScope untraced;\n"
                 "                DestroyOne(to_destroy);\n"
@@ -235,12 +426,41 @@ def patch(text, variant, test_hooks=True):
     return f"// {MARKER} {variant} (applied by port/apply_fix.py)\n" + out
 
 
+def canonical(names):
+    """Map a comma-separated list of variant names (aliases allowed) to the variants' own names."""
+    out = []
+    for name in names.split(","):
+        name = ALIASES.get(name, name)
+        if name not in VARIANTS:
+            raise ValueError(f"unknown variant {name!r}: use one of {', '.join(VARIANTS)} "
+                             f"(aliases: {', '.join(f'{a}={v}' for a, v in ALIASES.items())})")
+        out.append(name)
+    return out
+
+
 def main(argv):
     if len(argv) == 2 and argv[1] == "--list":
         print("\n".join(VARIANTS))
         return 0
+    if len(argv) == 3 and argv[1] == "--canonical":
+        try:
+            print(",".join(canonical(argv[2])))
+        except ValueError as err:
+            print(f"apply_fix: {err}", file=sys.stderr)
+            return 2
+        return 0
+    if len(argv) == 3 and argv[1] == "--check-locking":
+        try:
+            facts = check_locking(argv[2])
+        except (AnchorError, OSError) as err:
+            print(f"apply_fix: locking check failed: {err}", file=sys.stderr)
+            return 1
+        print("\n".join(facts))
+        return 0
     test_hooks = "--no-test-hooks" not in argv
     argv = [a for a in argv if a != "--no-test-hooks"]
+    if len(argv) == 3:
+        argv[1] = ALIASES.get(argv[1], argv[1])
     if len(argv) != 3 or argv[1] not in VARIANTS:
         print(f"usage: {Path(argv[0]).name} [--no-test-hooks] {{{'|'.join(VARIANTS)}}} TREE", file=sys.stderr)
         return 2
@@ -259,8 +479,10 @@ def main(argv):
         print(f"apply_fix: stock: {target} left unchanged")
         return 0
     try:
+        # The flag protocol of every patched variant assumes the locking checked here.
+        check_locking(tree)
         new = patch(text, variant, test_hooks)
-    except AnchorError as err:
+    except (AnchorError, OSError) as err:
         print(f"apply_fix: {variant}: {err}", file=sys.stderr)
         return 1
     target.write_text(new)

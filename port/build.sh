@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build greenlet 3.5.6 with each cleanup policy into its own venv per interpreter.
 #
-#   port/build.sh [--variants stock,seed,scheduled,shielded] [--pythons 3.11.7,3.12.1,3.13.0]
+#   port/build.sh [--variants stock,seed,scheduled,robust] [--pythons 3.11.7,3.12.1,3.13.0]
 #                 [--jobs N] [--force]
 #
 # Downloads the sdist with pip into port/work/dl, unpacks a fresh tree per variant under
@@ -10,13 +10,13 @@
 # builds can run in parallel). A venv whose stamp records the same patch hash (sdist sha256 +
 # apply_fix.py sha256 + variant) is skipped. Every step takes a per-item flock, so two build.sh
 # runs at once do not trample each other. The diff of each variant against the pristine file is
-# written to port/work/diff/<variant>.diff.
+# written to port/work/diff/<variant>.diff, and the locking facts to port/work/diff/locking.txt.
 set -euo pipefail
 
 PORT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 WORK="$PORT/work"
 VERSION=3.5.6
-VARIANTS=stock,seed,scheduled,shielded
+VARIANTS=stock,seed,scheduled,robust
 PYTHONS=3.11.7,3.12.1,3.13.0
 JOBS=2
 FORCE=0
@@ -35,15 +35,10 @@ while [ $# -gt 0 ]; do
 done
 
 mkdir -p "$WORK/dl" "$WORK/src" "$WORK/build" "$WORK/locks" "$WORK/logs" "$WORK/diff"
+# Aliases (shielded = robust) resolve to the variant's own name, so both name the same venv.
+VARIANTS=$(python3 "$PORT/apply_fix.py" --canonical "$VARIANTS") || { echo "build.sh: see above" >&2; exit 2; }
 IFS=, read -r -a VARIANT_LIST <<< "$VARIANTS"
 IFS=, read -r -a PYTHON_LIST <<< "$PYTHONS"
-KNOWN_VARIANTS=" $(python3 "$PORT/apply_fix.py" --list | tr '\n' ' ')"
-for v in "${VARIANT_LIST[@]}"; do
-    case "$KNOWN_VARIANTS" in
-        *" $v "*) ;;
-        *) echo "build.sh: unknown variant '$v' (known:$KNOWN_VARIANTS)" >&2; exit 2 ;;
-    esac
-done
 for p in "${PYTHON_LIST[@]}"; do
     [ -x "$PYENV_ROOT/versions/$p/bin/python3" ] \
         || { echo "build.sh: no interpreter $PYENV_ROOT/versions/$p/bin/python3" >&2; exit 2; }
@@ -71,6 +66,9 @@ SDIST_SHA=$(sha256sum "$SDIST" | cut -d' ' -f1)
         echo "$SDIST_SHA" > "$WORK/src/pristine/.stamp"
     fi
 ) 9>"$WORK/locks/src-pristine.lock"
+# The locking facts the patched variants rely on (apply_fix.py checks them again before patching).
+python3 "$PORT/apply_fix.py" --check-locking "$WORK/src/pristine" > "$WORK/diff/locking.txt" \
+    || { echo "build.sh: the locking check failed on the pristine tree; not building" >&2; exit 1; }
 
 prepare_tree() {  # variant -> patched tree at $WORK/src/<variant>, its patch hash in .stamp
     # The patch hash is the sdist's sha256 plus the sha256 of every file apply_fix.py changed, so
@@ -83,8 +81,10 @@ prepare_tree() {  # variant -> patched tree at $WORK/src/<variant>, its patch ha
         tar xzf "$SDIST" -C "$tmp" --strip-components=1
         python3 "$PORT/apply_fix.py" "$v" "$tmp" >/dev/null
         local h
+        # Paths relative to the tree, so that moving port/work (another worktree) keeps the hash.
         h=$( { echo "$SDIST_SHA"; { diff -rq "$WORK/src/pristine" "$tmp" || true; } | awk '/^Files / {print $4}' \
-               | sort | xargs -r sha256sum; } | sha256sum | cut -c1-16 )
+               | sort | while read -r f; do echo "${f#"$tmp"/} $(sha256sum < "$f" | cut -d' ' -f1)"; done; } \
+               | sha256sum | cut -c1-16 )
         if [ "$FORCE" = 1 ] || [ ! -f "$tree/.stamp" ] || [ "$(cat "$tree/.stamp")" != "$h" ]; then
             rm -rf "$tree"; mv "$tmp" "$tree"; echo "$h" > "$tree/.stamp"
             echo "== $v: tree patched ($h)"

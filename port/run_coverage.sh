@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# coverage.py with --concurrency=greenlet,thread on the churn load, before (stock) and after (shielded).
+# coverage.py with --concurrency=greenlet,thread on the churn load, before (stock) and after (robust).
 #
-#   port/run_coverage.sh [--builds stock,shielded] [--pythons 3.11.7,3.12.1,3.13.0] [--runs N] [--timeout S]
+#   port/run_coverage.sh [--builds stock,robust] [--pythons 3.11.7,3.12.1,3.13.0] [--runs N] [--timeout S]
 #                        [--delay-us US]   (sets GREENLET_TEST_DRAIN_EXIT_DELAY_US, the test-only window widening)
 #
 # Installs coverage into each venv, runs
@@ -9,11 +9,11 @@
 # N times (churn installs no tracer of its own: coverage's C tracer is the tracer), and prints per
 # build x interpreter: hangs/N (faulthandler ended the run), finished/N, whether `coverage json`
 # then completed, and whether coverage recorded the lines of the weakref callback that greenlet's
-# cleanup runs (the cost of the shielded build: those lines are not traced).
+# cleanup runs (the cost of the robust build: those lines are not traced).
 set -uo pipefail
 PORT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 WORK="$PORT/work"
-BUILDS=stock,shielded
+BUILDS=stock,robust
 PYTHONS=3.11.7,3.12.1,3.13.0
 RUNS=3
 TIMEOUT=20
@@ -30,6 +30,8 @@ while [ $# -gt 0 ]; do
 done
 unset GREENLET_TEST_DRAIN_EXIT_DELAY_US
 [ -n "$DELAY_US" ] && export GREENLET_TEST_DRAIN_EXIT_DELAY_US="$DELAY_US"
+# Aliases (shielded = robust) name the same build.
+BUILDS=$(python3 "$PORT/apply_fix.py" --canonical "$BUILDS") || exit 2
 IFS=, read -r -a BL <<< "$BUILDS"
 IFS=, read -r -a PL <<< "$PYTHONS"
 printf '%-9s %-7s %-6s %-9s %-14s %-10s %s\n' build python hangs finished "coverage json" callback "coverage version"

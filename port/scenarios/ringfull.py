@@ -5,7 +5,7 @@ release). Meanwhile the main thread, without the GIL, fills the pending-call rin
 (porthelper.fill_ring_and_wait), so A's Py_AddPendingCall fails (greenlet prints a warning). Then
 the ring drains and a second thread C exits normally. With a policy that schedules only when the
 queue size becomes 1 (stock, seed), C's push sees size 2 and schedules nothing: both states stay
-queued forever (a leak). With `scheduled`/`shielded` the failed schedule cleared the flag, C's push
+queued forever (a leak). With `scheduled`/`robust` the failed schedule cleared the flag, C's push
 schedules again, and the queue empties.
 
 Prints `RINGFULL ok|leak ...` and exits 0; exit 1 = hang (faulthandler). Needs porthelper.
