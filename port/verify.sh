@@ -4,6 +4,9 @@
 #
 #   port/verify.sh [--quick] [--runs N] [--builds LIST] [--pythons LIST] [--scenarios LIST]
 #                  [--modes ctrace,trace,profile,pyprofile,none] [--timeout S] [--jobs J] [--model-dir DIR] [--no-model]
+# Builds: stock, seed, scheduled, robust (shielded = robust). The robust rows also show the model's
+# shielded verdict. Port modes are matched to the explorer's mode names (ctrace -> trace where the
+# explorer has no ctrace); a cell the model does not have says "no cell".
 #
 # --quick: 2 runs per cell, ctrace mode only, 6 s hang timeout, shorter churn (under 5 minutes once
 # the builds exist). Default: 5 runs, modes ctrace,trace,profile,pyprofile, 10 s timeout. Builds come from
