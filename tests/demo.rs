@@ -34,7 +34,10 @@ fn the_demo_shows_the_hang_the_fix_and_the_proof() {
     // (a) the watchdog's faulthandler-style dump, stuck at <lambda>.
     assert!(text.contains("Timeout (0:00:02)!"), "{text}");
     assert!(text.contains("File \"<simulated>\", in <lambda>"), "{text}");
-    assert!(text.contains("busy=1 calls_to_do=1 eval_breaker(main)=1"), "{text}");
+    assert!(
+        text.contains("busy=1 calls_to_do=1 eval_breaker(main)=1"),
+        "{text}"
+    );
     assert!(text.contains("livelock predicate (3.11 traced RESUME): true"));
     // (b) the fix.
     assert!(text.contains("GREEN True\n"), "{text}");
@@ -58,6 +61,9 @@ fn an_explorer_bound_too_small_is_an_error_naming_the_cell() {
     let err = run(&config, &mut std::io::sink()).expect_err("100 states are not enough");
     assert!(matches!(err, DemoError::Bound(_)), "{err:?}");
     let message = err.to_string();
-    assert!(message.contains("seed python 3.11 policy legacy"), "{message}");
+    assert!(
+        message.contains("seed python 3.11 policy legacy"),
+        "{message}"
+    );
     assert!(message.contains("--max-states"), "{message}");
 }
