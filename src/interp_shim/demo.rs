@@ -389,7 +389,7 @@ fn the_proof(
                 schedule.len()
             ),
         )?;
-        write!(out, "{schedule}")?;
+        writeln!(out, "{schedule}")?;
         match window(schedule) {
             Some((cleared, pushed, signalled)) => paragraph(
                 out,
