@@ -4,8 +4,11 @@
 //! entering functions while they die.
 //!
 //! ```text
-//! cargo run --release --example churn -- --python 3.11 --policy shielded --threads 100 --waves 3 --runs 3
+//! cargo run --release --example churn -- --python 3.11 --policy robust --threads 100 --waves 3 --runs 3
 //! ```
+//! `--policy` defaults to `Policy::default()` (robust); every policy (legacy,
+//! draining, scheduled, shielded, robust) and mode (trace, ctrace, profile,
+//! pyprofile, none) is accepted.
 //! Prints one line per run (hang or not, states leaked) and a summary; the
 //! first hang's watchdog report goes to stderr. Exits 0 when no run hung and
 //! no state leaked, 1 otherwise, 2 on bad flags.

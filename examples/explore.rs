@@ -4,6 +4,9 @@
 //! `cargo run --release --example explore -- --scenario seed --python 3.11 --policy scheduled --mode trace`
 //!
 //! The whole table: `--table` (add `--format tsv` for `scenario\tpython\tpolicy\tmode\tlivelock\tleak`).
+//! Modes: the explorer's `trace` stands for the live shim's `trace` and
+//! `ctrace`, `profile` for its `profile` (a C profiler), `none` for `none`;
+//! the live `pyprofile` is not modelled (see `explore::Mode`).
 //! `--max-states N` bounds each cell (default 4000000); `--churn-threads N`
 //! explores `churn` with N dying threads instead of 3 (one cell only).
 
@@ -30,7 +33,9 @@ fn usage(problem: &str) -> ExitCode {
     eprintln!(
         "usage: explore [--scenario seed|churn|full-ring|finalization] [--python 3.11|3.12|3.13] \
          [--policy legacy|draining|scheduled|shielded|robust] [--mode trace|profile|none] \
-         [--churn-threads N] [--table [--format text|tsv]] [--max-states N]"
+         [--churn-threads N] [--table [--format text|tsv]] [--max-states N]\n\
+         modes: trace = live trace and ctrace, profile = live profile (C profiler), none; \
+         live pyprofile is not modelled"
     );
     ExitCode::from(2)
 }
@@ -132,7 +137,7 @@ fn main() -> ExitCode {
         println!("{TSV_HEADER}");
     } else {
         println!(
-            "{:<13} {:<5} {:<10} {:<8} {:>9} {:>11} {:>9} {:>5} {:>5} {:>5} {:>8}",
+            "{:<13} {:<5} {:<10} {:<8} {:>9} {:>11} {:>9} {:>5} {:>5} {:>5} {:>7} {:>8}",
             "scenario",
             "py",
             "policy",
@@ -143,6 +148,7 @@ fn main() -> ExitCode {
             "len",
             "leak",
             "len",
+            "traps",
             "ms"
         );
     }

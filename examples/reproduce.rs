@@ -3,6 +3,10 @@
 //! ```text
 //! cargo run --example reproduce -- --python 3.11 --policy legacy --mode trace --timeout 20
 //! ```
+//! Defaults: `--python 3.11 --policy robust --mode trace --timeout 20` (the
+//! policy is `Policy::default()`, so without flags the fix is shown; pass
+//! `--policy legacy` for the hang). Policies: legacy, draining, scheduled,
+//! shielded, robust; modes: trace, ctrace, profile, pyprofile, none.
 //! Prints `GREEN True` (whether thread B was queued while the drain ran) and
 //! the queue metrics, and exits 0; on a livelock the watchdog prints each
 //! thread's simulated stack and the pending-call state, and the process exits

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use greenlet::cleanup::Policy;
+use greenlet::interp_shim::explore::{explore, Cell, ScenarioName, DEFAULT_BOUND};
 use greenlet::interp_shim::scenarios::{seed, ScenarioReport, SeedConfig, TraceMode};
 use greenlet::interp_shim::{PyVersion, Watchdog};
 use parking_lot::Mutex;
@@ -27,6 +28,22 @@ fn run(version: PyVersion, policy: Policy, mode: TraceMode, timeout: Duration) -
 /// A livelock is reported after this long; a green run never gets near it.
 const HANG: Duration = Duration::from_secs(2);
 const GREEN: Duration = Duration::from_secs(30);
+
+/// The explorer's livelock verdict for the seed in the explorer's mode
+/// standing for `mode` (`None` for a mode it does not model).
+fn explorer_livelock(version: PyVersion, policy: Policy, mode: TraceMode) -> Option<bool> {
+    let cell = Cell {
+        scenario: ScenarioName::Seed,
+        version,
+        policy,
+        mode: mode.explored_as()?,
+    };
+    Some(
+        explore(cell, DEFAULT_BOUND)
+            .expect("the seed is small")
+            .livelock_reachable(),
+    )
+}
 
 fn assert_livelocked_at_lambda(report: &ScenarioReport) {
     let hang = report.hang.as_ref().expect("the watchdog fired");
@@ -50,6 +67,8 @@ fn assert_livelocked_at_lambda(report: &ScenarioReport) {
 fn v311_trace_legacy_livelocks_at_lambda() {
     let report = run(PyVersion::V3_11, Policy::Legacy, TraceMode::Trace, HANG);
     assert_livelocked_at_lambda(&report);
+    let explored = explorer_livelock(PyVersion::V3_11, Policy::Legacy, TraceMode::Trace);
+    assert_eq!(explored, Some(true), "the explorer's trace agrees");
 }
 
 #[test]
@@ -57,6 +76,8 @@ fn v311_c_tracer_and_c_profiler_livelock_like_trace() {
     for mode in [TraceMode::CTrace, TraceMode::Profile] {
         let report = run(PyVersion::V3_11, Policy::Legacy, mode, HANG);
         assert_livelocked_at_lambda(&report);
+        let explored = explorer_livelock(PyVersion::V3_11, Policy::Legacy, mode);
+        assert_eq!(explored, Some(true), "{mode}: the explorer agrees");
     }
 }
 
@@ -78,6 +99,14 @@ fn v311_python_profile_function_hosts_the_drain_untraced() {
     assert_eq!(report.green_line(), "GREEN True");
     // The second pending call is still scheduled.
     assert_eq!(report.queue.max_outstanding, 2);
+    // The explorer does not model a Python profile function: its `profile`
+    // (a C profiler) livelocks here, which is why the two are kept apart.
+    assert_eq!(
+        explorer_livelock(PyVersion::V3_11, Policy::Legacy, TraceMode::PyProfile),
+        None
+    );
+    let c_profiler = explorer_livelock(PyVersion::V3_11, Policy::Legacy, TraceMode::Profile);
+    assert_eq!(c_profiler, Some(true));
 }
 
 #[test]
@@ -88,12 +117,19 @@ fn v311_without_tracing_never_hangs_even_under_legacy() {
     assert_eq!(report.queue.max_outstanding, 2);
     assert_eq!(report.queue.states_destroyed, 2);
     assert_eq!(report.runtime.redispatches, 0);
+    let explored = explorer_livelock(PyVersion::V3_11, Policy::Legacy, TraceMode::None);
+    assert_eq!(explored, Some(false));
 }
 
 #[test]
 fn the_fixes_give_green_true_on_every_version_and_mode() {
     for version in PyVersion::ALL {
-        for policy in [Policy::Draining, Policy::Scheduled, Policy::Shielded] {
+        for policy in [
+            Policy::Draining,
+            Policy::Scheduled,
+            Policy::Shielded,
+            Policy::Robust,
+        ] {
             for mode in TraceMode::ALL {
                 let report = run(version, policy, mode, GREEN);
                 let cell = format!("{version} {policy} {mode}");

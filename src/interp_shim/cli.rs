@@ -14,12 +14,12 @@ use super::watchdog::Watchdog;
 
 /// Usage of the `reproduce` example.
 pub const REPRODUCE_USAGE: &str = "usage: reproduce [--python 3.11|3.12|3.13] \
-[--policy legacy|draining|scheduled|shielded] [--mode trace|ctrace|profile|pyprofile|none] \
+[--policy legacy|draining|scheduled|shielded|robust] [--mode trace|ctrace|profile|pyprofile|none] \
 [--timeout SECONDS]";
 
 /// Usage of the `churn` example.
 pub const CHURN_USAGE: &str = "usage: churn [--python 3.11|3.12|3.13] \
-[--policy legacy|draining|scheduled|shielded] [--mode trace|ctrace|profile|pyprofile|none] \
+[--policy legacy|draining|scheduled|shielded|robust] [--mode trace|ctrace|profile|pyprofile|none] \
 [--threads N] [--waves N] [--runs N] [--timeout SECONDS]";
 
 /// A command line that could not be understood.
@@ -93,7 +93,8 @@ impl<'a> Flags<'a> {
     }
 }
 
-/// The `reproduce` flags: `--python` (default 3.11), `--policy` (legacy),
+/// The `reproduce` flags: `--python` (default 3.11), `--policy`
+/// ([`Policy::default()`], robust; `--policy legacy` shows the hang),
 /// `--mode` (trace), `--timeout` (20 s, an exiting watchdog like the seed's
 /// `faulthandler.dump_traceback_later(20, exit=True)`).
 ///
@@ -106,13 +107,14 @@ impl<'a> Flags<'a> {
 /// let args: Vec<String> = ["--python", "3.12", "--mode", "profile"].map(String::from).into();
 /// let config = parse_reproduce_args(&args).unwrap();
 /// assert_eq!(config.version.name(), "3.12");
+/// assert_eq!(config.policy, greenlet::cleanup::Policy::default());
 /// let bad: Vec<String> = ["--python", "3.10"].map(String::from).into();
 /// assert!(parse_reproduce_args(&bad).unwrap_err().to_string().contains("3.10"));
 /// ```
 pub fn parse_reproduce_args(args: &[String]) -> Result<SeedConfig, CliError> {
     let mut config = SeedConfig {
         version: PyVersion::V3_11,
-        policy: Policy::Legacy,
+        policy: Policy::default(),
         mode: TraceMode::Trace,
         watchdog: Watchdog::Exit(Duration::from_secs(20)),
     };
@@ -130,7 +132,7 @@ pub fn parse_reproduce_args(args: &[String]) -> Result<SeedConfig, CliError> {
 }
 
 /// The `churn` flags and the number of runs: `--python` (3.11), `--policy`
-/// (shielded), `--mode` (trace), `--threads` per wave (100), `--waves` (3),
+/// ([`Policy::default()`], robust), `--mode` (trace), `--threads` per wave (100), `--waves` (3),
 /// `--runs` (1), `--timeout` per run (20 s, a reporting watchdog so that
 /// every run is counted).
 ///
@@ -143,11 +145,12 @@ pub fn parse_reproduce_args(args: &[String]) -> Result<SeedConfig, CliError> {
 /// let args: Vec<String> = ["--threads", "50", "--runs", "4"].map(String::from).into();
 /// let (config, runs) = parse_churn_args(&args).unwrap();
 /// assert_eq!((config.threads, config.waves, runs), (50, 3, 4));
+/// assert_eq!(config.policy, greenlet::cleanup::Policy::default());
 /// ```
 pub fn parse_churn_args(args: &[String]) -> Result<(ChurnConfig, usize), CliError> {
     let mut config = ChurnConfig {
         version: PyVersion::V3_11,
-        policy: Policy::Shielded,
+        policy: Policy::default(),
         mode: TraceMode::Trace,
         threads: 100,
         waves: 3,

@@ -5,8 +5,9 @@
 //! transition as one atomic step ([`core`]), the live driver of that core on
 //! real OS threads ([`runtime`]) with its [`watchdog`], the cleanup queue's
 //! pending-call scheduler ([`scheduler`]), the scenarios of issue 3
-//! ([`scenarios`]), the examples' flags ([`cli`]), and the deterministic
-//! driver that explores every interleaving of that core ([`explore`]).
+//! ([`scenarios`]), the examples' flags ([`cli`]), the deterministic
+//! driver that explores every interleaving of that core ([`explore`]), and
+//! the main demo that shows the hang, the fix and the proof ([`demo`]).
 //!
 //! Uses [`crate::cleanup`]'s `Scheduler` trait to plug in as a scheduler;
 //! never the other way round. Only [`scenarios`] (which wires a scenario
@@ -15,6 +16,7 @@
 
 pub mod cli;
 pub mod core;
+pub mod demo;
 pub mod explore;
 pub mod runtime;
 pub mod scenarios;

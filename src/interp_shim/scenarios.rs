@@ -2,9 +2,10 @@
 //! report's reproducer, the coverage.py-like churn, a full pending-call ring,
 //! finalization, a panicking finalizer.
 //!
-//! Owns: the scenario configurations and reports. Uses the [`Runtime`], the
-//! [`PendingCallScheduler`], [`crate::cleanup`] and the greenlet API
-//! (`getcurrent()`, `Greenlet::on_finalize`): every simulated thread routes
+//! Owns: the scenario configurations and reports, and which explorer mode
+//! stands for each live mode ([`TraceMode::explored_as`]). Uses the
+//! [`Runtime`], the [`PendingCallScheduler`], [`explore::Mode`],
+//! [`crate::cleanup`] and the greenlet API (`getcurrent()`, `Greenlet::on_finalize`): every simulated thread routes
 //! its greenlet state to the scenario's queue (`cleanup::set_thread_queue`)
 //! first thing, and a finalizer's simulated Python code finds its [`Py`]
 //! through [`Py::current`] (the drain runs on the main thread inside
@@ -21,6 +22,7 @@ use parking_lot::Mutex;
 use crate::cleanup::{self, CleanupQueue, Metrics, Policy};
 use crate::coroutine::{getcurrent, Greenlet};
 
+use super::explore;
 use super::runtime::{
     Event, Hook, Outcome, Py, PyErr, PyResult, PyThread, RunError, Runtime, RuntimeStats,
 };
@@ -30,7 +32,8 @@ use super::watchdog::{HangReport, Watchdog};
 
 /// What the main thread has installed: a trace function, a profile
 /// function (written in Python or in C), or neither. See [`Hook`] for why the
-/// kind matters on 3.11.
+/// kind matters on 3.11, and [`TraceMode::explored_as`] for the explorer's
+/// mode that stands for each (the explorer has `trace`, `profile`, `none`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TraceMode {
     /// `sys.settrace(lambda *a: None)`: a Python trace function, as in the
@@ -64,6 +67,27 @@ impl TraceMode {
             TraceMode::Profile => "profile",
             TraceMode::PyProfile => "pyprofile",
             TraceMode::None => "none",
+        }
+    }
+
+    /// The explorer's mode that stands for this one, or `None` for
+    /// [`TraceMode::PyProfile`], which the explorer does not model (see
+    /// [`explore::Mode`] for the mapping and why a Python profile function
+    /// differs on 3.11).
+    ///
+    /// ```
+    /// use greenlet::interp_shim::explore::Mode;
+    /// use greenlet::interp_shim::scenarios::TraceMode;
+    /// assert_eq!(TraceMode::CTrace.explored_as(), Some(Mode::Trace));
+    /// assert_eq!(TraceMode::Trace.explored_as(), Some(Mode::Trace));
+    /// assert_eq!(TraceMode::PyProfile.explored_as(), None);
+    /// ```
+    pub fn explored_as(self) -> Option<explore::Mode> {
+        match self {
+            TraceMode::Trace | TraceMode::CTrace => Some(explore::Mode::Trace),
+            TraceMode::Profile => Some(explore::Mode::Profile),
+            TraceMode::PyProfile => None,
+            TraceMode::None => Some(explore::Mode::None),
         }
     }
 

@@ -91,13 +91,42 @@ pub use self::search::{explore, explore_scenario, BoundExceeded, Counterexample,
 pub const DEFAULT_BOUND: usize = 4_000_000;
 
 /// How the main thread is instrumented.
+///
+/// # Which live modes each explorer mode stands for
+/// The explorer's hooks run no bytecode: at a `call`/`return` (and, for a
+/// profiler, `c_call`/`c_return`) event the core's tracing state is all that
+/// matters, exactly as for a hook written in C. Against the live shim's five
+/// modes ([`TraceMode`](crate::interp_shim::scenarios::TraceMode), mapped in
+/// code by `TraceMode::explored_as`):
+///
+/// | explorer | live modes it stands for | how faithfully |
+/// |----------|--------------------------|----------------|
+/// | `trace`  | `ctrace`, `trace`        | exact for a C tracer (coverage's CTracer); for a Python trace function the trace function's own frames (a `RESUME` check site reached with tracing suspended, at each `call`/`return` event) are left out |
+/// | `profile`| `profile`                | exact for a C profiler (cProfile) |
+/// | `none`   | `none`                   | exact |
+///
+/// Live `pyprofile` (a Python profile function) is not modelled. On real
+/// CPython 3.11.7 it differs from every other traced mode: its `c_return`
+/// event after `time.sleep` returns runs the profile function's frame with
+/// tracing suspended, and that frame's `RESUME` check site runs the first
+/// pending call, so the drain and the finalizer's `<lambda>` run untraced
+/// and the seed does not hang (`probes/nested_pending_call.py` and
+/// `probes/seed_shape.py`; replayed by `tests/shim_seed.rs`). The
+/// explorer's `profile` verdicts over-approximate it: a livelock they report
+/// may be unreachable under a Python profile function.
+///
+/// The names stay `trace`/`profile`/`none` rather than the live `ctrace`:
+/// `port/verify.py` looks up the explorer's `--table --format tsv` rows by
+/// them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Mode {
-    /// `sys.settrace` on the main thread.
+    /// A trace function on the main thread (`sys.settrace`); stands for the
+    /// live `ctrace` (exactly) and `trace` (see above).
     Trace,
-    /// `sys.setprofile` on the main thread.
+    /// A profile function written in C on the main thread
+    /// (`PyEval_SetProfile`, cProfile); stands for the live `profile`.
     Profile,
-    /// Neither.
+    /// Neither; the live `none`.
     None,
 }
 
@@ -123,7 +152,10 @@ impl fmt::Display for Mode {
 
 /// A mode name that is not one of [`Mode::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown mode {given:?}: expected one of trace, profile, none")]
+#[error(
+    "unknown mode {given:?}: expected one of trace, profile, none (the explorer's trace stands for \
+     the live trace and ctrace, its profile for the live profile; pyprofile is not modelled)"
+)]
 pub struct UnknownMode {
     /// What was given.
     pub given: String,
