@@ -17,3 +17,8 @@ pub use coroutine::{
     GreenletBuilder, GreenletError, GreenletExit, StackStats, TraceEvent, TraceHook, Value,
     DEFAULT_STACK_SIZE,
 };
+
+/// The README's Rust examples, compiled and run as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
