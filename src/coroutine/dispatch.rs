@@ -497,7 +497,13 @@ pub(crate) unsafe fn do_pending_work(ts: *mut ThreadState) {
     // the user code run by `finalize_or_kill`.
     unsafe {
         drop((*ts).retiring.take());
-        if ThreadState::link(ts).has_mail.load(Ordering::Acquire) {
+        let mailed = ThreadState::link(ts).has_mail.load(Ordering::Acquire);
+        if !mailed && (*ts).deferred.is_empty() {
+            // The common case after a greenlet finished: nothing deferred.
+            (*ts).work = (*ts).retiring.is_some() || (*ts).trace_pending.is_some();
+            return;
+        }
+        if mailed {
             let mail = {
                 let mut inbox = ThreadState::link(ts).inbox.lock();
                 ThreadState::link(ts)
@@ -598,6 +604,11 @@ unsafe fn finish(ts: *mut ThreadState, core_ptr: *const Core, result: Payload) -
         let fast = match &killer {
             // The common case: a live, started parent takes the result as is.
             None => core.live_parent_ptr(),
+            // A kill: the killer, suspended in `kill`, takes it (it stays
+            // alive after this reference goes: it is main or registered).
+            Some(killer) if killer.flags() & (STARTED | DEAD) == STARTED => {
+                Some(Arc::as_ptr(killer))
+            }
             Some(_) => None,
         };
         let (dest, payload) = match fast {
