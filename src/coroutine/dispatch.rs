@@ -207,17 +207,18 @@ unsafe fn transfer(
     let dest = Arc::as_ptr(target);
     // SAFETY: `ts` is live (caller); short reads. `dest` is a started, live
     // greenlet of this thread other than the current one, which is what
-    // `jump` needs; the slot is empty outside a transfer (`put_slot`).
+    // `jump` needs; the slot is empty outside a transfer (`put_slot`). The
+    // payload goes to the slot first, so that it is moved once.
     unsafe {
+        put_slot(ts, payload);
         if target.flags() & (STARTED | DEAD) == STARTED
             && dest != (*ts).current
             && !needs_slow_path(ts)
         {
-            put_slot(ts, payload);
             jump(ts, dest);
             return take_and_settle(ts);
         }
-        transfer_slow(ts, target, payload, kind)
+        transfer_slow(ts, target, kind)
     }
 }
 
@@ -256,21 +257,28 @@ unsafe fn put_slot(ts: *mut ThreadState, payload: Payload) {
     }
 }
 
+/// Take the payload out of the slot (a unit value if a forced unwind left
+/// it empty).
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+#[inline(always)]
+unsafe fn take_slot(ts: *mut ThreadState) -> Payload {
+    // SAFETY: guaranteed by the caller; short access.
+    unsafe { (*ts).slot.take().unwrap_or_else(|| Ok(Value::unit())) }
+}
+
 /// Everything but the common case of [`transfer`]: unstarted, dead or
-/// current targets, tracing, and pending work.
+/// current targets, tracing, and pending work. The payload is in the slot.
 ///
 /// # Safety
 /// As for [`transfer`].
 #[inline(never)]
-unsafe fn transfer_slow(
-    ts: *mut ThreadState,
-    target: &Arc<Core>,
-    payload: Payload,
-    kind: Kind,
-) -> Payload {
+unsafe fn transfer_slow(ts: *mut ThreadState, target: &Arc<Core>, kind: Kind) -> Payload {
     // SAFETY (whole function): `ts` is live; accesses are short; the record
     // pointers used are kept alive by the registry or the state's `main`.
     unsafe {
+        let payload = take_slot(ts);
         check_mail(ts);
         let (dest, payload) = if target.flags() & (STARTED | DEAD) == STARTED {
             (Arc::as_ptr(target), payload)
@@ -464,7 +472,7 @@ unsafe fn dispatch(ts: *mut ThreadState, mut next: *const Core) {
 unsafe fn take_and_settle(ts: *mut ThreadState) -> Payload {
     // SAFETY: guaranteed by the caller.
     unsafe {
-        let mut payload = (*ts).slot.take().unwrap_or_else(|| Ok(Value::unit()));
+        let mut payload = take_slot(ts);
         if (*ts).work | ThreadState::link(ts).has_mail.load(Ordering::Relaxed) {
             settle(ts, &mut payload);
         }
