@@ -43,6 +43,7 @@ const ID_BLOCK: u64 = 1024;
 fn global_id() -> u64 {
     NEXT_ID.fetch_add(1, Ordering::Relaxed)
 }
+
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 
 /// How many greenlet records (main greenlets included) exist in the process:
@@ -81,6 +82,8 @@ pub(crate) struct Core {
     handles: AtomicUsize,
     flags: AtomicU8,
     pub(crate) thread: Arc<ThreadLink>,
+    /// Written only on the owner thread (under the lock); read under the
+    /// lock elsewhere, and without it on the owner (`live_parent_ptr`).
     parent: Mutex<Option<Greenlet>>,
     /// `None` once finalized.
     finalizers: Mutex<Option<Vec<Finalizer>>>,
