@@ -6,6 +6,7 @@
 //! itself to run the ignored `child_process` test with an environment
 //! variable saying what to do.
 
+use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
 
@@ -53,6 +54,17 @@ fn child_process() {
                 .expect("spawn");
             let _ = g.switch(());
         }
+        Ok("unnamed") => {
+            // Its label is spelled out by the overflow handler itself.
+            let g = Greenlet::builder()
+                .stack_size(SIZE)
+                .spawn(|_| Ok(Value::new(recurse(0))))
+                .expect("spawn");
+            // Straight to the stream: the test harness captures `eprintln!`,
+            // and the abort would lose it.
+            let _ = writeln!(std::io::stderr(), "unnamed greenlet id {}", g.id());
+            let _ = g.switch(());
+        }
         Ok("nested") => {
             // The overflow happens in a greenlet that another greenlet
             // switched to: the report names the one that overflowed.
@@ -95,4 +107,17 @@ fn the_report_names_the_greenlet_that_overflowed_not_its_caller() {
     assert_eq!(signal, Some(libc::SIGABRT), "stderr: {stderr}");
     assert!(stderr.contains("greenlet 'inner' (id "), "stderr: {stderr}");
     assert!(!stderr.contains("'outer'"), "stderr: {stderr}");
+}
+
+#[test]
+fn an_unnamed_greenlet_is_reported_by_its_default_name_and_id() {
+    let (signal, stderr) = run_child("unnamed");
+    assert_eq!(signal, Some(libc::SIGABRT), "stderr: {stderr}");
+    let id: u64 = stderr
+        .lines()
+        .find_map(|line| line.strip_prefix("unnamed greenlet id "))
+        .and_then(|id| id.trim().parse().ok())
+        .unwrap_or_else(|| panic!("the child printed its greenlet's id; stderr: {stderr}"));
+    let wanted = format!("greenlet 'greenlet-{id}' (id {id}) has overflowed its stack");
+    assert!(stderr.contains(&wanted), "stderr: {stderr}");
 }

@@ -161,11 +161,9 @@ pub(crate) fn send(
     kind: Kind,
 ) -> Result<Value, GreenletError> {
     let ts = check_owner(target)?;
-    // SAFETY: `ts` is this thread's live state and `target` belongs to it.
-    let result = unsafe {
-        check_mail(ts);
-        transfer(ts, target, payload, kind)
-    };
+    // SAFETY: `ts` is this thread's live state and `target` belongs to it;
+    // `transfer` runs the mailed kills first when there are any.
+    let result = unsafe { transfer(ts, target, payload, kind) };
     result.map_err(Raised::into_error)
 }
 
@@ -193,6 +191,10 @@ enum Resolved {
 /// Send `payload` to `target` from the current greenlet, and return what
 /// comes back when some greenlet switches back to the current one.
 ///
+/// The common case (a suspended target other than the current greenlet, no
+/// tracing, no pending work, no mail) costs a few loads and compares on top
+/// of the stack switch; everything else goes through [`transfer_slow`].
+///
 /// # Safety
 /// `ts` is the calling thread's live state and `target` belongs to it.
 #[inline(always)]
@@ -202,13 +204,86 @@ unsafe fn transfer(
     payload: Payload,
     kind: Kind,
 ) -> Payload {
+    let dest = Arc::as_ptr(target);
+    // SAFETY: `ts` is live (caller); short reads. `dest` is a started, live
+    // greenlet of this thread other than the current one, which is what
+    // `jump` needs; the slot is empty outside a transfer (`put_slot`). The
+    // payload goes to the slot first, so that it is moved once.
+    unsafe {
+        put_slot(ts, payload);
+        if target.flags() & (STARTED | DEAD) == STARTED
+            && dest != (*ts).current
+            && !needs_slow_path(ts)
+        {
+            jump(ts, dest);
+            return take_and_settle(ts);
+        }
+        transfer_slow(ts, target, kind)
+    }
+}
+
+/// Whether a switch must take the slow path: pending work (a retiring
+/// record, deferred kills, a trace event), kills mailed by other threads,
+/// or tracing.
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+#[inline(always)]
+unsafe fn needs_slow_path(ts: *mut ThreadState) -> bool {
+    // SAFETY: guaranteed by the caller; short reads.
+    unsafe {
+        (*ts).work
+            | (*ts).trace_hook.is_some()
+            | trace::global_on()
+            | ThreadState::link(ts).has_mail.load(Ordering::Relaxed)
+    }
+}
+
+/// Put the payload of a transfer in the thread's slot, which is empty
+/// between transfers: every transfer fills it right before its stack switch
+/// and the receiving context empties it first thing ([`take_and_settle`]);
+/// the forced unwind, which resumes a greenlet without a transfer, empties
+/// it after the fact.
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+#[inline(always)]
+unsafe fn put_slot(ts: *mut ThreadState, payload: Payload) {
+    // SAFETY: guaranteed by the caller; the slot is `None` (see above), so
+    // overwriting it without dropping loses nothing.
+    unsafe {
+        debug_assert!((*ts).slot.is_none(), "a payload was left in the slot");
+        ptr::write(ptr::addr_of_mut!((*ts).slot), Some(payload));
+    }
+}
+
+/// Take the payload out of the slot (a unit value if a forced unwind left
+/// it empty).
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+#[inline(always)]
+unsafe fn take_slot(ts: *mut ThreadState) -> Payload {
+    // SAFETY: guaranteed by the caller; short access.
+    unsafe { (*ts).slot.take().unwrap_or_else(|| Ok(Value::unit())) }
+}
+
+/// Everything but the common case of [`transfer`]: unstarted, dead or
+/// current targets, tracing, and pending work. The payload is in the slot.
+///
+/// # Safety
+/// As for [`transfer`].
+#[inline(never)]
+unsafe fn transfer_slow(ts: *mut ThreadState, target: &Arc<Core>, kind: Kind) -> Payload {
     // SAFETY (whole function): `ts` is live; accesses are short; the record
     // pointers used are kept alive by the registry or the state's `main`.
     unsafe {
+        let payload = take_slot(ts);
+        check_mail(ts);
         let (dest, payload) = if target.flags() & (STARTED | DEAD) == STARTED {
             (Arc::as_ptr(target), payload)
         } else {
-            match resolve(ts, Arc::clone(target), payload, kind == Kind::Throw) {
+            match resolve(ts, target, payload, kind == Kind::Throw) {
                 Resolved::Go(dest, payload) => (dest, payload),
                 Resolved::Back(result) => return result,
             }
@@ -220,7 +295,7 @@ unsafe fn transfer(
             (*ts).trace_pending = Some((Kind::of(&payload), (*ts).current_arc()));
             (*ts).work = true;
         }
-        (*ts).slot = Some(payload);
+        put_slot(ts, payload);
         jump(ts, dest);
         take_and_settle(ts)
     }
@@ -244,13 +319,14 @@ unsafe fn switch_to_self(ts: *mut ThreadState, mut payload: Payload) -> Payload 
 
 /// Walk from `target` to the greenlet that really receives `payload`:
 /// skip dead ones, kill unstarted ones that would receive an error, and
-/// prepare the coroutine of an unstarted one that will start.
+/// prepare the coroutine of an unstarted one that will start. Only the
+/// ancestors walked to are reference-counted (`target` is the caller's).
 ///
 /// # Safety
 /// `ts` is the calling thread's live state and `target` belongs to it.
 unsafe fn resolve(
     ts: *mut ThreadState,
-    target: Arc<Core>,
+    target: &Arc<Core>,
     mut payload: Payload,
     throw: bool,
 ) -> Resolved {
@@ -262,12 +338,14 @@ unsafe fn resolve(
             }
         }
     }
-    let mut t = target;
+    // Keeps the ancestor `t` points to alive once the walk left `target`.
+    let mut held: Option<Arc<Core>> = None;
+    let mut t: &Arc<Core> = target;
     loop {
         let flags = t.flags();
         if flags & DEAD != 0 {
             match t.parent_core() {
-                Some(parent) => t = parent,
+                Some(parent) => t = held.insert(parent),
                 None => return Resolved::Back(payload),
             }
             continue;
@@ -276,16 +354,16 @@ unsafe fn resolve(
             if payload.is_err() {
                 // It dies without running; the error goes up its chain.
                 // SAFETY: `t` is alive, hence in this thread's registry.
-                unsafe { kill_unstarted(ts, &t) };
+                unsafe { kill_unstarted(ts, t) };
                 continue;
             }
             // SAFETY: as above.
-            if let Err(err) = unsafe { prepare(&t) } {
+            if let Err(err) = unsafe { prepare(t) } {
                 payload = Err(Raised::new(err));
                 continue;
             }
         }
-        return Resolved::Go(Arc::as_ptr(&t), payload);
+        return Resolved::Go(Arc::as_ptr(t), payload);
     }
 }
 
@@ -317,33 +395,13 @@ unsafe fn prepare(core: &Arc<Core>) -> Result<(), GreenletError> {
 }
 
 /// Name the stack after its greenlet (`'name' (id N)`, as in messages),
-/// without allocating or going through `fmt`: this runs at every start.
+/// without allocating or formatting: this runs at every start, and an
+/// unnamed greenlet's label is only spelled out if its stack overflows.
 fn label_stack(stack: &PooledStack, core: &Core) {
-    if let Some(name) = core.given_name() {
-        stack.set_greenlet_label(name, core.id());
-        return;
+    match core.given_name() {
+        Some(name) => stack.set_greenlet_label(name, core.id()),
+        None => stack.set_default_greenlet_label(core.id()),
     }
-    // The default name, `greenlet-<id>`, spelled by hand.
-    const PREFIX: &[u8] = b"greenlet-";
-    let mut buf = [0u8; PREFIX.len() + 20];
-    buf[..PREFIX.len()].copy_from_slice(PREFIX);
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut id = core.id();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (id % 10) as u8;
-        id /= 10;
-        if id == 0 {
-            break;
-        }
-    }
-    let len = PREFIX.len() + digits.len() - at;
-    buf[PREFIX.len()..len].copy_from_slice(&digits[at..]);
-    // SAFETY: `buf[..len]` is the ASCII prefix followed by ASCII digits,
-    // hence valid UTF-8.
-    let name = unsafe { std::str::from_utf8_unchecked(&buf[..len]) };
-    stack.set_greenlet_label(name, core.id());
 }
 
 /// Hand control to `dest` (a live, started or prepared greenlet, or main).
@@ -414,8 +472,8 @@ unsafe fn dispatch(ts: *mut ThreadState, mut next: *const Core) {
 unsafe fn take_and_settle(ts: *mut ThreadState) -> Payload {
     // SAFETY: guaranteed by the caller.
     unsafe {
-        let mut payload = (*ts).slot.take().unwrap_or_else(|| Ok(Value::unit()));
-        if (*ts).work || ThreadState::link(ts).has_mail.load(Ordering::Relaxed) {
+        let mut payload = take_slot(ts);
+        if (*ts).work | ThreadState::link(ts).has_mail.load(Ordering::Relaxed) {
             settle(ts, &mut payload);
         }
         payload
@@ -447,7 +505,13 @@ pub(crate) unsafe fn do_pending_work(ts: *mut ThreadState) {
     // the user code run by `finalize_or_kill`.
     unsafe {
         drop((*ts).retiring.take());
-        if ThreadState::link(ts).has_mail.load(Ordering::Acquire) {
+        let mailed = ThreadState::link(ts).has_mail.load(Ordering::Acquire);
+        if !mailed && (*ts).deferred.is_empty() {
+            // The common case after a greenlet finished: nothing deferred.
+            (*ts).work = (*ts).retiring.is_some() || (*ts).trace_pending.is_some();
+            return;
+        }
+        if mailed {
             let mail = {
                 let mut inbox = ThreadState::link(ts).inbox.lock();
                 ThreadState::link(ts)
@@ -548,6 +612,11 @@ unsafe fn finish(ts: *mut ThreadState, core_ptr: *const Core, result: Payload) -
         let fast = match &killer {
             // The common case: a live, started parent takes the result as is.
             None => core.live_parent_ptr(),
+            // A kill: the killer, suspended in `kill`, takes it (it stays
+            // alive after this reference goes: it is main or registered).
+            Some(killer) if killer.flags() & (STARTED | DEAD) == STARTED => {
+                Some(Arc::as_ptr(killer))
+            }
             Some(_) => None,
         };
         let (dest, payload) = match fast {
@@ -561,7 +630,7 @@ unsafe fn finish(ts: *mut ThreadState, core_ptr: *const Core, result: Payload) -
                 };
                 // May run user code (closures of unstarted ancestors being
                 // dropped); nothing after it does.
-                match resolve(ts, start, payload, false) {
+                match resolve(ts, &start, payload, false) {
                     Resolved::Go(dest, payload) => (dest, payload),
                     Resolved::Back(payload) => (Arc::as_ptr(&(*ts).main), payload),
                 }
@@ -580,7 +649,7 @@ unsafe fn finish(ts: *mut ThreadState, core_ptr: *const Core, result: Payload) -
         if trace::active(ts) {
             (*ts).trace_pending = Some((Kind::of(&payload), (*ts).current_arc()));
         }
-        (*ts).slot = Some(payload);
+        put_slot(ts, payload);
         if dest == Arc::as_ptr(&(*ts).main) {
             TO_MAIN
         } else {

@@ -34,6 +34,16 @@ pub(crate) type Finalizer = Box<dyn FnOnce() + Send + 'static>;
 pub(crate) type Run = Box<dyn FnOnce(Value) -> Result<Value, GreenletError> + 'static>;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// How many ids a thread takes from [`NEXT_ID`] at once, so that creating a
+/// greenlet costs no shared atomic operation for its id.
+const ID_BLOCK: u64 = 1024;
+
+/// A fresh process-unique id from the process-wide counter.
+fn global_id() -> u64 {
+    NEXT_ID.fetch_add(1, Ordering::Relaxed)
+}
+
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 
 /// How many greenlet records (main greenlets included) exist in the process:
@@ -72,6 +82,8 @@ pub(crate) struct Core {
     handles: AtomicUsize,
     flags: AtomicU8,
     pub(crate) thread: Arc<ThreadLink>,
+    /// Written only on the owner thread (under the lock); read under the
+    /// lock elsewhere, and without it on the owner (`live_parent_ptr`).
     parent: Mutex<Option<Greenlet>>,
     /// `None` once finalized.
     finalizers: Mutex<Option<Vec<Finalizer>>>,
@@ -93,6 +105,7 @@ unsafe impl Sync for Core {}
 
 impl Core {
     fn new(
+        id: u64,
         name: Option<Box<str>>,
         flags: u8,
         thread: Arc<ThreadLink>,
@@ -101,7 +114,7 @@ impl Core {
     ) -> Core {
         LIVE.fetch_add(1, Ordering::Relaxed);
         Core {
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            id,
             name,
             handles: AtomicUsize::new(0),
             flags: AtomicU8::new(flags),
@@ -127,7 +140,14 @@ impl Core {
         } else {
             DEAD
         };
-        Arc::new(Core::new(None, STARTED | MAIN | dead, thread, None, local))
+        Arc::new(Core::new(
+            global_id(),
+            None,
+            STARTED | MAIN | dead,
+            thread,
+            None,
+            local,
+        ))
     }
 
     /// The owner-only part.
@@ -156,9 +176,16 @@ impl Core {
 
     /// The parent, if it can receive a value as it is (started and alive):
     /// no reference is taken, the parent being kept alive by its thread.
+    ///
+    /// # Safety
+    /// Called on the owner thread.
     #[inline]
-    pub(crate) fn live_parent_ptr(&self) -> Option<*const Core> {
-        let parent = self.parent.lock();
+    pub(crate) unsafe fn live_parent_ptr(&self) -> Option<*const Core> {
+        // SAFETY: the parent is written only on the owner thread (at
+        // creation, and by `set_parent` after its owner check, under the
+        // lock); other threads only read it, under the lock. So a read on the
+        // owner thread never overlaps a write and needs no lock.
+        let parent = unsafe { &*self.parent.data_ptr() };
         let parent = parent.as_ref()?;
         (parent.core.flags() & (STARTED | DEAD) == STARTED).then_some(Arc::as_ptr(&parent.core))
     }
@@ -744,6 +771,7 @@ unsafe fn spawn_in(
             stack_size,
         };
         let core = Arc::new(Core::new(
+            (*ts).fresh_id(),
             name,
             0,
             Arc::clone(&(*ts).link),
@@ -767,7 +795,14 @@ fn dead_on_arrival(name: Option<Box<str>>) -> Greenlet {
         key: usize::MAX,
         stack_size: 0,
     };
-    let core = Core::new(name, STARTED | DEAD, ThreadLink::exited(), None, local);
+    let core = Core::new(
+        global_id(),
+        name,
+        STARTED | DEAD,
+        ThreadLink::exited(),
+        None,
+        local,
+    );
     Greenlet::from_core(Arc::new(core))
 }
 
@@ -799,6 +834,18 @@ pub fn getcurrent() -> Greenlet {
 }
 
 impl ThreadState {
+    /// A process-unique id for a greenlet of this thread, from the thread's
+    /// block of ids (refilled from the process-wide counter).
+    fn fresh_id(&mut self) -> u64 {
+        if self.next_id == self.ids_end {
+            self.next_id = NEXT_ID.fetch_add(ID_BLOCK, Ordering::Relaxed);
+            self.ids_end = self.next_id + ID_BLOCK;
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
     /// A new reference to the current greenlet's record.
     ///
     /// # Safety

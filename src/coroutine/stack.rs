@@ -87,6 +87,11 @@ struct Header {
     label_len: AtomicUsize,
     /// UTF-8 label (a greenlet's name or id) for the overflow message.
     label: UnsafeCell<[u8; LABEL_CAPACITY]>,
+    /// When `label_len` is 0 and this is not: the stack belongs to the
+    /// unnamed greenlet of this id, labelled `'greenlet-<id>' (id <id>)`,
+    /// which is spelled out only if the overflow message needs it (a greenlet
+    /// start then costs one store instead of writing the label).
+    default_id: AtomicU64,
 }
 
 impl Header {
@@ -99,6 +104,12 @@ impl Header {
     fn read_label(&self, out: &mut [u8; LABEL_CAPACITY]) -> usize {
         let len = self.label_len.load(Ordering::Relaxed).min(LABEL_CAPACITY);
         compiler_fence(Ordering::Acquire);
+        if len == 0 {
+            let id = self.default_id.load(Ordering::Relaxed);
+            if id != 0 {
+                return default_label(id, out);
+            }
+        }
         // SAFETY: `label` is inside the header, which is mapped while the
         // stack exists; it is written only by `LabelWriter` on the thread
         // that owns the `PooledStack` (which is not `Sync`), and `len` bytes
@@ -221,16 +232,51 @@ impl PooledStack {
         });
     }
 
+    /// Labels the stack as the one of the unnamed greenlet `id`: the overflow
+    /// message then names it `'greenlet-<id>' (id <id>)`, as
+    /// [`set_greenlet_label`](PooledStack::set_greenlet_label) would, but the
+    /// label is only spelled out if an overflow happens (two stores).
+    #[inline]
+    pub(crate) fn set_default_greenlet_label(&self, id: u64) {
+        let header = self.raw.header();
+        header.label_len.store(0, Ordering::Relaxed);
+        header.default_id.store(id, Ordering::Relaxed);
+    }
+
     /// Rewrites the label: readers see length 0 until `fill` is done.
     fn write_label(&self, fill: impl FnOnce(&mut LabelWriter<'_>)) {
         let header = self.raw.header();
         header.label_len.store(0, Ordering::Relaxed);
+        header.default_id.store(0, Ordering::Relaxed);
         compiler_fence(Ordering::Release);
         let mut writer = LabelWriter { header, len: 0 };
         fill(&mut writer);
         compiler_fence(Ordering::Release);
         header.label_len.store(writer.len, Ordering::Relaxed);
     }
+}
+
+/// Writes `'greenlet-<id>' (id <id>)` (at most 57 bytes) into `out`, without
+/// allocating (it runs in the overflow handler); returns its length.
+fn default_label(id: u64, out: &mut [u8; LABEL_CAPACITY]) -> usize {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut value = id;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (value % 10) as u8;
+        value /= 10;
+        if value == 0 {
+            break;
+        }
+    }
+    let digits = &digits[at..];
+    let mut len = 0;
+    for part in [&b"'greenlet-"[..], digits, b"' (id ", digits, b")"] {
+        out[len..len + part.len()].copy_from_slice(part);
+        len += part.len();
+    }
+    len
 }
 
 /// The longest prefix of `text` of at most `most` bytes that ends at a char
@@ -651,6 +697,7 @@ fn release(raw: RawStack) {
     LIVE.fetch_sub(1, Ordering::Relaxed);
     let header = raw.header();
     header.label_len.store(0, Ordering::Relaxed);
+    header.default_id.store(0, Ordering::Relaxed);
     if ptr::eq(RUNNING.get(), header) {
         RUNNING.set(ptr::null());
     }
@@ -722,6 +769,7 @@ fn create(map_len: usize) -> io::Result<RawStack> {
             valgrind_id,
             label_len: AtomicUsize::new(0),
             label: UnsafeCell::new([0; LABEL_CAPACITY]),
+            default_id: AtomicU64::new(0),
         });
     }
     CREATED.fetch_add(1, Ordering::Relaxed);

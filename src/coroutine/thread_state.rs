@@ -109,6 +109,9 @@ pub(crate) struct ThreadState {
     pub(crate) in_trace: bool,
     /// The greenlet being force-unwound, whose unwinding must not be caught.
     pub(crate) unwinding: *const Core,
+    /// The next greenlet id of this thread's block, and the end of the block.
+    pub(crate) next_id: u64,
+    pub(crate) ids_end: u64,
     /// Where the main greenlet's finalizers go when the thread exits,
     /// captured when the state was created.
     queue: Arc<CleanupQueue>,
@@ -191,6 +194,8 @@ fn create() -> Option<*mut ThreadState> {
         trace_hook: None,
         in_trace: false,
         unwinding: ptr::null(),
+        next_id: 0,
+        ids_end: 0,
         queue: cleanup::current_queue(),
     });
     let ts = Box::into_raw(ts);

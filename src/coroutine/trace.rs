@@ -158,6 +158,12 @@ pub fn set_global_trace(hook: Option<TraceHook>) -> Option<TraceHook> {
     std::mem::replace(&mut *global, hook)
 }
 
+/// Whether a process-wide hook is installed.
+#[inline(always)]
+pub(crate) fn global_on() -> bool {
+    GLOBAL_ON.load(Ordering::Relaxed)
+}
+
 /// Whether a switch must record a trace event.
 ///
 /// # Safety

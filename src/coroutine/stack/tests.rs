@@ -176,6 +176,40 @@ fn a_stack_dropped_on_another_thread_is_pooled_there() {
 }
 
 #[test]
+fn default_greenlet_labels_are_spelled_out_when_read() {
+    let stack = acquire(37 * 4096).expect("acquire");
+    let mut buffer = [0u8; LABEL_CAPACITY];
+    stack.set_default_greenlet_label(7);
+    let len = stack.raw.header().read_label(&mut buffer);
+    assert_eq!(&buffer[..len], b"'greenlet-7' (id 7)");
+    stack.set_default_greenlet_label(u64::MAX);
+    let len = stack.raw.header().read_label(&mut buffer);
+    let expected = format!("'greenlet-{0}' (id {0})", u64::MAX);
+    assert_eq!(&buffer[..len], expected.as_bytes());
+
+    stack.set_greenlet_label("worker", 8);
+    let len = stack.raw.header().read_label(&mut buffer);
+    assert_eq!(&buffer[..len], b"'worker' (id 8)", "an explicit label wins");
+    stack.set_default_greenlet_label(9);
+    let len = stack.raw.header().read_label(&mut buffer);
+    assert_eq!(
+        &buffer[..len],
+        b"'greenlet-9' (id 9)",
+        "and is replaced again"
+    );
+
+    let address = stack.limit();
+    drop(stack);
+    let again = acquire(37 * 4096).expect("acquire");
+    assert_eq!(again.limit(), address);
+    assert_eq!(
+        again.raw.header().read_label(&mut buffer),
+        0,
+        "the default label does not outlive its user"
+    );
+}
+
+#[test]
 fn labels_are_truncated_at_a_char_boundary_and_reset_on_release() {
     let stack = acquire(29 * 4096).expect("acquire");
     let mut buffer = [0u8; LABEL_CAPACITY];
