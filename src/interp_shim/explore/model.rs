@@ -421,10 +421,7 @@ impl<'a> Model<'a> {
                     HandleStage::Calls => {
                         set_stage(&mut s, HandleStage::Drop);
                         if s.py.wants_pending_calls(MAIN_THREAD) {
-                            let begin = s.py.make_pending_calls_begin(MAIN_THREAD);
-                            if begin == MakeBegin::Started {
-                                s.main.push(Frame::Make { iter: 0 });
-                            }
+                            let begin = begin_make(&mut s);
                             push(Action::MakeBegin(begin), s);
                         } else {
                             push(Action::NoCalls, s);
@@ -589,10 +586,7 @@ impl<'a> Model<'a> {
             Op::FinishPendingCalls => {
                 advance(self, &mut s);
                 if s.py.wants_pending_calls(MAIN_THREAD) {
-                    let begin = s.py.make_pending_calls_begin(MAIN_THREAD);
-                    if begin == MakeBegin::Started {
-                        s.main.push(Frame::Make { iter: 0 });
-                    }
+                    let begin = begin_make(&mut s);
                     push(Action::FinishPendingCalls(Some(begin)), s);
                 } else {
                     push(Action::FinishPendingCalls(None), s);
@@ -786,6 +780,17 @@ impl<'a> Model<'a> {
             self.main_stack(st),
         )
     }
+}
+
+/// The main thread calls `make_pending_calls`: one call of the core's
+/// [`InterpCore::make_pending_calls_begin`]; its loop becomes a frame when
+/// it started.
+fn begin_make(s: &mut State) -> MakeBegin {
+    let begin = s.py.make_pending_calls_begin(MAIN_THREAD);
+    if begin == MakeBegin::Started {
+        s.main.push(Frame::Make { iter: 0 });
+    }
+    begin
 }
 
 fn set_wait(s: &mut State, w: Wait) {
