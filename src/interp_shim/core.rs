@@ -312,6 +312,13 @@ impl<C> InterpCore<C> {
         }
     }
 
+    /// Whether `_Py_FinishPendingCalls` (run by the main thread during
+    /// `Py_FinalizeEx`) calls `make_pending_calls`: it does when the
+    /// main-thread queue has calls to do.
+    pub fn finish_pending_calls_wanted(&self) -> bool {
+        self.wants_pending_calls(MAIN_THREAD)
+    }
+
     /// `make_pending_calls` up to its loop: the main-thread check, the
     /// recursion guard, claiming it, and `UNSIGNAL_PENDING_CALLS` before any
     /// callback runs (so a call added meanwhile re-signals).

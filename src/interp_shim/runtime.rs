@@ -1285,7 +1285,7 @@ impl Py {
         others.into_iter().for_each(|(h, _)| join_reporting(h));
         if self.take_gil().is_ok() {
             // _Py_FinishPendingCalls: one make_pending_calls if calls_to_do
-            let calls = self.lock().core.calls_to_do();
+            let calls = self.lock().core.finish_pending_calls_wanted();
             if calls {
                 if let Err(err) = self.run_pending_calls() {
                     eprintln!("Exception ignored while finishing pending calls: {err}");

@@ -585,7 +585,7 @@ impl<'a> Model<'a> {
             }
             Op::FinishPendingCalls => {
                 advance(self, &mut s);
-                if s.py.wants_pending_calls(MAIN_THREAD) {
+                if s.py.finish_pending_calls_wanted() {
                     let begin = begin_make(&mut s);
                     push(Action::FinishPendingCalls(Some(begin)), s);
                 } else {
