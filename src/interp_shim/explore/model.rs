@@ -6,6 +6,10 @@
 //! Nothing here restates a rule of CPython or of a cleanup policy: where a
 //! thread touches shared state, the step is one call of a core method, and
 //! the driver only moves program counters and pushes and pops frames.
+//!
+//! Owns: [`Model`], [`State`] and its parts, [`Step`] and [`Action`]. Uses
+//! [`InterpCore`] and [`QueueCore`] for every rule, and the scenarios'
+//! operations ([`super::scenario`]).
 
 use std::fmt;
 

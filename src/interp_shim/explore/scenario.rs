@@ -1,6 +1,11 @@
 //! The scenarios the explorer runs: small, closed programs for the main
 //! thread, for the threads that die, and for the finalizers their states
 //! carry, written in a handful of operations that matter to pending calls.
+//!
+//! Owns: the operations ([`Op`], [`ThreadOp`], [`Cond`]), [`Program`],
+//! [`ThreadSpec`], [`Scenario`] and the built-in scenarios
+//! ([`ScenarioName`], [`churn`]). Uses only `std`: scenarios are data, the
+//! model ([`super::model`]) gives them meaning.
 
 use std::fmt;
 use std::str::FromStr;
