@@ -155,11 +155,6 @@ impl<C> InterpCore<C> {
         self.threads.len() - 1
     }
 
-    /// How many thread states exist.
-    pub fn thread_count(&self) -> usize {
-        self.threads.len()
-    }
-
     // ---- the eval breaker -------------------------------------------------
 
     fn set_bit(&mut self, t: ThreadIdx, bit: Bit) {
