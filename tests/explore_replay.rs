@@ -78,6 +78,26 @@ thread_local! {
     static STATE: RefCell<Option<ThreadState>> = const { RefCell::new(None) };
 }
 
+/// Gives the calling (dying) thread its greenlet state, whose finalizer is
+/// [`sleepy_finalizer`]: the state is pushed when the thread exits, between
+/// the two gates.
+fn dies_later(
+    queue: Arc<CleanupQueue>,
+    name: &'static str,
+    before_push: Option<Callback>,
+    after_push: Option<Callback>,
+) {
+    STATE.with(|s| {
+        *s.borrow_mut() = Some(ThreadState {
+            queue,
+            name,
+            before_push,
+            after_push,
+            finalizer: Some(sleepy_finalizer()),
+        })
+    });
+}
+
 /// The churn scenario's finalizer (a `WeakKeyDictionary` removal callback):
 /// runs on the draining thread as Python code that sleeps (dropping the GIL;
 /// `take_gil` recomputes the breaker as the main thread), then enters a
@@ -146,6 +166,18 @@ struct Replay {
 }
 
 impl Replay {
+    /// What a replay left: its outcome, whether the probe held, the queue.
+    fn collect(outcome: Outcome<()>, held: &AtomicBool, queue: &CleanupQueue) -> Self {
+        let metrics = queue.metrics();
+        Replay {
+            outcome,
+            held: held.load(Ordering::SeqCst),
+            destroyed: metrics.states_destroyed,
+            metrics,
+            len: queue.len(),
+        }
+    }
+
     fn hang(&self) -> Option<&HangReport> {
         match &self.outcome {
             Outcome::Hung(report) => Some(report),
@@ -153,7 +185,9 @@ impl Replay {
         }
     }
 
-    fn assert_passed(&self, what: &str) {
+    /// The replay followed its schedule and finished, every one of its
+    /// `states` destroyed and none left queued.
+    fn assert_passed(&self, what: &str, states: u64) {
         assert!(self.held, "{what}: the probe never held the schedule");
         assert!(self.hang().is_none(), "{what}: {}", self.hang().unwrap());
         assert!(
@@ -161,7 +195,7 @@ impl Replay {
             "{what}: {:?}",
             self.outcome
         );
-        assert_eq!(self.destroyed, 2, "{what}");
+        assert_eq!(self.destroyed, states, "{what}");
         assert_eq!(self.len, 0, "{what}");
     }
 }
@@ -202,28 +236,12 @@ fn churn_replay(policy: Policy, timeout: Duration) -> Replay {
             let (q1, q2) = (Arc::clone(&q), Arc::clone(&q));
             let c1_gate = c1_rx.lock().take();
             let c1 = py.spawn("C1", move |_| {
-                STATE.with(|s| {
-                    *s.borrow_mut() = Some(ThreadState {
-                        queue: q1,
-                        name: "C1",
-                        before_push: c1_gate.map(gate),
-                        after_push: None,
-                        finalizer: Some(sleepy_finalizer()),
-                    })
-                });
+                dies_later(q1, "C1", c1_gate.map(gate), None);
                 Ok(())
             })?;
             let (rx, tx) = (go_rx.lock().take(), pushed_tx.lock().take());
             let c2 = py.spawn("C2", move |_| {
-                STATE.with(|s| {
-                    *s.borrow_mut() = Some(ThreadState {
-                        queue: q2,
-                        name: "C2",
-                        before_push: rx.map(gate),
-                        after_push: tx.map(notify),
-                        finalizer: Some(sleepy_finalizer()),
-                    })
-                });
+                dies_later(q2, "C2", rx.map(gate), tx.map(notify));
                 Ok(())
             })?;
             py.join(&c1)?;
@@ -234,13 +252,7 @@ fn churn_replay(policy: Policy, timeout: Duration) -> Replay {
             idle_until(py, || q.metrics().states_destroyed == 2)
         })
         .expect("the runtime starts");
-    Replay {
-        outcome,
-        held: was_held.load(Ordering::SeqCst),
-        metrics: queue.metrics(),
-        destroyed: queue.metrics().states_destroyed,
-        len: queue.len(),
-    }
+    Replay::collect(outcome, &was_held, &queue)
 }
 
 fn assert_churn_livelock(replay: &Replay, policy: Policy) {
@@ -264,7 +276,7 @@ fn churn_replay_livelocks_draining_and_scheduled() {
 #[test]
 fn churn_replay_passes_under_the_default_policy() {
     let replay = churn_replay(Policy::default(), PASS);
-    replay.assert_passed("churn replay, default policy");
+    replay.assert_passed("churn replay, default policy", 2);
     // C2 scheduled a second drain in the window, as in the counterexample.
     assert_eq!(replay.metrics.schedules_requested, 2);
     assert_eq!(replay.metrics.max_outstanding, 2);
@@ -322,15 +334,7 @@ fn full_ring_replay(policy: Policy, timeout: Duration) -> Replay {
             let (qx, f3) = (Arc::clone(&q), filled.clone());
             let x = py.spawn("X", move |py| {
                 py.wait(&f3)?;
-                STATE.with(|s| {
-                    *s.borrow_mut() = Some(ThreadState {
-                        queue: qx,
-                        name: "X",
-                        before_push: None,
-                        after_push: None,
-                        finalizer: Some(sleepy_finalizer()),
-                    })
-                });
+                dies_later(qx, "X", None, None);
                 Ok(())
             })?;
             let (qy, rt3) = (Arc::clone(&q), runtime.clone());
@@ -344,15 +348,7 @@ fn full_ring_replay(policy: Policy, timeout: Duration) -> Replay {
                         std::thread::sleep(Duration::from_millis(1));
                     }
                 });
-                STATE.with(|s| {
-                    *s.borrow_mut() = Some(ThreadState {
-                        queue: qy,
-                        name: "Y",
-                        before_push: Some(ring_empty),
-                        after_push: Some(notify(pushed)),
-                        finalizer: Some(sleepy_finalizer()),
-                    })
-                });
+                dies_later(qy, "Y", Some(ring_empty), Some(notify(pushed)));
                 Ok(())
             })?;
             // Blocked (GIL released) until X's schedule was refused: the
@@ -365,13 +361,7 @@ fn full_ring_replay(policy: Policy, timeout: Duration) -> Replay {
             idle_until(py, || q.metrics().states_destroyed == 2)
         })
         .expect("the runtime starts");
-    Replay {
-        outcome,
-        held: was_held.load(Ordering::SeqCst),
-        metrics: queue.metrics(),
-        destroyed: queue.metrics().states_destroyed,
-        len: queue.len(),
-    }
+    Replay::collect(outcome, &was_held, &queue)
 }
 
 #[test]
@@ -396,7 +386,7 @@ fn full_ring_replay_leaks_under_legacy_and_shielded() {
 #[test]
 fn full_ring_replay_passes_under_the_default_policy() {
     let replay = full_ring_replay(Policy::default(), PASS);
-    replay.assert_passed("full-ring replay, default policy");
+    replay.assert_passed("full-ring replay, default policy", 2);
     // X's schedule was refused, then retried because Y relied on it.
     assert_eq!(replay.metrics.schedules_failed, 1);
     assert_eq!(replay.metrics.schedules_requested, 2);
@@ -427,15 +417,7 @@ fn busy_loop_replay(policy: Policy, timeout: Duration) -> Replay {
             let (x_go_tx, x_go_rx, x_added_tx, x_added_rx) = gates.lock().take().expect("one run");
             let qx = Arc::clone(&q);
             let x = py.spawn("X", move |_| {
-                STATE.with(|s| {
-                    *s.borrow_mut() = Some(ThreadState {
-                        queue: qx,
-                        name: "X",
-                        before_push: Some(gate(x_go_rx)),
-                        after_push: Some(notify(x_added_tx)),
-                        finalizer: Some(sleepy_finalizer()),
-                    })
-                });
+                dies_later(qx, "X", Some(gate(x_go_rx)), Some(notify(x_added_tx)));
                 Ok(())
             })?;
             py.join(&x)?;
@@ -453,13 +435,7 @@ fn busy_loop_replay(policy: Policy, timeout: Duration) -> Replay {
             idle_until(py, || q.metrics().states_destroyed == 1)
         })
         .expect("the runtime starts");
-    Replay {
-        outcome,
-        held: was_held.load(Ordering::SeqCst),
-        metrics: queue.metrics(),
-        destroyed: queue.metrics().states_destroyed,
-        len: queue.len(),
-    }
+    Replay::collect(outcome, &was_held, &queue)
 }
 
 #[test]
@@ -476,11 +452,7 @@ fn busy_loop_replay_livelocks_every_flag_policy() {
 #[test]
 fn busy_loop_replay_passes_under_the_default_policy() {
     let replay = busy_loop_replay(Policy::default(), PASS);
-    assert!(replay.held);
-    assert!(replay.hang().is_none(), "{}", replay.hang().unwrap());
-    assert!(matches!(replay.outcome, Outcome::Finished(Ok(()))));
-    assert_eq!(replay.destroyed, 1);
-    assert_eq!(replay.len, 0);
+    replay.assert_passed("busy-loop replay, default policy", 1);
 }
 
 /// The seed counterexample of `legacy`: the scenario's own synchronization

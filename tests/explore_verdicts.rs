@@ -6,7 +6,7 @@
 
 use greenlet::cleanup::Policy;
 use greenlet::interp_shim::explore::{
-    explore, explore_cells, Cell, Mode, ScenarioName, Verdict, DEFAULT_BOUND,
+    explore, explore_cells, Cell, Counterexample, Mode, ScenarioName, Verdict, DEFAULT_BOUND,
 };
 use greenlet::interp_shim::PyVersion;
 
@@ -111,22 +111,28 @@ fn default_policy_is_proven() {
     }
 }
 
+/// The index of the first step of `c` that `is` accepts; a panic naming the
+/// counterexample if there is none.
+fn first_step(c: &Counterexample, is: impl Fn(&str) -> bool) -> usize {
+    c.steps
+        .iter()
+        .position(|(s, _)| is(s))
+        .unwrap_or_else(|| panic!("no such step in:\n{c}"))
+}
+
+/// A dying thread's push that asked for a drain to be scheduled.
+fn dies_and_schedules(step: &str) -> bool {
+    step.contains("dies") && step.ends_with("Schedule")
+}
+
 #[test]
 fn legacy_seed_counterexample_is_the_seed_report() {
     let v = cell(ScenarioName::Seed, PyVersion::V3_11, Policy::Legacy);
     let c = v.livelock.expect("legacy livelocks on 3.11 under tracing");
     let text = c.to_string();
     // B is queued (and schedules a second drain) while A's state is destroyed.
-    let b_schedules = c
-        .steps
-        .iter()
-        .position(|(step, _)| step.contains("T2 B: dies") && step.ends_with("Schedule"))
-        .expect("B's push schedules");
-    let a_popped = c
-        .steps
-        .iter()
-        .position(|(step, _)| step.contains("pop state of thread 1"))
-        .expect("A's state popped");
+    let b_schedules = first_step(&c, |s| s.contains("T2 B: dies") && s.ends_with("Schedule"));
+    let a_popped = first_step(&c, |s| s.contains("pop state of thread 1"));
     assert!(a_popped < b_schedules, "{text}");
     assert!(c.conclusion.contains("<lambda>"), "{text}");
 }
@@ -137,15 +143,11 @@ fn scheduled_churn_counterexample_uses_the_empty_window() {
         let v = cell(ScenarioName::Churn, PyVersion::V3_11, policy);
         let c = v.livelock.expect("livelocks on 3.11 under tracing");
         let text = c.to_string();
-        let empty = c
-            .steps
-            .iter()
-            .position(|(s, _)| s.contains("queue empty -> flags released"))
-            .expect("the drain found the queue empty");
+        let empty = first_step(&c, |s| s.contains("queue empty -> flags released"));
         let second = c
             .steps
             .iter()
-            .rposition(|(s, _)| s.contains("dies") && s.ends_with("Schedule"))
+            .rposition(|(s, _)| dies_and_schedules(s))
             .expect("a second schedule");
         assert!(empty < second, "{policy}: {text}");
         // The same busy make_pending_calls pops the second drain.
@@ -161,12 +163,7 @@ fn shielded_full_ring_counterexample_is_the_failed_schedule_race() {
     let v = cell(ScenarioName::FullRing, PyVersion::V3_11, Policy::Shielded);
     let c = v.leak.expect("shielded leaks in full-ring");
     let text = c.to_string();
-    let pos = |needle: &str| {
-        c.steps
-            .iter()
-            .position(|(s, _)| s.contains(needle))
-            .unwrap_or_else(|| panic!("{needle:?} missing:\n{text}"))
-    };
+    let pos = |needle: &str| first_step(&c, |s| s.contains(needle));
     let refused = pos("push -> ring full");
     let y_pushed = pos("T2 Y: dies: push state onto the cleanup queue -> Nothing");
     let gave_up = pos("give up");
@@ -186,20 +183,12 @@ fn scheduled_full_ring_livelock_needs_one_drain_only() {
     let schedules = c
         .steps
         .iter()
-        .filter(|(s, _)| s.contains("dies") && s.ends_with("Schedule"))
+        .filter(|(s, _)| dies_and_schedules(s))
         .count();
     assert_eq!(schedules, 1, "{text}");
     // X's pending call was added while make_pending_calls was busy with
     // the other calls, and the same loop popped it.
-    let busy = c
-        .steps
-        .iter()
-        .position(|(s, _)| s.contains("make_pending_calls -> Started"))
-        .expect("the main thread runs the other calls");
-    let added = c
-        .steps
-        .iter()
-        .position(|(s, _)| s.contains("T1 X: Py_AddPendingCall: push -> ok"))
-        .expect("X's drain added");
+    let busy = first_step(&c, |s| s.contains("make_pending_calls -> Started"));
+    let added = first_step(&c, |s| s.contains("T1 X: Py_AddPendingCall: push -> ok"));
     assert!(busy < added, "{text}");
 }

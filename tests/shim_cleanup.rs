@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use greenlet::cleanup::{CleanupQueue, Inline, Manual, Policy, Reaper, Remains, Scheduler};
 use greenlet::interp_shim::scenarios::{
-    finalization, panicking_finalizers, ring_full, RingFullConfig,
+    finalization, panicking_finalizers, ring_full, RingFullConfig, ScenarioReport,
 };
 use greenlet::interp_shim::{Outcome, PendingCallScheduler, PyVersion, Runtime, Watchdog};
 use parking_lot::Mutex;
@@ -16,11 +16,13 @@ use parking_lot::Mutex;
 static SERIAL: Mutex<()> = Mutex::new(());
 const WATCHDOG: Watchdog = Watchdog::Report(Duration::from_secs(30));
 
-#[test]
-fn full_ring_strands_legacy_and_draining_forever() {
+/// Runs the full-ring scenario on every version under each of `policies`;
+/// each run must finish without a hang or an error, then `check` gets the
+/// report and its cell's name ("3.11 legacy").
+fn for_each_ring_full(policies: [Policy; 2], check: impl Fn(&ScenarioReport, &str)) {
     let _serial = SERIAL.lock();
     for version in PyVersion::ALL {
-        for policy in [Policy::Legacy, Policy::Draining] {
+        for policy in policies {
             let r = ring_full(RingFullConfig {
                 version,
                 policy,
@@ -29,40 +31,36 @@ fn full_ring_strands_legacy_and_draining_forever() {
             .unwrap();
             let cell = format!("{version} {policy}");
             assert!(!r.hung() && r.error.is_none(), "{cell}: {r:?}");
-            assert_eq!(r.runtime.pending_calls_rejected, 1, "{cell}");
-            assert_eq!(r.queue.schedules_requested, 1, "{cell}: never retried");
-            assert_eq!(r.queue.schedules_failed, 1, "{cell}");
-            assert_eq!(r.queue.drains_run, 0, "{cell}");
-            assert_eq!(r.queue.states_destroyed, 0, "{cell}");
-            assert_eq!(r.states_created, 3, "{cell}");
-            // Still queued at finalization: leaked on purpose and counted.
-            assert_eq!(r.queue.states_leaked, 3, "{cell}");
-            assert_eq!(r.states_never_destroyed, 3, "{cell}");
+            check(&r, &cell);
         }
     }
 }
 
 #[test]
+fn full_ring_strands_legacy_and_draining_forever() {
+    for_each_ring_full([Policy::Legacy, Policy::Draining], |r, cell| {
+        assert_eq!(r.runtime.pending_calls_rejected, 1, "{cell}");
+        assert_eq!(r.queue.schedules_requested, 1, "{cell}: never retried");
+        assert_eq!(r.queue.schedules_failed, 1, "{cell}");
+        assert_eq!(r.queue.drains_run, 0, "{cell}");
+        assert_eq!(r.queue.states_destroyed, 0, "{cell}");
+        assert_eq!(r.states_created, 3, "{cell}");
+        // Still queued at finalization: leaked on purpose and counted.
+        assert_eq!(r.queue.states_leaked, 3, "{cell}");
+        assert_eq!(r.states_never_destroyed, 3, "{cell}");
+    });
+}
+
+#[test]
 fn full_ring_recovers_under_scheduled_and_shielded() {
-    let _serial = SERIAL.lock();
-    for version in PyVersion::ALL {
-        for policy in [Policy::Scheduled, Policy::Shielded] {
-            let r = ring_full(RingFullConfig {
-                version,
-                policy,
-                watchdog: WATCHDOG,
-            })
-            .unwrap();
-            let cell = format!("{version} {policy}");
-            assert!(!r.hung() && r.error.is_none(), "{cell}: {r:?}");
-            assert_eq!(r.queue.schedules_failed, 1, "{cell}");
-            // C's push retried; every state was destroyed, none leaked.
-            assert!(r.queue.schedules_requested >= 2, "{cell}");
-            assert_eq!(r.queue.states_destroyed, 3, "{cell}");
-            assert_eq!(r.queue.states_leaked, 0, "{cell}");
-            assert_eq!(r.states_never_destroyed, 0, "{cell}");
-        }
-    }
+    for_each_ring_full([Policy::Scheduled, Policy::Shielded], |r, cell| {
+        assert_eq!(r.queue.schedules_failed, 1, "{cell}");
+        // C's push retried; every state was destroyed, none leaked.
+        assert!(r.queue.schedules_requested >= 2, "{cell}");
+        assert_eq!(r.queue.states_destroyed, 3, "{cell}");
+        assert_eq!(r.queue.states_leaked, 0, "{cell}");
+        assert_eq!(r.states_never_destroyed, 0, "{cell}");
+    });
 }
 
 #[test]

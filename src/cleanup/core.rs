@@ -5,6 +5,10 @@
 //! here blocks, allocates beyond the item vector, or runs user code: the
 //! caller performs the side effects (scheduling, destroying) that a step asks
 //! for, outside the lock, and reports back.
+//!
+//! Owns: [`Policy`] (and [`UnknownPolicy`]), [`QueueCore`] with its answers
+//! ([`PushAction`], [`Retry`]) and [`Metrics`]. Uses only `std`: no lock, no
+//! scheduler, no thread.
 
 use std::fmt;
 

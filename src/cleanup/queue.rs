@@ -1,5 +1,11 @@
 //! The live queue: a [`QueueCore`] behind a lock, a scheduler, and the drain
 //! that destroys states with the lock released.
+//!
+//! Owns: [`CleanupQueue`], the [`Remains`] trait, the drain probe
+//! ([`DrainProbe`], [`DrainPoint`]) and the per-thread queue
+//! ([`default_queue`], [`set_thread_queue`], [`current_queue`]). Uses
+//! [`QueueCore`] for every policy decision and a [`Scheduler`] to get
+//! drains run; `parking_lot` for the lock.
 
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -1,6 +1,10 @@
 //! How a drain gets run: the [`Scheduler`] trait and the schedulers that need
 //! no host (inline, manual, a reaper thread). The CPython model provides its
 //! own, built on its `Py_AddPendingCall`.
+//!
+//! Owns: [`Scheduler`], [`ScheduleError`], [`Inline`], [`Manual`],
+//! [`Reaper`]. Uses only [`CleanupQueue::drain`](super::CleanupQueue::drain)
+//! of the queue, `std` threads and channels, and `parking_lot`.
 
 use std::sync::mpsc;
 use std::sync::Arc;

@@ -155,11 +155,6 @@ impl<C> InterpCore<C> {
         self.threads.len() - 1
     }
 
-    /// How many thread states exist.
-    pub fn thread_count(&self) -> usize {
-        self.threads.len()
-    }
-
     // ---- the eval breaker -------------------------------------------------
 
     fn set_bit(&mut self, t: ThreadIdx, bit: Bit) {
@@ -310,6 +305,13 @@ impl<C> InterpCore<C> {
             PyVersion::V3_12 => self.calls_to_do && t == MAIN_THREAD,
             PyVersion::V3_13 => self.has_bit(t, Bit::CallsToDo),
         }
+    }
+
+    /// Whether `_Py_FinishPendingCalls` (run by the main thread during
+    /// `Py_FinalizeEx`) calls `make_pending_calls`: it does when the
+    /// main-thread queue has calls to do.
+    pub fn finish_pending_calls_wanted(&self) -> bool {
+        self.wants_pending_calls(MAIN_THREAD)
     }
 
     /// `make_pending_calls` up to its loop: the main-thread check, the

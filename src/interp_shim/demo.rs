@@ -194,6 +194,17 @@ pub fn run(config: &DemoConfig, out: &mut dyn Write) -> Result<DemoOutcome, Demo
     Ok(outcome)
 }
 
+/// The seed's reproducer on 3.11 with `sys.settrace` under `policy`, the
+/// watchdog reporting (without exiting) after `hang_after`.
+fn seed_3_11_traced(policy: Policy, hang_after: Duration) -> Result<ScenarioReport, RunError> {
+    seed(SeedConfig {
+        version: PyVersion::V3_11,
+        policy,
+        mode: TraceMode::Trace,
+        watchdog: Watchdog::Report(hang_after),
+    })
+}
+
 /// (a) The seed on 3.11 + trace + legacy: the watchdog's report.
 fn the_hang(
     config: &DemoConfig,
@@ -215,12 +226,7 @@ fn the_hang(
     )?;
     writeln!(out)?;
     out.flush()?;
-    let report = seed(SeedConfig {
-        version: PyVersion::V3_11,
-        policy: Policy::Legacy,
-        mode: TraceMode::Trace,
-        watchdog: Watchdog::Report(config.hang_after),
-    })?;
+    let report = seed_3_11_traced(Policy::Legacy, config.hang_after)?;
     let Some(hang) = &report.hang else {
         writeln!(out, "{}\n{}", report.green_line(), report.metrics_line())?;
         outcome.surprises.push(format!(
@@ -279,12 +285,7 @@ fn the_fix(
         Policy::default()
     )?;
     out.flush()?;
-    let report = seed(SeedConfig {
-        version: PyVersion::V3_11,
-        policy: Policy::default(),
-        mode: TraceMode::Trace,
-        watchdog: Watchdog::Report(config.green_within),
-    })?;
+    let report = seed_3_11_traced(Policy::default(), config.green_within)?;
     if let Some(hang) = &report.hang {
         write!(out, "{hang}")?;
         outcome.surprises.push(format!(

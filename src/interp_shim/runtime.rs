@@ -423,12 +423,6 @@ impl Runtime {
         self.shared.state.lock().signal_handler = Some((name, Arc::new(handler)));
     }
 
-    /// `signal.signal(signum, SIG_DFL)`: remove the Python-level handler (a
-    /// tripped signal then runs no Python code in this model).
-    pub fn clear_signal_handler(&self) {
-        self.shared.state.lock().signal_handler = None;
-    }
-
     /// An OS signal arrives (`signal.raise_signal` from any thread; the C
     /// handler's `trip_signal` → `_PyEval_SignalReceived`).
     pub fn raise_signal(&self) {
@@ -882,16 +876,6 @@ impl Py {
         Ok(value)
     }
 
-    /// Resume the generator `name` (`RESUME` with oparg 1 at its start): the
-    /// same check site as a function entry.
-    pub fn resume_generator<R>(
-        &self,
-        name: &'static str,
-        f: impl FnOnce(&Py) -> PyResult<R>,
-    ) -> PyResult<R> {
-        self.call(name, f)
-    }
-
     /// One loop iteration's backward jump (`JUMP_BACKWARD`): a check site.
     pub fn loop_iter(&self) -> PyResult<()> {
         self.check(CheckSite::BackwardJump)
@@ -907,13 +891,6 @@ impl Py {
     /// `Event.wait()`: release the GIL until `event` is set.
     pub fn wait(&self, event: &Event) -> PyResult<()> {
         self.blocking(|_| event.is_set(), None)
-    }
-
-    /// `Event.wait(timeout)`: returns whether the event was set.
-    pub fn wait_timeout(&self, event: &Event, timeout: Duration) -> PyResult<bool> {
-        let deadline = Instant::now() + timeout;
-        self.blocking(|_| event.is_set(), Some(deadline))?;
-        Ok(event.is_set())
     }
 
     /// `Thread.join()`: release the GIL until `thread`'s state is deleted.
@@ -1285,7 +1262,7 @@ impl Py {
         others.into_iter().for_each(|(h, _)| join_reporting(h));
         if self.take_gil().is_ok() {
             // _Py_FinishPendingCalls: one make_pending_calls if calls_to_do
-            let calls = self.lock().core.calls_to_do();
+            let calls = self.lock().core.finish_pending_calls_wanted();
             if calls {
                 if let Err(err) = self.run_pending_calls() {
                     eprintln!("Exception ignored while finishing pending calls: {err}");

@@ -2,6 +2,10 @@
 //! breaker, how big the pending-call ring is, and what happens after the eval
 //! breaker is handled at a traced function entry. The rules in
 //! [`core`](super::core) read these facts; there is one copy of the rules.
+//!
+//! Owns: [`PyVersion`] (and [`UnknownVersion`]), [`VersionSpec`] with its
+//! kinds ([`RecursionGuard`], [`BreakerModel`], [`TracedResume`]) and
+//! [`MAX_CALLS_PER_MAKE`]. Uses only `std`.
 
 use std::fmt;
 use std::str::FromStr;

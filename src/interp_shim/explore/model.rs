@@ -6,6 +6,10 @@
 //! Nothing here restates a rule of CPython or of a cleanup policy: where a
 //! thread touches shared state, the step is one call of a core method, and
 //! the driver only moves program counters and pushes and pops frames.
+//!
+//! Owns: [`Model`], [`State`] and its parts, [`Step`] and [`Action`]. Uses
+//! [`InterpCore`] and [`QueueCore`] for every rule, and the scenarios'
+//! operations ([`super::scenario`]).
 
 use std::fmt;
 
@@ -421,10 +425,7 @@ impl<'a> Model<'a> {
                     HandleStage::Calls => {
                         set_stage(&mut s, HandleStage::Drop);
                         if s.py.wants_pending_calls(MAIN_THREAD) {
-                            let begin = s.py.make_pending_calls_begin(MAIN_THREAD);
-                            if begin == MakeBegin::Started {
-                                s.main.push(Frame::Make { iter: 0 });
-                            }
+                            let begin = begin_make(&mut s);
                             push(Action::MakeBegin(begin), s);
                         } else {
                             push(Action::NoCalls, s);
@@ -588,11 +589,8 @@ impl<'a> Model<'a> {
             }
             Op::FinishPendingCalls => {
                 advance(self, &mut s);
-                if s.py.wants_pending_calls(MAIN_THREAD) {
-                    let begin = s.py.make_pending_calls_begin(MAIN_THREAD);
-                    if begin == MakeBegin::Started {
-                        s.main.push(Frame::Make { iter: 0 });
-                    }
+                if s.py.finish_pending_calls_wanted() {
+                    let begin = begin_make(&mut s);
                     push(Action::FinishPendingCalls(Some(begin)), s);
                 } else {
                     push(Action::FinishPendingCalls(None), s);
@@ -786,6 +784,17 @@ impl<'a> Model<'a> {
             self.main_stack(st),
         )
     }
+}
+
+/// The main thread calls `make_pending_calls`: one call of the core's
+/// [`InterpCore::make_pending_calls_begin`]; its loop becomes a frame when
+/// it started.
+fn begin_make(s: &mut State) -> MakeBegin {
+    let begin = s.py.make_pending_calls_begin(MAIN_THREAD);
+    if begin == MakeBegin::Started {
+        s.main.push(Frame::Make { iter: 0 });
+    }
+    begin
 }
 
 fn set_wait(s: &mut State, w: Wait) {

@@ -1,6 +1,11 @@
 //! The scenarios the explorer runs: small, closed programs for the main
 //! thread, for the threads that die, and for the finalizers their states
 //! carry, written in a handful of operations that matter to pending calls.
+//!
+//! Owns: the operations ([`Op`], [`ThreadOp`], [`Cond`]), [`Program`],
+//! [`ThreadSpec`], [`Scenario`] and the built-in scenarios
+//! ([`ScenarioName`], [`churn`]). Uses only `std`: scenarios are data, the
+//! model ([`super::model`]) gives them meaning.
 
 use std::fmt;
 use std::str::FromStr;
@@ -187,6 +192,23 @@ fn idle_loop(at: u8) -> [Op; 3] {
     [Op::Sleep, Op::AfterCall, Op::Loop(at)]
 }
 
+/// The main thread's working loop: call `work`, then the idle loop; `at` is
+/// the index of its first operation (the call).
+fn work_loop(at: u8) -> [Op; 4] {
+    let [sleep, after_call, back] = idle_loop(at);
+    [Op::Enter("work"), sleep, after_call, back]
+}
+
+/// A thread that runs `ops` and whose main greenlet's finalizer is
+/// [`sleepy_finalizer`].
+fn sleepy_thread(name: &'static str, ops: Vec<ThreadOp>) -> ThreadSpec {
+    ThreadSpec {
+        name,
+        ops,
+        finalizer: sleepy_finalizer(),
+    }
+}
+
 const RELEASE_B: u8 = 0;
 
 /// The seed report: thread A's main greenlet carries a weakref callback that
@@ -286,16 +308,12 @@ fn churn_of(names: &[&'static str]) -> Scenario {
         about: "dying threads whose finalizers sleep and enter functions; main traced, looping",
         main: Program {
             name: "<module>",
-            ops: vec![Op::Enter("work"), Op::Sleep, Op::AfterCall, Op::Loop(0)],
+            ops: work_loop(0).to_vec(),
         },
         idle_from: Some(0),
         threads: names
             .iter()
-            .map(|&name| ThreadSpec {
-                name,
-                ops: vec![ThreadOp::Python, ThreadOp::Die],
-                finalizer: sleepy_finalizer(),
-            })
+            .map(|&name| sleepy_thread(name, vec![ThreadOp::Python, ThreadOp::Die]))
             .collect(),
         ring_full_at_start: false,
     }
@@ -314,35 +332,26 @@ pub struct TooManyThreads {
 /// main thread waking up and running those calls (the ring empties); then
 /// Y dies.
 fn full_ring() -> Scenario {
+    let mut main = vec![Op::Block(Cond::ThreadExited(0))];
+    main.extend(work_loop(1));
     Scenario {
         name: "full-ring",
         about: "X dies while the ring is full; the main thread runs its calls; then Y dies",
         main: Program {
             name: "<module>",
-            ops: vec![
-                Op::Block(Cond::ThreadExited(0)),
-                Op::Enter("work"),
-                Op::Sleep,
-                Op::AfterCall,
-                Op::Loop(1),
-            ],
+            ops: main,
         },
         idle_from: Some(1),
         threads: vec![
-            ThreadSpec {
-                name: "X",
-                ops: vec![ThreadOp::Python, ThreadOp::Die],
-                finalizer: sleepy_finalizer(),
-            },
-            ThreadSpec {
-                name: "Y",
-                ops: vec![
+            sleepy_thread("X", vec![ThreadOp::Python, ThreadOp::Die]),
+            sleepy_thread(
+                "Y",
+                vec![
                     ThreadOp::Python,
                     ThreadOp::Wait(Cond::RingEmpty),
                     ThreadOp::Die,
                 ],
-                finalizer: sleepy_finalizer(),
-            },
+            ),
         ],
         ring_full_at_start: true,
     }
@@ -367,16 +376,8 @@ fn finalization() -> Scenario {
         },
         idle_from: None,
         threads: vec![
-            ThreadSpec {
-                name: "F1",
-                ops: vec![ThreadOp::Python, ThreadOp::Die],
-                finalizer: sleepy_finalizer(),
-            },
-            ThreadSpec {
-                name: "F2",
-                ops: vec![ThreadOp::Die],
-                finalizer: sleepy_finalizer(),
-            },
+            sleepy_thread("F1", vec![ThreadOp::Python, ThreadOp::Die]),
+            sleepy_thread("F2", vec![ThreadOp::Die]),
         ],
         ring_full_at_start: false,
     }

@@ -1,6 +1,10 @@
 //! Breadth-first enumeration of every reachable state of one cell, with
 //! exact state hashing; decides livelock and leak reachability and keeps the
 //! shortest counterexample of each.
+//!
+//! Owns: [`explore`], [`explore_scenario`], [`Verdict`], [`Counterexample`],
+//! [`BoundExceeded`]. Uses the [`Model`]'s transitions only; it knows no
+//! rule of CPython or of a policy.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
