@@ -146,11 +146,6 @@ impl CleanupQueue {
         self.core.lock().policy()
     }
 
-    /// The scheduler's name.
-    pub fn scheduler_name(&self) -> &str {
-        self.scheduler.name()
-    }
-
     /// States waiting for a drain.
     pub fn len(&self) -> usize {
         self.core.lock().len()
