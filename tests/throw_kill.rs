@@ -209,17 +209,23 @@ fn drop_of_last_handle_kills_synchronously() {
     assert_eq!(dropped.load(Ordering::SeqCst), 1);
 }
 
-#[test]
-fn drop_in_another_greenlet_returns_there() {
-    let dropped = Arc::new(AtomicUsize::new(0));
-    let d = Arc::clone(&dropped);
-    let victim = Greenlet::new(move |_| {
-        let _local = DropCounter(d);
+/// A started greenlet suspended in its first switch to the main greenlet,
+/// holding a local that counts its drop in `dropped`.
+fn suspended_holding(dropped: Arc<AtomicUsize>) -> Greenlet {
+    let g = Greenlet::new(move |_| {
+        let _local = DropCounter(dropped);
         let main = getcurrent().parent().unwrap();
         main.switch(())?;
         Ok(().into())
     });
-    victim.switch(()).unwrap();
+    g.switch(()).unwrap();
+    g
+}
+
+#[test]
+fn drop_in_another_greenlet_returns_there() {
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let victim = suspended_holding(Arc::clone(&dropped));
     let counter = Arc::clone(&dropped);
     let dropper = Greenlet::new(move |v| {
         let victim = v.downcast::<Greenlet>()?;
@@ -299,14 +305,7 @@ fn running_greenlet_dropping_its_own_last_handle_is_killed_after_switching_away(
 #[test]
 fn drop_on_another_thread_is_queued_to_the_owner() {
     let dropped = Arc::new(AtomicUsize::new(0));
-    let d = Arc::clone(&dropped);
-    let g = Greenlet::new(move |_| {
-        let _local = DropCounter(d);
-        let main = getcurrent().parent().unwrap();
-        main.switch(())?;
-        Ok(().into())
-    });
-    g.switch(()).unwrap();
+    let g = suspended_holding(Arc::clone(&dropped));
     let observed = std::thread::spawn(move || {
         let dead = g.is_dead();
         drop(g); // the last handle, on a foreign thread

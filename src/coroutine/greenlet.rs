@@ -74,6 +74,22 @@ pub(crate) struct Local {
     pub(crate) stack_size: usize,
 }
 
+impl Local {
+    /// The part of a greenlet that never runs a closure (a main greenlet,
+    /// or one born dead): not in the registry, no stack, no coroutine.
+    fn empty() -> Local {
+        Local {
+            run: None,
+            co: None,
+            stack: None,
+            yielder: std::ptr::null(),
+            return_to: None,
+            key: usize::MAX,
+            stack_size: 0,
+        }
+    }
+}
+
 /// The record shared by every handle of one greenlet.
 pub(crate) struct Core {
     id: u64,
@@ -126,15 +142,7 @@ impl Core {
     }
 
     pub(crate) fn new_main(thread: Arc<ThreadLink>) -> Arc<Core> {
-        let local = Local {
-            run: None,
-            co: None,
-            stack: None,
-            yielder: std::ptr::null(),
-            return_to: None,
-            key: usize::MAX,
-            stack_size: 0,
-        };
+        let local = Local::empty();
         let dead = if thread.alive.load(Ordering::Relaxed) {
             0
         } else {
@@ -786,15 +794,7 @@ unsafe fn spawn_in(
 /// A greenlet created where no thread state exists any more: it can never
 /// run, so it is born dead and its closure is never kept.
 fn dead_on_arrival(name: Option<Box<str>>) -> Greenlet {
-    let local = Local {
-        run: None,
-        co: None,
-        stack: None,
-        yielder: std::ptr::null(),
-        return_to: None,
-        key: usize::MAX,
-        stack_size: 0,
-    };
+    let local = Local::empty();
     let core = Core::new(
         global_id(),
         name,

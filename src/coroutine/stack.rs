@@ -256,21 +256,26 @@ impl PooledStack {
     }
 }
 
-/// Writes `'greenlet-<id>' (id <id>)` (at most 57 bytes) into `out`, without
-/// allocating (it runs in the overflow handler); returns its length.
-fn default_label(id: u64, out: &mut [u8; LABEL_CAPACITY]) -> usize {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut value = id;
+/// The decimal digits of `value`, written at the end of `buf` without
+/// allocating (the overflow handler uses it too).
+fn decimal(mut value: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut at = buf.len();
     loop {
         at -= 1;
-        digits[at] = b'0' + (value % 10) as u8;
+        buf[at] = b'0' + (value % 10) as u8;
         value /= 10;
         if value == 0 {
             break;
         }
     }
-    let digits = &digits[at..];
+    &buf[at..]
+}
+
+/// Writes `'greenlet-<id>' (id <id>)` (at most 57 bytes) into `out`, without
+/// allocating (it runs in the overflow handler); returns its length.
+fn default_label(id: u64, out: &mut [u8; LABEL_CAPACITY]) -> usize {
+    let mut buf = [0u8; 20];
+    let digits = decimal(id, &mut buf);
     let mut len = 0;
     for part in [&b"'greenlet-"[..], digits, b"' (id ", digits, b")"] {
         out[len..len + part.len()].copy_from_slice(part);
@@ -310,19 +315,10 @@ impl LabelWriter<'_> {
         self.len += take.len();
     }
 
-    fn push_decimal(&mut self, mut value: u64) {
-        let mut digits = [0u8; 20];
-        let mut at = digits.len();
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (value % 10) as u8;
-            value /= 10;
-            if value == 0 {
-                break;
-            }
-        }
+    fn push_decimal(&mut self, value: u64) {
+        let mut buf = [0u8; 20];
         // ASCII digits are valid UTF-8.
-        self.push(std::str::from_utf8(&digits[at..]).unwrap_or("?"));
+        self.push(std::str::from_utf8(decimal(value, &mut buf)).unwrap_or("?"));
     }
 }
 

@@ -22,7 +22,7 @@ use std::ptr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Once;
 
-use super::{page_size, Header, RUNNING};
+use super::{decimal, page_size, Header, RUNNING};
 
 /// The signals a guard-page hit raises (SIGBUS on some kernels and mappings).
 const SIGNALS: [libc::c_int; 2] = [libc::SIGSEGV, libc::SIGBUS];
@@ -204,18 +204,9 @@ impl Message {
         self.len += take;
     }
 
-    pub(super) fn push_decimal(&mut self, mut value: u64) {
-        let mut digits = [0u8; 20];
-        let mut at = digits.len();
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (value % 10) as u8;
-            value /= 10;
-            if value == 0 {
-                break;
-            }
-        }
-        self.push(&digits[at..]);
+    pub(super) fn push_decimal(&mut self, value: u64) {
+        let mut buf = [0u8; 20];
+        self.push(decimal(value, &mut buf));
     }
 
     pub(super) fn push_hex(&mut self, value: u64) {
