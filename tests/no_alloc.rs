@@ -40,7 +40,7 @@ fn allocations() -> u64 {
 }
 
 #[derive(Clone, Copy, PartialEq, Debug)]
-struct Pair(u64, u32);
+struct Pair(u32, u16);
 
 #[test]
 fn switches_with_unit_and_small_copy_values_do_not_allocate() {
@@ -61,7 +61,7 @@ fn switches_with_unit_and_small_copy_values_do_not_allocate() {
     for i in 0..1000u64 {
         echo.switch(()).unwrap().downcast::<()>().unwrap();
         assert_eq!(echo.switch(i).unwrap().downcast::<u64>().unwrap(), i);
-        let p = Pair(i, 7);
+        let p = Pair(i as u32, 7);
         assert_eq!(
             echo.switch(Value::new(p))
                 .unwrap()
@@ -69,11 +69,11 @@ fn switches_with_unit_and_small_copy_values_do_not_allocate() {
                 .unwrap(),
             p
         );
-        let bytes = [i as u8; 16];
+        let bytes = [i as u8; 8];
         assert_eq!(
             echo.switch(Value::new(bytes))
                 .unwrap()
-                .downcast::<[u8; 16]>()
+                .downcast::<[u8; 8]>()
                 .unwrap(),
             bytes
         );

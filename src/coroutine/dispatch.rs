@@ -15,7 +15,7 @@
 //! control back first settles the pending work (trace events, released
 //! records, kills) with [`take_and_settle`].
 
-use std::mem;
+use std::mem::{self, MaybeUninit};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::ptr;
 use std::sync::atomic::Ordering;
@@ -239,21 +239,49 @@ unsafe fn needs_slow_path(ts: *mut ThreadState) -> bool {
     }
 }
 
-/// Put the payload of a transfer in the thread's slot, which is empty
-/// between transfers: every transfer fills it right before its stack switch
-/// and the receiving context empties it first thing ([`take_and_settle`]);
-/// the forced unwind, which resumes a greenlet without a transfer, empties
-/// it after the fact.
+/// The thread's value slot: the payload of the transfer in flight.
+///
+/// Empty between transfers: every transfer fills it right before its stack
+/// switch and the receiving context empties it first thing
+/// ([`take_and_settle`]); the forced unwind, which resumes a greenlet without
+/// a transfer, empties it after the fact.
+///
+/// The payload is stored and loaded one machine word at a time (volatile
+/// accesses, which the compiler may not merge): the sender has it in two
+/// registers, and a receiver that loaded both words with one 16-byte move
+/// would stall on store-to-load forwarding at every switch.
+pub(crate) struct Slot {
+    full: bool,
+    words: [MaybeUninit<usize>; 2],
+}
+
+impl Slot {
+    pub(crate) const fn empty() -> Slot {
+        Slot {
+            full: false,
+            words: [MaybeUninit::uninit(); 2],
+        }
+    }
+}
+
+/// Put `payload` in the (empty) slot.
 ///
 /// # Safety
 /// `ts` is the calling thread's live state.
 #[inline(always)]
 unsafe fn put_slot(ts: *mut ThreadState, payload: Payload) {
-    // SAFETY: guaranteed by the caller; the slot is `None` (see above), so
-    // overwriting it without dropping loses nothing.
+    // SAFETY: guaranteed by the caller. The slot is empty (see `Slot`), so
+    // overwriting it loses nothing; a payload is two words (`Raised` and
+    // `Value` are two words with a non-null niche, checked by a test), and
+    // any bit pattern, uninitialized bytes included, is a valid
+    // `MaybeUninit<usize>`.
     unsafe {
-        debug_assert!((*ts).slot.is_none(), "a payload was left in the slot");
-        ptr::write(ptr::addr_of_mut!((*ts).slot), Some(payload));
+        debug_assert!(!(*ts).slot.full, "a payload was left in the slot");
+        let words: [MaybeUninit<usize>; 2] = mem::transmute(payload);
+        let dst = ptr::addr_of_mut!((*ts).slot.words).cast::<MaybeUninit<usize>>();
+        ptr::write_volatile(dst, words[0]);
+        ptr::write_volatile(dst.add(1), words[1]);
+        (*ts).slot.full = true;
     }
 }
 
@@ -264,8 +292,18 @@ unsafe fn put_slot(ts: *mut ThreadState, payload: Payload) {
 /// `ts` is the calling thread's live state.
 #[inline(always)]
 unsafe fn take_slot(ts: *mut ThreadState) -> Payload {
-    // SAFETY: guaranteed by the caller; short access.
-    unsafe { (*ts).slot.take().unwrap_or_else(|| Ok(Value::unit())) }
+    // SAFETY: guaranteed by the caller. A full slot holds the two words of a
+    // payload written by `put_slot`, read back once (the slot is marked
+    // empty first), so ownership moves from the slot to the result.
+    unsafe {
+        if !(*ts).slot.full {
+            return Ok(Value::unit());
+        }
+        (*ts).slot.full = false;
+        let src = ptr::addr_of!((*ts).slot.words).cast::<MaybeUninit<usize>>();
+        let words = [ptr::read_volatile(src), ptr::read_volatile(src.add(1))];
+        mem::transmute::<[MaybeUninit<usize>; 2], Payload>(words)
+    }
 }
 
 /// Everything but the common case of [`transfer`]: unstarted, dead or
@@ -468,29 +506,33 @@ unsafe fn dispatch(ts: *mut ThreadState, mut next: *const Core) {
 ///
 /// # Safety
 /// `ts` is the calling thread's live state.
-#[inline]
+#[inline(always)]
 unsafe fn take_and_settle(ts: *mut ThreadState) -> Payload {
     // SAFETY: guaranteed by the caller.
     unsafe {
-        let mut payload = take_slot(ts);
+        let payload = take_slot(ts);
         if (*ts).work | ThreadState::link(ts).has_mail.load(Ordering::Relaxed) {
-            settle(ts, &mut payload);
+            // By value, not by reference: a payload whose address is taken
+            // lives in memory even on the fast path.
+            return settle(ts, payload);
         }
         payload
     }
 }
 
 #[cold]
-unsafe fn settle(ts: *mut ThreadState, payload: &mut Payload) {
+#[inline(never)]
+unsafe fn settle(ts: *mut ThreadState, mut payload: Payload) -> Payload {
     // SAFETY: the caller's `ts` is live; each access is short.
     unsafe {
         drop((*ts).retiring.take());
         if let Some((kind, origin)) = (*ts).trace_pending.take() {
             if let Err(err) = trace::run_hooks(ts, kind, origin) {
-                *payload = Err(Raised::new(err));
+                payload = Err(Raised::new(err));
             }
         }
         do_pending_work(ts);
+        payload
     }
 }
 
@@ -833,7 +875,7 @@ pub(crate) unsafe fn force_unwind(ts: *mut ThreadState, core: &Arc<Core>) {
         (*ts).current = previous;
         (*ts).unwinding = ptr::null();
         // If its code caught the unwind and finished, `finish` left these.
-        drop((*ts).slot.take());
+        drop(take_slot(ts));
         drop((*ts).trace_pending.take());
         core.mark(DEAD);
         let co = (*local).co.take();
@@ -859,8 +901,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_payload_is_three_words() {
-        assert_eq!(mem::size_of::<Payload>(), 3 * mem::size_of::<usize>());
+    fn a_payload_is_two_words() {
+        assert_eq!(mem::size_of::<Payload>(), 2 * mem::size_of::<usize>());
     }
 
     #[test]

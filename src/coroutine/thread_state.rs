@@ -17,7 +17,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use slab::Slab;
 
-use super::dispatch::{self, Kind, Payload};
+use super::dispatch::{self, Kind};
 use super::greenlet::{Core, Finalizer, DEAD};
 use super::trace::TraceHook;
 use crate::cleanup::{self, CleanupQueue, Remains};
@@ -92,7 +92,7 @@ pub(crate) struct ThreadState {
     /// The running greenlet; kept alive by `main` or by `registry`.
     pub(crate) current: *const Core,
     /// The value (or error) in flight between two greenlets.
-    pub(crate) slot: Option<Payload>,
+    pub(crate) slot: dispatch::Slot,
     /// Every greenlet of this thread that is not dead (started or not).
     pub(crate) registry: Slab<Arc<Core>>,
     /// A greenlet that just finished; released in the next context.
@@ -185,7 +185,7 @@ fn create() -> Option<*mut ThreadState> {
         link,
         main,
         current,
-        slot: None,
+        slot: dispatch::Slot::empty(),
         registry: Slab::new(),
         retiring: None,
         deferred: Vec::new(),
