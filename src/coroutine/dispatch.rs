@@ -25,7 +25,7 @@ use corosensei::stack::{Stack, StackPointer};
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 use super::error::GreenletError;
-use super::greenlet::{exit_value, panic_message, Core, DEAD, LEAKED, MAIN, STARTED};
+use super::greenlet::{exit_value, panic_message, Core, Local, DEAD, LEAKED, MAIN, STARTED};
 use super::stack::{self, PooledStack};
 use super::thread_state::{self, ThreadState};
 use super::trace;
@@ -222,21 +222,17 @@ unsafe fn transfer(
     }
 }
 
-/// Whether a switch must take the slow path: pending work (a retiring
-/// record, deferred kills, a trace event), kills mailed by other threads,
-/// or tracing.
+/// Whether a switch must take the slow path on the sending side: only
+/// tracing, whose event needs the sender's identity. Pending work (a
+/// retiring record, deferred kills, a trace event) and kills mailed by other
+/// threads are settled by the receiving context ([`take_and_settle`]).
 ///
 /// # Safety
 /// `ts` is the calling thread's live state.
 #[inline(always)]
 unsafe fn needs_slow_path(ts: *mut ThreadState) -> bool {
     // SAFETY: guaranteed by the caller; short reads.
-    unsafe {
-        (*ts).work
-            | (*ts).trace_hook.is_some()
-            | trace::global_on()
-            | ThreadState::link(ts).has_mail.load(Ordering::Relaxed)
-    }
+    unsafe { (*ts).trace_hook.is_some() | trace::global_on() }
 }
 
 /// The thread's value slot: the payload of the transfer in flight.
@@ -446,7 +442,7 @@ fn label_stack(stack: &PooledStack, core: &Core) {
 ///
 /// # Safety
 /// `ts` is live and `dest` is not the current greenlet.
-#[inline]
+#[inline(always)]
 unsafe fn jump(ts: *mut ThreadState, dest: *const Core) {
     // SAFETY: guaranteed by the caller; `current`'s yielder is set because a
     // non-main current greenlet is running inside its `root`.
@@ -455,6 +451,7 @@ unsafe fn jump(ts: *mut ThreadState, dest: *const Core) {
         let current = (*ts).current;
         if current == main {
             dispatch(ts, dest);
+            (*ts).current = main;
         } else {
             let word = if dest == main { TO_MAIN } else { dest as usize };
             let yielder = (*(*current).local()).yielder;
@@ -463,41 +460,71 @@ unsafe fn jump(ts: *mut ThreadState, dest: *const Core) {
     }
 }
 
-/// The loop on the thread's native stack: resume greenlets until one hands
-/// control to main.
+/// Resume `next` on the main greenlet's stack until it hands control on;
+/// returns the word it handed on (the next greenlet, or [`TO_MAIN`]).
 ///
 /// # Safety
-/// Runs on the main greenlet's stack (the main greenlet is current); `next`
-/// is a live, started or prepared greenlet of this thread.
+/// Runs on the main greenlet's stack; `next` is a live, started or prepared
+/// greenlet of this thread, kept alive by the registry (or, once it
+/// finished, by `retiring`); its `co` field is borrowed only for the resume,
+/// while its code touches other fields.
+#[inline(always)]
+unsafe fn resume(ts: *mut ThreadState, next: *const Core) -> usize {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        (*ts).current = next;
+        let local = (*next).local();
+        let Some(co) = (*local).co.as_mut() else {
+            return TO_MAIN;
+        };
+        stack::running((*local).stack.as_ref());
+        let result = co.resume(0);
+        stack::running(None);
+        match result {
+            CoroutineResult::Yield(word) => word,
+            CoroutineResult::Return(word) => {
+                release_finished(local);
+                word
+            }
+        }
+    }
+}
+
+/// A greenlet's coroutine returned: drop it and its stack (the record is
+/// kept by `retiring`).
+///
+/// # Safety
+/// `local` is the owner-only part of a greenlet of this thread whose
+/// coroutine just returned.
+#[cold]
+#[inline(never)]
+unsafe fn release_finished(local: *mut Local) {
+    // SAFETY: guaranteed by the caller; the coroutine is dropped before the
+    // stack it ran on.
+    unsafe {
+        drop((*local).co.take());
+        drop((*local).stack.take());
+    }
+}
+
+/// The loop on the thread's native stack: resume greenlets until one hands
+/// control to main (greenlet to greenlet switches pass through here).
+///
+/// # Safety
+/// Runs on the main greenlet's stack (the main greenlet is current, or was
+/// until the inlined first resume of [`jump`]); `next` is a live, started or
+/// prepared greenlet of this thread.
+#[inline(never)]
 unsafe fn dispatch(ts: *mut ThreadState, mut next: *const Core) {
-    // SAFETY: `next` is always a live greenlet of this thread, kept alive by
-    // the registry (or, once it finished, by `retiring`); its `co` field is
-    // borrowed only for the resume, while its code touches other fields.
+    // SAFETY: as for `resume`, for every greenlet resumed.
     unsafe {
         loop {
-            (*ts).current = next;
-            let local = (*next).local();
-            let Some(co) = (*local).co.as_mut() else {
-                break;
-            };
-            stack::running((*local).stack.as_ref());
-            let result = co.resume(0);
-            stack::running(None);
-            let word = match result {
-                CoroutineResult::Yield(word) => word,
-                CoroutineResult::Return(word) => {
-                    // Finished: its record is kept by `retiring`.
-                    drop((*local).co.take());
-                    drop((*local).stack.take());
-                    word
-                }
-            };
+            let word = resume(ts, next);
             if word == TO_MAIN {
                 break;
             }
             next = word as *const Core;
         }
-        (*ts).current = Arc::as_ptr(&(*ts).main);
     }
 }
 
