@@ -62,9 +62,9 @@ unsafe impl Stack for StackRef {
 /// What crosses a switch: a value, or an error raised at the receiver.
 pub(crate) type Payload = Result<Value, Raised>;
 
-/// An error in flight, one word wide so that a payload moves three words:
-/// the bare `GreenletExit` of a kill needs no allocation, anything else is
-/// boxed.
+/// An error in flight, one word wide so that a payload is two words (as a
+/// `Value` is): the bare `GreenletExit` of a kill needs no allocation,
+/// anything else is boxed.
 pub(crate) enum Raised {
     Exit,
     Error(Box<GreenletError>),
