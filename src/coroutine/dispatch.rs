@@ -758,7 +758,8 @@ pub(crate) fn last_handle_gone(core: &Arc<Core>) {
     }
 }
 
-/// Deal with a greenlet of this thread that has no handle left.
+/// Deal with a greenlet of this thread that has no handle left. The caller
+/// drops (or recycles) `core` afterwards and makes no handle from it.
 ///
 /// # Safety
 /// `ts` is the calling thread's live state and owns `core`, which is not
@@ -798,7 +799,8 @@ unsafe fn finalize_or_kill(ts: *mut ThreadState, core: &Arc<Core>) {
         }
     }
     if core.handles() == 0 {
-        core.finalize();
+        // The callers drop `core` afterwards.
+        Core::finalize_unreachable(core);
     }
 }
 

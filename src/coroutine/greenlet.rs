@@ -8,8 +8,9 @@
 
 use std::cell::UnsafeCell;
 use std::fmt;
+use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicIsize, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use corosensei::Yielder;
@@ -44,11 +45,22 @@ fn global_id() -> u64 {
     NEXT_ID.fetch_add(1, Ordering::Relaxed)
 }
 
-static LIVE: AtomicUsize = AtomicUsize::new(0);
+/// Most finished records a thread keeps for its next greenlets.
+const SPARE_RECORDS: usize = 64;
+
+/// Records made minus records dropped on threads without greenlet state,
+/// plus the final counts of the thread states that were torn down.
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+/// The record count of every live thread state (records made minus records
+/// dropped or kept for reuse on that thread; written only by that thread,
+/// so that creating a greenlet costs no shared atomic operation).
+static THREAD_COUNTS: Mutex<Vec<Arc<AtomicIsize>>> = Mutex::new(Vec::new());
 
 /// How many greenlet records (main greenlets included) exist in the process:
 /// a greenlet's record lives while a handle, a child, or its thread's
-/// registry refers to it. For leak checks.
+/// registry refers to it. For leak checks: exact while no other thread makes
+/// or drops greenlets (each thread keeps its own count, summed here).
 ///
 /// # Example
 /// ```
@@ -57,7 +69,39 @@ static LIVE: AtomicUsize = AtomicUsize::new(0);
 /// drop(g);
 /// ```
 pub fn live_greenlets() -> usize {
-    LIVE.load(Ordering::Relaxed)
+    let counts = THREAD_COUNTS.lock();
+    let sum = counts
+        .iter()
+        .map(|count| count.load(Ordering::Relaxed))
+        .fold(LIVE.load(Ordering::Relaxed), isize::wrapping_add);
+    usize::try_from(sum).unwrap_or(0)
+}
+
+/// A new thread state's record count, registered for [`live_greenlets`].
+pub(crate) fn register_record_count() -> Arc<AtomicIsize> {
+    let count = Arc::new(AtomicIsize::new(0));
+    THREAD_COUNTS.lock().push(Arc::clone(&count));
+    count
+}
+
+/// A thread state goes: fold its record count into the global one, in one
+/// step for [`live_greenlets`].
+pub(crate) fn retire_record_count(count: &Arc<AtomicIsize>) {
+    let mut counts = THREAD_COUNTS.lock();
+    counts.retain(|c| !Arc::ptr_eq(c, count));
+    LIVE.fetch_add(count.swap(0, Ordering::Relaxed), Ordering::Relaxed);
+}
+
+/// Count records made (`delta > 0`) or gone: in the calling thread's state
+/// if it has one, else in the global count.
+fn count_records(delta: isize) {
+    match thread_state::existing_state() {
+        // SAFETY: `ts` is this thread's live state; short access.
+        Some(ts) => unsafe { (*ts).count_records(delta) },
+        None => {
+            LIVE.fetch_add(delta, Ordering::Relaxed);
+        }
+    }
 }
 
 /// The owner-thread-only part of a greenlet.
@@ -91,6 +135,12 @@ impl Local {
 }
 
 /// The record shared by every handle of one greenlet.
+///
+/// A record whose last reference goes on its owner thread after it died may
+/// be kept by the thread (`ThreadState::spare`) and reused for the thread's
+/// next greenlet: it keeps its thread link, and its parent if that is the
+/// thread's main greenlet, so that making a greenlet usually allocates
+/// nothing and touches no shared counter.
 pub(crate) struct Core {
     id: u64,
     name: Option<Box<str>>,
@@ -103,6 +153,9 @@ pub(crate) struct Core {
     parent: Mutex<Option<Greenlet>>,
     /// `None` once finalized.
     finalizers: Mutex<Option<Vec<Finalizer>>>,
+    /// Set (under the `finalizers` lock) once a finalizer was registered, so
+    /// that finalizing a record nobody else can reach skips the lock.
+    has_finalizers: AtomicBool,
     local: UnsafeCell<Local>,
 }
 
@@ -120,23 +173,26 @@ unsafe impl Send for Core {}
 unsafe impl Sync for Core {}
 
 impl Core {
+    /// A record with `handles` handles (the caller makes them), counted
+    /// by the caller in [`live_greenlets`].
     fn new(
         id: u64,
         name: Option<Box<str>>,
         flags: u8,
+        handles: usize,
         thread: Arc<ThreadLink>,
         parent: Option<Greenlet>,
         local: Local,
     ) -> Core {
-        LIVE.fetch_add(1, Ordering::Relaxed);
         Core {
             id,
             name,
-            handles: AtomicUsize::new(0),
+            handles: AtomicUsize::new(handles),
             flags: AtomicU8::new(flags),
             thread,
             parent: Mutex::new(parent),
             finalizers: Mutex::new(Some(Vec::new())),
+            has_finalizers: AtomicBool::new(false),
             local: UnsafeCell::new(local),
         }
     }
@@ -148,10 +204,12 @@ impl Core {
         } else {
             DEAD
         };
+        count_records(1);
         Arc::new(Core::new(
             global_id(),
             None,
             STARTED | MAIN | dead,
+            0,
             thread,
             None,
             local,
@@ -245,11 +303,25 @@ impl Core {
             drop(run_finalizers(finalizers, &self.label()));
         }
     }
+
+    /// [`finalize`](Self::finalize) for a record with no handle left, whose
+    /// caller drops (or recycles) `this` afterwards. When `this` is the only
+    /// reference, nobody can register a finalizer any more or see whether
+    /// the record was marked finalized, so a record that never had a
+    /// finalizer is left as it is, without taking the lock.
+    pub(crate) fn finalize_unreachable(this: &Arc<Core>) {
+        // The Acquire pairs with the Release store in `on_finalize`; that
+        // thread's handle drop (AcqRel) also orders it before this call.
+        if Arc::strong_count(this) == 1 && !this.has_finalizers.load(Ordering::Acquire) {
+            return;
+        }
+        this.finalize();
+    }
 }
 
 impl Drop for Core {
     fn drop(&mut self) {
-        LIVE.fetch_sub(1, Ordering::Relaxed);
+        count_records(-1);
         let local = self.local.get_mut();
         if local.run.is_some() || local.co.is_some() {
             // Unreachable by the registry invariant (see the Send impl); if it
@@ -321,7 +393,8 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 /// assert!(child.is_dead());
 /// ```
 pub struct Greenlet {
-    core: Arc<Core>,
+    /// Released by hand in `Drop`, which may keep the record for reuse.
+    core: ManuallyDrop<Arc<Core>>,
 }
 
 impl Greenlet {
@@ -329,7 +402,9 @@ impl Greenlet {
     #[inline]
     pub(crate) fn from_core(core: Arc<Core>) -> Greenlet {
         core.handles.fetch_add(1, Ordering::Relaxed);
-        Greenlet { core }
+        Greenlet {
+            core: ManuallyDrop::new(core),
+        }
     }
 
     /// A new greenlet that will run `run` with the value of the first switch
@@ -599,7 +674,10 @@ impl Greenlet {
     pub fn on_finalize(&self, callback: impl FnOnce() + Send + 'static) {
         let mut finalizers = self.core.finalizers.lock();
         match finalizers.as_mut() {
-            Some(list) => list.push(Box::new(callback)),
+            Some(list) => {
+                list.push(Box::new(callback));
+                self.core.has_finalizers.store(true, Ordering::Release);
+            }
             None => {
                 drop(finalizers);
                 drop(run_finalizers(vec![Box::new(callback)], &self.core.label()));
@@ -627,10 +705,89 @@ impl Clone for Greenlet {
 impl Drop for Greenlet {
     #[inline]
     fn drop(&mut self) {
-        if self.core.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
-            dispatch::last_handle_gone(&self.core);
+        // SAFETY: `self.core` is never used again.
+        let core = unsafe { ManuallyDrop::take(&mut self.core) };
+        if core.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            last_handle_dropped(core);
         }
     }
+}
+
+/// The last handle of `core` went: kill or finalize it, then keep the
+/// record for reuse if this was its last reference.
+#[inline(never)]
+fn last_handle_dropped(core: Arc<Core>) {
+    dispatch::last_handle_gone(&core);
+    recycle(core);
+}
+
+/// Keep `core` in this thread's spare records if it is a dead greenlet of
+/// this thread and `core` is its last reference; else just drop `core`.
+fn recycle(core: Arc<Core>) {
+    let Some(ts) = thread_state::existing_state() else {
+        return;
+    };
+    // SAFETY: `ts` is this thread's live state; short reads.
+    let (owner, room) = unsafe {
+        (
+            std::ptr::eq(Arc::as_ptr(&core.thread), Arc::as_ptr(&(*ts).link)),
+            (*ts).spare.len() < SPARE_RECORDS,
+        )
+    };
+    if !owner
+        || !room
+        || core.flags() & (DEAD | MAIN) != DEAD
+        || Arc::strong_count(&core) != 1
+        || Arc::weak_count(&core) != 0
+    {
+        return;
+    }
+    // Other threads' last uses of the record happen before its reuse (their
+    // reference drops were Release decrements).
+    fence(Ordering::Acquire);
+    // SAFETY: `core` is the only reference to the record (strong count 1, no
+    // weak ones) and it is owned here, so nothing else can read or write the
+    // record while `record` lives: no other thread can reach it, and this
+    // thread's state refers to dead records only through `Arc`s. The
+    // record's allocation came from `Arc::new`, so it is writable.
+    let old_parent = unsafe {
+        let record = &mut *Arc::as_ptr(&core).cast_mut();
+        let local = record.local.get_mut();
+        let finalizers = record.finalizers.get_mut();
+        if local.run.is_some()
+            || local.co.is_some()
+            || local.stack.is_some()
+            || local.return_to.is_some()
+            || finalizers.as_ref().is_some_and(|list| !list.is_empty())
+        {
+            // Not expected of a dead record; dropping it deals with it.
+            return;
+        }
+        *finalizers = Some(Vec::new());
+        *record.has_finalizers.get_mut() = false;
+        local.yielder = std::ptr::null();
+        local.key = usize::MAX;
+        record.name = None;
+        let parent = record.parent.get_mut();
+        // The main greenlet's handle is kept for the next greenlet (its
+        // handle count drives nothing): only other parents are released.
+        let keep = parent
+            .as_ref()
+            .is_some_and(|p| Arc::ptr_eq(&p.core, &(*ts).main));
+        if keep {
+            None
+        } else {
+            parent.take()
+        }
+    };
+    // SAFETY: `ts` is live; short accesses.
+    unsafe {
+        (*ts).count_records(-1);
+        (*ts).spare.push(core);
+    }
+    // Dropping another parent's handle may kill it (user code), after the
+    // record was put away.
+    drop(old_parent);
 }
 
 impl PartialEq for Greenlet {
@@ -764,30 +921,94 @@ unsafe fn spawn_in(
     // SAFETY: `ts` is live; the accesses below are short and run no user code.
     unsafe {
         dispatch::check_mail(ts);
-        let parent = match parent {
-            Some(p) => p,
-            None => Greenlet::from_core((*ts).current_arc()),
+        (*ts).count_records(1);
+        let id = (*ts).fresh_id();
+        let key = (*ts).registry.vacant_key();
+        let core = match (*ts).spare.pop() {
+            Some(core) => {
+                let old_parent = reuse(ts, &core, id, name, parent, run, key, stack_size);
+                // Only ever the main greenlet's handle: no user code runs.
+                drop(old_parent);
+                core
+            }
+            None => {
+                let parent = match parent {
+                    Some(p) => p,
+                    None => Greenlet::from_core((*ts).current_arc()),
+                };
+                let local = Local {
+                    run: Some(run),
+                    co: None,
+                    stack: None,
+                    yielder: std::ptr::null(),
+                    return_to: None,
+                    key,
+                    stack_size,
+                };
+                Arc::new(Core::new(
+                    id,
+                    name,
+                    0,
+                    1,
+                    Arc::clone(&(*ts).link),
+                    Some(parent),
+                    local,
+                ))
+            }
         };
-        let entry = (*ts).registry.vacant_entry();
-        let local = Local {
-            run: Some(run),
-            co: None,
-            stack: None,
-            yielder: std::ptr::null(),
-            return_to: None,
-            key: entry.key(),
-            stack_size,
-        };
-        let core = Arc::new(Core::new(
-            (*ts).fresh_id(),
-            name,
-            0,
-            Arc::clone(&(*ts).link),
-            Some(parent),
-            local,
-        ));
-        entry.insert(Arc::clone(&core));
-        Greenlet::from_core(core)
+        let inserted = (*ts).registry.insert(Arc::clone(&core));
+        debug_assert_eq!(inserted, key, "the registry changed while a greenlet was made");
+        Greenlet {
+            core: ManuallyDrop::new(core),
+        }
+    }
+}
+
+/// Make a spare record (see [`recycle`]) the record of a new greenlet with
+/// one handle; returns the parent handle it replaced, if any.
+///
+/// # Safety
+/// `ts` is the calling thread's live state and `core` came from its `spare`
+/// list (the only reference to a reset record of this thread).
+#[allow(clippy::too_many_arguments)]
+unsafe fn reuse(
+    ts: *mut ThreadState,
+    core: &Arc<Core>,
+    id: u64,
+    name: Option<Box<str>>,
+    parent: Option<Greenlet>,
+    run: Run,
+    key: usize,
+    stack_size: usize,
+) -> Option<Greenlet> {
+    // SAFETY: the caller guarantees `ts`; the current greenlet is alive.
+    let current_is_main = unsafe { std::ptr::eq((*ts).current, Arc::as_ptr(&(*ts).main)) };
+    // The new parent handle, unless the record's kept one (main) will do.
+    let parent = match parent {
+        Some(p) => Some(p),
+        None if current_is_main => None,
+        // SAFETY: as above.
+        None => Some(Greenlet::from_core(unsafe { (*ts).current_arc() })),
+    };
+    // SAFETY: `core` is the only reference to the record (see `recycle`),
+    // so nothing else reads or writes it while `record` lives.
+    unsafe {
+        let record = &mut *Arc::as_ptr(core).cast_mut();
+        record.id = id;
+        record.name = name;
+        *record.handles.get_mut() = 1;
+        *record.flags.get_mut() = 0;
+        let local = record.local.get_mut();
+        local.run = Some(run);
+        local.key = key;
+        local.stack_size = stack_size;
+        let slot = record.parent.get_mut();
+        match parent {
+            Some(p) => slot.replace(p),
+            None if slot.is_some() => None,
+            // A spare record whose parent was not main: main is current.
+            None => slot.replace(Greenlet::from_core((*ts).current_arc())),
+        }
     }
 }
 
@@ -795,15 +1016,19 @@ unsafe fn spawn_in(
 /// run, so it is born dead and its closure is never kept.
 fn dead_on_arrival(name: Option<Box<str>>) -> Greenlet {
     let local = Local::empty();
+    count_records(1);
     let core = Core::new(
         global_id(),
         name,
         STARTED | DEAD,
+        1,
         ThreadLink::exited(),
         None,
         local,
     );
-    Greenlet::from_core(Arc::new(core))
+    Greenlet {
+        core: ManuallyDrop::new(Arc::new(core)),
+    }
 }
 
 /// The greenlet running on the calling thread, created (with the thread's
@@ -834,6 +1059,16 @@ pub fn getcurrent() -> Greenlet {
 }
 
 impl ThreadState {
+    /// Add `delta` to this thread's record count (only this thread writes it).
+    #[inline]
+    fn count_records(&self, delta: isize) {
+        let count = &*self.records;
+        count.store(
+            count.load(Ordering::Relaxed).wrapping_add(delta),
+            Ordering::Relaxed,
+        );
+    }
+
     /// A process-unique id for a greenlet of this thread, from the thread's
     /// block of ids (refilled from the process-wide counter).
     fn fresh_id(&mut self) -> u64 {

@@ -11,14 +11,14 @@
 
 use std::cell::Cell;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 use slab::Slab;
 
 use super::dispatch::{self, Kind, Payload};
-use super::greenlet::{Core, Finalizer, DEAD};
+use super::greenlet::{self as records, Core, Finalizer, DEAD};
 use super::trace::TraceHook;
 use crate::cleanup::{self, CleanupQueue, Remains};
 
@@ -97,6 +97,11 @@ pub(crate) struct ThreadState {
     pub(crate) registry: Slab<Arc<Core>>,
     /// A greenlet that just finished; released in the next context.
     pub(crate) retiring: Option<Arc<Core>>,
+    /// Records of dead greenlets kept for reuse (their only reference; see
+    /// `Core`), emptied when the thread exits.
+    pub(crate) spare: Vec<Arc<Core>>,
+    /// This thread's part of `live_greenlets` (written only by this thread).
+    pub(crate) records: Arc<AtomicIsize>,
     /// Greenlets whose last handle went while they could not be dealt with
     /// (running, or reported through the inbox).
     pub(crate) deferred: Vec<Arc<Core>>,
@@ -188,6 +193,8 @@ fn create() -> Option<*mut ThreadState> {
         slot: None,
         registry: Slab::new(),
         retiring: None,
+        spare: Vec::new(),
+        records: records::register_record_count(),
         deferred: Vec::new(),
         trace_pending: None,
         work: false,
@@ -286,6 +293,12 @@ unsafe fn teardown(ts: *mut ThreadState) {
 
         TORN_DOWN.with(|t| t.set(true));
         STATE.with(|s| s.set(ptr::null_mut()));
+        // The spare records are not counted as live: count them back, then
+        // drop them (their drop is counted globally, the state being gone).
+        let spare = std::mem::take(&mut (*ts).spare);
+        (*ts).records.fetch_add(spare.len() as isize, Ordering::Relaxed);
+        drop(spare);
+        records::retire_record_count(&(*ts).records);
         // Fields may hold user values (trace hook, slot): dropped with the
         // state already unreachable.
         drop(Box::from_raw(ts));
