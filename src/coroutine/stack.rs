@@ -33,7 +33,7 @@ use std::cell::{Cell, RefCell, UnsafeCell};
 use std::fmt;
 use std::io;
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{compiler_fence, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{compiler_fence, AtomicIsize, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use corosensei::stack::{Stack, StackPointer, MIN_STACK_SIZE};
@@ -411,8 +411,9 @@ pub struct StackStats {
 
 /// The stack pool's counters now.
 ///
-/// `live` and the totals are exact; `pooled` sums per-thread caches one after
-/// the other, so it is exact only while no other thread moves stacks.
+/// The totals are exact; `live` and `pooled` sum per-thread counts one after
+/// the other, so they are exact only while no other thread takes or
+/// releases stacks.
 ///
 /// ```
 /// use greenlet::coroutine::{acquire_stack, stack_stats};
@@ -424,14 +425,21 @@ pub struct StackStats {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn stack_stats() -> StackStats {
-    let caches: usize = REGISTRY
-        .lock()
-        .iter()
-        .map(|count| count.load(Ordering::Relaxed))
-        .sum();
+    let (pooled, live) = REGISTRY.lock().iter().fold(
+        (
+            GLOBAL_POOLED.load(Ordering::Relaxed),
+            LIVE.load(Ordering::Relaxed),
+        ),
+        |(pooled, live), counts| {
+            (
+                pooled + counts.pooled.load(Ordering::Relaxed),
+                live.wrapping_add(counts.live.load(Ordering::Relaxed)),
+            )
+        },
+    );
     StackStats {
-        live: LIVE.load(Ordering::Relaxed),
-        pooled: GLOBAL_POOLED.load(Ordering::Relaxed) + caches,
+        live: usize::try_from(live).unwrap_or(0),
+        pooled,
         created: CREATED.load(Ordering::Relaxed),
         destroyed: DESTROYED.load(Ordering::Relaxed),
     }
@@ -461,7 +469,7 @@ pub fn trim_stack_pool() -> usize {
             for class in &mut cache.classes {
                 free.append(&mut class.free);
             }
-            cache.count.store(0, Ordering::Relaxed);
+            cache.counts.pooled.store(0, Ordering::Relaxed);
         }
     });
     {
@@ -476,8 +484,9 @@ pub fn trim_stack_pool() -> usize {
     unmapped
 }
 
-/// Stacks handed out and not yet released.
-static LIVE: AtomicUsize = AtomicUsize::new(0);
+/// Stacks handed out and not yet released by threads without a cache, plus
+/// the final `live` counts of the caches that were dropped.
+static LIVE: AtomicIsize = AtomicIsize::new(0);
 /// Stacks ever mapped / unmapped.
 static CREATED: AtomicU64 = AtomicU64::new(0);
 static DESTROYED: AtomicU64 = AtomicU64::new(0);
@@ -485,8 +494,19 @@ static DESTROYED: AtomicU64 = AtomicU64::new(0);
 static GLOBAL_POOLED: AtomicUsize = AtomicUsize::new(0);
 /// The global pool: free stacks by mapping length.
 static GLOBAL: Mutex<Vec<SizeClass>> = Mutex::new(Vec::new());
-/// How many stacks each thread cache holds, for `stack_stats`.
-static REGISTRY: Mutex<Vec<Arc<AtomicUsize>>> = Mutex::new(Vec::new());
+/// The counters of each thread cache, for `stack_stats`.
+static REGISTRY: Mutex<Vec<Arc<CacheCounts>>> = Mutex::new(Vec::new());
+
+/// One thread cache's counters, written only by its thread (a load and a
+/// store, no shared atomic operation) and summed by `stack_stats`.
+#[derive(Default)]
+struct CacheCounts {
+    /// Free stacks in the cache.
+    pooled: AtomicUsize,
+    /// Stacks this thread took minus those it released (negative when it
+    /// released stacks other threads took).
+    live: AtomicIsize,
+}
 
 /// Free stacks of one mapping length.
 struct SizeClass {
@@ -512,8 +532,8 @@ fn class_of(classes: &mut Vec<SizeClass>, map_len: usize) -> &mut Vec<RawStack> 
 /// A thread's private free stacks, in front of the global pool.
 struct ThreadCache {
     classes: Vec<SizeClass>,
-    /// Number of stacks in `classes`; written only by this thread.
-    count: Arc<AtomicUsize>,
+    /// `pooled`: the number of stacks in `classes`.
+    counts: Arc<CacheCounts>,
     /// Dropped last: the alternate signal stack this thread got from us.
     _alt_stack: overflow::AltStack,
 }
@@ -525,20 +545,26 @@ thread_local! {
 impl ThreadCache {
     fn new() -> Self {
         overflow::install_handler();
-        let count = Arc::new(AtomicUsize::new(0));
-        REGISTRY.lock().push(Arc::clone(&count));
+        let counts = Arc::new(CacheCounts::default());
+        REGISTRY.lock().push(Arc::clone(&counts));
         ThreadCache {
             classes: Vec::new(),
-            count,
+            counts,
             _alt_stack: overflow::AltStack::ensure(),
         }
     }
 
     fn add_count(&self, delta: isize) {
-        // Only this thread writes `count`, so a load and a store suffice.
-        let now = self.count.load(Ordering::Relaxed);
-        self.count
-            .store(now.wrapping_add_signed(delta), Ordering::Relaxed);
+        // Only this thread writes the counts, so a load and a store suffice.
+        let pooled = &self.counts.pooled;
+        let now = pooled.load(Ordering::Relaxed);
+        pooled.store(now.wrapping_add_signed(delta), Ordering::Relaxed);
+    }
+
+    fn add_live(&self, delta: isize) {
+        let live = &self.counts.live;
+        let now = live.load(Ordering::Relaxed);
+        live.store(now.wrapping_add(delta), Ordering::Relaxed);
     }
 
     fn take(&mut self, map_len: usize) -> Option<RawStack> {
@@ -570,10 +596,14 @@ impl ThreadCache {
 
 impl Drop for ThreadCache {
     fn drop(&mut self) {
-        self.count.store(0, Ordering::Relaxed);
-        REGISTRY
-            .lock()
-            .retain(|count| !Arc::ptr_eq(count, &self.count));
+        {
+            // Folded under the lock, so that `stack_stats` sees the stacks
+            // this thread took either in its count or in the global one.
+            let mut registry = REGISTRY.lock();
+            registry.retain(|counts| !Arc::ptr_eq(counts, &self.counts));
+            self.counts.pooled.store(0, Ordering::Relaxed);
+            LIVE.fetch_add(self.counts.live.swap(0, Ordering::Relaxed), Ordering::Relaxed);
+        }
         for class in self.classes.drain(..) {
             give_to_global(class.map_len, class.free);
         }
@@ -663,34 +693,60 @@ fn page_size() -> usize {
 /// ```
 pub fn acquire(size: usize) -> io::Result<PooledStack> {
     let map_len = mapping_len(size)?;
+    // Counted live in the cache when it hands the stack out.
     let cached = CACHE.try_with(|cache| match cache.try_borrow_mut() {
-        Ok(mut cache) => Some(cache.take(map_len)),
+        Ok(mut cache) => {
+            let raw = cache.take(map_len);
+            if raw.is_some() {
+                cache.add_live(1);
+            }
+            Some(raw)
+        }
         Err(_) => None,
     });
     let raw = match cached {
         Ok(Some(Some(raw))) => raw,
         // The thread's cache and the global pool have none of this size.
-        Ok(Some(None)) => create(map_len)?,
+        Ok(Some(None)) => {
+            let raw = create(map_len)?;
+            count_live(1);
+            raw
+        }
         // The thread is exiting (its cache is gone) or, impossibly, its
         // cache is in use: go to the global pool directly.
         Ok(None) | Err(_) => {
             overflow::install_handler();
             let mut from_global = Vec::with_capacity(1);
             refill_from_global(map_len, &mut from_global, 1);
-            match from_global.pop() {
+            let raw = match from_global.pop() {
                 Some(raw) => raw,
                 None => create(map_len)?,
-            }
+            };
+            count_live(1);
+            raw
         }
     };
-    LIVE.fetch_add(1, Ordering::Relaxed);
     Ok(PooledStack { raw })
+}
+
+/// Count stacks taken (`delta > 0`) or released: in this thread's cache
+/// when it is there, else in the global count.
+fn count_live(delta: isize) {
+    let counted = CACHE.try_with(|cache| match cache.try_borrow() {
+        Ok(cache) => {
+            cache.add_live(delta);
+            true
+        }
+        Err(_) => false,
+    });
+    if counted != Ok(true) {
+        LIVE.fetch_add(delta, Ordering::Relaxed);
+    }
 }
 
 /// Returns a released stack to this thread's cache (or, while the thread is
 /// exiting, to the global pool).
 fn release(raw: RawStack) {
-    LIVE.fetch_sub(1, Ordering::Relaxed);
     let header = raw.header();
     header.label_len.store(0, Ordering::Relaxed);
     header.default_id.store(0, Ordering::Relaxed);
@@ -701,9 +757,11 @@ fn release(raw: RawStack) {
     let _ = CACHE.try_with(|cache| {
         if let (Ok(mut cache), Some(raw)) = (cache.try_borrow_mut(), spare.take()) {
             cache.put(raw);
+            cache.add_live(-1);
         }
     });
     if let Some(raw) = spare {
+        LIVE.fetch_sub(1, Ordering::Relaxed);
         give_to_global(raw.header().map_len, vec![raw]);
     }
 }
