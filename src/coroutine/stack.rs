@@ -2,8 +2,9 @@
 //!
 //! Owns: the memory greenlets run on ([`PooledStack`], which implements
 //! corosensei's [`Stack`] trait), the pool that recycles stacks (a per-thread
-//! cache in front of a global free list, capped so that memory is unmapped
-//! beyond it), the stack counters ([`stack_stats`]), the valgrind
+//! cache, whose last released stack waits in a thread-local slot of its own
+//! for the next acquire, in front of a global free list, capped so that
+//! memory is unmapped beyond it), the stack counters ([`stack_stats`]), the valgrind
 //! registration of every stack, and stack-overflow reporting: the thread-local
 //! mark of the stack that is running (set by the dispatcher through
 //! [`running`]) and the fault handler that turns a guard-page hit into a
@@ -466,6 +467,7 @@ pub fn trim_stack_pool() -> usize {
     let mut free: Vec<RawStack> = Vec::new();
     let _ = CACHE.try_with(|cache| {
         if let Ok(mut cache) = cache.try_borrow_mut() {
+            cool_hot(&mut cache);
             for class in &mut cache.classes {
                 free.append(&mut class.free);
             }
@@ -540,6 +542,61 @@ struct ThreadCache {
 
 thread_local! {
     static CACHE: RefCell<ThreadCache> = RefCell::new(ThreadCache::new());
+    /// The counters of this thread's cache while it exists, else null.
+    /// Const-initialised and without destructor, like `HOT`, so that the
+    /// common release-then-acquire of one stack touches neither the lazily
+    /// initialised `CACHE` nor its `RefCell`.
+    static COUNTS: Cell<*const CacheCounts> = const { Cell::new(ptr::null()) };
+    /// This thread's last released stack when it is free and kept for the
+    /// next `acquire` of its size, else null. Part of the thread's cache
+    /// (counted in its `pooled`); only set while `COUNTS` is not null, and
+    /// moved into the cache's lists when the cache is dropped or trimmed.
+    static HOT: Cell<*mut Header> = const { Cell::new(ptr::null_mut()) };
+}
+
+/// The counters of this thread's cache, if it exists.
+#[inline]
+fn thread_counts<'a>() -> Option<&'a CacheCounts> {
+    let counts = COUNTS.get();
+    // SAFETY: `COUNTS` points into the `Arc` held by this thread's
+    // `ThreadCache`, and is reset to null before that is dropped, so a
+    // non-null value is alive; the reference is only used within the
+    // caller's statement (acquire or release), never across the drop.
+    unsafe { counts.as_ref() }
+}
+
+impl CacheCounts {
+    /// Add to the counts (only their thread writes them: a load and a store).
+    #[inline]
+    fn add(&self, pooled: isize, live: isize) {
+        let now = self.pooled.load(Ordering::Relaxed);
+        self.pooled
+            .store(now.wrapping_add_signed(pooled), Ordering::Relaxed);
+        let now = self.live.load(Ordering::Relaxed);
+        self.live.store(now.wrapping_add(live), Ordering::Relaxed);
+    }
+}
+
+/// Take this thread's hot stack (see `HOT`) if it has this mapping length.
+#[inline]
+fn take_hot(map_len: usize) -> Option<RawStack> {
+    let counts = thread_counts()?;
+    let raw = RawStack(NonNull::new(HOT.get())?);
+    if raw.header().map_len != map_len {
+        return None;
+    }
+    HOT.set(ptr::null_mut());
+    counts.add(-1, 1);
+    Some(raw)
+}
+
+/// Move this thread's hot stack, if any, into `cache`'s lists.
+fn cool_hot(cache: &mut ThreadCache) {
+    if let Some(hot) = NonNull::new(HOT.replace(ptr::null_mut())) {
+        let raw = RawStack(hot);
+        // Already counted in `pooled`.
+        class_of(&mut cache.classes, raw.header().map_len).push(raw);
+    }
 }
 
 impl ThreadCache {
@@ -547,6 +604,7 @@ impl ThreadCache {
         overflow::install_handler();
         let counts = Arc::new(CacheCounts::default());
         REGISTRY.lock().push(Arc::clone(&counts));
+        COUNTS.set(Arc::as_ptr(&counts));
         ThreadCache {
             classes: Vec::new(),
             counts,
@@ -562,9 +620,7 @@ impl ThreadCache {
     }
 
     fn add_live(&self, delta: isize) {
-        let live = &self.counts.live;
-        let now = live.load(Ordering::Relaxed);
-        live.store(now.wrapping_add(delta), Ordering::Relaxed);
+        self.counts.add(0, delta);
     }
 
     fn take(&mut self, map_len: usize) -> Option<RawStack> {
@@ -596,6 +652,8 @@ impl ThreadCache {
 
 impl Drop for ThreadCache {
     fn drop(&mut self) {
+        COUNTS.set(ptr::null());
+        cool_hot(self);
         {
             // Folded under the lock, so that `stack_stats` sees the stacks
             // this thread took either in its count or in the global one.
@@ -693,6 +751,15 @@ fn page_size() -> usize {
 /// ```
 pub fn acquire(size: usize) -> io::Result<PooledStack> {
     let map_len = mapping_len(size)?;
+    if let Some(raw) = take_hot(map_len) {
+        return Ok(PooledStack { raw });
+    }
+    acquire_cold(map_len)
+}
+
+/// [`acquire`] when the hot stack does not fit.
+#[inline(never)]
+fn acquire_cold(map_len: usize) -> io::Result<PooledStack> {
     // Counted live in the cache when it hands the stack out.
     let cached = CACHE.try_with(|cache| match cache.try_borrow_mut() {
         Ok(mut cache) => {
@@ -753,6 +820,19 @@ fn release(raw: RawStack) {
     if ptr::eq(RUNNING.get(), header) {
         RUNNING.set(ptr::null());
     }
+    if let Some(counts) = thread_counts() {
+        if HOT.get().is_null() {
+            HOT.set(raw.0.as_ptr());
+            counts.add(1, -1);
+            return;
+        }
+    }
+    release_cold(raw);
+}
+
+/// [`release`] when the hot place is taken (or the cache is gone).
+#[inline(never)]
+fn release_cold(raw: RawStack) {
     let mut spare = Some(raw);
     let _ = CACHE.try_with(|cache| {
         if let (Ok(mut cache), Some(raw)) = (cache.try_borrow_mut(), spare.take()) {
