@@ -707,8 +707,36 @@ impl Drop for Greenlet {
     fn drop(&mut self) {
         // SAFETY: `self.core` is never used again.
         let core = unsafe { ManuallyDrop::take(&mut self.core) };
-        if core.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+        // The Acquire pairs with other threads' handle drops (AcqRel), as
+        // the `fetch_sub` below does.
+        if core.handles.load(Ordering::Acquire) == 1 {
+            drop_only_handle(core);
+        } else if core.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
             last_handle_dropped(core);
+        }
+    }
+}
+
+/// Drop a handle that was the only one a moment ago. On the greenlet's own
+/// thread it still is, and the count is cleared without an atomic
+/// read-modify-write: other threads make handles only by cloning handles
+/// they hold (every handle made from an internal reference is made on the
+/// owner thread: `getcurrent`, `spawn_in`, trace events), and there is no
+/// other handle to clone. Elsewhere, another handle may have been made
+/// since, so the count is decremented.
+#[inline(never)]
+fn drop_only_handle(core: Arc<Core>) {
+    match owner_state(&core) {
+        Some(ts) => {
+            core.handles.store(0, Ordering::Relaxed);
+            dispatch::last_handle_gone(&core);
+            // SAFETY: `ts` is this thread's live state and owns `core`.
+            unsafe { recycle(ts, core) };
+        }
+        None => {
+            if core.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+                dispatch::last_handle_gone(&core);
+            }
         }
     }
 }
@@ -718,24 +746,30 @@ impl Drop for Greenlet {
 #[inline(never)]
 fn last_handle_dropped(core: Arc<Core>) {
     dispatch::last_handle_gone(&core);
-    recycle(core);
+    if let Some(ts) = owner_state(&core) {
+        // SAFETY: `ts` is this thread's live state and owns `core`.
+        unsafe { recycle(ts, core) };
+    }
 }
 
-/// Keep `core` in this thread's spare records if it is a dead greenlet of
-/// this thread and `core` is its last reference; else just drop `core`.
-fn recycle(core: Arc<Core>) {
-    let Some(ts) = thread_state::existing_state() else {
-        return;
-    };
-    // SAFETY: `ts` is this thread's live state; short reads.
-    let (owner, room) = unsafe {
-        (
-            std::ptr::eq(Arc::as_ptr(&core.thread), Arc::as_ptr(&(*ts).link)),
-            (*ts).spare.len() < SPARE_RECORDS,
-        )
-    };
-    if !owner
-        || !room
+/// The calling thread's state, if the thread owns `core`.
+#[inline]
+fn owner_state(core: &Core) -> Option<*mut ThreadState> {
+    let ts = thread_state::existing_state()?;
+    // SAFETY: `ts` is this thread's live state; short read.
+    let link = unsafe { Arc::as_ptr(&(*ts).link) };
+    std::ptr::eq(Arc::as_ptr(&core.thread), link).then_some(ts)
+}
+
+/// Keep `core` in this thread's spare records if it is a dead greenlet and
+/// `core` is its last reference; else just drop `core`.
+///
+/// # Safety
+/// `ts` is the calling thread's live state, which owns `core`.
+unsafe fn recycle(ts: *mut ThreadState, core: Arc<Core>) {
+    // SAFETY: guaranteed by the caller; short read.
+    let room = unsafe { (*ts).spare.len() < SPARE_RECORDS };
+    if !room
         || core.flags() & (DEAD | MAIN) != DEAD
         || Arc::strong_count(&core) != 1
         || Arc::weak_count(&core) != 0
@@ -763,7 +797,8 @@ fn recycle(core: Arc<Core>) {
             // Not expected of a dead record; dropping it deals with it.
             return;
         }
-        *finalizers = Some(Vec::new());
+        // `None` once finalized; else already the empty list.
+        finalizers.get_or_insert_with(Vec::new);
         *record.has_finalizers.get_mut() = false;
         local.yielder = std::ptr::null();
         local.key = usize::MAX;
