@@ -500,14 +500,36 @@ unsafe fn settle(ts: *mut ThreadState, payload: &mut Payload) {
 ///
 /// # Safety
 /// `ts` is the calling thread's live state.
+#[inline]
 pub(crate) unsafe fn do_pending_work(ts: *mut ThreadState) {
+    // SAFETY: the caller's `ts` is live; short accesses.
+    unsafe {
+        if (*ts).retiring.is_none()
+            && (*ts).deferred.is_empty()
+            && !ThreadState::link(ts).has_mail.load(Ordering::Acquire)
+        {
+            // The common case after a greenlet finished (`settle` released
+            // it already): nothing deferred.
+            (*ts).work = (*ts).trace_pending.is_some();
+            return;
+        }
+        do_deferred_work(ts);
+    }
+}
+
+/// [`do_pending_work`] when there is a record to release, deferred work or
+/// mail.
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+#[inline(never)]
+unsafe fn do_deferred_work(ts: *mut ThreadState) {
     // SAFETY: the caller's `ts` is live; each access is short, none spans
     // the user code run by `finalize_or_kill`.
     unsafe {
         drop((*ts).retiring.take());
         let mailed = ThreadState::link(ts).has_mail.load(Ordering::Acquire);
         if !mailed && (*ts).deferred.is_empty() {
-            // The common case after a greenlet finished: nothing deferred.
             (*ts).work = (*ts).retiring.is_some() || (*ts).trace_pending.is_some();
             return;
         }

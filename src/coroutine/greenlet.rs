@@ -116,6 +116,8 @@ pub(crate) struct Local {
     /// Key in the owner's registry.
     pub(crate) key: usize,
     pub(crate) stack_size: usize,
+    /// The next record of the owner's spare list, while this one is in it.
+    next_spare: Option<Arc<Core>>,
 }
 
 impl Local {
@@ -130,7 +132,46 @@ impl Local {
             return_to: None,
             key: usize::MAX,
             stack_size: 0,
+            next_spare: None,
         }
+    }
+}
+
+/// A thread's spare records (see [`Core`]): dead records that only this
+/// list refers to, linked through their `next_spare` field.
+pub(crate) struct Spare {
+    top: Option<Arc<Core>>,
+    len: usize,
+}
+
+impl Spare {
+    pub(crate) const fn new() -> Spare {
+        Spare { top: None, len: 0 }
+    }
+
+    /// Take a record off the list.
+    ///
+    /// # Safety
+    /// Called on the thread that owns the list.
+    pub(crate) unsafe fn pop(&mut self) -> Option<Arc<Core>> {
+        let core = self.top.take()?;
+        // SAFETY: the owner thread; the record is referred to by this list
+        // only, so nothing else accesses its `local`.
+        self.top = unsafe { (*core.local()).next_spare.take() };
+        self.len -= 1;
+        Some(core)
+    }
+
+    /// Put a record on the list.
+    ///
+    /// # Safety
+    /// Called on the thread that owns the list; `core` is the only
+    /// reference to a reset dead record of that thread.
+    unsafe fn push(&mut self, core: Arc<Core>) {
+        // SAFETY: guaranteed by the caller.
+        unsafe { (*core.local()).next_spare = self.top.take() };
+        self.top = Some(core);
+        self.len += 1;
     }
 }
 
@@ -729,15 +770,34 @@ fn drop_only_handle(core: Arc<Core>) {
     match owner_state(&core) {
         Some(ts) => {
             core.handles.store(0, Ordering::Relaxed);
-            dispatch::last_handle_gone(&core);
             // SAFETY: `ts` is this thread's live state and owns `core`.
-            unsafe { recycle(ts, core) };
+            unsafe {
+                owner_last_handle_gone(ts, &core);
+                recycle(ts, core);
+            }
         }
         None => {
             if core.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
                 dispatch::last_handle_gone(&core);
             }
         }
+    }
+}
+
+/// [`dispatch::last_handle_gone`] on the owner thread, with the common case
+/// first: a dead greenlet (not the current one, which `finish` may still
+/// be leaving, nor a leaked one) is only finalized.
+///
+/// # Safety
+/// `ts` is the calling thread's live state, which owns `core`.
+#[inline]
+unsafe fn owner_last_handle_gone(ts: *mut ThreadState, core: &Arc<Core>) {
+    // SAFETY: guaranteed by the caller; short read.
+    let current = unsafe { std::ptr::eq(Arc::as_ptr(core), (*ts).current) };
+    if core.flags() & (DEAD | MAIN | LEAKED) == DEAD && !current {
+        Core::finalize_unreachable(core);
+    } else {
+        dispatch::last_handle_gone(core);
     }
 }
 
@@ -768,7 +828,7 @@ fn owner_state(core: &Core) -> Option<*mut ThreadState> {
 /// `ts` is the calling thread's live state, which owns `core`.
 unsafe fn recycle(ts: *mut ThreadState, core: Arc<Core>) {
     // SAFETY: guaranteed by the caller; short read.
-    let room = unsafe { (*ts).spare.len() < SPARE_RECORDS };
+    let room = unsafe { (*ts).spare.len < SPARE_RECORDS };
     if !room
         || core.flags() & (DEAD | MAIN) != DEAD
         || Arc::strong_count(&core) != 1
@@ -979,6 +1039,7 @@ unsafe fn spawn_in(
                     return_to: None,
                     key,
                     stack_size,
+                    next_spare: None,
                 };
                 Arc::new(Core::new(
                     id,

@@ -18,7 +18,7 @@ use parking_lot::Mutex;
 use slab::Slab;
 
 use super::dispatch::{self, Kind, Payload};
-use super::greenlet::{self as records, Core, Finalizer, DEAD};
+use super::greenlet::{self as records, Core, Finalizer, Spare, DEAD};
 use super::trace::TraceHook;
 use crate::cleanup::{self, CleanupQueue, Remains};
 
@@ -99,7 +99,7 @@ pub(crate) struct ThreadState {
     pub(crate) retiring: Option<Arc<Core>>,
     /// Records of dead greenlets kept for reuse (their only reference; see
     /// `Core`), emptied when the thread exits.
-    pub(crate) spare: Vec<Arc<Core>>,
+    pub(crate) spare: Spare,
     /// This thread's part of `live_greenlets` (written only by this thread).
     pub(crate) records: Arc<AtomicIsize>,
     /// Greenlets whose last handle went while they could not be dealt with
@@ -193,7 +193,7 @@ fn create() -> Option<*mut ThreadState> {
         slot: None,
         registry: Slab::new(),
         retiring: None,
-        spare: Vec::new(),
+        spare: Spare::new(),
         records: records::register_record_count(),
         deferred: Vec::new(),
         trace_pending: None,
@@ -295,9 +295,10 @@ unsafe fn teardown(ts: *mut ThreadState) {
         STATE.with(|s| s.set(ptr::null_mut()));
         // The spare records are not counted as live: count them back, then
         // drop them (their drop is counted globally, the state being gone).
-        let spare = std::mem::take(&mut (*ts).spare);
-        (*ts).records.fetch_add(spare.len() as isize, Ordering::Relaxed);
-        drop(spare);
+        while let Some(core) = (*ts).spare.pop() {
+            (*ts).records.fetch_add(1, Ordering::Relaxed);
+            drop(core);
+        }
         records::retire_record_count(&(*ts).records);
         // Fields may hold user values (trace hook, slot): dropped with the
         // state already unreachable.
