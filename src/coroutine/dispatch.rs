@@ -25,7 +25,7 @@ use corosensei::stack::{Stack, StackPointer};
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 use super::error::GreenletError;
-use super::greenlet::{exit_value, panic_message, Core, DEAD, LEAKED, MAIN, STARTED};
+use super::greenlet::{exit_value, panic_message, unregister, Core, DEAD, LEAKED, MAIN, STARTED};
 use super::stack::{self, PooledStack};
 use super::thread_state::{self, ThreadState};
 use super::trace;
@@ -659,17 +659,21 @@ unsafe fn finish(ts: *mut ThreadState, core_ptr: *const Core, result: Payload) -
             }
         };
         core.mark(DEAD);
-        let me = (*ts).registry.try_remove((*local).key);
+        // With a handle left, it stays registered (which keeps the record
+        // alive past this stack) until its last handle goes (see `Core`).
+        // Without one, it leaves the registry now; `retiring` keeps it alive
+        // until the next context, where it is finalized.
         if core.handles() == 0 {
+            let me = unregister(ts, core);
             if let Some(me) = &me {
-                // Finalized in the next context, not on this dying stack.
                 (*ts).deferred.push(Arc::clone(me));
             }
+            drop(mem::replace(&mut (*ts).retiring, me));
+            (*ts).work = true;
         }
-        drop(mem::replace(&mut (*ts).retiring, me));
-        (*ts).work = true;
         if trace::active(ts) {
             (*ts).trace_pending = Some((Kind::of(&payload), (*ts).current_arc()));
+            (*ts).work = true;
         }
         put_slot(ts, payload);
         if dest == Arc::as_ptr(&(*ts).main) {
@@ -693,7 +697,7 @@ unsafe fn kill_unstarted(ts: *mut ThreadState, core: &Arc<Core>) {
         let co = (*local).co.take();
         let stack = (*local).stack.take();
         core.mark(DEAD);
-        let me = (*ts).registry.try_remove((*local).key);
+        let me = unregister(ts, core);
         drop(co);
         drop(stack);
         drop_quietly(run, core);
@@ -774,6 +778,13 @@ pub(crate) fn last_handle_gone(core: &Arc<Core>) {
     }
     if flags & DEAD != 0 {
         core.finalize();
+        // Its thread's registry may still hold it (see `Core`): the owner
+        // releases it. It no longer counts as live from now on.
+        core.uncount();
+        if let Err(core) = core.thread.post(Arc::clone(core)) {
+            // Its thread exited, and released it.
+            core.recount();
+        }
     } else if let Err(core) = core.thread.post(Arc::clone(core)) {
         // Its thread exited, and unwound it: only the finalizers are left.
         core.finalize();
@@ -788,7 +799,9 @@ pub(crate) fn last_handle_gone(core: &Arc<Core>) {
 /// the current greenlet.
 unsafe fn finalize_or_kill(ts: *mut ThreadState, core: &Arc<Core>) {
     if core.handles() > 0 {
-        return; // a handle was made again meanwhile
+        // A handle was made again meanwhile: it is live again.
+        core.recount();
+        return;
     }
     let flags = core.flags();
     if flags & MAIN != 0 || flags & LEAKED != 0 {
@@ -821,8 +834,10 @@ unsafe fn finalize_or_kill(ts: *mut ThreadState, core: &Arc<Core>) {
         }
     }
     if core.handles() == 0 {
+        // SAFETY: guaranteed by the caller.
+        let registered = unsafe { unregister(ts, core) };
         // The callers drop `core` afterwards.
-        Core::finalize_unreachable(core);
+        Core::finalize_unreachable(core, 1 + usize::from(registered.is_some()));
     }
 }
 
@@ -873,7 +888,7 @@ pub(crate) unsafe fn force_unwind(ts: *mut ThreadState, core: &Arc<Core>) {
             drop(co);
             drop(stack);
         }
-        drop((*ts).registry.try_remove((*local).key));
+        drop(unregister(ts, core));
         do_pending_work(ts);
     }
 }

@@ -138,7 +138,9 @@ impl Local {
 }
 
 /// A thread's spare records (see [`Core`]): dead records that only this
-/// list refers to, linked through their `next_spare` field.
+/// list refers to, linked through their `next_spare` field. The list owns
+/// two strong references to each: the `Arc` in the link, and one more (the
+/// registry's and the handle's of the next greenlet made from it).
 pub(crate) struct Spare {
     top: Option<Arc<Core>>,
     len: usize,
@@ -149,25 +151,36 @@ impl Spare {
         Spare { top: None, len: 0 }
     }
 
-    /// Take a record off the list.
+    /// Take a record off the list, with its two references.
     ///
     /// # Safety
     /// Called on the thread that owns the list.
-    pub(crate) unsafe fn pop(&mut self) -> Option<Arc<Core>> {
+    #[inline]
+    pub(crate) unsafe fn pop(&mut self) -> Option<(Arc<Core>, Arc<Core>)> {
         let core = self.top.take()?;
         // SAFETY: the owner thread; the record is referred to by this list
-        // only, so nothing else accesses its `local`.
-        self.top = unsafe { (*core.local()).next_spare.take() };
-        self.len -= 1;
-        Some(core)
+        // only, so nothing else accesses its `local`. The list owns a second
+        // strong reference to the record (see `push`), handed over here.
+        unsafe {
+            self.top = (*core.local()).next_spare.take();
+            self.len -= 1;
+            let second = Arc::from_raw(Arc::as_ptr(&core));
+            Some((core, second))
+        }
     }
 
-    /// Put a record on the list.
+    /// Put a record on the list; `core` and `second` are its only two
+    /// references.
     ///
     /// # Safety
-    /// Called on the thread that owns the list; `core` is the only
-    /// reference to a reset dead record of that thread.
-    unsafe fn push(&mut self, core: Arc<Core>) {
+    /// Called on the thread that owns the list; `core` is a reset dead
+    /// record of that thread.
+    #[inline]
+    unsafe fn push(&mut self, core: Arc<Core>, second: Arc<Core>) {
+        debug_assert!(Arc::ptr_eq(&core, &second));
+        // Kept by the list as a count only; `pop` rebuilds it from the
+        // record's address, which is what `into_raw` returns.
+        let _ = Arc::into_raw(second);
         // SAFETY: guaranteed by the caller.
         unsafe { (*core.local()).next_spare = self.top.take() };
         self.top = Some(core);
@@ -175,13 +188,26 @@ impl Spare {
     }
 }
 
+impl Drop for Spare {
+    fn drop(&mut self) {
+        // SAFETY: the list is dropped with its thread's state, on that thread.
+        while let Some(pair) = unsafe { self.pop() } {
+            drop(pair);
+        }
+    }
+}
+
 /// The record shared by every handle of one greenlet.
 ///
-/// A record whose last reference goes on its owner thread after it died may
-/// be kept by the thread (`ThreadState::spare`) and reused for the thread's
+/// Its owner thread's registry refers to it from its creation until it dies,
+/// or, if it still has handles then, until its last handle goes (see
+/// [`unregister`]). When that happens on the owner thread, the handle takes
+/// the registry's reference back, and the record may be kept by the thread
+/// (`ThreadState::spare`) with both references and reused for the thread's
 /// next greenlet: it keeps its thread link, and its parent if that is the
 /// thread's main greenlet, so that making a greenlet usually allocates
-/// nothing and touches no shared counter.
+/// nothing and touches no shared counter. A dead greenlet's last handle
+/// dropped on another thread is sent to the owner, which unregisters it.
 pub(crate) struct Core {
     id: u64,
     name: Option<Box<str>>,
@@ -197,6 +223,9 @@ pub(crate) struct Core {
     /// Set (under the `finalizers` lock) once a finalizer was registered, so
     /// that finalizing a record nobody else can reach skips the lock.
     has_finalizers: AtomicBool,
+    /// Already taken out of [`live_greenlets`]: a dead greenlet whose last
+    /// handle went on another thread, sent to its owner to be unregistered.
+    uncounted: AtomicBool,
     local: UnsafeCell<Local>,
 }
 
@@ -234,6 +263,7 @@ impl Core {
             parent: Mutex::new(parent),
             finalizers: Mutex::new(Some(Vec::new())),
             has_finalizers: AtomicBool::new(false),
+            uncounted: AtomicBool::new(false),
             local: UnsafeCell::new(local),
         }
     }
@@ -346,23 +376,66 @@ impl Core {
     }
 
     /// [`finalize`](Self::finalize) for a record with no handle left, whose
-    /// caller drops (or recycles) `this` afterwards. When `this` is the only
-    /// reference, nobody can register a finalizer any more or see whether
-    /// the record was marked finalized, so a record that never had a
-    /// finalizer is left as it is, without taking the lock.
-    pub(crate) fn finalize_unreachable(this: &Arc<Core>) {
+    /// caller holds `held` of its references and drops (or recycles) them
+    /// afterwards. When those are all the references, nobody can register a
+    /// finalizer any more or see whether the record was marked finalized, so
+    /// a record that never had a finalizer is left as it is, without taking
+    /// the lock.
+    pub(crate) fn finalize_unreachable(this: &Arc<Core>, held: usize) {
         // The Acquire pairs with the Release store in `on_finalize`; that
         // thread's handle drop (AcqRel) also orders it before this call.
-        if Arc::strong_count(this) == 1 && !this.has_finalizers.load(Ordering::Acquire) {
+        if Arc::strong_count(this) == held && !this.has_finalizers.load(Ordering::Acquire) {
             return;
         }
         this.finalize();
+    }
+
+    /// A dead greenlet's last handle went on a thread other than its
+    /// owner's: take it out of [`live_greenlets`] now, before it is sent to
+    /// the owner (undone by [`Core::recount`] if it cannot be sent).
+    pub(crate) fn uncount(&self) {
+        self.uncounted.store(true, Ordering::Relaxed);
+        count_records(-1);
+    }
+
+    /// Undo [`Core::uncount`]: it is counted again (a handle was made
+    /// again, or it could not be sent to its owner).
+    pub(crate) fn recount(&self) {
+        if self.uncounted.swap(false, Ordering::Relaxed) {
+            count_records(1);
+        }
+    }
+}
+
+/// Take `core` out of its thread's registry, if it is still there, and
+/// return the registry's reference. Each record leaves the registry once:
+/// its key is cleared, so that a later call (which could otherwise remove
+/// another greenlet that got the key since) finds nothing.
+///
+/// # Safety
+/// `ts` is the calling thread's live state, which owns `core`.
+#[inline]
+pub(crate) unsafe fn unregister(ts: *mut ThreadState, core: &Core) -> Option<Arc<Core>> {
+    // SAFETY: guaranteed by the caller; short accesses to `local`.
+    unsafe {
+        let local = core.local();
+        let key = std::mem::replace(&mut (*local).key, usize::MAX);
+        if key == usize::MAX {
+            return None;
+        }
+        let entry = (*ts).registry.try_remove(key);
+        debug_assert!(entry
+            .as_ref()
+            .is_some_and(|e| std::ptr::eq(Arc::as_ptr(e), core)));
+        entry
     }
 }
 
 impl Drop for Core {
     fn drop(&mut self) {
-        count_records(-1);
+        if !*self.uncounted.get_mut() {
+            count_records(-1);
+        }
         let local = self.local.get_mut();
         if local.run.is_some() || local.co.is_some() {
             // Unreachable by the registry invariant (see the Send impl); if it
@@ -772,8 +845,8 @@ fn drop_only_handle(core: Arc<Core>) {
             core.handles.store(0, Ordering::Relaxed);
             // SAFETY: `ts` is this thread's live state and owns `core`.
             unsafe {
-                owner_last_handle_gone(ts, &core);
-                recycle(ts, core);
+                let registered = owner_last_handle_gone(ts, &core);
+                recycle(ts, core, registered);
             }
         }
         None => {
@@ -786,18 +859,23 @@ fn drop_only_handle(core: Arc<Core>) {
 
 /// [`dispatch::last_handle_gone`] on the owner thread, with the common case
 /// first: a dead greenlet (not the current one, which `finish` may still
-/// be leaving, nor a leaked one) is only finalized.
+/// be leaving, nor a leaked one) is unregistered and finalized. Returns the
+/// registry's reference to it, if it had one.
 ///
 /// # Safety
 /// `ts` is the calling thread's live state, which owns `core`.
 #[inline]
-unsafe fn owner_last_handle_gone(ts: *mut ThreadState, core: &Arc<Core>) {
+unsafe fn owner_last_handle_gone(ts: *mut ThreadState, core: &Arc<Core>) -> Option<Arc<Core>> {
     // SAFETY: guaranteed by the caller; short read.
     let current = unsafe { std::ptr::eq(Arc::as_ptr(core), (*ts).current) };
     if core.flags() & (DEAD | MAIN | LEAKED) == DEAD && !current {
-        Core::finalize_unreachable(core);
+        // SAFETY: guaranteed by the caller.
+        let registered = unsafe { unregister(ts, core) };
+        Core::finalize_unreachable(core, 1 + usize::from(registered.is_some()));
+        registered
     } else {
         dispatch::last_handle_gone(core);
+        None
     }
 }
 
@@ -808,7 +886,7 @@ fn last_handle_dropped(core: Arc<Core>) {
     dispatch::last_handle_gone(&core);
     if let Some(ts) = owner_state(&core) {
         // SAFETY: `ts` is this thread's live state and owns `core`.
-        unsafe { recycle(ts, core) };
+        unsafe { recycle(ts, core, None) };
     }
 }
 
@@ -822,16 +900,17 @@ fn owner_state(core: &Core) -> Option<*mut ThreadState> {
 }
 
 /// Keep `core` in this thread's spare records if it is a dead greenlet and
-/// `core` is its last reference; else just drop `core`.
+/// `core` and `registered` (the registry's reference it just left, if any)
+/// are its only references; else just drop them.
 ///
 /// # Safety
 /// `ts` is the calling thread's live state, which owns `core`.
-unsafe fn recycle(ts: *mut ThreadState, core: Arc<Core>) {
+unsafe fn recycle(ts: *mut ThreadState, core: Arc<Core>, registered: Option<Arc<Core>>) {
     // SAFETY: guaranteed by the caller; short read.
     let room = unsafe { (*ts).spare.len < SPARE_RECORDS };
     if !room
         || core.flags() & (DEAD | MAIN) != DEAD
-        || Arc::strong_count(&core) != 1
+        || Arc::strong_count(&core) != 1 + usize::from(registered.is_some())
         || Arc::weak_count(&core) != 0
     {
         return;
@@ -839,12 +918,14 @@ unsafe fn recycle(ts: *mut ThreadState, core: Arc<Core>) {
     // Other threads' last uses of the record happen before its reuse (their
     // reference drops were Release decrements).
     fence(Ordering::Acquire);
-    // SAFETY: `core` is the only reference to the record (strong count 1, no
-    // weak ones) and it is owned here, so nothing else can read or write the
-    // record while `record` lives: no other thread can reach it, and this
-    // thread's state refers to dead records only through `Arc`s. The
-    // record's allocation came from `Arc::new`, so it is writable.
-    let old_parent = unsafe {
+    // SAFETY: `core` and `registered` are the only references to the record
+    // (the strong count says so, and there are no weak ones), both owned here
+    // and not dereferenced while `record` lives, so nothing else can read or
+    // write the record meanwhile: no other thread can reach it, and this
+    // thread's state refers to records only through `Arc`s (its raw
+    // `current` is a live greenlet). The record's allocation came from
+    // `Arc::new`, so it is writable.
+    let (counted, old_parent) = unsafe {
         let record = &mut *Arc::as_ptr(&core).cast_mut();
         let local = record.local.get_mut();
         let finalizers = record.finalizers.get_mut();
@@ -860,6 +941,7 @@ unsafe fn recycle(ts: *mut ThreadState, core: Arc<Core>) {
         // `None` once finalized; else already the empty list.
         finalizers.get_or_insert_with(Vec::new);
         *record.has_finalizers.get_mut() = false;
+        let counted = !std::mem::replace(record.uncounted.get_mut(), false);
         local.yielder = std::ptr::null();
         local.key = usize::MAX;
         record.name = None;
@@ -869,16 +951,16 @@ unsafe fn recycle(ts: *mut ThreadState, core: Arc<Core>) {
         let keep = parent
             .as_ref()
             .is_some_and(|p| Arc::ptr_eq(&p.core, &(*ts).main));
-        if keep {
-            None
-        } else {
-            parent.take()
-        }
+        (counted, if keep { None } else { parent.take() })
     };
-    // SAFETY: `ts` is live; short accesses.
+    // The list's second reference: the registry's, or a new one.
+    let second = registered.unwrap_or_else(|| Arc::clone(&core));
+    // SAFETY: `ts` is live and owns the reset record; short accesses.
     unsafe {
-        (*ts).count_records(-1);
-        (*ts).spare.push(core);
+        if counted {
+            (*ts).count_records(-1);
+        }
+        (*ts).spare.push(core, second);
     }
     // Dropping another parent's handle may kill it (user code), after the
     // record was put away.
@@ -1019,12 +1101,12 @@ unsafe fn spawn_in(
         (*ts).count_records(1);
         let id = (*ts).fresh_id();
         let key = (*ts).registry.vacant_key();
-        let core = match (*ts).spare.pop() {
-            Some(core) => {
+        let (core, registered) = match (*ts).spare.pop() {
+            Some((core, second)) => {
                 let old_parent = reuse(ts, &core, id, name, parent, run, key, stack_size);
                 // Only ever the main greenlet's handle: no user code runs.
                 drop(old_parent);
-                core
+                (core, second)
             }
             None => {
                 let parent = match parent {
@@ -1041,7 +1123,7 @@ unsafe fn spawn_in(
                     stack_size,
                     next_spare: None,
                 };
-                Arc::new(Core::new(
+                let core = Arc::new(Core::new(
                     id,
                     name,
                     0,
@@ -1049,10 +1131,12 @@ unsafe fn spawn_in(
                     Arc::clone(&(*ts).link),
                     Some(parent),
                     local,
-                ))
+                ));
+                let registered = Arc::clone(&core);
+                (core, registered)
             }
         };
-        let inserted = (*ts).registry.insert(Arc::clone(&core));
+        let inserted = (*ts).registry.insert(registered);
         debug_assert_eq!(inserted, key, "the registry changed while a greenlet was made");
         Greenlet {
             core: ManuallyDrop::new(core),
@@ -1086,8 +1170,10 @@ unsafe fn reuse(
         // SAFETY: as above.
         None => Some(Greenlet::from_core(unsafe { (*ts).current_arc() })),
     };
-    // SAFETY: `core` is the only reference to the record (see `recycle`),
-    // so nothing else reads or writes it while `record` lives.
+    // SAFETY: `core` and the second reference the spare list handed over
+    // (which the caller does not use meanwhile) are the only references to
+    // the record (see `recycle`), so nothing else reads or writes it while
+    // `record` lives.
     unsafe {
         let record = &mut *Arc::as_ptr(core).cast_mut();
         record.id = id;

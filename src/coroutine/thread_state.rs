@@ -93,9 +93,12 @@ pub(crate) struct ThreadState {
     pub(crate) current: *const Core,
     /// The value (or error) in flight between two greenlets.
     pub(crate) slot: Option<Payload>,
-    /// Every greenlet of this thread that is not dead (started or not).
+    /// Every greenlet of this thread that is not dead (started or not), and
+    /// the dead ones that still have handles (see `Core`). A record's key
+    /// is in its `Local`; it leaves through `greenlet::unregister` only.
     pub(crate) registry: Slab<Arc<Core>>,
-    /// A greenlet that just finished; released in the next context.
+    /// A greenlet that just finished with no handle left; released in the
+    /// next context.
     pub(crate) retiring: Option<Arc<Core>>,
     /// Records of dead greenlets kept for reuse (their only reference; see
     /// `Core`), emptied when the thread exits.
@@ -236,6 +239,23 @@ impl Remains for ThreadRemains {
     }
 }
 
+/// The registered greenlets of `ts` that are not dead (dead ones stay
+/// registered while they have handles: see `Core`).
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+unsafe fn alive_registered(ts: *mut ThreadState) -> Vec<Arc<Core>> {
+    // SAFETY: guaranteed by the caller; short access.
+    unsafe {
+        (*ts)
+            .registry
+            .iter()
+            .filter(|(_, c)| c.flags() & DEAD == 0)
+            .map(|(_, c)| Arc::clone(c))
+            .collect()
+    }
+}
+
 /// Thread exit: unwind the suspended greenlets in this thread, mark every
 /// greenlet as belonging to an exited thread, hand the finalizers to the
 /// cleanup queue, free the state.
@@ -249,8 +269,7 @@ unsafe fn teardown(ts: *mut ThreadState) {
         let mut finalized: Vec<Arc<Core>> = Vec::new();
         for round in 0..=EXIT_KILL_ROUNDS {
             dispatch::do_pending_work(ts);
-            let victims: Vec<Arc<Core>> =
-                (*ts).registry.iter().map(|(_, c)| Arc::clone(c)).collect();
+            let victims = alive_registered(ts);
             if victims.is_empty() {
                 break;
             }
@@ -267,12 +286,15 @@ unsafe fn teardown(ts: *mut ThreadState) {
             }
         }
         // Survivors made during the last round: one last forced sweep.
-        let late: Vec<Arc<Core>> = (*ts).registry.iter().map(|(_, c)| Arc::clone(c)).collect();
+        let late = alive_registered(ts);
         for core in late {
             dispatch::force_unwind(ts, &core);
             finalized.push(core);
         }
         dispatch::do_pending_work(ts);
+        // Dead greenlets whose handles outlive the thread: their records now
+        // live by those handles only (finalized when the last one goes).
+        let dead_registered = std::mem::take(&mut (*ts).registry);
 
         // From now on, every greenlet of this thread is "of an exited thread".
         let mail = {
@@ -289,15 +311,16 @@ unsafe fn teardown(ts: *mut ThreadState) {
             finalizers.extend(core.take_finalizers());
         }
         drop(finalized);
+        drop(dead_registered);
         let queue = Arc::clone(&(*ts).queue);
 
         TORN_DOWN.with(|t| t.set(true));
         STATE.with(|s| s.set(ptr::null_mut()));
         // The spare records are not counted as live: count them back, then
         // drop them (their drop is counted globally, the state being gone).
-        while let Some(core) = (*ts).spare.pop() {
+        while let Some(pair) = (*ts).spare.pop() {
             (*ts).records.fetch_add(1, Ordering::Relaxed);
-            drop(core);
+            drop(pair);
         }
         records::retire_record_count(&(*ts).records);
         // Fields may hold user values (trace hook, slot): dropped with the
