@@ -10,7 +10,9 @@ use std::cell::UnsafeCell;
 use std::fmt;
 use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{fence, AtomicBool, AtomicIsize, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{
+    fence, AtomicBool, AtomicIsize, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+};
 use std::sync::Arc;
 
 use corosensei::Yielder;
@@ -1137,7 +1139,10 @@ unsafe fn spawn_in(
             }
         };
         let inserted = (*ts).registry.insert(registered);
-        debug_assert_eq!(inserted, key, "the registry changed while a greenlet was made");
+        debug_assert_eq!(
+            inserted, key,
+            "the registry changed while a greenlet was made"
+        );
         Greenlet {
             core: ManuallyDrop::new(core),
         }

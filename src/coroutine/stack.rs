@@ -660,7 +660,10 @@ impl Drop for ThreadCache {
             let mut registry = REGISTRY.lock();
             registry.retain(|counts| !Arc::ptr_eq(counts, &self.counts));
             self.counts.pooled.store(0, Ordering::Relaxed);
-            LIVE.fetch_add(self.counts.live.swap(0, Ordering::Relaxed), Ordering::Relaxed);
+            LIVE.fetch_add(
+                self.counts.live.swap(0, Ordering::Relaxed),
+                Ordering::Relaxed,
+            );
         }
         for class in self.classes.drain(..) {
             give_to_global(class.map_len, class.free);
