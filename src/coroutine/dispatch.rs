@@ -577,26 +577,30 @@ fn root(core_ptr: *const Core, yielder: &Yielder<usize, usize>) -> usize {
         (*local).yielder = yielder;
         core.mark(STARTED);
         let payload = take_and_settle(ts);
-        let run = (*local).run.take();
-        let result: Payload = match (payload, run) {
-            (Ok(value), Some(run)) => match catch_unwind(AssertUnwindSafe(move || run(value))) {
-                Ok(result) => result.map_err(Raised::new),
-                Err(panic) => {
-                    if (*ts).unwinding == core_ptr {
-                        // corosensei's forced unwind: let it reach its root.
-                        resume_unwind(panic);
+        // Matched without building a tuple: every copy of a payload through
+        // the stack lengthens this path.
+        let result: Payload = match (*local).run.take() {
+            Some(run) => match payload {
+                Ok(value) => match catch_unwind(AssertUnwindSafe(move || run(value))) {
+                    Ok(Ok(value)) => Ok(value),
+                    Ok(Err(err)) => Err(Raised::new(err)),
+                    Err(panic) => {
+                        if (*ts).unwinding == core_ptr {
+                            // corosensei's forced unwind: let it reach its root.
+                            resume_unwind(panic);
+                        }
+                        Err(Raised::new(GreenletError::Panic {
+                            greenlet: core.label(),
+                            message: panic_message(&*panic),
+                        }))
                     }
-                    Err(Raised::new(GreenletError::Panic {
-                        greenlet: core.label(),
-                        message: panic_message(&*panic),
-                    }))
+                },
+                Err(err) => {
+                    drop_quietly(run, core);
+                    Err(err)
                 }
             },
-            (Err(err), run) => {
-                drop_quietly(run, core);
-                Err(err)
-            }
-            (Ok(value), None) => Ok(value),
+            None => payload,
         };
         finish(ts, core_ptr, result)
     }
@@ -623,13 +627,11 @@ unsafe fn finish(ts: *mut ThreadState, core_ptr: *const Core, result: Payload) -
     unsafe {
         let core = &*core_ptr;
         let local = core.local();
-        let payload = match result {
-            Err(err) if err.is_exit() => match err.into_error() {
-                GreenletError::GreenletExit(value) => Ok(exit_value(value)),
-                other => Err(Raised::new(other)),
-            },
-            other => other,
-        };
+        // Updated in place rather than moved through temporaries (see `root`).
+        let mut payload = result;
+        if matches!(&payload, Err(err) if err.is_exit()) {
+            payload = exit_to_value(payload);
+        }
         let killer = (*local).return_to.take();
         let fast = match &killer {
             // The common case: a live, started parent takes the result as is.
@@ -641,8 +643,8 @@ unsafe fn finish(ts: *mut ThreadState, core_ptr: *const Core, result: Payload) -
             }
             Some(_) => None,
         };
-        let (dest, payload) = match fast {
-            Some(parent) => (parent, payload),
+        let dest = match fast {
+            Some(parent) => parent,
             None => {
                 let start = match killer {
                     Some(killer) if killer.flags() & DEAD == 0 => killer,
@@ -653,8 +655,14 @@ unsafe fn finish(ts: *mut ThreadState, core_ptr: *const Core, result: Payload) -
                 // May run user code (closures of unstarted ancestors being
                 // dropped); nothing after it does.
                 match resolve(ts, &start, payload, false) {
-                    Resolved::Go(dest, payload) => (dest, payload),
-                    Resolved::Back(payload) => (Arc::as_ptr(&(*ts).main), payload),
+                    Resolved::Go(dest, resolved) => {
+                        payload = resolved;
+                        dest
+                    }
+                    Resolved::Back(back) => {
+                        payload = back;
+                        Arc::as_ptr(&(*ts).main)
+                    }
                 }
             }
         };
@@ -681,6 +689,17 @@ unsafe fn finish(ts: *mut ThreadState, core_ptr: *const Core, result: Payload) -
         } else {
             dest as usize
         }
+    }
+}
+
+/// A greenlet ended with `GreenletExit`: its parent receives the exit's
+/// value (or the exit itself), not an error.
+#[cold]
+fn exit_to_value(payload: Payload) -> Payload {
+    match payload.map_err(Raised::into_error) {
+        Ok(value) => Ok(value),
+        Err(GreenletError::GreenletExit(value)) => Ok(exit_value(value)),
+        Err(other) => Err(Raised::new(other)),
     }
 }
 
