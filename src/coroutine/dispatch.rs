@@ -25,7 +25,9 @@ use corosensei::stack::{Stack, StackPointer};
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 use super::error::GreenletError;
-use super::greenlet::{exit_value, panic_message, unregister, Core, DEAD, LEAKED, MAIN, STARTED};
+use super::greenlet::{
+    exit_value, panic_message, unregister, Core, Run, DEAD, LEAKED, MAIN, STARTED,
+};
 use super::stack::{self, PooledStack};
 use super::thread_state::{self, ThreadState};
 use super::trace;
@@ -577,13 +579,20 @@ fn root(core_ptr: *const Core, yielder: &Yielder<usize, usize>) -> usize {
         (*local).yielder = yielder;
         core.mark(STARTED);
         let payload = take_and_settle(ts);
-        // Matched without building a tuple: every copy of a payload through
-        // the stack lengthens this path.
-        let result: Payload = match (*local).run.take() {
-            Some(run) => match payload {
-                Ok(value) => match catch_unwind(AssertUnwindSafe(move || run(value))) {
-                    Ok(Ok(value)) => Ok(value),
-                    Ok(Err(err)) => Err(Raised::new(err)),
+        let run = ptr::addr_of_mut!((*local).run);
+        // Matched without building a tuple, and the closure called where it
+        // is: every copy of a payload or closure through the stack lengthens
+        // this path.
+        let result: Payload = match payload {
+            // The closure is moved out of the record before it runs, and the
+            // record's `run` is not touched again.
+            Ok(value) => {
+                match catch_unwind(AssertUnwindSafe(move || Run::call_in_place(run, value))) {
+                    Ok(Ok(Ok(value))) => Ok(value),
+                    Ok(Ok(Err(err))) => Err(Raised::new(err)),
+                    // No closure to run (a prepared greenlet always has one):
+                    // the value is its result.
+                    Ok(Err(value)) => Ok(value),
                     Err(panic) => {
                         if (*ts).unwinding == core_ptr {
                             // corosensei's forced unwind: let it reach its root.
@@ -594,13 +603,12 @@ fn root(core_ptr: *const Core, yielder: &Yielder<usize, usize>) -> usize {
                             message: panic_message(&*panic),
                         }))
                     }
-                },
-                Err(err) => {
-                    drop_quietly(run, core);
-                    Err(err)
                 }
-            },
-            None => payload,
+            }
+            Err(err) => {
+                drop_quietly((*run).take(), core);
+                Err(err)
+            }
         };
         finish(ts, core_ptr, result)
     }

@@ -3,13 +3,18 @@
 //! Owns [`Core`] (identity, observable flags, parent link, finalizers, and
 //! the owner-only part: the `run` closure, the coroutine and its stack), the
 //! handle count that drives kill-on-drop, [`Greenlet`], [`GreenletBuilder`]
-//! and [`getcurrent`]. Uses the dispatcher for every switch and the thread
-//! state for ownership checks.
+//! and [`getcurrent`]; the record life cycle: registration ([`unregister`]),
+//! per-thread reuse of dead records ([`Spare`]), the closure kept in the
+//! record ([`Run`]), and the per-thread counts behind [`live_greenlets`].
+//! Uses the dispatcher for every switch and the thread state for ownership
+//! checks.
 
 use std::cell::UnsafeCell;
 use std::fmt;
-use std::mem::ManuallyDrop;
+use std::marker::PhantomData;
+use std::mem::{self, ManuallyDrop, MaybeUninit};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr;
 use std::sync::atomic::{
     fence, AtomicBool, AtomicIsize, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
@@ -33,8 +38,152 @@ pub(crate) const LEAKED: u8 = 8;
 /// A callback run when a greenlet is finalized.
 pub(crate) type Finalizer = Box<dyn FnOnce() + Send + 'static>;
 
-/// The body of a greenlet.
-pub(crate) type Run = Box<dyn FnOnce(Value) -> Result<Value, GreenletError> + 'static>;
+/// Words of closure a greenlet keeps in its record without boxing it.
+const RUN_WORDS: usize = 3;
+
+type RunStorage = MaybeUninit<[usize; RUN_WORDS]>;
+
+/// The body of a greenlet: its closure, kept in place when it fits in
+/// [`RUN_WORDS`] words (a closure capturing a few handles, numbers or
+/// `Arc`s), boxed otherwise, so that making a greenlet with a small closure
+/// allocates nothing; or nothing, once it ran or was dropped. Like
+/// `Box<dyn FnOnce>`, it is neither `Send` nor `Sync` (the closure may be
+/// neither).
+pub(crate) struct Run {
+    storage: RunStorage,
+    /// How to call or drop what `storage` holds; `None`: it holds nothing.
+    vtable: Option<&'static RunVtable>,
+    _not_send: PhantomData<*const ()>,
+}
+
+struct RunVtable {
+    /// Moves the closure out of the storage and calls it.
+    call: unsafe fn(*mut RunStorage, Value) -> Result<Value, GreenletError>,
+    /// Drops the closure in the storage without calling it.
+    drop: unsafe fn(*mut RunStorage),
+}
+
+/// Whether a `T` is kept in a [`Run`]'s storage itself.
+const fn fits_in_run<T>() -> bool {
+    mem::size_of::<T>() <= mem::size_of::<RunStorage>()
+        && mem::align_of::<T>() <= mem::align_of::<RunStorage>()
+}
+
+/// # Safety
+/// `storage` holds an initialized `F`, which the call consumes.
+unsafe fn call_stored<F>(storage: *mut RunStorage, value: Value) -> Result<Value, GreenletError>
+where
+    F: FnOnce(Value) -> Result<Value, GreenletError>,
+{
+    // SAFETY: guaranteed by the caller; the `F` is moved out exactly once,
+    // before anything else (the storage is not touched again).
+    let run = unsafe { ptr::read(storage.cast::<F>()) };
+    run(value)
+}
+
+/// # Safety
+/// `storage` holds an initialized `Box<F>`, which the call consumes.
+unsafe fn call_boxed<F>(storage: *mut RunStorage, value: Value) -> Result<Value, GreenletError>
+where
+    F: FnOnce(Value) -> Result<Value, GreenletError>,
+{
+    // SAFETY: guaranteed by the caller; the box is moved out exactly once,
+    // before anything else.
+    let run = unsafe { ptr::read(storage.cast::<Box<F>>()) };
+    run(value)
+}
+
+/// # Safety
+/// `storage` holds an initialized `S`, dropped here.
+unsafe fn drop_stored<S>(storage: *mut RunStorage) {
+    // SAFETY: guaranteed by the caller.
+    unsafe { ptr::drop_in_place(storage.cast::<S>()) }
+}
+
+impl Run {
+    /// No closure.
+    pub(crate) const fn none() -> Run {
+        Run {
+            storage: RunStorage::uninit(),
+            vtable: None,
+            _not_send: PhantomData,
+        }
+    }
+
+    pub(crate) fn new<F>(run: F) -> Run
+    where
+        F: FnOnce(Value) -> Result<Value, GreenletError> + 'static,
+    {
+        let mut storage = RunStorage::uninit();
+        let vtable: &'static RunVtable = if fits_in_run::<F>() {
+            // SAFETY: `F` fits the storage's size and alignment (checked).
+            unsafe { storage.as_mut_ptr().cast::<F>().write(run) };
+            const {
+                &RunVtable {
+                    call: call_stored::<F>,
+                    drop: drop_stored::<F>,
+                }
+            }
+        } else {
+            const { assert!(fits_in_run::<Box<()>>()) };
+            // SAFETY: a `Box` of a sized type is one word (asserted above).
+            unsafe { storage.as_mut_ptr().cast::<Box<F>>().write(Box::new(run)) };
+            const {
+                &RunVtable {
+                    call: call_boxed::<F>,
+                    drop: drop_stored::<Box<F>>,
+                }
+            }
+        };
+        Run {
+            storage,
+            vtable: Some(vtable),
+            _not_send: PhantomData,
+        }
+    }
+
+    pub(crate) fn is_some(&self) -> bool {
+        self.vtable.is_some()
+    }
+
+    /// Move the closure out, leaving nothing.
+    pub(crate) fn take(&mut self) -> Run {
+        mem::replace(self, Run::none())
+    }
+
+    /// Call the closure where it is, with `value`, leaving nothing in
+    /// `this` (already before the call, which may switch away or panic).
+    /// `Err(value)` if there is no closure.
+    ///
+    /// # Safety
+    /// `this` points to a live `Run` that nothing else accesses during this
+    /// call (the closure is moved out of it before it runs, and `this` is
+    /// not used after that).
+    pub(crate) unsafe fn call_in_place(
+        this: *mut Run,
+        value: Value,
+    ) -> Result<Result<Value, GreenletError>, Value> {
+        // SAFETY: guaranteed by the caller.
+        unsafe {
+            let Some(vtable) = (*this).vtable.take() else {
+                return Err(value);
+            };
+            // The storage holds what `vtable` expects (set together in
+            // `new`); with `vtable` cleared, it is consumed exactly once.
+            Ok((vtable.call)(ptr::addr_of_mut!((*this).storage), value))
+        }
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        if let Some(vtable) = self.vtable {
+            // SAFETY: the storage holds what `vtable` expects (set together
+            // in `new`), not consumed (consuming clears `vtable`).
+            unsafe { (vtable.drop)(&mut self.storage) }
+        }
+    }
+}
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -108,7 +257,7 @@ fn count_records(delta: isize) {
 
 /// The owner-thread-only part of a greenlet.
 pub(crate) struct Local {
-    pub(crate) run: Option<Run>,
+    pub(crate) run: Run,
     /// Declared before `stack`: the coroutine runs on it.
     pub(crate) co: Option<Co>,
     pub(crate) stack: Option<PooledStack>,
@@ -127,7 +276,7 @@ impl Local {
     /// or one born dead): not in the registry, no stack, no coroutine.
     fn empty() -> Local {
         Local {
-            run: None,
+            run: Run::none(),
             co: None,
             stack: None,
             yielder: std::ptr::null(),
@@ -541,7 +690,7 @@ impl Greenlet {
     {
         match thread_state::state() {
             // SAFETY: `ts` is this thread's live state.
-            Some(ts) => unsafe { spawn_in(ts, Box::new(run), None, None, DEFAULT_STACK_SIZE) },
+            Some(ts) => unsafe { spawn_in(ts, Run::new(run), None, None, DEFAULT_STACK_SIZE) },
             None => dead_on_arrival(None),
         }
     }
@@ -1082,7 +1231,7 @@ impl GreenletBuilder {
             }
         }
         // SAFETY: `ts` is this thread's live state.
-        Ok(unsafe { spawn_in(ts, Box::new(run), self.parent, name, self.stack_size) })
+        Ok(unsafe { spawn_in(ts, Run::new(run), self.parent, name, self.stack_size) })
     }
 }
 
@@ -1116,7 +1265,7 @@ unsafe fn spawn_in(
                     None => Greenlet::from_core((*ts).current_arc()),
                 };
                 let local = Local {
-                    run: Some(run),
+                    run,
                     co: None,
                     stack: None,
                     yielder: std::ptr::null(),
@@ -1186,7 +1335,7 @@ unsafe fn reuse(
         *record.handles.get_mut() = 1;
         *record.flags.get_mut() = 0;
         let local = record.local.get_mut();
-        local.run = Some(run);
+        local.run = run;
         local.key = key;
         local.stack_size = stack_size;
         let slot = record.parent.get_mut();
@@ -1285,4 +1434,89 @@ impl ThreadState {
 /// The value a greenlet's parent receives when it ended with `GreenletExit`.
 pub(crate) fn exit_value(value: Option<Value>) -> Value {
     value.unwrap_or_else(|| Value::new(GreenletExit))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::rc::Rc;
+
+    use super::*;
+
+    /// A closure capturing `captured` (and a counter of its drops), that
+    /// returns the value it is called with plus the captured sum.
+    fn adder<T: 'static>(
+        captured: T,
+        sum: fn(&T) -> u64,
+        drops: &Rc<()>,
+    ) -> impl FnOnce(Value) -> Result<Value, GreenletError> + 'static {
+        let held = Rc::clone(drops);
+        move |value| {
+            let _held = held;
+            Ok(Value::new(value.downcast::<u64>()? + sum(&captured)))
+        }
+    }
+
+    #[test]
+    fn small_closures_are_kept_in_place_and_large_or_overaligned_ones_boxed() {
+        assert!(fits_in_run::<(u64, u64, u64)>());
+        assert!(!fits_in_run::<[u64; 4]>());
+        let drops = Rc::new(());
+        let runs = [
+            Run::new(adder((), |_| 0, &drops)),
+            Run::new(adder(5u64, |c| *c, &drops)),
+            Run::new(adder([1u64, 2, 3, 4, 5], |c| c.iter().sum(), &drops)),
+            Run::new(adder(7u128, |c| *c as u64, &drops)),
+        ];
+        assert_eq!(Rc::strong_count(&drops), 5);
+        let mut results = Vec::new();
+        for mut run in runs {
+            assert!(run.is_some());
+            // SAFETY: `run` is a live local that nothing else touches.
+            let result = unsafe { Run::call_in_place(&mut run, Value::new(100u64)) };
+            assert!(!run.is_some(), "called: nothing left");
+            let Ok(Ok(value)) = result else {
+                panic!("the closure was called and returned Ok");
+            };
+            results.push(value.downcast::<u64>().unwrap());
+            // SAFETY: as above; called again, there is nothing to call.
+            let again = unsafe { Run::call_in_place(&mut run, Value::new(1u64)) };
+            assert_eq!(again.err().unwrap().downcast::<u64>().unwrap(), 1);
+        }
+        assert_eq!(results, [100, 105, 115, 107]);
+        assert_eq!(Rc::strong_count(&drops), 1, "each closure dropped once");
+    }
+
+    #[test]
+    fn a_closure_never_called_is_dropped_once_taken_or_not() {
+        let drops = Rc::new(());
+        let inline = Run::new(adder(1u64, |c| *c, &drops));
+        let boxed = Run::new(adder([0u64; 8], |_| 0, &drops));
+        let mut taken = Run::new(adder(2u64, |c| *c, &drops));
+        let moved = taken.take();
+        assert!(!taken.is_some() && moved.is_some());
+        assert_eq!(Rc::strong_count(&drops), 4);
+        drop((inline, boxed, taken));
+        assert_eq!(Rc::strong_count(&drops), 2);
+        drop(moved);
+        assert_eq!(Rc::strong_count(&drops), 1);
+        drop(Run::none());
+    }
+
+    #[test]
+    fn a_panicking_closure_is_consumed_once() {
+        let drops = Rc::new(());
+        let held = Rc::clone(&drops);
+        let mut run = Run::new(move |_: Value| -> Result<Value, GreenletError> {
+            let _held = held;
+            panic!("closure panic (expected in this test)");
+        });
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            // SAFETY: `run` is a live local that nothing else touches.
+            let _ = unsafe { Run::call_in_place(&mut run, Value::unit()) };
+        }));
+        assert!(outcome.is_err());
+        assert!(!run.is_some());
+        drop(run);
+        assert_eq!(Rc::strong_count(&drops), 1);
+    }
 }
