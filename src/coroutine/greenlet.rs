@@ -663,6 +663,24 @@ pub struct Greenlet {
 }
 
 impl Greenlet {
+    /// Give a greenlet just made by [`spawn_in`] its closure, written
+    /// straight into the record (generic, so not copied through a
+    /// non-generic call).
+    ///
+    /// # Safety
+    /// `self` was just returned by `spawn_in` on this thread.
+    #[inline(always)]
+    unsafe fn install<F>(self, run: F) -> Greenlet
+    where
+        F: FnOnce(Value) -> Result<Value, GreenletError> + 'static,
+    {
+        // SAFETY: a record fresh from `spawn_in` belongs to this thread, has
+        // an empty `run` (nothing to drop) and has not run, so nothing else
+        // accesses its `local` now.
+        unsafe { ptr::write(ptr::addr_of_mut!((*self.core.local()).run), Run::new(run)) };
+        self
+    }
+
     /// A handle from an internal reference.
     #[inline]
     pub(crate) fn from_core(core: Arc<Core>) -> Greenlet {
@@ -690,7 +708,7 @@ impl Greenlet {
     {
         match thread_state::state() {
             // SAFETY: `ts` is this thread's live state.
-            Some(ts) => unsafe { spawn_in(ts, Run::new(run), None, None, DEFAULT_STACK_SIZE) },
+            Some(ts) => unsafe { spawn_in(ts, None, None, DEFAULT_STACK_SIZE).install(run) },
             None => dead_on_arrival(None),
         }
     }
@@ -1231,17 +1249,17 @@ impl GreenletBuilder {
             }
         }
         // SAFETY: `ts` is this thread's live state.
-        Ok(unsafe { spawn_in(ts, Run::new(run), self.parent, name, self.stack_size) })
+        Ok(unsafe { spawn_in(ts, self.parent, name, self.stack_size).install(run) })
     }
 }
 
-/// Create a greenlet in `ts`'s thread.
+/// Create a greenlet in `ts`'s thread, without its closure (see
+/// [`Greenlet::install`]).
 ///
 /// # Safety
 /// `ts` is the calling thread's live state.
 unsafe fn spawn_in(
     ts: *mut ThreadState,
-    run: Run,
     parent: Option<Greenlet>,
     name: Option<Box<str>>,
     stack_size: usize,
@@ -1254,7 +1272,7 @@ unsafe fn spawn_in(
         let key = (*ts).registry.vacant_key();
         let (core, registered) = match (*ts).spare.pop() {
             Some((core, second)) => {
-                let old_parent = reuse(ts, &core, id, name, parent, run, key, stack_size);
+                let old_parent = reuse(ts, &core, id, name, parent, key, stack_size);
                 // Only ever the main greenlet's handle: no user code runs.
                 drop(old_parent);
                 (core, second)
@@ -1265,7 +1283,7 @@ unsafe fn spawn_in(
                     None => Greenlet::from_core((*ts).current_arc()),
                 };
                 let local = Local {
-                    run,
+                    run: Run::none(),
                     co: None,
                     stack: None,
                     yielder: std::ptr::null(),
@@ -1311,7 +1329,6 @@ unsafe fn reuse(
     id: u64,
     name: Option<Box<str>>,
     parent: Option<Greenlet>,
-    run: Run,
     key: usize,
     stack_size: usize,
 ) -> Option<Greenlet> {
@@ -1335,7 +1352,6 @@ unsafe fn reuse(
         *record.handles.get_mut() = 1;
         *record.flags.get_mut() = 0;
         let local = record.local.get_mut();
-        local.run = run;
         local.key = key;
         local.stack_size = stack_size;
         let slot = record.parent.get_mut();
