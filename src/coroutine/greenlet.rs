@@ -289,9 +289,8 @@ impl Local {
 }
 
 /// A thread's spare records (see [`Core`]): dead records that only this
-/// list refers to, linked through their `next_spare` field. The list owns
-/// two strong references to each: the `Arc` in the link, and one more (the
-/// registry's and the handle's of the next greenlet made from it).
+/// list and the thread's registry refer to, linked through their
+/// `next_spare` field.
 pub(crate) struct Spare {
     top: Option<Arc<Core>>,
     len: usize,
@@ -302,36 +301,27 @@ impl Spare {
         Spare { top: None, len: 0 }
     }
 
-    /// Take a record off the list, with its two references.
+    /// Take a record off the list.
     ///
     /// # Safety
     /// Called on the thread that owns the list.
     #[inline]
-    pub(crate) unsafe fn pop(&mut self) -> Option<(Arc<Core>, Arc<Core>)> {
+    pub(crate) unsafe fn pop(&mut self) -> Option<Arc<Core>> {
         let core = self.top.take()?;
         // SAFETY: the owner thread; the record is referred to by this list
-        // only, so nothing else accesses its `local`. The list owns a second
-        // strong reference to the record (see `push`), handed over here.
-        unsafe {
-            self.top = (*core.local()).next_spare.take();
-            self.len -= 1;
-            let second = Arc::from_raw(Arc::as_ptr(&core));
-            Some((core, second))
-        }
+        // and the registry only, so nothing else accesses its `local`.
+        self.top = unsafe { (*core.local()).next_spare.take() };
+        self.len -= 1;
+        Some(core)
     }
 
-    /// Put a record on the list; `core` and `second` are its only two
-    /// references.
+    /// Put a record on the list.
     ///
     /// # Safety
     /// Called on the thread that owns the list; `core` is a reset dead
-    /// record of that thread.
+    /// record of that thread, registered, with no other reference.
     #[inline]
-    unsafe fn push(&mut self, core: Arc<Core>, second: Arc<Core>) {
-        debug_assert!(Arc::ptr_eq(&core, &second));
-        // Kept by the list as a count only; `pop` rebuilds it from the
-        // record's address, which is what `into_raw` returns.
-        let _ = Arc::into_raw(second);
+    unsafe fn push(&mut self, core: Arc<Core>) {
         // SAFETY: guaranteed by the caller.
         unsafe { (*core.local()).next_spare = self.top.take() };
         self.top = Some(core);
@@ -342,8 +332,8 @@ impl Spare {
 impl Drop for Spare {
     fn drop(&mut self) {
         // SAFETY: the list is dropped with its thread's state, on that thread.
-        while let Some(pair) = unsafe { self.pop() } {
-            drop(pair);
+        while let Some(core) = unsafe { self.pop() } {
+            drop(core);
         }
     }
 }
@@ -352,13 +342,14 @@ impl Drop for Spare {
 ///
 /// Its owner thread's registry refers to it from its creation until it dies,
 /// or, if it still has handles then, until its last handle goes (see
-/// [`unregister`]). When that happens on the owner thread, the handle takes
-/// the registry's reference back, and the record may be kept by the thread
-/// (`ThreadState::spare`) with both references and reused for the thread's
-/// next greenlet: it keeps its thread link, and its parent if that is the
-/// thread's main greenlet, so that making a greenlet usually allocates
-/// nothing and touches no shared counter. A dead greenlet's last handle
-/// dropped on another thread is sent to the owner, which unregisters it.
+/// [`unregister`]). When that happens on the owner thread and nothing else
+/// refers to it, the record may instead be kept by the thread
+/// (`ThreadState::spare`), still registered, and reused for the thread's
+/// next greenlet: it keeps its thread link, its registry entry, and its
+/// parent if that is the thread's main greenlet, so that making a greenlet
+/// usually allocates nothing, touches no shared counter and leaves the
+/// registry as it is. A dead greenlet's last handle dropped on another
+/// thread is sent to the owner, which unregisters it.
 pub(crate) struct Core {
     id: u64,
     name: Option<Box<str>>,
@@ -1014,8 +1005,8 @@ fn drop_only_handle(core: Arc<Core>) {
             core.handles.store(0, Ordering::Relaxed);
             // SAFETY: `ts` is this thread's live state and owns `core`.
             unsafe {
-                let registered = owner_last_handle_gone(ts, &core);
-                recycle(ts, core, registered);
+                owner_last_handle_gone(ts, &core);
+                recycle(ts, core);
             }
         }
         None => {
@@ -1028,23 +1019,22 @@ fn drop_only_handle(core: Arc<Core>) {
 
 /// [`dispatch::last_handle_gone`] on the owner thread, with the common case
 /// first: a dead greenlet (not the current one, which `finish` may still
-/// be leaving, nor a leaked one) is unregistered and finalized. Returns the
-/// registry's reference to it, if it had one.
+/// be leaving, nor a leaked one) is only finalized; [`recycle`] then keeps
+/// or unregisters it.
 ///
 /// # Safety
 /// `ts` is the calling thread's live state, which owns `core`.
 #[inline]
-unsafe fn owner_last_handle_gone(ts: *mut ThreadState, core: &Arc<Core>) -> Option<Arc<Core>> {
-    // SAFETY: guaranteed by the caller; short read.
-    let current = unsafe { std::ptr::eq(Arc::as_ptr(core), (*ts).current) };
-    if core.flags() & (DEAD | MAIN | LEAKED) == DEAD && !current {
-        // SAFETY: guaranteed by the caller.
-        let registered = unsafe { unregister(ts, core) };
-        Core::finalize_unreachable(core, 1 + usize::from(registered.is_some()));
-        registered
-    } else {
-        dispatch::last_handle_gone(core);
-        None
+unsafe fn owner_last_handle_gone(ts: *mut ThreadState, core: &Arc<Core>) {
+    // SAFETY: guaranteed by the caller; short reads.
+    unsafe {
+        let current = std::ptr::eq(Arc::as_ptr(core), (*ts).current);
+        if core.flags() & (DEAD | MAIN | LEAKED) == DEAD && !current {
+            let registered = (*core.local()).key != usize::MAX;
+            Core::finalize_unreachable(core, 1 + usize::from(registered));
+        } else {
+            dispatch::last_handle_gone(core);
+        }
     }
 }
 
@@ -1055,7 +1045,7 @@ fn last_handle_dropped(core: Arc<Core>) {
     dispatch::last_handle_gone(&core);
     if let Some(ts) = owner_state(&core) {
         // SAFETY: `ts` is this thread's live state and owns `core`.
-        unsafe { recycle(ts, core, None) };
+        unsafe { recycle(ts, core) };
     }
 }
 
@@ -1068,51 +1058,62 @@ fn owner_state(core: &Core) -> Option<*mut ThreadState> {
     std::ptr::eq(Arc::as_ptr(&core.thread), link).then_some(ts)
 }
 
-/// Keep `core` in this thread's spare records if it is a dead greenlet and
-/// `core` and `registered` (the registry's reference it just left, if any)
-/// are its only references; else just drop them.
+/// `core`'s last handle went on its owner thread: keep the record in the
+/// thread's spare records if it is a dead greenlet that nothing but `core`
+/// and the registry refers to; else drop `core`, and the registry's
+/// reference too if it is dead.
 ///
 /// # Safety
 /// `ts` is the calling thread's live state, which owns `core`.
-unsafe fn recycle(ts: *mut ThreadState, core: Arc<Core>, registered: Option<Arc<Core>>) {
-    // SAFETY: guaranteed by the caller; short read.
-    let room = unsafe { (*ts).spare.len < SPARE_RECORDS };
+unsafe fn recycle(ts: *mut ThreadState, core: Arc<Core>) {
+    // SAFETY: guaranteed by the caller; short reads of the owner-only part.
+    let (registered, room, empty) = unsafe {
+        let local = &*core.local();
+        (
+            local.key != usize::MAX,
+            (*ts).spare.len < SPARE_RECORDS,
+            !local.run.is_some()
+                && local.co.is_none()
+                && local.stack.is_none()
+                && local.return_to.is_none(),
+        )
+    };
+    let flags = core.flags();
     if !room
-        || core.flags() & (DEAD | MAIN) != DEAD
-        || Arc::strong_count(&core) != 1 + usize::from(registered.is_some())
+        || !empty
+        || flags & (DEAD | MAIN) != DEAD
+        || Arc::strong_count(&core) != 1 + usize::from(registered)
         || Arc::weak_count(&core) != 0
     {
+        if flags & (DEAD | MAIN) == DEAD {
+            // SAFETY: guaranteed by the caller.
+            drop(unsafe { unregister(ts, &core) });
+        }
         return;
     }
     // Other threads' last uses of the record happen before its reuse (their
     // reference drops were Release decrements).
     fence(Ordering::Acquire);
-    // SAFETY: `core` and `registered` are the only references to the record
-    // (the strong count says so, and there are no weak ones), both owned here
-    // and not dereferenced while `record` lives, so nothing else can read or
+    // SAFETY: `core` and the registry's entry are the only references to the
+    // record (the strong count says so, and there are no weak ones); the
+    // entry is not used while `record` lives, so nothing else can read or
     // write the record meanwhile: no other thread can reach it, and this
     // thread's state refers to records only through `Arc`s (its raw
     // `current` is a live greenlet). The record's allocation came from
     // `Arc::new`, so it is writable.
     let (counted, old_parent) = unsafe {
         let record = &mut *Arc::as_ptr(&core).cast_mut();
-        let local = record.local.get_mut();
         let finalizers = record.finalizers.get_mut();
-        if local.run.is_some()
-            || local.co.is_some()
-            || local.stack.is_some()
-            || local.return_to.is_some()
-            || finalizers.as_ref().is_some_and(|list| !list.is_empty())
-        {
-            // Not expected of a dead record; dropping it deals with it.
+        if finalizers.as_ref().is_some_and(|list| !list.is_empty()) {
+            // Not expected: finalized already. Dropping it deals with it.
+            drop(unregister(ts, &core));
             return;
         }
         // `None` once finalized; else already the empty list.
         finalizers.get_or_insert_with(Vec::new);
         *record.has_finalizers.get_mut() = false;
         let counted = !std::mem::replace(record.uncounted.get_mut(), false);
-        local.yielder = std::ptr::null();
-        local.key = usize::MAX;
+        record.local.get_mut().yielder = std::ptr::null();
         record.name = None;
         let parent = record.parent.get_mut();
         // The main greenlet's handle is kept for the next greenlet (its
@@ -1122,14 +1123,18 @@ unsafe fn recycle(ts: *mut ThreadState, core: Arc<Core>, registered: Option<Arc<
             .is_some_and(|p| Arc::ptr_eq(&p.core, &(*ts).main));
         (counted, if keep { None } else { parent.take() })
     };
-    // The list's second reference: the registry's, or a new one.
-    let second = registered.unwrap_or_else(|| Arc::clone(&core));
     // SAFETY: `ts` is live and owns the reset record; short accesses.
     unsafe {
+        if !registered {
+            // Left the registry already (it was killed by this drop, or its
+            // handle count raced): back in, as every spare record is.
+            let key = (*ts).registry.insert(Arc::clone(&core));
+            (*core.local()).key = key;
+        }
         if counted {
             (*ts).count_records(-1);
         }
-        (*ts).spare.push(core, second);
+        (*ts).spare.push(core);
     }
     // Dropping another parent's handle may kill it (user code), after the
     // record was put away.
@@ -1269,15 +1274,16 @@ unsafe fn spawn_in(
         dispatch::check_mail(ts);
         (*ts).count_records(1);
         let id = (*ts).fresh_id();
-        let key = (*ts).registry.vacant_key();
-        let (core, registered) = match (*ts).spare.pop() {
-            Some((core, second)) => {
-                let old_parent = reuse(ts, &core, id, name, parent, key, stack_size);
+        let core = match (*ts).spare.pop() {
+            // Still registered, under the key its `local` holds.
+            Some(core) => {
+                let old_parent = reuse(ts, &core, id, name, parent, stack_size);
                 // Only ever the main greenlet's handle: no user code runs.
                 drop(old_parent);
-                (core, second)
+                core
             }
             None => {
+                let key = (*ts).registry.vacant_key();
                 let parent = match parent {
                     Some(p) => p,
                     None => Greenlet::from_core((*ts).current_arc()),
@@ -1301,15 +1307,11 @@ unsafe fn spawn_in(
                     Some(parent),
                     local,
                 ));
-                let registered = Arc::clone(&core);
-                (core, registered)
+                let inserted = (*ts).registry.insert(Arc::clone(&core));
+                debug_assert_eq!(inserted, key, "the registry changed meanwhile");
+                core
             }
         };
-        let inserted = (*ts).registry.insert(registered);
-        debug_assert_eq!(
-            inserted, key,
-            "the registry changed while a greenlet was made"
-        );
         Greenlet {
             core: ManuallyDrop::new(core),
         }
@@ -1321,15 +1323,14 @@ unsafe fn spawn_in(
 ///
 /// # Safety
 /// `ts` is the calling thread's live state and `core` came from its `spare`
-/// list (the only reference to a reset record of this thread).
-#[allow(clippy::too_many_arguments)]
+/// list (a reset record of this thread, referred to by `core` and the
+/// registry only).
 unsafe fn reuse(
     ts: *mut ThreadState,
     core: &Arc<Core>,
     id: u64,
     name: Option<Box<str>>,
     parent: Option<Greenlet>,
-    key: usize,
     stack_size: usize,
 ) -> Option<Greenlet> {
     // SAFETY: the caller guarantees `ts`; the current greenlet is alive.
@@ -1341,10 +1342,9 @@ unsafe fn reuse(
         // SAFETY: as above.
         None => Some(Greenlet::from_core(unsafe { (*ts).current_arc() })),
     };
-    // SAFETY: `core` and the second reference the spare list handed over
-    // (which the caller does not use meanwhile) are the only references to
-    // the record (see `recycle`), so nothing else reads or writes it while
-    // `record` lives.
+    // SAFETY: `core` and the registry's entry (not used meanwhile) are the
+    // only references to the record (see `recycle`), so nothing else reads
+    // or writes it while `record` lives.
     unsafe {
         let record = &mut *Arc::as_ptr(core).cast_mut();
         record.id = id;
@@ -1352,7 +1352,6 @@ unsafe fn reuse(
         *record.handles.get_mut() = 1;
         *record.flags.get_mut() = 0;
         let local = record.local.get_mut();
-        local.key = key;
         local.stack_size = stack_size;
         let slot = record.parent.get_mut();
         match parent {

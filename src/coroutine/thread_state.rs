@@ -318,9 +318,9 @@ unsafe fn teardown(ts: *mut ThreadState) {
         STATE.with(|s| s.set(ptr::null_mut()));
         // The spare records are not counted as live: count them back, then
         // drop them (their drop is counted globally, the state being gone).
-        while let Some(pair) = (*ts).spare.pop() {
+        while let Some(core) = (*ts).spare.pop() {
             (*ts).records.fetch_add(1, Ordering::Relaxed);
-            drop(pair);
+            drop(core);
         }
         records::retire_record_count(&(*ts).records);
         // Fields may hold user values (trace hook, slot): dropped with the
