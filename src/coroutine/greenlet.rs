@@ -1065,6 +1065,7 @@ fn owner_state(core: &Core) -> Option<*mut ThreadState> {
 ///
 /// # Safety
 /// `ts` is the calling thread's live state, which owns `core`.
+#[inline(always)]
 unsafe fn recycle(ts: *mut ThreadState, core: Arc<Core>) {
     // SAFETY: guaranteed by the caller; short reads of the owner-only part.
     let (registered, room, empty) = unsafe {
@@ -1282,39 +1283,57 @@ unsafe fn spawn_in(
                 drop(old_parent);
                 core
             }
-            None => {
-                let key = (*ts).registry.vacant_key();
-                let parent = match parent {
-                    Some(p) => p,
-                    None => Greenlet::from_core((*ts).current_arc()),
-                };
-                let local = Local {
-                    run: Run::none(),
-                    co: None,
-                    stack: None,
-                    yielder: std::ptr::null(),
-                    return_to: None,
-                    key,
-                    stack_size,
-                    next_spare: None,
-                };
-                let core = Arc::new(Core::new(
-                    id,
-                    name,
-                    0,
-                    1,
-                    Arc::clone(&(*ts).link),
-                    Some(parent),
-                    local,
-                ));
-                let inserted = (*ts).registry.insert(Arc::clone(&core));
-                debug_assert_eq!(inserted, key, "the registry changed meanwhile");
-                core
-            }
+            None => new_record(ts, id, name, parent, stack_size),
         };
         Greenlet {
             core: ManuallyDrop::new(core),
         }
+    }
+}
+
+/// A new registered record, when the thread has no spare one (kept out of
+/// `spawn_in`, whose common case is a reused record).
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+#[cold]
+#[inline(never)]
+unsafe fn new_record(
+    ts: *mut ThreadState,
+    id: u64,
+    name: Option<Box<str>>,
+    parent: Option<Greenlet>,
+    stack_size: usize,
+) -> Arc<Core> {
+    // SAFETY: guaranteed by the caller; short accesses, no user code.
+    unsafe {
+        let key = (*ts).registry.vacant_key();
+        let parent = match parent {
+            Some(p) => p,
+            None => Greenlet::from_core((*ts).current_arc()),
+        };
+        let local = Local {
+            run: Run::none(),
+            co: None,
+            stack: None,
+            yielder: std::ptr::null(),
+            return_to: None,
+            key,
+            stack_size,
+            next_spare: None,
+        };
+        let core = Arc::new(Core::new(
+            id,
+            name,
+            0,
+            1,
+            Arc::clone(&(*ts).link),
+            Some(parent),
+            local,
+        ));
+        let inserted = (*ts).registry.insert(Arc::clone(&core));
+        debug_assert_eq!(inserted, key, "the registry changed meanwhile");
+        core
     }
 }
 
