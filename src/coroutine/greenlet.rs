@@ -375,10 +375,12 @@ pub(crate) struct Core {
 // non-Send `run` closure and coroutine) is only accessed on the owner thread:
 // every access goes through `Core::local`, whose callers first check that the
 // calling thread owns the greenlet (or run inside that thread's dispatcher).
-// It is emptied on the owner thread before the greenlet leaves the owner's
-// registry, and the registry holds a reference until then, so the record can
-// only be dropped elsewhere with an empty `local` (`Drop for Core` leaks it
-// otherwise rather than drop it on the wrong thread).
+// It is emptied on the owner thread before the owner lets go of the record:
+// the registry holds a reference until then (or, for a greenlet that just
+// finished with no handle left, `retiring` does, until the dispatcher has
+// dropped its coroutine and stack), so the record can only be dropped
+// elsewhere with an empty `local` (`Drop for Core` leaks it otherwise rather
+// than drop it on the wrong thread).
 unsafe impl Send for Core {}
 // SAFETY: see the `Send` impl: shared access from other threads never reaches
 // `local`.
