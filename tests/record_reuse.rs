@@ -128,3 +128,65 @@ fn reused_records_start_clean() {
         assert_eq!(live_greenlets(), live_before);
     });
 }
+
+#[test]
+fn dead_greenlets_dropped_on_other_threads_while_the_owner_keeps_making_greenlets() {
+    serial(|| {
+        let _ = getcurrent();
+        let live_before = live_greenlets();
+        let finalized = Arc::new(AtomicUsize::new(0));
+        let (send, receive) = mpsc::channel::<Vec<Greenlet>>();
+        let receive = Arc::new(Mutex::new(receive));
+        // Droppers take batches of dead greenlets (some with a second handle
+        // kept by the owner) and drop them while the owner goes on.
+        let droppers: Vec<_> = (0..3)
+            .map(|_| {
+                let receive = Arc::clone(&receive);
+                std::thread::spawn(move || loop {
+                    let batch = receive.lock().unwrap().recv();
+                    match batch {
+                        Ok(batch) => drop(batch),
+                        Err(_) => break,
+                    }
+                })
+            })
+            .collect();
+        let mut kept = Vec::new();
+        for round in 0..200u64 {
+            let mut batch = Vec::new();
+            for i in 0..10u64 {
+                let g = Greenlet::new(move |v| Ok(Value::new(v.downcast::<u64>()? + i)));
+                let f = Arc::clone(&finalized);
+                g.on_finalize(move || {
+                    f.fetch_add(1, Ordering::SeqCst);
+                });
+                assert_eq!(
+                    g.switch(round).unwrap().downcast::<u64>().unwrap(),
+                    round + i
+                );
+                if i % 5 == 0 {
+                    kept.push(g.clone());
+                }
+                batch.push(g);
+            }
+            send.send(batch).unwrap();
+            if round % 50 == 49 {
+                // Drop the owner's copies here, racing the droppers.
+                kept.clear();
+            }
+        }
+        drop(send);
+        for d in droppers {
+            d.join().unwrap();
+        }
+        drop(kept);
+        // The owner's next operation releases what the droppers sent back.
+        drop(Greenlet::new(Ok));
+        assert_eq!(
+            finalized.load(Ordering::SeqCst),
+            2000,
+            "each finalized once"
+        );
+        assert_eq!(live_greenlets(), live_before);
+    });
+}
