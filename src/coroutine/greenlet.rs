@@ -674,7 +674,12 @@ impl Greenlet {
         self
     }
 
-    /// A handle from an internal reference.
+    /// A handle from an internal reference (or, for `Clone`, from a handle
+    /// the caller holds).
+    ///
+    /// Apart from `Clone`, only ever called on `core`'s owner thread (or for
+    /// a record no other thread can reach yet): dropping an only handle on
+    /// the owner thread relies on it (see `drop_only_handle`).
     #[inline]
     pub(crate) fn from_core(core: Arc<Core>) -> Greenlet {
         core.handles.fetch_add(1, Ordering::Relaxed);
