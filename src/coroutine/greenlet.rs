@@ -551,6 +551,43 @@ impl Core {
     }
 }
 
+/// Thread exit: drop this thread's spare records, counted back first (a
+/// spare record is not live), and their registry entries.
+///
+/// # Safety
+/// `ts` is the calling thread's state, not yet freed.
+pub(crate) unsafe fn drain_spare(ts: *mut ThreadState) {
+    // SAFETY: guaranteed by the caller; short accesses.
+    unsafe {
+        while let Some(core) = (*ts).spare.pop() {
+            (*ts).count_records(1);
+            drop(unregister(ts, &core));
+            drop(core);
+        }
+    }
+}
+
+/// Thread exit: release the registry's references to dead greenlets (their
+/// handles outlive the thread; they are finalized when the last one goes),
+/// clearing their keys so that nothing later removes another entry by them.
+///
+/// # Safety
+/// `ts` is the calling thread's state, not yet freed.
+pub(crate) unsafe fn release_dead_registered(ts: *mut ThreadState) {
+    // SAFETY: guaranteed by the caller; short accesses.
+    unsafe {
+        let dead: Vec<Arc<Core>> = (*ts)
+            .registry
+            .iter()
+            .filter(|(_, core)| core.flags() & DEAD != 0)
+            .map(|(_, core)| Arc::clone(core))
+            .collect();
+        for core in dead {
+            drop(unregister(ts, &core));
+        }
+    }
+}
+
 /// Take `core` out of its thread's registry, if it is still there, and
 /// return the registry's reference. Each record leaves the registry once:
 /// its key is cleared, so that a later call (which could otherwise remove

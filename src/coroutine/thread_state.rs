@@ -93,15 +93,16 @@ pub(crate) struct ThreadState {
     pub(crate) current: *const Core,
     /// The value (or error) in flight between two greenlets.
     pub(crate) slot: Option<Payload>,
-    /// Every greenlet of this thread that is not dead (started or not), and
-    /// the dead ones that still have handles (see `Core`). A record's key
-    /// is in its `Local`; it leaves through `greenlet::unregister` only.
+    /// Every greenlet of this thread that is not dead (started or not), the
+    /// dead ones that still have handles, and the spare records (see
+    /// `Core`). A record's key is in its `Local`; it leaves through
+    /// `greenlet::unregister` only.
     pub(crate) registry: Slab<Arc<Core>>,
     /// A greenlet that just finished with no handle left; released in the
     /// next context.
     pub(crate) retiring: Option<Arc<Core>>,
-    /// Records of dead greenlets kept for reuse (their only reference; see
-    /// `Core`), emptied when the thread exits.
+    /// Records of dead greenlets kept for reuse (referred to by this list and
+    /// the registry only; see `Core`), emptied when the thread exits.
     pub(crate) spare: Spare,
     /// This thread's part of `live_greenlets` (written only by this thread).
     pub(crate) records: Arc<AtomicIsize>,
@@ -292,9 +293,11 @@ unsafe fn teardown(ts: *mut ThreadState) {
             finalized.push(core);
         }
         dispatch::do_pending_work(ts);
-        // Dead greenlets whose handles outlive the thread: their records now
-        // live by those handles only (finalized when the last one goes).
-        let dead_registered = std::mem::take(&mut (*ts).registry);
+        // Dead greenlets whose handles outlive the thread now live by those
+        // handles only; spare records go (records recycled later in this
+        // teardown are dropped after the state is unreachable, below).
+        records::drain_spare(ts);
+        records::release_dead_registered(ts);
 
         // From now on, every greenlet of this thread is "of an exited thread".
         let mail = {
@@ -311,17 +314,12 @@ unsafe fn teardown(ts: *mut ThreadState) {
             finalizers.extend(core.take_finalizers());
         }
         drop(finalized);
-        drop(dead_registered);
         let queue = Arc::clone(&(*ts).queue);
 
         TORN_DOWN.with(|t| t.set(true));
         STATE.with(|s| s.set(ptr::null_mut()));
-        // The spare records are not counted as live: count them back, then
-        // drop them (their drop is counted globally, the state being gone).
-        while let Some(core) = (*ts).spare.pop() {
-            (*ts).records.fetch_add(1, Ordering::Relaxed);
-            drop(core);
-        }
+        // Their drop is counted globally now, the state being unreachable.
+        records::drain_spare(ts);
         records::retire_record_count(&(*ts).records);
         // Fields may hold user values (trace hook, slot): dropped with the
         // state already unreachable.
