@@ -1,5 +1,7 @@
-//! A switch carrying `()` or a small `Copy` value does not allocate: counted
-//! with a global allocator that tallies allocations per thread.
+//! A switch carrying `()` or a small `Copy` value does not allocate, nor
+//! does making, running and dropping a greenlet whose closure captures a few
+//! words (once the thread has spare records and pooled stacks): counted with
+//! a global allocator that tallies allocations per thread.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -110,4 +112,28 @@ fn switches_with_unit_and_small_copy_values_do_not_allocate() {
     let count = partner.switch(()).unwrap().downcast::<u64>().unwrap();
     assert_eq!(count, 0, "greenlet <-> greenlet switches allocated");
     drop((echo, partner, driver));
+}
+
+#[test]
+fn creating_running_and_dropping_a_greenlet_with_a_small_closure_does_not_allocate() {
+    let main = getcurrent();
+    let shared = std::rc::Rc::new(5u64);
+    // Warm up: the thread's spare records and its stack pool fill here.
+    for _ in 0..3 {
+        let s = std::rc::Rc::clone(&shared);
+        Greenlet::new(move |v| Ok(Value::new(v.downcast::<u64>()? + *s)))
+            .switch(1u64)
+            .unwrap();
+    }
+    let before = allocations();
+    for i in 0..1000u64 {
+        // Captures two words (an `Rc` and a number), kept in the record.
+        let s = std::rc::Rc::clone(&shared);
+        let g = Greenlet::new(move |v| Ok(Value::new(v.downcast::<u64>()? + *s + i)));
+        assert_eq!(g.switch(1u64).unwrap().downcast::<u64>().unwrap(), 6 + i);
+        assert!(g.is_dead());
+        assert_eq!(g.parent(), Some(main.clone()));
+    }
+    assert_eq!(allocations() - before, 0, "create+run+drop allocated");
+    assert_eq!(std::rc::Rc::strong_count(&shared), 1, "closures dropped");
 }

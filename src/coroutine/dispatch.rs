@@ -25,7 +25,9 @@ use corosensei::stack::{Stack, StackPointer};
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 use super::error::GreenletError;
-use super::greenlet::{exit_value, panic_message, Core, Local, DEAD, LEAKED, MAIN, STARTED};
+use super::greenlet::{
+    exit_value, panic_message, unregister, Core, Local, Run, DEAD, LEAKED, MAIN, STARTED,
+};
 use super::stack::{self, PooledStack};
 use super::thread_state::{self, ThreadState};
 use super::trace;
@@ -569,14 +571,36 @@ unsafe fn settle(ts: *mut ThreadState, mut payload: Payload) -> Payload {
 ///
 /// # Safety
 /// `ts` is the calling thread's live state.
+#[inline]
 pub(crate) unsafe fn do_pending_work(ts: *mut ThreadState) {
+    // SAFETY: the caller's `ts` is live; short accesses.
+    unsafe {
+        if (*ts).retiring.is_none()
+            && (*ts).deferred.is_empty()
+            && !ThreadState::link(ts).has_mail.load(Ordering::Acquire)
+        {
+            // The common case after a greenlet finished (`settle` released
+            // it already): nothing deferred.
+            (*ts).work = (*ts).trace_pending.is_some();
+            return;
+        }
+        do_deferred_work(ts);
+    }
+}
+
+/// [`do_pending_work`] when there is a record to release, deferred work or
+/// mail.
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+#[inline(never)]
+unsafe fn do_deferred_work(ts: *mut ThreadState) {
     // SAFETY: the caller's `ts` is live; each access is short, none spans
     // the user code run by `finalize_or_kill`.
     unsafe {
         drop((*ts).retiring.take());
         let mailed = ThreadState::link(ts).has_mail.load(Ordering::Acquire);
         if !mailed && (*ts).deferred.is_empty() {
-            // The common case after a greenlet finished: nothing deferred.
             (*ts).work = (*ts).retiring.is_some() || (*ts).trace_pending.is_some();
             return;
         }
@@ -624,26 +648,36 @@ fn root(core_ptr: *const Core, yielder: &Yielder<usize, usize>) -> usize {
         (*local).yielder = yielder;
         core.mark(STARTED);
         let payload = take_and_settle(ts);
-        let run = (*local).run.take();
-        let result: Payload = match (payload, run) {
-            (Ok(value), Some(run)) => match catch_unwind(AssertUnwindSafe(move || run(value))) {
-                Ok(result) => result.map_err(Raised::new),
-                Err(panic) => {
-                    if (*ts).unwinding == core_ptr {
-                        // corosensei's forced unwind: let it reach its root.
-                        resume_unwind(panic);
+        let run = ptr::addr_of_mut!((*local).run);
+        // Matched without building a tuple, and the closure called where it
+        // is: every copy of a payload or closure through the stack lengthens
+        // this path.
+        let result: Payload = match payload {
+            // The closure is moved out of the record before it runs, and the
+            // record's `run` is not touched again.
+            Ok(value) => {
+                match catch_unwind(AssertUnwindSafe(move || Run::call_in_place(run, value))) {
+                    Ok(Ok(Ok(value))) => Ok(value),
+                    Ok(Ok(Err(err))) => Err(Raised::new(err)),
+                    // No closure to run (a prepared greenlet always has one):
+                    // the value is its result.
+                    Ok(Err(value)) => Ok(value),
+                    Err(panic) => {
+                        if (*ts).unwinding == core_ptr {
+                            // corosensei's forced unwind: let it reach its root.
+                            resume_unwind(panic);
+                        }
+                        Err(Raised::new(GreenletError::Panic {
+                            greenlet: core.label(),
+                            message: panic_message(&*panic),
+                        }))
                     }
-                    Err(Raised::new(GreenletError::Panic {
-                        greenlet: core.label(),
-                        message: panic_message(&*panic),
-                    }))
                 }
-            },
-            (Err(err), run) => {
-                drop_quietly(run, core);
+            }
+            Err(err) => {
+                drop_quietly((*run).take(), core);
                 Err(err)
             }
-            (Ok(value), None) => Ok(value),
         };
         finish(ts, core_ptr, result)
     }
@@ -670,13 +704,11 @@ unsafe fn finish(ts: *mut ThreadState, core_ptr: *const Core, result: Payload) -
     unsafe {
         let core = &*core_ptr;
         let local = core.local();
-        let payload = match result {
-            Err(err) if err.is_exit() => match err.into_error() {
-                GreenletError::GreenletExit(value) => Ok(exit_value(value)),
-                other => Err(Raised::new(other)),
-            },
-            other => other,
-        };
+        // Updated in place rather than moved through temporaries (see `root`).
+        let mut payload = result;
+        if matches!(&payload, Err(err) if err.is_exit()) {
+            payload = exit_to_value(payload);
+        }
         let killer = (*local).return_to.take();
         let fast = match &killer {
             // The common case: a live, started parent takes the result as is.
@@ -688,8 +720,8 @@ unsafe fn finish(ts: *mut ThreadState, core_ptr: *const Core, result: Payload) -
             }
             Some(_) => None,
         };
-        let (dest, payload) = match fast {
-            Some(parent) => (parent, payload),
+        let dest = match fast {
+            Some(parent) => parent,
             None => {
                 let start = match killer {
                     Some(killer) if killer.flags() & DEAD == 0 => killer,
@@ -700,23 +732,33 @@ unsafe fn finish(ts: *mut ThreadState, core_ptr: *const Core, result: Payload) -
                 // May run user code (closures of unstarted ancestors being
                 // dropped); nothing after it does.
                 match resolve(ts, &start, payload, false) {
-                    Resolved::Go(dest, payload) => (dest, payload),
-                    Resolved::Back(payload) => (Arc::as_ptr(&(*ts).main), payload),
+                    Resolved::Go(dest, resolved) => {
+                        payload = resolved;
+                        dest
+                    }
+                    Resolved::Back(back) => {
+                        payload = back;
+                        Arc::as_ptr(&(*ts).main)
+                    }
                 }
             }
         };
         core.mark(DEAD);
-        let me = (*ts).registry.try_remove((*local).key);
+        // With a handle left, it stays registered (which keeps the record
+        // alive past this stack) until its last handle goes (see `Core`).
+        // Without one, it leaves the registry now; `retiring` keeps it alive
+        // until the next context, where it is finalized.
         if core.handles() == 0 {
+            let me = unregister(ts, core);
             if let Some(me) = &me {
-                // Finalized in the next context, not on this dying stack.
                 (*ts).deferred.push(Arc::clone(me));
             }
+            drop(mem::replace(&mut (*ts).retiring, me));
+            (*ts).work = true;
         }
-        drop(mem::replace(&mut (*ts).retiring, me));
-        (*ts).work = true;
         if trace::active(ts) {
             (*ts).trace_pending = Some((Kind::of(&payload), (*ts).current_arc()));
+            (*ts).work = true;
         }
         put_slot(ts, payload);
         if dest == Arc::as_ptr(&(*ts).main) {
@@ -724,6 +766,17 @@ unsafe fn finish(ts: *mut ThreadState, core_ptr: *const Core, result: Payload) -
         } else {
             dest as usize
         }
+    }
+}
+
+/// A greenlet ended with `GreenletExit`: its parent receives the exit's
+/// value (or the exit itself), not an error.
+#[cold]
+fn exit_to_value(payload: Payload) -> Payload {
+    match payload.map_err(Raised::into_error) {
+        Ok(value) => Ok(value),
+        Err(GreenletError::GreenletExit(value)) => Ok(exit_value(value)),
+        Err(other) => Err(Raised::new(other)),
     }
 }
 
@@ -740,7 +793,7 @@ unsafe fn kill_unstarted(ts: *mut ThreadState, core: &Arc<Core>) {
         let co = (*local).co.take();
         let stack = (*local).stack.take();
         core.mark(DEAD);
-        let me = (*ts).registry.try_remove((*local).key);
+        let me = unregister(ts, core);
         drop(co);
         drop(stack);
         drop_quietly(run, core);
@@ -821,20 +874,30 @@ pub(crate) fn last_handle_gone(core: &Arc<Core>) {
     }
     if flags & DEAD != 0 {
         core.finalize();
+        // Its thread's registry may still hold it (see `Core`): the owner
+        // releases it. It no longer counts as live from now on.
+        core.uncount();
+        if let Err(core) = core.thread.post(Arc::clone(core)) {
+            // Its thread exited, and released it.
+            core.recount();
+        }
     } else if let Err(core) = core.thread.post(Arc::clone(core)) {
         // Its thread exited, and unwound it: only the finalizers are left.
         core.finalize();
     }
 }
 
-/// Deal with a greenlet of this thread that has no handle left.
+/// Deal with a greenlet of this thread that has no handle left. The caller
+/// drops (or recycles) `core` afterwards and makes no handle from it.
 ///
 /// # Safety
 /// `ts` is the calling thread's live state and owns `core`, which is not
 /// the current greenlet.
 unsafe fn finalize_or_kill(ts: *mut ThreadState, core: &Arc<Core>) {
     if core.handles() > 0 {
-        return; // a handle was made again meanwhile
+        // A handle was made again meanwhile: it is live again.
+        core.recount();
+        return;
     }
     let flags = core.flags();
     if flags & MAIN != 0 || flags & LEAKED != 0 {
@@ -867,7 +930,10 @@ unsafe fn finalize_or_kill(ts: *mut ThreadState, core: &Arc<Core>) {
         }
     }
     if core.handles() == 0 {
-        core.finalize();
+        // SAFETY: guaranteed by the caller.
+        let registered = unsafe { unregister(ts, core) };
+        // The callers drop `core` afterwards.
+        Core::finalize_unreachable(core, 1 + usize::from(registered.is_some()));
     }
 }
 
@@ -918,7 +984,7 @@ pub(crate) unsafe fn force_unwind(ts: *mut ThreadState, core: &Arc<Core>) {
             drop(co);
             drop(stack);
         }
-        drop((*ts).registry.try_remove((*local).key));
+        drop(unregister(ts, core));
         do_pending_work(ts);
     }
 }

@@ -3,13 +3,21 @@
 //! Owns [`Core`] (identity, observable flags, parent link, finalizers, and
 //! the owner-only part: the `run` closure, the coroutine and its stack), the
 //! handle count that drives kill-on-drop, [`Greenlet`], [`GreenletBuilder`]
-//! and [`getcurrent`]. Uses the dispatcher for every switch and the thread
-//! state for ownership checks.
+//! and [`getcurrent`]; the record life cycle: registration ([`unregister`]),
+//! per-thread reuse of dead records ([`Spare`]), the closure kept in the
+//! record ([`Run`]), and the per-thread counts behind [`live_greenlets`].
+//! Uses the dispatcher for every switch and the thread state for ownership
+//! checks.
 
 use std::cell::UnsafeCell;
 use std::fmt;
+use std::marker::PhantomData;
+use std::mem::{self, ManuallyDrop, MaybeUninit};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::ptr;
+use std::sync::atomic::{
+    fence, AtomicBool, AtomicIsize, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+};
 use std::sync::Arc;
 
 use corosensei::Yielder;
@@ -30,8 +38,152 @@ pub(crate) const LEAKED: u8 = 8;
 /// A callback run when a greenlet is finalized.
 pub(crate) type Finalizer = Box<dyn FnOnce() + Send + 'static>;
 
-/// The body of a greenlet.
-pub(crate) type Run = Box<dyn FnOnce(Value) -> Result<Value, GreenletError> + 'static>;
+/// Words of closure a greenlet keeps in its record without boxing it.
+const RUN_WORDS: usize = 3;
+
+type RunStorage = MaybeUninit<[usize; RUN_WORDS]>;
+
+/// The body of a greenlet: its closure, kept in place when it fits in
+/// [`RUN_WORDS`] words (a closure capturing a few handles, numbers or
+/// `Arc`s), boxed otherwise, so that making a greenlet with a small closure
+/// allocates nothing; or nothing, once it ran or was dropped. Like
+/// `Box<dyn FnOnce>`, it is neither `Send` nor `Sync` (the closure may be
+/// neither).
+pub(crate) struct Run {
+    storage: RunStorage,
+    /// How to call or drop what `storage` holds; `None`: it holds nothing.
+    vtable: Option<&'static RunVtable>,
+    _not_send: PhantomData<*const ()>,
+}
+
+struct RunVtable {
+    /// Moves the closure out of the storage and calls it.
+    call: unsafe fn(*mut RunStorage, Value) -> Result<Value, GreenletError>,
+    /// Drops the closure in the storage without calling it.
+    drop: unsafe fn(*mut RunStorage),
+}
+
+/// Whether a `T` is kept in a [`Run`]'s storage itself.
+const fn fits_in_run<T>() -> bool {
+    mem::size_of::<T>() <= mem::size_of::<RunStorage>()
+        && mem::align_of::<T>() <= mem::align_of::<RunStorage>()
+}
+
+/// # Safety
+/// `storage` holds an initialized `F`, which the call consumes.
+unsafe fn call_stored<F>(storage: *mut RunStorage, value: Value) -> Result<Value, GreenletError>
+where
+    F: FnOnce(Value) -> Result<Value, GreenletError>,
+{
+    // SAFETY: guaranteed by the caller; the `F` is moved out exactly once,
+    // before anything else (the storage is not touched again).
+    let run = unsafe { ptr::read(storage.cast::<F>()) };
+    run(value)
+}
+
+/// # Safety
+/// `storage` holds an initialized `Box<F>`, which the call consumes.
+unsafe fn call_boxed<F>(storage: *mut RunStorage, value: Value) -> Result<Value, GreenletError>
+where
+    F: FnOnce(Value) -> Result<Value, GreenletError>,
+{
+    // SAFETY: guaranteed by the caller; the box is moved out exactly once,
+    // before anything else.
+    let run = unsafe { ptr::read(storage.cast::<Box<F>>()) };
+    run(value)
+}
+
+/// # Safety
+/// `storage` holds an initialized `S`, dropped here.
+unsafe fn drop_stored<S>(storage: *mut RunStorage) {
+    // SAFETY: guaranteed by the caller.
+    unsafe { ptr::drop_in_place(storage.cast::<S>()) }
+}
+
+impl Run {
+    /// No closure.
+    pub(crate) const fn none() -> Run {
+        Run {
+            storage: RunStorage::uninit(),
+            vtable: None,
+            _not_send: PhantomData,
+        }
+    }
+
+    pub(crate) fn new<F>(run: F) -> Run
+    where
+        F: FnOnce(Value) -> Result<Value, GreenletError> + 'static,
+    {
+        let mut storage = RunStorage::uninit();
+        let vtable: &'static RunVtable = if fits_in_run::<F>() {
+            // SAFETY: `F` fits the storage's size and alignment (checked).
+            unsafe { storage.as_mut_ptr().cast::<F>().write(run) };
+            const {
+                &RunVtable {
+                    call: call_stored::<F>,
+                    drop: drop_stored::<F>,
+                }
+            }
+        } else {
+            const { assert!(fits_in_run::<Box<()>>()) };
+            // SAFETY: a `Box` of a sized type is one word (asserted above).
+            unsafe { storage.as_mut_ptr().cast::<Box<F>>().write(Box::new(run)) };
+            const {
+                &RunVtable {
+                    call: call_boxed::<F>,
+                    drop: drop_stored::<Box<F>>,
+                }
+            }
+        };
+        Run {
+            storage,
+            vtable: Some(vtable),
+            _not_send: PhantomData,
+        }
+    }
+
+    pub(crate) fn is_some(&self) -> bool {
+        self.vtable.is_some()
+    }
+
+    /// Move the closure out, leaving nothing.
+    pub(crate) fn take(&mut self) -> Run {
+        mem::replace(self, Run::none())
+    }
+
+    /// Call the closure where it is, with `value`, leaving nothing in
+    /// `this` (already before the call, which may switch away or panic).
+    /// `Err(value)` if there is no closure.
+    ///
+    /// # Safety
+    /// `this` points to a live `Run` that nothing else accesses during this
+    /// call (the closure is moved out of it before it runs, and `this` is
+    /// not used after that).
+    pub(crate) unsafe fn call_in_place(
+        this: *mut Run,
+        value: Value,
+    ) -> Result<Result<Value, GreenletError>, Value> {
+        // SAFETY: guaranteed by the caller.
+        unsafe {
+            let Some(vtable) = (*this).vtable.take() else {
+                return Err(value);
+            };
+            // The storage holds what `vtable` expects (set together in
+            // `new`); with `vtable` cleared, it is consumed exactly once.
+            Ok((vtable.call)(ptr::addr_of_mut!((*this).storage), value))
+        }
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        if let Some(vtable) = self.vtable {
+            // SAFETY: the storage holds what `vtable` expects (set together
+            // in `new`), not consumed (consuming clears `vtable`).
+            unsafe { (vtable.drop)(&mut self.storage) }
+        }
+    }
+}
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -44,11 +196,22 @@ fn global_id() -> u64 {
     NEXT_ID.fetch_add(1, Ordering::Relaxed)
 }
 
-static LIVE: AtomicUsize = AtomicUsize::new(0);
+/// Most finished records a thread keeps for its next greenlets.
+const SPARE_RECORDS: usize = 64;
+
+/// Records made minus records dropped on threads without greenlet state,
+/// plus the final counts of the thread states that were torn down.
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+/// The record count of every live thread state (records made minus records
+/// dropped or kept for reuse on that thread; written only by that thread,
+/// so that creating a greenlet costs no shared atomic operation).
+static THREAD_COUNTS: Mutex<Vec<Arc<AtomicIsize>>> = Mutex::new(Vec::new());
 
 /// How many greenlet records (main greenlets included) exist in the process:
 /// a greenlet's record lives while a handle, a child, or its thread's
-/// registry refers to it. For leak checks.
+/// registry refers to it. For leak checks: exact while no other thread makes
+/// or drops greenlets (each thread keeps its own count, summed here).
 ///
 /// # Example
 /// ```
@@ -57,12 +220,44 @@ static LIVE: AtomicUsize = AtomicUsize::new(0);
 /// drop(g);
 /// ```
 pub fn live_greenlets() -> usize {
-    LIVE.load(Ordering::Relaxed)
+    let counts = THREAD_COUNTS.lock();
+    let sum = counts
+        .iter()
+        .map(|count| count.load(Ordering::Relaxed))
+        .fold(LIVE.load(Ordering::Relaxed), isize::wrapping_add);
+    usize::try_from(sum).unwrap_or(0)
+}
+
+/// A new thread state's record count, registered for [`live_greenlets`].
+pub(crate) fn register_record_count() -> Arc<AtomicIsize> {
+    let count = Arc::new(AtomicIsize::new(0));
+    THREAD_COUNTS.lock().push(Arc::clone(&count));
+    count
+}
+
+/// A thread state goes: fold its record count into the global one, in one
+/// step for [`live_greenlets`].
+pub(crate) fn retire_record_count(count: &Arc<AtomicIsize>) {
+    let mut counts = THREAD_COUNTS.lock();
+    counts.retain(|c| !Arc::ptr_eq(c, count));
+    LIVE.fetch_add(count.swap(0, Ordering::Relaxed), Ordering::Relaxed);
+}
+
+/// Count records made (`delta > 0`) or gone: in the calling thread's state
+/// if it has one, else in the global count.
+fn count_records(delta: isize) {
+    match thread_state::existing_state() {
+        // SAFETY: `ts` is this thread's live state; short access.
+        Some(ts) => unsafe { (*ts).count_records(delta) },
+        None => {
+            LIVE.fetch_add(delta, Ordering::Relaxed);
+        }
+    }
 }
 
 /// The owner-thread-only part of a greenlet.
 pub(crate) struct Local {
-    pub(crate) run: Option<Run>,
+    pub(crate) run: Run,
     /// Declared before `stack`: the coroutine runs on it.
     pub(crate) co: Option<Co>,
     pub(crate) stack: Option<PooledStack>,
@@ -72,6 +267,8 @@ pub(crate) struct Local {
     /// Key in the owner's registry.
     pub(crate) key: usize,
     pub(crate) stack_size: usize,
+    /// The next record of the owner's spare list, while this one is in it.
+    next_spare: Option<Arc<Core>>,
 }
 
 impl Local {
@@ -79,18 +276,80 @@ impl Local {
     /// or one born dead): not in the registry, no stack, no coroutine.
     fn empty() -> Local {
         Local {
-            run: None,
+            run: Run::none(),
             co: None,
             stack: None,
             yielder: std::ptr::null(),
             return_to: None,
             key: usize::MAX,
             stack_size: 0,
+            next_spare: None,
+        }
+    }
+}
+
+/// A thread's spare records (see [`Core`]): dead records that only this
+/// list and the thread's registry refer to, linked through their
+/// `next_spare` field.
+pub(crate) struct Spare {
+    top: Option<Arc<Core>>,
+    len: usize,
+}
+
+impl Spare {
+    pub(crate) const fn new() -> Spare {
+        Spare { top: None, len: 0 }
+    }
+
+    /// Take a record off the list.
+    ///
+    /// # Safety
+    /// Called on the thread that owns the list.
+    #[inline]
+    pub(crate) unsafe fn pop(&mut self) -> Option<Arc<Core>> {
+        let core = self.top.take()?;
+        // SAFETY: the owner thread; the record is referred to by this list
+        // and the registry only, so nothing else accesses its `local`.
+        self.top = unsafe { (*core.local()).next_spare.take() };
+        self.len -= 1;
+        Some(core)
+    }
+
+    /// Put a record on the list.
+    ///
+    /// # Safety
+    /// Called on the thread that owns the list; `core` is a reset dead
+    /// record of that thread, registered, with no other reference.
+    #[inline]
+    unsafe fn push(&mut self, core: Arc<Core>) {
+        // SAFETY: guaranteed by the caller.
+        unsafe { (*core.local()).next_spare = self.top.take() };
+        self.top = Some(core);
+        self.len += 1;
+    }
+}
+
+impl Drop for Spare {
+    fn drop(&mut self) {
+        // SAFETY: the list is dropped with its thread's state, on that thread.
+        while let Some(core) = unsafe { self.pop() } {
+            drop(core);
         }
     }
 }
 
 /// The record shared by every handle of one greenlet.
+///
+/// Its owner thread's registry refers to it from its creation until it dies,
+/// or, if it still has handles then, until its last handle goes (see
+/// [`unregister`]). When that happens on the owner thread and nothing else
+/// refers to it, the record may instead be kept by the thread
+/// (`ThreadState::spare`), still registered, and reused for the thread's
+/// next greenlet: it keeps its thread link, its registry entry, and its
+/// parent if that is the thread's main greenlet, so that making a greenlet
+/// usually allocates nothing, touches no shared counter and leaves the
+/// registry as it is. A dead greenlet's last handle dropped on another
+/// thread is sent to the owner, which unregisters it.
 pub(crate) struct Core {
     id: u64,
     name: Option<Box<str>>,
@@ -103,6 +362,12 @@ pub(crate) struct Core {
     parent: Mutex<Option<Greenlet>>,
     /// `None` once finalized.
     finalizers: Mutex<Option<Vec<Finalizer>>>,
+    /// Set (under the `finalizers` lock) once a finalizer was registered, so
+    /// that finalizing a record nobody else can reach skips the lock.
+    has_finalizers: AtomicBool,
+    /// Already taken out of [`live_greenlets`]: a dead greenlet whose last
+    /// handle went on another thread, sent to its owner to be unregistered.
+    uncounted: AtomicBool,
     local: UnsafeCell<Local>,
 }
 
@@ -110,33 +375,39 @@ pub(crate) struct Core {
 // non-Send `run` closure and coroutine) is only accessed on the owner thread:
 // every access goes through `Core::local`, whose callers first check that the
 // calling thread owns the greenlet (or run inside that thread's dispatcher).
-// It is emptied on the owner thread before the greenlet leaves the owner's
-// registry, and the registry holds a reference until then, so the record can
-// only be dropped elsewhere with an empty `local` (`Drop for Core` leaks it
-// otherwise rather than drop it on the wrong thread).
+// It is emptied on the owner thread before the owner lets go of the record:
+// the registry holds a reference until then (or, for a greenlet that just
+// finished with no handle left, `retiring` does, until the dispatcher has
+// dropped its coroutine and stack), so the record can only be dropped
+// elsewhere with an empty `local` (`Drop for Core` leaks it otherwise rather
+// than drop it on the wrong thread).
 unsafe impl Send for Core {}
 // SAFETY: see the `Send` impl: shared access from other threads never reaches
 // `local`.
 unsafe impl Sync for Core {}
 
 impl Core {
+    /// A record with `handles` handles (the caller makes them), counted
+    /// by the caller in [`live_greenlets`].
     fn new(
         id: u64,
         name: Option<Box<str>>,
         flags: u8,
+        handles: usize,
         thread: Arc<ThreadLink>,
         parent: Option<Greenlet>,
         local: Local,
     ) -> Core {
-        LIVE.fetch_add(1, Ordering::Relaxed);
         Core {
             id,
             name,
-            handles: AtomicUsize::new(0),
+            handles: AtomicUsize::new(handles),
             flags: AtomicU8::new(flags),
             thread,
             parent: Mutex::new(parent),
             finalizers: Mutex::new(Some(Vec::new())),
+            has_finalizers: AtomicBool::new(false),
+            uncounted: AtomicBool::new(false),
             local: UnsafeCell::new(local),
         }
     }
@@ -148,10 +419,12 @@ impl Core {
         } else {
             DEAD
         };
+        count_records(1);
         Arc::new(Core::new(
             global_id(),
             None,
             STARTED | MAIN | dead,
+            0,
             thread,
             None,
             local,
@@ -245,11 +518,105 @@ impl Core {
             drop(run_finalizers(finalizers, &self.label()));
         }
     }
+
+    /// [`finalize`](Self::finalize) for a record with no handle left, whose
+    /// caller holds `held` of its references and drops (or recycles) them
+    /// afterwards. When those are all the references, nobody can register a
+    /// finalizer any more or see whether the record was marked finalized, so
+    /// a record that never had a finalizer is left as it is, without taking
+    /// the lock.
+    pub(crate) fn finalize_unreachable(this: &Arc<Core>, held: usize) {
+        // The Acquire pairs with the Release store in `on_finalize`; that
+        // thread's handle drop (AcqRel) also orders it before this call.
+        if Arc::strong_count(this) == held && !this.has_finalizers.load(Ordering::Acquire) {
+            return;
+        }
+        this.finalize();
+    }
+
+    /// A dead greenlet's last handle went on a thread other than its
+    /// owner's: take it out of [`live_greenlets`] now, before it is sent to
+    /// the owner (undone by [`Core::recount`] if it cannot be sent).
+    pub(crate) fn uncount(&self) {
+        self.uncounted.store(true, Ordering::Relaxed);
+        count_records(-1);
+    }
+
+    /// Undo [`Core::uncount`]: it is counted again (a handle was made
+    /// again, or it could not be sent to its owner).
+    pub(crate) fn recount(&self) {
+        if self.uncounted.swap(false, Ordering::Relaxed) {
+            count_records(1);
+        }
+    }
+}
+
+/// Thread exit: drop this thread's spare records, counted back first (a
+/// spare record is not live), and their registry entries.
+///
+/// # Safety
+/// `ts` is the calling thread's state, not yet freed.
+pub(crate) unsafe fn drain_spare(ts: *mut ThreadState) {
+    // SAFETY: guaranteed by the caller; short accesses.
+    unsafe {
+        while let Some(core) = (*ts).spare.pop() {
+            (*ts).count_records(1);
+            drop(unregister(ts, &core));
+            drop(core);
+        }
+    }
+}
+
+/// Thread exit: release the registry's references to dead greenlets (their
+/// handles outlive the thread; they are finalized when the last one goes),
+/// clearing their keys so that nothing later removes another entry by them.
+///
+/// # Safety
+/// `ts` is the calling thread's state, not yet freed.
+pub(crate) unsafe fn release_dead_registered(ts: *mut ThreadState) {
+    // SAFETY: guaranteed by the caller; short accesses.
+    unsafe {
+        let dead: Vec<Arc<Core>> = (*ts)
+            .registry
+            .iter()
+            .filter(|(_, core)| core.flags() & DEAD != 0)
+            .map(|(_, core)| Arc::clone(core))
+            .collect();
+        for core in dead {
+            drop(unregister(ts, &core));
+        }
+    }
+}
+
+/// Take `core` out of its thread's registry, if it is still there, and
+/// return the registry's reference. Each record leaves the registry once:
+/// its key is cleared, so that a later call (which could otherwise remove
+/// another greenlet that got the key since) finds nothing.
+///
+/// # Safety
+/// `ts` is the calling thread's live state, which owns `core`.
+#[inline]
+pub(crate) unsafe fn unregister(ts: *mut ThreadState, core: &Core) -> Option<Arc<Core>> {
+    // SAFETY: guaranteed by the caller; short accesses to `local`.
+    unsafe {
+        let local = core.local();
+        let key = std::mem::replace(&mut (*local).key, usize::MAX);
+        if key == usize::MAX {
+            return None;
+        }
+        let entry = (*ts).registry.try_remove(key);
+        debug_assert!(entry
+            .as_ref()
+            .is_some_and(|e| std::ptr::eq(Arc::as_ptr(e), core)));
+        entry
+    }
 }
 
 impl Drop for Core {
     fn drop(&mut self) {
-        LIVE.fetch_sub(1, Ordering::Relaxed);
+        if !*self.uncounted.get_mut() {
+            count_records(-1);
+        }
         let local = self.local.get_mut();
         if local.run.is_some() || local.co.is_some() {
             // Unreachable by the registry invariant (see the Send impl); if it
@@ -321,15 +688,41 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 /// assert!(child.is_dead());
 /// ```
 pub struct Greenlet {
-    core: Arc<Core>,
+    /// Released by hand in `Drop`, which may keep the record for reuse.
+    core: ManuallyDrop<Arc<Core>>,
 }
 
 impl Greenlet {
-    /// A handle from an internal reference.
+    /// Give a greenlet just made by [`spawn_in`] its closure, written
+    /// straight into the record (generic, so not copied through a
+    /// non-generic call).
+    ///
+    /// # Safety
+    /// `self` was just returned by `spawn_in` on this thread.
+    #[inline(always)]
+    unsafe fn install<F>(self, run: F) -> Greenlet
+    where
+        F: FnOnce(Value) -> Result<Value, GreenletError> + 'static,
+    {
+        // SAFETY: a record fresh from `spawn_in` belongs to this thread, has
+        // an empty `run` (nothing to drop) and has not run, so nothing else
+        // accesses its `local` now.
+        unsafe { ptr::write(ptr::addr_of_mut!((*self.core.local()).run), Run::new(run)) };
+        self
+    }
+
+    /// A handle from an internal reference (or, for `Clone`, from a handle
+    /// the caller holds).
+    ///
+    /// Apart from `Clone`, only ever called on `core`'s owner thread (or for
+    /// a record no other thread can reach yet): dropping an only handle on
+    /// the owner thread relies on it (see `drop_only_handle`).
     #[inline]
     pub(crate) fn from_core(core: Arc<Core>) -> Greenlet {
         core.handles.fetch_add(1, Ordering::Relaxed);
-        Greenlet { core }
+        Greenlet {
+            core: ManuallyDrop::new(core),
+        }
     }
 
     /// A new greenlet that will run `run` with the value of the first switch
@@ -350,7 +743,7 @@ impl Greenlet {
     {
         match thread_state::state() {
             // SAFETY: `ts` is this thread's live state.
-            Some(ts) => unsafe { spawn_in(ts, Box::new(run), None, None, DEFAULT_STACK_SIZE) },
+            Some(ts) => unsafe { spawn_in(ts, None, None, DEFAULT_STACK_SIZE).install(run) },
             None => dead_on_arrival(None),
         }
     }
@@ -574,7 +967,9 @@ impl Greenlet {
             ancestor = a.parent_core();
         }
         let old = self.core.parent.lock().replace(parent.clone());
-        drop(old);
+        if let Some(old) = old {
+            old.release_shared();
+        }
         Ok(())
     }
 
@@ -599,7 +994,10 @@ impl Greenlet {
     pub fn on_finalize(&self, callback: impl FnOnce() + Send + 'static) {
         let mut finalizers = self.core.finalizers.lock();
         match finalizers.as_mut() {
-            Some(list) => list.push(Box::new(callback)),
+            Some(list) => {
+                list.push(Box::new(callback));
+                self.core.has_finalizers.store(true, Ordering::Release);
+            }
             None => {
                 drop(finalizers);
                 drop(run_finalizers(vec![Box::new(callback)], &self.core.label()));
@@ -627,10 +1025,186 @@ impl Clone for Greenlet {
 impl Drop for Greenlet {
     #[inline]
     fn drop(&mut self) {
-        if self.core.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
-            dispatch::last_handle_gone(&self.core);
+        // SAFETY: `self.core` is never used again.
+        let core = unsafe { ManuallyDrop::take(&mut self.core) };
+        // The Acquire pairs with other threads' handle drops (AcqRel), as
+        // the `fetch_sub` below does.
+        if core.handles.load(Ordering::Acquire) == 1 {
+            drop_only_handle(core);
+        } else if core.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            last_handle_dropped(core);
         }
     }
+}
+
+/// Drop a handle that was the only one a moment ago. On the greenlet's own
+/// thread it still is, and the count is cleared without an atomic
+/// read-modify-write: other threads make handles only by cloning handles
+/// they can reach (every handle made from an internal reference is made on
+/// the owner thread: `getcurrent`, `spawn_in`, trace events), and there is
+/// no other handle to clone. The one exception, a handle in a child's
+/// `parent` field (which [`Greenlet::parent`] clones on any thread), is
+/// released with [`Greenlet::release_shared`] by `set_parent`, the only
+/// place that drops it while the child is reachable. Elsewhere, another
+/// handle may have been made since, so the count is decremented.
+#[inline(never)]
+fn drop_only_handle(core: Arc<Core>) {
+    match owner_state(&core) {
+        Some(ts) => {
+            core.handles.store(0, Ordering::Relaxed);
+            // SAFETY: `ts` is this thread's live state and owns `core`.
+            unsafe {
+                owner_last_handle_gone(ts, &core);
+                recycle(ts, core);
+            }
+        }
+        None => {
+            if core.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+                dispatch::last_handle_gone(&core);
+            }
+        }
+    }
+}
+
+/// [`dispatch::last_handle_gone`] on the owner thread, with the common case
+/// first: a dead greenlet (not the current one, which `finish` may still
+/// be leaving, nor a leaked one) is only finalized; [`recycle`] then keeps
+/// or unregisters it.
+///
+/// # Safety
+/// `ts` is the calling thread's live state, which owns `core`.
+#[inline]
+unsafe fn owner_last_handle_gone(ts: *mut ThreadState, core: &Arc<Core>) {
+    // SAFETY: guaranteed by the caller; short reads.
+    unsafe {
+        let current = std::ptr::eq(Arc::as_ptr(core), (*ts).current);
+        if core.flags() & (DEAD | MAIN | LEAKED) == DEAD && !current {
+            let registered = (*core.local()).key != usize::MAX;
+            Core::finalize_unreachable(core, 1 + usize::from(registered));
+        } else {
+            dispatch::last_handle_gone(core);
+        }
+    }
+}
+
+impl Greenlet {
+    /// Drop a handle that another thread may be cloning at this moment (a
+    /// child's `parent` field, which [`Greenlet::parent`] clones under the
+    /// field's lock on any thread): always an atomic decrement, never the
+    /// plain store of [`drop_only_handle`], which could lose the clone's
+    /// increment.
+    fn release_shared(self) {
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never used again and its destructor does not run.
+        let core = unsafe { ManuallyDrop::take(&mut this.core) };
+        if core.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            last_handle_dropped(core);
+        }
+    }
+}
+
+/// The last handle of `core` went: kill or finalize it, then keep the
+/// record for reuse if this was its last reference.
+#[inline(never)]
+fn last_handle_dropped(core: Arc<Core>) {
+    dispatch::last_handle_gone(&core);
+    if let Some(ts) = owner_state(&core) {
+        // SAFETY: `ts` is this thread's live state and owns `core`.
+        unsafe { recycle(ts, core) };
+    }
+}
+
+/// The calling thread's state, if the thread owns `core`.
+#[inline]
+fn owner_state(core: &Core) -> Option<*mut ThreadState> {
+    let ts = thread_state::existing_state()?;
+    // SAFETY: `ts` is this thread's live state; short read.
+    let link = unsafe { Arc::as_ptr(&(*ts).link) };
+    std::ptr::eq(Arc::as_ptr(&core.thread), link).then_some(ts)
+}
+
+/// `core`'s last handle went on its owner thread: keep the record in the
+/// thread's spare records if it is a dead greenlet that nothing but `core`
+/// and the registry refers to; else drop `core`, and the registry's
+/// reference too if it is dead.
+///
+/// # Safety
+/// `ts` is the calling thread's live state, which owns `core`.
+#[inline(always)]
+unsafe fn recycle(ts: *mut ThreadState, core: Arc<Core>) {
+    // SAFETY: guaranteed by the caller; short reads of the owner-only part.
+    let (registered, room, empty) = unsafe {
+        let local = &*core.local();
+        (
+            local.key != usize::MAX,
+            (*ts).spare.len < SPARE_RECORDS,
+            !local.run.is_some()
+                && local.co.is_none()
+                && local.stack.is_none()
+                && local.return_to.is_none(),
+        )
+    };
+    let flags = core.flags();
+    if !room
+        || !empty
+        || flags & (DEAD | MAIN) != DEAD
+        || Arc::strong_count(&core) != 1 + usize::from(registered)
+        || Arc::weak_count(&core) != 0
+    {
+        if flags & (DEAD | MAIN) == DEAD {
+            // SAFETY: guaranteed by the caller.
+            drop(unsafe { unregister(ts, &core) });
+        }
+        return;
+    }
+    // Other threads' last uses of the record happen before its reuse (their
+    // reference drops were Release decrements).
+    fence(Ordering::Acquire);
+    // SAFETY: `core` and the registry's entry are the only references to the
+    // record (the strong count says so, and there are no weak ones); the
+    // entry is not used while `record` lives, so nothing else can read or
+    // write the record meanwhile: no other thread can reach it, and this
+    // thread's state refers to records only through `Arc`s (its raw
+    // `current` is a live greenlet). The record's allocation came from
+    // `Arc::new`, so it is writable.
+    let (counted, old_parent) = unsafe {
+        let record = &mut *Arc::as_ptr(&core).cast_mut();
+        let finalizers = record.finalizers.get_mut();
+        if finalizers.as_ref().is_some_and(|list| !list.is_empty()) {
+            // Not expected: finalized already. Dropping it deals with it.
+            drop(unregister(ts, &core));
+            return;
+        }
+        // `None` once finalized; else already the empty list.
+        finalizers.get_or_insert_with(Vec::new);
+        *record.has_finalizers.get_mut() = false;
+        let counted = !std::mem::replace(record.uncounted.get_mut(), false);
+        record.local.get_mut().yielder = std::ptr::null();
+        record.name = None;
+        let parent = record.parent.get_mut();
+        // The main greenlet's handle is kept for the next greenlet (its
+        // handle count drives nothing): only other parents are released.
+        let keep = parent
+            .as_ref()
+            .is_some_and(|p| Arc::ptr_eq(&p.core, &(*ts).main));
+        (counted, if keep { None } else { parent.take() })
+    };
+    // SAFETY: `ts` is live and owns the reset record; short accesses.
+    unsafe {
+        if !registered {
+            // Left the registry already (it was killed by this drop, or its
+            // handle count raced): back in, as every spare record is.
+            let key = (*ts).registry.insert(Arc::clone(&core));
+            (*core.local()).key = key;
+        }
+        if counted {
+            (*ts).count_records(-1);
+        }
+        (*ts).spare.push(core);
+    }
+    // Dropping another parent's handle may kill it (user code), after the
+    // record was put away.
+    drop(old_parent);
 }
 
 impl PartialEq for Greenlet {
@@ -746,17 +1320,17 @@ impl GreenletBuilder {
             }
         }
         // SAFETY: `ts` is this thread's live state.
-        Ok(unsafe { spawn_in(ts, Box::new(run), self.parent, name, self.stack_size) })
+        Ok(unsafe { spawn_in(ts, self.parent, name, self.stack_size).install(run) })
     }
 }
 
-/// Create a greenlet in `ts`'s thread.
+/// Create a greenlet in `ts`'s thread, without its closure (see
+/// [`Greenlet::install`]).
 ///
 /// # Safety
 /// `ts` is the calling thread's live state.
 unsafe fn spawn_in(
     ts: *mut ThreadState,
-    run: Run,
     parent: Option<Greenlet>,
     name: Option<Box<str>>,
     stack_size: usize,
@@ -764,30 +1338,112 @@ unsafe fn spawn_in(
     // SAFETY: `ts` is live; the accesses below are short and run no user code.
     unsafe {
         dispatch::check_mail(ts);
+        (*ts).count_records(1);
+        let id = (*ts).fresh_id();
+        let core = match (*ts).spare.pop() {
+            // Still registered, under the key its `local` holds.
+            Some(core) => {
+                let old_parent = reuse(ts, &core, id, name, parent, stack_size);
+                // Only ever the main greenlet's handle: no user code runs.
+                drop(old_parent);
+                core
+            }
+            None => new_record(ts, id, name, parent, stack_size),
+        };
+        Greenlet {
+            core: ManuallyDrop::new(core),
+        }
+    }
+}
+
+/// A new registered record, when the thread has no spare one (kept out of
+/// `spawn_in`, whose common case is a reused record).
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+#[cold]
+#[inline(never)]
+unsafe fn new_record(
+    ts: *mut ThreadState,
+    id: u64,
+    name: Option<Box<str>>,
+    parent: Option<Greenlet>,
+    stack_size: usize,
+) -> Arc<Core> {
+    // SAFETY: guaranteed by the caller; short accesses, no user code.
+    unsafe {
+        let key = (*ts).registry.vacant_key();
         let parent = match parent {
             Some(p) => p,
             None => Greenlet::from_core((*ts).current_arc()),
         };
-        let entry = (*ts).registry.vacant_entry();
         let local = Local {
-            run: Some(run),
+            run: Run::none(),
             co: None,
             stack: None,
             yielder: std::ptr::null(),
             return_to: None,
-            key: entry.key(),
+            key,
             stack_size,
+            next_spare: None,
         };
         let core = Arc::new(Core::new(
-            (*ts).fresh_id(),
+            id,
             name,
             0,
+            1,
             Arc::clone(&(*ts).link),
             Some(parent),
             local,
         ));
-        entry.insert(Arc::clone(&core));
-        Greenlet::from_core(core)
+        let inserted = (*ts).registry.insert(Arc::clone(&core));
+        debug_assert_eq!(inserted, key, "the registry changed meanwhile");
+        core
+    }
+}
+
+/// Make a spare record (see [`recycle`]) the record of a new greenlet with
+/// one handle; returns the parent handle it replaced, if any.
+///
+/// # Safety
+/// `ts` is the calling thread's live state and `core` came from its `spare`
+/// list (a reset record of this thread, referred to by `core` and the
+/// registry only).
+unsafe fn reuse(
+    ts: *mut ThreadState,
+    core: &Arc<Core>,
+    id: u64,
+    name: Option<Box<str>>,
+    parent: Option<Greenlet>,
+    stack_size: usize,
+) -> Option<Greenlet> {
+    // SAFETY: the caller guarantees `ts`; the current greenlet is alive.
+    let current_is_main = unsafe { std::ptr::eq((*ts).current, Arc::as_ptr(&(*ts).main)) };
+    // The new parent handle, unless the record's kept one (main) will do.
+    let parent = match parent {
+        Some(p) => Some(p),
+        None if current_is_main => None,
+        // SAFETY: as above.
+        None => Some(Greenlet::from_core(unsafe { (*ts).current_arc() })),
+    };
+    // SAFETY: `core` and the registry's entry (not used meanwhile) are the
+    // only references to the record (see `recycle`), so nothing else reads
+    // or writes it while `record` lives.
+    unsafe {
+        let record = &mut *Arc::as_ptr(core).cast_mut();
+        record.id = id;
+        record.name = name;
+        *record.handles.get_mut() = 1;
+        *record.flags.get_mut() = 0;
+        let local = record.local.get_mut();
+        local.stack_size = stack_size;
+        let slot = record.parent.get_mut();
+        match parent {
+            Some(p) => slot.replace(p),
+            None if slot.is_some() => None,
+            // A spare record whose parent was not main: main is current.
+            None => slot.replace(Greenlet::from_core((*ts).current_arc())),
+        }
     }
 }
 
@@ -795,15 +1451,19 @@ unsafe fn spawn_in(
 /// run, so it is born dead and its closure is never kept.
 fn dead_on_arrival(name: Option<Box<str>>) -> Greenlet {
     let local = Local::empty();
+    count_records(1);
     let core = Core::new(
         global_id(),
         name,
         STARTED | DEAD,
+        1,
         ThreadLink::exited(),
         None,
         local,
     );
-    Greenlet::from_core(Arc::new(core))
+    Greenlet {
+        core: ManuallyDrop::new(Arc::new(core)),
+    }
 }
 
 /// The greenlet running on the calling thread, created (with the thread's
@@ -834,6 +1494,16 @@ pub fn getcurrent() -> Greenlet {
 }
 
 impl ThreadState {
+    /// Add `delta` to this thread's record count (only this thread writes it).
+    #[inline]
+    fn count_records(&self, delta: isize) {
+        let count = &*self.records;
+        count.store(
+            count.load(Ordering::Relaxed).wrapping_add(delta),
+            Ordering::Relaxed,
+        );
+    }
+
     /// A process-unique id for a greenlet of this thread, from the thread's
     /// block of ids (refilled from the process-wide counter).
     fn fresh_id(&mut self) -> u64 {
@@ -863,4 +1533,89 @@ impl ThreadState {
 /// The value a greenlet's parent receives when it ended with `GreenletExit`.
 pub(crate) fn exit_value(value: Option<Value>) -> Value {
     value.unwrap_or_else(|| Value::new(GreenletExit))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::rc::Rc;
+
+    use super::*;
+
+    /// A closure capturing `captured` (and a counter of its drops), that
+    /// returns the value it is called with plus the captured sum.
+    fn adder<T: 'static>(
+        captured: T,
+        sum: fn(&T) -> u64,
+        drops: &Rc<()>,
+    ) -> impl FnOnce(Value) -> Result<Value, GreenletError> + 'static {
+        let held = Rc::clone(drops);
+        move |value| {
+            let _held = held;
+            Ok(Value::new(value.downcast::<u64>()? + sum(&captured)))
+        }
+    }
+
+    #[test]
+    fn small_closures_are_kept_in_place_and_large_or_overaligned_ones_boxed() {
+        assert!(fits_in_run::<(u64, u64, u64)>());
+        assert!(!fits_in_run::<[u64; 4]>());
+        let drops = Rc::new(());
+        let runs = [
+            Run::new(adder((), |_| 0, &drops)),
+            Run::new(adder(5u64, |c| *c, &drops)),
+            Run::new(adder([1u64, 2, 3, 4, 5], |c| c.iter().sum(), &drops)),
+            Run::new(adder(7u128, |c| *c as u64, &drops)),
+        ];
+        assert_eq!(Rc::strong_count(&drops), 5);
+        let mut results = Vec::new();
+        for mut run in runs {
+            assert!(run.is_some());
+            // SAFETY: `run` is a live local that nothing else touches.
+            let result = unsafe { Run::call_in_place(&mut run, Value::new(100u64)) };
+            assert!(!run.is_some(), "called: nothing left");
+            let Ok(Ok(value)) = result else {
+                panic!("the closure was called and returned Ok");
+            };
+            results.push(value.downcast::<u64>().unwrap());
+            // SAFETY: as above; called again, there is nothing to call.
+            let again = unsafe { Run::call_in_place(&mut run, Value::new(1u64)) };
+            assert_eq!(again.err().unwrap().downcast::<u64>().unwrap(), 1);
+        }
+        assert_eq!(results, [100, 105, 115, 107]);
+        assert_eq!(Rc::strong_count(&drops), 1, "each closure dropped once");
+    }
+
+    #[test]
+    fn a_closure_never_called_is_dropped_once_taken_or_not() {
+        let drops = Rc::new(());
+        let inline = Run::new(adder(1u64, |c| *c, &drops));
+        let boxed = Run::new(adder([0u64; 8], |_| 0, &drops));
+        let mut taken = Run::new(adder(2u64, |c| *c, &drops));
+        let moved = taken.take();
+        assert!(!taken.is_some() && moved.is_some());
+        assert_eq!(Rc::strong_count(&drops), 4);
+        drop((inline, boxed, taken));
+        assert_eq!(Rc::strong_count(&drops), 2);
+        drop(moved);
+        assert_eq!(Rc::strong_count(&drops), 1);
+        drop(Run::none());
+    }
+
+    #[test]
+    fn a_panicking_closure_is_consumed_once() {
+        let drops = Rc::new(());
+        let held = Rc::clone(&drops);
+        let mut run = Run::new(move |_: Value| -> Result<Value, GreenletError> {
+            let _held = held;
+            panic!("closure panic (expected in this test)");
+        });
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            // SAFETY: `run` is a live local that nothing else touches.
+            let _ = unsafe { Run::call_in_place(&mut run, Value::unit()) };
+        }));
+        assert!(outcome.is_err());
+        assert!(!run.is_some());
+        drop(run);
+        assert_eq!(Rc::strong_count(&drops), 1);
+    }
 }

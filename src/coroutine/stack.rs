@@ -2,8 +2,9 @@
 //!
 //! Owns: the memory greenlets run on ([`PooledStack`], which implements
 //! corosensei's [`Stack`] trait), the pool that recycles stacks (a per-thread
-//! cache in front of a global free list, capped so that memory is unmapped
-//! beyond it), the stack counters ([`stack_stats`]), the valgrind
+//! cache, whose last released stack waits in a thread-local slot of its own
+//! for the next acquire, in front of a global free list, capped so that
+//! memory is unmapped beyond it), the stack counters ([`stack_stats`]), the valgrind
 //! registration of every stack, and stack-overflow reporting: the thread-local
 //! mark of the stack that is running (set by the dispatcher through
 //! [`running`]) and the fault handler that turns a guard-page hit into a
@@ -33,7 +34,7 @@ use std::cell::{Cell, RefCell, UnsafeCell};
 use std::fmt;
 use std::io;
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{compiler_fence, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{compiler_fence, AtomicIsize, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use corosensei::stack::{Stack, StackPointer, MIN_STACK_SIZE};
@@ -411,8 +412,9 @@ pub struct StackStats {
 
 /// The stack pool's counters now.
 ///
-/// `live` and the totals are exact; `pooled` sums per-thread caches one after
-/// the other, so it is exact only while no other thread moves stacks.
+/// The totals are exact; `live` and `pooled` sum per-thread counts one after
+/// the other, so they are exact only while no other thread takes or
+/// releases stacks.
 ///
 /// ```
 /// use greenlet::coroutine::{acquire_stack, stack_stats};
@@ -424,14 +426,21 @@ pub struct StackStats {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn stack_stats() -> StackStats {
-    let caches: usize = REGISTRY
-        .lock()
-        .iter()
-        .map(|count| count.load(Ordering::Relaxed))
-        .sum();
+    let (pooled, live) = REGISTRY.lock().iter().fold(
+        (
+            GLOBAL_POOLED.load(Ordering::Relaxed),
+            LIVE.load(Ordering::Relaxed),
+        ),
+        |(pooled, live), counts| {
+            (
+                pooled + counts.pooled.load(Ordering::Relaxed),
+                live.wrapping_add(counts.live.load(Ordering::Relaxed)),
+            )
+        },
+    );
     StackStats {
-        live: LIVE.load(Ordering::Relaxed),
-        pooled: GLOBAL_POOLED.load(Ordering::Relaxed) + caches,
+        live: usize::try_from(live).unwrap_or(0),
+        pooled,
         created: CREATED.load(Ordering::Relaxed),
         destroyed: DESTROYED.load(Ordering::Relaxed),
     }
@@ -458,10 +467,11 @@ pub fn trim_stack_pool() -> usize {
     let mut free: Vec<RawStack> = Vec::new();
     let _ = CACHE.try_with(|cache| {
         if let Ok(mut cache) = cache.try_borrow_mut() {
+            cool_hot(&mut cache);
             for class in &mut cache.classes {
                 free.append(&mut class.free);
             }
-            cache.count.store(0, Ordering::Relaxed);
+            cache.counts.pooled.store(0, Ordering::Relaxed);
         }
     });
     {
@@ -476,8 +486,9 @@ pub fn trim_stack_pool() -> usize {
     unmapped
 }
 
-/// Stacks handed out and not yet released.
-static LIVE: AtomicUsize = AtomicUsize::new(0);
+/// Stacks handed out and not yet released by threads without a cache, plus
+/// the final `live` counts of the caches that were dropped.
+static LIVE: AtomicIsize = AtomicIsize::new(0);
 /// Stacks ever mapped / unmapped.
 static CREATED: AtomicU64 = AtomicU64::new(0);
 static DESTROYED: AtomicU64 = AtomicU64::new(0);
@@ -485,8 +496,19 @@ static DESTROYED: AtomicU64 = AtomicU64::new(0);
 static GLOBAL_POOLED: AtomicUsize = AtomicUsize::new(0);
 /// The global pool: free stacks by mapping length.
 static GLOBAL: Mutex<Vec<SizeClass>> = Mutex::new(Vec::new());
-/// How many stacks each thread cache holds, for `stack_stats`.
-static REGISTRY: Mutex<Vec<Arc<AtomicUsize>>> = Mutex::new(Vec::new());
+/// The counters of each thread cache, for `stack_stats`.
+static REGISTRY: Mutex<Vec<Arc<CacheCounts>>> = Mutex::new(Vec::new());
+
+/// One thread cache's counters, written only by its thread (a load and a
+/// store, no shared atomic operation) and summed by `stack_stats`.
+#[derive(Default)]
+struct CacheCounts {
+    /// Free stacks in the cache.
+    pooled: AtomicUsize,
+    /// Stacks this thread took minus those it released (negative when it
+    /// released stacks other threads took).
+    live: AtomicIsize,
+}
 
 /// Free stacks of one mapping length.
 struct SizeClass {
@@ -512,33 +534,93 @@ fn class_of(classes: &mut Vec<SizeClass>, map_len: usize) -> &mut Vec<RawStack> 
 /// A thread's private free stacks, in front of the global pool.
 struct ThreadCache {
     classes: Vec<SizeClass>,
-    /// Number of stacks in `classes`; written only by this thread.
-    count: Arc<AtomicUsize>,
+    /// `pooled`: the number of stacks in `classes`.
+    counts: Arc<CacheCounts>,
     /// Dropped last: the alternate signal stack this thread got from us.
     _alt_stack: overflow::AltStack,
 }
 
 thread_local! {
     static CACHE: RefCell<ThreadCache> = RefCell::new(ThreadCache::new());
+    /// The counters of this thread's cache while it exists, else null.
+    /// Const-initialised and without destructor, like `HOT`, so that the
+    /// common release-then-acquire of one stack touches neither the lazily
+    /// initialised `CACHE` nor its `RefCell`.
+    static COUNTS: Cell<*const CacheCounts> = const { Cell::new(ptr::null()) };
+    /// This thread's last released stack when it is free and kept for the
+    /// next `acquire` of its size, else null. Part of the thread's cache
+    /// (counted in its `pooled`); only set while `COUNTS` is not null, and
+    /// moved into the cache's lists when the cache is dropped or trimmed.
+    static HOT: Cell<*mut Header> = const { Cell::new(ptr::null_mut()) };
+}
+
+/// The counters of this thread's cache, if it exists.
+#[inline]
+fn thread_counts<'a>() -> Option<&'a CacheCounts> {
+    let counts = COUNTS.get();
+    // SAFETY: `COUNTS` points into the `Arc` held by this thread's
+    // `ThreadCache`, and is reset to null before that is dropped, so a
+    // non-null value is alive; the reference is only used within the
+    // caller's statement (acquire or release), never across the drop.
+    unsafe { counts.as_ref() }
+}
+
+impl CacheCounts {
+    /// Add to the counts (only their thread writes them: a load and a store).
+    #[inline]
+    fn add(&self, pooled: isize, live: isize) {
+        let now = self.pooled.load(Ordering::Relaxed);
+        self.pooled
+            .store(now.wrapping_add_signed(pooled), Ordering::Relaxed);
+        let now = self.live.load(Ordering::Relaxed);
+        self.live.store(now.wrapping_add(live), Ordering::Relaxed);
+    }
+}
+
+/// Take this thread's hot stack (see `HOT`) if it has this mapping length.
+#[inline]
+fn take_hot(map_len: usize) -> Option<RawStack> {
+    let counts = thread_counts()?;
+    let raw = RawStack(NonNull::new(HOT.get())?);
+    if raw.header().map_len != map_len {
+        return None;
+    }
+    HOT.set(ptr::null_mut());
+    counts.add(-1, 1);
+    Some(raw)
+}
+
+/// Move this thread's hot stack, if any, into `cache`'s lists.
+fn cool_hot(cache: &mut ThreadCache) {
+    if let Some(hot) = NonNull::new(HOT.replace(ptr::null_mut())) {
+        let raw = RawStack(hot);
+        // Already counted in `pooled`.
+        class_of(&mut cache.classes, raw.header().map_len).push(raw);
+    }
 }
 
 impl ThreadCache {
     fn new() -> Self {
         overflow::install_handler();
-        let count = Arc::new(AtomicUsize::new(0));
-        REGISTRY.lock().push(Arc::clone(&count));
+        let counts = Arc::new(CacheCounts::default());
+        REGISTRY.lock().push(Arc::clone(&counts));
+        COUNTS.set(Arc::as_ptr(&counts));
         ThreadCache {
             classes: Vec::new(),
-            count,
+            counts,
             _alt_stack: overflow::AltStack::ensure(),
         }
     }
 
     fn add_count(&self, delta: isize) {
-        // Only this thread writes `count`, so a load and a store suffice.
-        let now = self.count.load(Ordering::Relaxed);
-        self.count
-            .store(now.wrapping_add_signed(delta), Ordering::Relaxed);
+        // Only this thread writes the counts, so a load and a store suffice.
+        let pooled = &self.counts.pooled;
+        let now = pooled.load(Ordering::Relaxed);
+        pooled.store(now.wrapping_add_signed(delta), Ordering::Relaxed);
+    }
+
+    fn add_live(&self, delta: isize) {
+        self.counts.add(0, delta);
     }
 
     fn take(&mut self, map_len: usize) -> Option<RawStack> {
@@ -570,10 +652,19 @@ impl ThreadCache {
 
 impl Drop for ThreadCache {
     fn drop(&mut self) {
-        self.count.store(0, Ordering::Relaxed);
-        REGISTRY
-            .lock()
-            .retain(|count| !Arc::ptr_eq(count, &self.count));
+        COUNTS.set(ptr::null());
+        cool_hot(self);
+        {
+            // Folded under the lock, so that `stack_stats` sees the stacks
+            // this thread took either in its count or in the global one.
+            let mut registry = REGISTRY.lock();
+            registry.retain(|counts| !Arc::ptr_eq(counts, &self.counts));
+            self.counts.pooled.store(0, Ordering::Relaxed);
+            LIVE.fetch_add(
+                self.counts.live.swap(0, Ordering::Relaxed),
+                Ordering::Relaxed,
+            );
+        }
         for class in self.classes.drain(..) {
             give_to_global(class.map_len, class.free);
         }
@@ -663,47 +754,97 @@ fn page_size() -> usize {
 /// ```
 pub fn acquire(size: usize) -> io::Result<PooledStack> {
     let map_len = mapping_len(size)?;
+    if let Some(raw) = take_hot(map_len) {
+        return Ok(PooledStack { raw });
+    }
+    acquire_cold(map_len)
+}
+
+/// [`acquire`] when the hot stack does not fit.
+#[inline(never)]
+fn acquire_cold(map_len: usize) -> io::Result<PooledStack> {
+    // Counted live in the cache when it hands the stack out.
     let cached = CACHE.try_with(|cache| match cache.try_borrow_mut() {
-        Ok(mut cache) => Some(cache.take(map_len)),
+        Ok(mut cache) => {
+            let raw = cache.take(map_len);
+            if raw.is_some() {
+                cache.add_live(1);
+            }
+            Some(raw)
+        }
         Err(_) => None,
     });
     let raw = match cached {
         Ok(Some(Some(raw))) => raw,
         // The thread's cache and the global pool have none of this size.
-        Ok(Some(None)) => create(map_len)?,
+        Ok(Some(None)) => {
+            let raw = create(map_len)?;
+            count_live(1);
+            raw
+        }
         // The thread is exiting (its cache is gone) or, impossibly, its
         // cache is in use: go to the global pool directly.
         Ok(None) | Err(_) => {
             overflow::install_handler();
             let mut from_global = Vec::with_capacity(1);
             refill_from_global(map_len, &mut from_global, 1);
-            match from_global.pop() {
+            let raw = match from_global.pop() {
                 Some(raw) => raw,
                 None => create(map_len)?,
-            }
+            };
+            count_live(1);
+            raw
         }
     };
-    LIVE.fetch_add(1, Ordering::Relaxed);
     Ok(PooledStack { raw })
+}
+
+/// Count stacks taken (`delta > 0`) or released: in this thread's cache
+/// when it is there, else in the global count.
+fn count_live(delta: isize) {
+    let counted = CACHE.try_with(|cache| match cache.try_borrow() {
+        Ok(cache) => {
+            cache.add_live(delta);
+            true
+        }
+        Err(_) => false,
+    });
+    if counted != Ok(true) {
+        LIVE.fetch_add(delta, Ordering::Relaxed);
+    }
 }
 
 /// Returns a released stack to this thread's cache (or, while the thread is
 /// exiting, to the global pool).
 fn release(raw: RawStack) {
-    LIVE.fetch_sub(1, Ordering::Relaxed);
     let header = raw.header();
     header.label_len.store(0, Ordering::Relaxed);
     header.default_id.store(0, Ordering::Relaxed);
     if ptr::eq(RUNNING.get(), header) {
         RUNNING.set(ptr::null());
     }
+    if let Some(counts) = thread_counts() {
+        if HOT.get().is_null() {
+            HOT.set(raw.0.as_ptr());
+            counts.add(1, -1);
+            return;
+        }
+    }
+    release_cold(raw);
+}
+
+/// [`release`] when the hot place is taken (or the cache is gone).
+#[inline(never)]
+fn release_cold(raw: RawStack) {
     let mut spare = Some(raw);
     let _ = CACHE.try_with(|cache| {
         if let (Ok(mut cache), Some(raw)) = (cache.try_borrow_mut(), spare.take()) {
             cache.put(raw);
+            cache.add_live(-1);
         }
     });
     if let Some(raw) = spare {
+        LIVE.fetch_sub(1, Ordering::Relaxed);
         give_to_global(raw.header().map_len, vec![raw]);
     }
 }

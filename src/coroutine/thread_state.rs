@@ -11,14 +11,14 @@
 
 use std::cell::Cell;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 use slab::Slab;
 
 use super::dispatch::{self, Kind};
-use super::greenlet::{Core, Finalizer, DEAD};
+use super::greenlet::{self as records, Core, Finalizer, Spare, DEAD};
 use super::trace::TraceHook;
 use crate::cleanup::{self, CleanupQueue, Remains};
 
@@ -93,10 +93,19 @@ pub(crate) struct ThreadState {
     pub(crate) current: *const Core,
     /// The value (or error) in flight between two greenlets.
     pub(crate) slot: dispatch::Slot,
-    /// Every greenlet of this thread that is not dead (started or not).
+    /// Every greenlet of this thread that is not dead (started or not), the
+    /// dead ones that still have handles, and the spare records (see
+    /// `Core`). A record's key is in its `Local`; it leaves through
+    /// `greenlet::unregister` only.
     pub(crate) registry: Slab<Arc<Core>>,
-    /// A greenlet that just finished; released in the next context.
+    /// A greenlet that just finished with no handle left; released in the
+    /// next context.
     pub(crate) retiring: Option<Arc<Core>>,
+    /// Records of dead greenlets kept for reuse (referred to by this list and
+    /// the registry only; see `Core`), emptied when the thread exits.
+    pub(crate) spare: Spare,
+    /// This thread's part of `live_greenlets` (written only by this thread).
+    pub(crate) records: Arc<AtomicIsize>,
     /// Greenlets whose last handle went while they could not be dealt with
     /// (running, or reported through the inbox).
     pub(crate) deferred: Vec<Arc<Core>>,
@@ -188,6 +197,8 @@ fn create() -> Option<*mut ThreadState> {
         slot: dispatch::Slot::empty(),
         registry: Slab::new(),
         retiring: None,
+        spare: Spare::new(),
+        records: records::register_record_count(),
         deferred: Vec::new(),
         trace_pending: None,
         work: false,
@@ -229,6 +240,23 @@ impl Remains for ThreadRemains {
     }
 }
 
+/// The registered greenlets of `ts` that are not dead (dead ones stay
+/// registered while they have handles: see `Core`).
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+unsafe fn alive_registered(ts: *mut ThreadState) -> Vec<Arc<Core>> {
+    // SAFETY: guaranteed by the caller; short access.
+    unsafe {
+        (*ts)
+            .registry
+            .iter()
+            .filter(|(_, c)| c.flags() & DEAD == 0)
+            .map(|(_, c)| Arc::clone(c))
+            .collect()
+    }
+}
+
 /// Thread exit: unwind the suspended greenlets in this thread, mark every
 /// greenlet as belonging to an exited thread, hand the finalizers to the
 /// cleanup queue, free the state.
@@ -242,8 +270,7 @@ unsafe fn teardown(ts: *mut ThreadState) {
         let mut finalized: Vec<Arc<Core>> = Vec::new();
         for round in 0..=EXIT_KILL_ROUNDS {
             dispatch::do_pending_work(ts);
-            let victims: Vec<Arc<Core>> =
-                (*ts).registry.iter().map(|(_, c)| Arc::clone(c)).collect();
+            let victims = alive_registered(ts);
             if victims.is_empty() {
                 break;
             }
@@ -260,12 +287,17 @@ unsafe fn teardown(ts: *mut ThreadState) {
             }
         }
         // Survivors made during the last round: one last forced sweep.
-        let late: Vec<Arc<Core>> = (*ts).registry.iter().map(|(_, c)| Arc::clone(c)).collect();
+        let late = alive_registered(ts);
         for core in late {
             dispatch::force_unwind(ts, &core);
             finalized.push(core);
         }
         dispatch::do_pending_work(ts);
+        // Dead greenlets whose handles outlive the thread now live by those
+        // handles only; spare records go (records recycled later in this
+        // teardown are dropped after the state is unreachable, below).
+        records::drain_spare(ts);
+        records::release_dead_registered(ts);
 
         // From now on, every greenlet of this thread is "of an exited thread".
         let mail = {
@@ -286,6 +318,9 @@ unsafe fn teardown(ts: *mut ThreadState) {
 
         TORN_DOWN.with(|t| t.set(true));
         STATE.with(|s| s.set(ptr::null_mut()));
+        // Their drop is counted globally now, the state being unreachable.
+        records::drain_spare(ts);
+        records::retire_record_count(&(*ts).records);
         // Fields may hold user values (trace hook, slot): dropped with the
         // state already unreachable.
         drop(Box::from_raw(ts));
