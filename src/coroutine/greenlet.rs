@@ -967,9 +967,7 @@ impl Greenlet {
             ancestor = a.parent_core();
         }
         let old = self.core.parent.lock().replace(parent.clone());
-        if let Some(old) = old {
-            old.release_shared();
-        }
+        drop(old);
         Ok(())
     }
 
@@ -1042,11 +1040,12 @@ impl Drop for Greenlet {
 /// read-modify-write: other threads make handles only by cloning handles
 /// they can reach (every handle made from an internal reference is made on
 /// the owner thread: `getcurrent`, `spawn_in`, trace events), and there is
-/// no other handle to clone. The one exception, a handle in a child's
-/// `parent` field (which [`Greenlet::parent`] clones on any thread), is
-/// released with [`Greenlet::release_shared`] by `set_parent`, the only
-/// place that drops it while the child is reachable. Elsewhere, another
-/// handle may have been made since, so the count is decremented.
+/// no other handle to clone. A clone made on another thread from a handle
+/// this thread now owns (one shared through a lock, such as a child's
+/// `parent` field, which [`Greenlet::parent`] clones under the field's lock)
+/// happened before this thread took the handle over, so the `Acquire` load
+/// of the caller already counts it. Elsewhere, another handle may have been
+/// made since, so the count is decremented.
 #[inline(never)]
 fn drop_only_handle(core: Arc<Core>) {
     match owner_state(&core) {
@@ -1083,22 +1082,6 @@ unsafe fn owner_last_handle_gone(ts: *mut ThreadState, core: &Arc<Core>) {
             Core::finalize_unreachable(core, 1 + usize::from(registered));
         } else {
             dispatch::last_handle_gone(core);
-        }
-    }
-}
-
-impl Greenlet {
-    /// Drop a handle that another thread may be cloning at this moment (a
-    /// child's `parent` field, which [`Greenlet::parent`] clones under the
-    /// field's lock on any thread): always an atomic decrement, never the
-    /// plain store of [`drop_only_handle`], which could lose the clone's
-    /// increment.
-    fn release_shared(self) {
-        let mut this = ManuallyDrop::new(self);
-        // SAFETY: `this` is never used again and its destructor does not run.
-        let core = unsafe { ManuallyDrop::take(&mut this.core) };
-        if core.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
-            last_handle_dropped(core);
         }
     }
 }
