@@ -513,9 +513,9 @@ unsafe fn release_finished(local: *mut Local) {
 /// control to main (greenlet to greenlet switches pass through here).
 ///
 /// # Safety
-/// Runs on the main greenlet's stack (the main greenlet is current, or was
-/// until the inlined first resume of [`jump`]); `next` is a live, started or
-/// prepared greenlet of this thread.
+/// Runs on the main greenlet's stack, called by [`jump`] with the main
+/// greenlet current; `next` is a live, started or prepared greenlet of this
+/// thread.
 #[inline(never)]
 unsafe fn dispatch(ts: *mut ThreadState, mut next: *const Core) {
     // SAFETY: as for `resume`, for every greenlet resumed.
