@@ -537,9 +537,15 @@ impl Core {
     /// A dead greenlet's last handle went on a thread other than its
     /// owner's: take it out of [`live_greenlets`] now, before it is sent to
     /// the owner (undone by [`Core::recount`] if it cannot be sent).
+    ///
+    /// Once only until a recount: its last handle may go elsewhere twice
+    /// before the owner reads its mail (a trace hook gets a new handle as
+    /// the origin of its finishing event and drops it on another thread),
+    /// and both must not count.
     pub(crate) fn uncount(&self) {
-        self.uncounted.store(true, Ordering::Relaxed);
-        count_records(-1);
+        if !self.uncounted.swap(true, Ordering::Relaxed) {
+            count_records(-1);
+        }
     }
 
     /// Undo [`Core::uncount`]: it is counted again (a handle was made
@@ -1536,6 +1542,32 @@ mod tests {
             let _held = held;
             Ok(Value::new(value.downcast::<u64>()? + sum(&captured)))
         }
+    }
+
+    #[test]
+    fn a_record_whose_last_handle_goes_elsewhere_twice_is_uncounted_once() {
+        std::thread::spawn(|| {
+            let g = Greenlet::new(Ok);
+            g.switch(()).unwrap();
+            assert!(g.is_dead());
+            let ts = thread_state::existing_state().unwrap();
+            // SAFETY: this thread's live state, whose count only this
+            // thread writes; short read.
+            let count = || unsafe { (*ts).records.load(Ordering::Relaxed) };
+            let before = count();
+            // What two other threads' drops of its last handle do (the
+            // second with a handle a trace hook got meanwhile), with no
+            // owner step between them to recount it.
+            g.core.uncount();
+            g.core.uncount();
+            assert_eq!(count(), before - 1, "uncounted once");
+            g.core.recount();
+            assert_eq!(count(), before, "counted again once");
+            drop(g);
+            assert_eq!(count(), before - 1, "dropped (or kept for reuse)");
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]
