@@ -164,7 +164,8 @@ pub(crate) fn send(
 ) -> Result<Value, GreenletError> {
     let ts = check_owner(target)?;
     // SAFETY: `ts` is this thread's live state and `target` belongs to it;
-    // `transfer` runs the mailed kills first when there are any.
+    // the mailed kills are run by whichever context receives control next
+    // (`take_and_settle`).
     let result = unsafe { transfer(ts, target, payload, kind) };
     result.map_err(Raised::into_error)
 }
@@ -194,8 +195,9 @@ enum Resolved {
 /// comes back when some greenlet switches back to the current one.
 ///
 /// The common case (a suspended target other than the current greenlet, no
-/// tracing, no pending work, no mail) costs a few loads and compares on top
-/// of the stack switch; everything else goes through [`transfer_slow`].
+/// tracing) costs a few loads and compares on top of the stack switch; pending
+/// work and mail do not leave it, being settled by the receiving context
+/// ([`take_and_settle`]). Everything else goes through [`transfer_slow`].
 ///
 /// # Safety
 /// `ts` is the calling thread's live state and `target` belongs to it.
@@ -305,7 +307,7 @@ unsafe fn take_slot(ts: *mut ThreadState) -> Payload {
 }
 
 /// Everything but the common case of [`transfer`]: unstarted, dead or
-/// current targets, tracing, and pending work. The payload is in the slot.
+/// current targets, and tracing. The payload is in the slot.
 ///
 /// # Safety
 /// As for [`transfer`].
@@ -493,7 +495,7 @@ unsafe fn resume(ts: *mut ThreadState, next: *const Core) -> usize {
 }
 
 /// A greenlet's coroutine returned: drop it and its stack (the record is
-/// kept by `retiring`).
+/// kept by the registry while it has handles, else by `retiring`).
 ///
 /// # Safety
 /// `local` is the owner-only part of a greenlet of this thread whose
@@ -513,9 +515,9 @@ unsafe fn release_finished(local: *mut Local) {
 /// control to main (greenlet to greenlet switches pass through here).
 ///
 /// # Safety
-/// Runs on the main greenlet's stack (the main greenlet is current, or was
-/// until the inlined first resume of [`jump`]); `next` is a live, started or
-/// prepared greenlet of this thread.
+/// Runs on the main greenlet's stack, called by [`jump`] with the main
+/// greenlet current (`jump` makes it current again afterwards); `next` is a
+/// live, started or prepared greenlet of this thread.
 #[inline(never)]
 unsafe fn dispatch(ts: *mut ThreadState, mut next: *const Core) {
     // SAFETY: as for `resume`, for every greenlet resumed.
