@@ -26,7 +26,8 @@ use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 use super::error::GreenletError;
 use super::greenlet::{
-    exit_value, panic_message, unregister, Core, Local, Run, DEAD, LEAKED, MAIN, STARTED,
+    exit_value, owner_state, panic_message, unregister, Core, Local, Run, DEAD, LEAKED, MAIN,
+    STARTED,
 };
 use super::stack::{self, PooledStack};
 use super::thread_state::{self, ThreadState};
@@ -857,22 +858,18 @@ pub(crate) fn last_handle_gone(core: &Arc<Core>) {
         // Main greenlets are finalized when their thread exits.
         return;
     }
-    if let Some(ts) = thread_state::existing_state() {
-        // SAFETY: `ts` is this thread's live state; short reads.
-        let owner = unsafe { ptr::eq(Arc::as_ptr(&core.thread), Arc::as_ptr(&(*ts).link)) };
-        if owner {
-            // SAFETY: as above; `core` belongs to this thread.
-            unsafe {
-                if Arc::as_ptr(core) == (*ts).current {
-                    // Running: killed once it switches away.
-                    (*ts).deferred.push(Arc::clone(core));
-                    (*ts).work = true;
-                } else {
-                    finalize_or_kill(ts, core);
-                }
+    if let Some(ts) = owner_state(core) {
+        // SAFETY: `ts` is this thread's live state and owns `core`.
+        unsafe {
+            if Arc::as_ptr(core) == (*ts).current {
+                // Running: killed once it switches away.
+                (*ts).deferred.push(Arc::clone(core));
+                (*ts).work = true;
+            } else {
+                finalize_or_kill(ts, core);
             }
-            return;
         }
+        return;
     }
     if flags & DEAD != 0 {
         core.finalize();

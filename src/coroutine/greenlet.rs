@@ -264,7 +264,8 @@ pub(crate) struct Local {
     pub(crate) yielder: *const Yielder<usize, usize>,
     /// Where the result goes instead of the parent (the killer).
     pub(crate) return_to: Option<Arc<Core>>,
-    /// Key in the owner's registry.
+    /// Key in the owner's registry; `usize::MAX` while not in it (cleared
+    /// by [`unregister`]).
     pub(crate) key: usize,
     pub(crate) stack_size: usize,
     /// The next record of the owner's spare list, while this one is in it.
@@ -272,8 +273,9 @@ pub(crate) struct Local {
 }
 
 impl Local {
-    /// The part of a greenlet that never runs a closure (a main greenlet,
-    /// or one born dead): not in the registry, no stack, no coroutine.
+    /// Nothing yet: not in the registry, no closure, no stack, no
+    /// coroutine. As it stays for a main greenlet or one born dead; a new
+    /// record starts from it.
     fn empty() -> Local {
         Local {
             run: Run::none(),
@@ -1105,7 +1107,7 @@ fn last_handle_dropped(core: Arc<Core>) {
 
 /// The calling thread's state, if the thread owns `core`.
 #[inline]
-fn owner_state(core: &Core) -> Option<*mut ThreadState> {
+pub(crate) fn owner_state(core: &Core) -> Option<*mut ThreadState> {
     let ts = thread_state::existing_state()?;
     // SAFETY: `ts` is this thread's live state; short read.
     let link = unsafe { Arc::as_ptr(&(*ts).link) };
@@ -1367,14 +1369,9 @@ unsafe fn new_record(
             None => Greenlet::from_core((*ts).current_arc()),
         };
         let local = Local {
-            run: Run::none(),
-            co: None,
-            stack: None,
-            yielder: std::ptr::null(),
-            return_to: None,
             key,
             stack_size,
-            next_spare: None,
+            ..Local::empty()
         };
         let core = Arc::new(Core::new(
             id,
