@@ -208,10 +208,13 @@ static LIVE: AtomicIsize = AtomicIsize::new(0);
 /// so that creating a greenlet costs no shared atomic operation).
 static THREAD_COUNTS: Mutex<Vec<Arc<AtomicIsize>>> = Mutex::new(Vec::new());
 
-/// How many greenlet records (main greenlets included) exist in the process:
-/// a greenlet's record lives while a handle, a child, or its thread's
-/// registry refers to it. For leak checks: exact while no other thread makes
-/// or drops greenlets (each thread keeps its own count, summed here).
+/// How many greenlet records (main greenlets included) are in use in the
+/// process: a record counts while a handle, a child, or its thread refers
+/// to it, except the dead records a thread keeps for reuse, and a dead
+/// greenlet whose last handle went on another thread (no longer counted,
+/// though its owner may not have released it yet). For leak checks: exact
+/// while no other thread makes or drops greenlets (each thread keeps its
+/// own count, summed here).
 ///
 /// # Example
 /// ```
