@@ -587,15 +587,26 @@ pub(crate) unsafe fn drain_spare(ts: *mut ThreadState) {
 pub(crate) unsafe fn release_dead_registered(ts: *mut ThreadState) {
     // SAFETY: guaranteed by the caller; short accesses.
     unsafe {
-        let dead: Vec<Arc<Core>> = (*ts)
-            .registry
-            .iter()
-            .filter(|(_, core)| core.flags() & DEAD != 0)
-            .map(|(_, core)| Arc::clone(core))
-            .collect();
-        for core in dead {
+        for core in registered(ts, true) {
             drop(unregister(ts, &core));
         }
+    }
+}
+
+/// The registered greenlets of `ts` that are dead (`dead`) or not (dead
+/// ones stay registered while they have handles: see [`Core`]).
+///
+/// # Safety
+/// `ts` is the calling thread's state, not yet freed.
+pub(crate) unsafe fn registered(ts: *mut ThreadState, dead: bool) -> Vec<Arc<Core>> {
+    // SAFETY: guaranteed by the caller; short access.
+    unsafe {
+        (*ts)
+            .registry
+            .iter()
+            .filter(|(_, core)| (core.flags() & DEAD != 0) == dead)
+            .map(|(_, core)| Arc::clone(core))
+            .collect()
     }
 }
 
