@@ -1167,32 +1167,20 @@ unsafe fn recycle(ts: *mut ThreadState, core: Arc<Core>) {
     fence(Ordering::Acquire);
     // SAFETY: `core` and the registry's entry are the only references to the
     // record (the strong count says so, and there are no weak ones); the
-    // entry is not used while `record` lives, so nothing else can read or
-    // write the record meanwhile: no other thread can reach it, and this
-    // thread's state refers to records only through `Arc`s (its raw
-    // `current` is a live greenlet). The record's allocation came from
-    // `Arc::new`, so it is writable.
-    let (counted, old_parent) = unsafe {
-        let record = &mut *Arc::as_ptr(&core).cast_mut();
-        let finalizers = record.finalizers.get_mut();
-        if finalizers.as_ref().is_some_and(|list| !list.is_empty()) {
-            // Not expected: finalized already. Dropping it deals with it.
-            drop(unregister(ts, &core));
-            return;
-        }
-        // `None` once finalized; else already the empty list.
-        finalizers.get_or_insert_with(Vec::new);
-        *record.has_finalizers.get_mut() = false;
-        let counted = !std::mem::replace(record.uncounted.get_mut(), false);
-        record.local.get_mut().yielder = std::ptr::null();
-        record.name = None;
-        let parent = record.parent.get_mut();
-        // The main greenlet's handle is kept for the next greenlet (its
-        // handle count drives nothing): only other parents are released.
-        let keep = parent
-            .as_ref()
-            .is_some_and(|p| Arc::ptr_eq(&p.core, &(*ts).main));
-        (counted, if keep { None } else { parent.take() })
+    // entry is not used during the reset, so nothing else can read or write
+    // the record meanwhile: no other thread can reach it, and this thread's
+    // state refers to records only through `Arc`s (its raw `current` is a
+    // live greenlet). The record's allocation came from `Arc::new`, so it is
+    // writable. `main` is another record (this one is not a main greenlet's).
+    let reset = unsafe { reset_for_reuse(&mut *Arc::as_ptr(&core).cast_mut(), &(*ts).main) };
+    let Some((counted, old_parent)) = reset else {
+        // Finalizers that did not run: a greenlet leaked (it ignored the
+        // kill of its last handle's drop) that finished later, which
+        // `finalize_or_kill` leaves alone. Not reused: released, and its
+        // finalizers dropped with it, as before records were reused.
+        // SAFETY: guaranteed by the caller; the reset's borrow has ended.
+        drop(unsafe { unregister(ts, &core) });
+        return;
     };
     // SAFETY: `ts` is live and owns the reset record; short accesses.
     unsafe {
@@ -1210,6 +1198,28 @@ unsafe fn recycle(ts: *mut ThreadState, core: Arc<Core>) {
     // Dropping another parent's handle may kill it (user code), after the
     // record was put away.
     drop(old_parent);
+}
+
+/// Clear what a dead record kept of its greenlet, for [`recycle`]; returns
+/// whether it was still counted in [`live_greenlets`] and the parent handle
+/// to release (none if that is `main`'s, kept for the next greenlet: its
+/// handle count drives nothing). `None`, with nothing changed, if its
+/// finalizers did not run: it is not reused then.
+#[inline(always)]
+fn reset_for_reuse(record: &mut Core, main: &Arc<Core>) -> Option<(bool, Option<Greenlet>)> {
+    let finalizers = record.finalizers.get_mut();
+    if finalizers.as_ref().is_some_and(|list| !list.is_empty()) {
+        return None;
+    }
+    // `None` once finalized; else already the empty list.
+    finalizers.get_or_insert_with(Vec::new);
+    *record.has_finalizers.get_mut() = false;
+    let counted = !mem::replace(record.uncounted.get_mut(), false);
+    record.local.get_mut().yielder = ptr::null();
+    record.name = None;
+    let parent = record.parent.get_mut();
+    let keep = parent.as_ref().is_some_and(|p| Arc::ptr_eq(&p.core, main));
+    Some((counted, if keep { None } else { parent.take() }))
 }
 
 impl PartialEq for Greenlet {
