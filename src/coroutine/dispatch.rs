@@ -26,7 +26,8 @@ use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 use super::error::GreenletError;
 use super::greenlet::{
-    exit_value, panic_message, unregister, Core, Local, Run, DEAD, LEAKED, MAIN, STARTED,
+    exit_value, owner_state, panic_message, unregister, Core, Local, Run, DEAD, LEAKED, MAIN,
+    STARTED,
 };
 use super::stack::{self, PooledStack};
 use super::thread_state::{self, ThreadState};
@@ -164,7 +165,8 @@ pub(crate) fn send(
 ) -> Result<Value, GreenletError> {
     let ts = check_owner(target)?;
     // SAFETY: `ts` is this thread's live state and `target` belongs to it;
-    // `transfer` runs the mailed kills first when there are any.
+    // the mailed kills are run by whichever context receives control next
+    // (`take_and_settle`).
     let result = unsafe { transfer(ts, target, payload, kind) };
     result.map_err(Raised::into_error)
 }
@@ -194,8 +196,9 @@ enum Resolved {
 /// comes back when some greenlet switches back to the current one.
 ///
 /// The common case (a suspended target other than the current greenlet, no
-/// tracing, no pending work, no mail) costs a few loads and compares on top
-/// of the stack switch; everything else goes through [`transfer_slow`].
+/// tracing) costs a few loads and compares on top of the stack switch; pending
+/// work and mail do not leave it, being settled by the receiving context
+/// ([`take_and_settle`]). Everything else goes through [`transfer_slow`].
 ///
 /// # Safety
 /// `ts` is the calling thread's live state and `target` belongs to it.
@@ -305,7 +308,7 @@ unsafe fn take_slot(ts: *mut ThreadState) -> Payload {
 }
 
 /// Everything but the common case of [`transfer`]: unstarted, dead or
-/// current targets, tracing, and pending work. The payload is in the slot.
+/// current targets, and tracing. The payload is in the slot.
 ///
 /// # Safety
 /// As for [`transfer`].
@@ -493,7 +496,7 @@ unsafe fn resume(ts: *mut ThreadState, next: *const Core) -> usize {
 }
 
 /// A greenlet's coroutine returned: drop it and its stack (the record is
-/// kept by `retiring`).
+/// kept by the registry while it has handles, else by `retiring`).
 ///
 /// # Safety
 /// `local` is the owner-only part of a greenlet of this thread whose
@@ -514,8 +517,8 @@ unsafe fn release_finished(local: *mut Local) {
 ///
 /// # Safety
 /// Runs on the main greenlet's stack, called by [`jump`] with the main
-/// greenlet current; `next` is a live, started or prepared greenlet of this
-/// thread.
+/// greenlet current (`jump` makes it current again afterwards); `next` is a
+/// live, started or prepared greenlet of this thread.
 #[inline(never)]
 unsafe fn dispatch(ts: *mut ThreadState, mut next: *const Core) {
     // SAFETY: as for `resume`, for every greenlet resumed.
@@ -855,22 +858,18 @@ pub(crate) fn last_handle_gone(core: &Arc<Core>) {
         // Main greenlets are finalized when their thread exits.
         return;
     }
-    if let Some(ts) = thread_state::existing_state() {
-        // SAFETY: `ts` is this thread's live state; short reads.
-        let owner = unsafe { ptr::eq(Arc::as_ptr(&core.thread), Arc::as_ptr(&(*ts).link)) };
-        if owner {
-            // SAFETY: as above; `core` belongs to this thread.
-            unsafe {
-                if Arc::as_ptr(core) == (*ts).current {
-                    // Running: killed once it switches away.
-                    (*ts).deferred.push(Arc::clone(core));
-                    (*ts).work = true;
-                } else {
-                    finalize_or_kill(ts, core);
-                }
+    if let Some(ts) = owner_state(core) {
+        // SAFETY: `ts` is this thread's live state and owns `core`.
+        unsafe {
+            if Arc::as_ptr(core) == (*ts).current {
+                // Running: killed once it switches away.
+                (*ts).deferred.push(Arc::clone(core));
+                (*ts).work = true;
+            } else {
+                finalize_or_kill(ts, core);
             }
-            return;
         }
+        return;
     }
     if flags & DEAD != 0 {
         core.finalize();

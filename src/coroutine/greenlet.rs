@@ -208,10 +208,13 @@ static LIVE: AtomicIsize = AtomicIsize::new(0);
 /// so that creating a greenlet costs no shared atomic operation).
 static THREAD_COUNTS: Mutex<Vec<Arc<AtomicIsize>>> = Mutex::new(Vec::new());
 
-/// How many greenlet records (main greenlets included) exist in the process:
-/// a greenlet's record lives while a handle, a child, or its thread's
-/// registry refers to it. For leak checks: exact while no other thread makes
-/// or drops greenlets (each thread keeps its own count, summed here).
+/// How many greenlet records (main greenlets included) are in use in the
+/// process: a record counts while a handle, a child, or its thread refers
+/// to it, except the dead records a thread keeps for reuse, and a dead
+/// greenlet whose last handle went on another thread (no longer counted,
+/// though its owner may not have released it yet). For leak checks: exact
+/// while no other thread makes or drops greenlets (each thread keeps its
+/// own count, summed here).
 ///
 /// # Example
 /// ```
@@ -264,7 +267,8 @@ pub(crate) struct Local {
     pub(crate) yielder: *const Yielder<usize, usize>,
     /// Where the result goes instead of the parent (the killer).
     pub(crate) return_to: Option<Arc<Core>>,
-    /// Key in the owner's registry.
+    /// Key in the owner's registry; `usize::MAX` while not in it (cleared
+    /// by [`unregister`]).
     pub(crate) key: usize,
     pub(crate) stack_size: usize,
     /// The next record of the owner's spare list, while this one is in it.
@@ -272,8 +276,9 @@ pub(crate) struct Local {
 }
 
 impl Local {
-    /// The part of a greenlet that never runs a closure (a main greenlet,
-    /// or one born dead): not in the registry, no stack, no coroutine.
+    /// Nothing yet: not in the registry, no closure, no stack, no
+    /// coroutine. As it stays for a main greenlet or one born dead; a new
+    /// record starts from it.
     fn empty() -> Local {
         Local {
             run: Run::none(),
@@ -537,9 +542,15 @@ impl Core {
     /// A dead greenlet's last handle went on a thread other than its
     /// owner's: take it out of [`live_greenlets`] now, before it is sent to
     /// the owner (undone by [`Core::recount`] if it cannot be sent).
+    ///
+    /// Once only until a recount: its last handle may go elsewhere twice
+    /// before the owner reads its mail (a trace hook gets a new handle as
+    /// the origin of its finishing event and drops it on another thread),
+    /// and both must not count.
     pub(crate) fn uncount(&self) {
-        self.uncounted.store(true, Ordering::Relaxed);
-        count_records(-1);
+        if !self.uncounted.swap(true, Ordering::Relaxed) {
+            count_records(-1);
+        }
     }
 
     /// Undo [`Core::uncount`]: it is counted again (a handle was made
@@ -576,15 +587,26 @@ pub(crate) unsafe fn drain_spare(ts: *mut ThreadState) {
 pub(crate) unsafe fn release_dead_registered(ts: *mut ThreadState) {
     // SAFETY: guaranteed by the caller; short accesses.
     unsafe {
-        let dead: Vec<Arc<Core>> = (*ts)
-            .registry
-            .iter()
-            .filter(|(_, core)| core.flags() & DEAD != 0)
-            .map(|(_, core)| Arc::clone(core))
-            .collect();
-        for core in dead {
+        for core in registered(ts, true) {
             drop(unregister(ts, &core));
         }
+    }
+}
+
+/// The registered greenlets of `ts` that are dead (`dead`) or not (dead
+/// ones stay registered while they have handles: see [`Core`]).
+///
+/// # Safety
+/// `ts` is the calling thread's state, not yet freed.
+pub(crate) unsafe fn registered(ts: *mut ThreadState, dead: bool) -> Vec<Arc<Core>> {
+    // SAFETY: guaranteed by the caller; short access.
+    unsafe {
+        (*ts)
+            .registry
+            .iter()
+            .filter(|(_, core)| (core.flags() & DEAD != 0) == dead)
+            .map(|(_, core)| Arc::clone(core))
+            .collect()
     }
 }
 
@@ -1099,7 +1121,7 @@ fn last_handle_dropped(core: Arc<Core>) {
 
 /// The calling thread's state, if the thread owns `core`.
 #[inline]
-fn owner_state(core: &Core) -> Option<*mut ThreadState> {
+pub(crate) fn owner_state(core: &Core) -> Option<*mut ThreadState> {
     let ts = thread_state::existing_state()?;
     // SAFETY: `ts` is this thread's live state; short read.
     let link = unsafe { Arc::as_ptr(&(*ts).link) };
@@ -1145,32 +1167,20 @@ unsafe fn recycle(ts: *mut ThreadState, core: Arc<Core>) {
     fence(Ordering::Acquire);
     // SAFETY: `core` and the registry's entry are the only references to the
     // record (the strong count says so, and there are no weak ones); the
-    // entry is not used while `record` lives, so nothing else can read or
-    // write the record meanwhile: no other thread can reach it, and this
-    // thread's state refers to records only through `Arc`s (its raw
-    // `current` is a live greenlet). The record's allocation came from
-    // `Arc::new`, so it is writable.
-    let (counted, old_parent) = unsafe {
-        let record = &mut *Arc::as_ptr(&core).cast_mut();
-        let finalizers = record.finalizers.get_mut();
-        if finalizers.as_ref().is_some_and(|list| !list.is_empty()) {
-            // Not expected: finalized already. Dropping it deals with it.
-            drop(unregister(ts, &core));
-            return;
-        }
-        // `None` once finalized; else already the empty list.
-        finalizers.get_or_insert_with(Vec::new);
-        *record.has_finalizers.get_mut() = false;
-        let counted = !std::mem::replace(record.uncounted.get_mut(), false);
-        record.local.get_mut().yielder = std::ptr::null();
-        record.name = None;
-        let parent = record.parent.get_mut();
-        // The main greenlet's handle is kept for the next greenlet (its
-        // handle count drives nothing): only other parents are released.
-        let keep = parent
-            .as_ref()
-            .is_some_and(|p| Arc::ptr_eq(&p.core, &(*ts).main));
-        (counted, if keep { None } else { parent.take() })
+    // entry is not used during the reset, so nothing else can read or write
+    // the record meanwhile: no other thread can reach it, and this thread's
+    // state refers to records only through `Arc`s (its raw `current` is a
+    // live greenlet). The record's allocation came from `Arc::new`, so it is
+    // writable. `main` is another record (this one is not a main greenlet's).
+    let reset = unsafe { reset_for_reuse(&mut *Arc::as_ptr(&core).cast_mut(), &(*ts).main) };
+    let Some((counted, old_parent)) = reset else {
+        // Finalizers that did not run: a greenlet leaked (it ignored the
+        // kill of its last handle's drop) that finished later, which
+        // `finalize_or_kill` leaves alone. Not reused: released, and its
+        // finalizers dropped with it, as before records were reused.
+        // SAFETY: guaranteed by the caller; the reset's borrow has ended.
+        drop(unsafe { unregister(ts, &core) });
+        return;
     };
     // SAFETY: `ts` is live and owns the reset record; short accesses.
     unsafe {
@@ -1188,6 +1198,28 @@ unsafe fn recycle(ts: *mut ThreadState, core: Arc<Core>) {
     // Dropping another parent's handle may kill it (user code), after the
     // record was put away.
     drop(old_parent);
+}
+
+/// Clear what a dead record kept of its greenlet, for [`recycle`]; returns
+/// whether it was still counted in [`live_greenlets`] and the parent handle
+/// to release (none if that is `main`'s, kept for the next greenlet: its
+/// handle count drives nothing). `None`, with nothing changed, if its
+/// finalizers did not run: it is not reused then.
+#[inline(always)]
+fn reset_for_reuse(record: &mut Core, main: &Arc<Core>) -> Option<(bool, Option<Greenlet>)> {
+    let finalizers = record.finalizers.get_mut();
+    if finalizers.as_ref().is_some_and(|list| !list.is_empty()) {
+        return None;
+    }
+    // `None` once finalized; else already the empty list.
+    finalizers.get_or_insert_with(Vec::new);
+    *record.has_finalizers.get_mut() = false;
+    let counted = !mem::replace(record.uncounted.get_mut(), false);
+    record.local.get_mut().yielder = ptr::null();
+    record.name = None;
+    let parent = record.parent.get_mut();
+    let keep = parent.as_ref().is_some_and(|p| Arc::ptr_eq(&p.core, main));
+    Some((counted, if keep { None } else { parent.take() }))
 }
 
 impl PartialEq for Greenlet {
@@ -1361,14 +1393,9 @@ unsafe fn new_record(
             None => Greenlet::from_core((*ts).current_arc()),
         };
         let local = Local {
-            run: Run::none(),
-            co: None,
-            stack: None,
-            yielder: std::ptr::null(),
-            return_to: None,
             key,
             stack_size,
-            next_spare: None,
+            ..Local::empty()
         };
         let core = Arc::new(Core::new(
             id,
@@ -1536,6 +1563,32 @@ mod tests {
             let _held = held;
             Ok(Value::new(value.downcast::<u64>()? + sum(&captured)))
         }
+    }
+
+    #[test]
+    fn a_record_whose_last_handle_goes_elsewhere_twice_is_uncounted_once() {
+        std::thread::spawn(|| {
+            let g = Greenlet::new(Ok);
+            g.switch(()).unwrap();
+            assert!(g.is_dead());
+            let ts = thread_state::existing_state().unwrap();
+            // SAFETY: this thread's live state, whose count only this
+            // thread writes; short read.
+            let count = || unsafe { (*ts).records.load(Ordering::Relaxed) };
+            let before = count();
+            // What two other threads' drops of its last handle do (the
+            // second with a handle a trace hook got meanwhile), with no
+            // owner step between them to recount it.
+            g.core.uncount();
+            g.core.uncount();
+            assert_eq!(count(), before - 1, "uncounted once");
+            g.core.recount();
+            assert_eq!(count(), before, "counted again once");
+            drop(g);
+            assert_eq!(count(), before - 1, "dropped (or kept for reuse)");
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

@@ -534,7 +534,8 @@ fn class_of(classes: &mut Vec<SizeClass>, map_len: usize) -> &mut Vec<RawStack> 
 /// A thread's private free stacks, in front of the global pool.
 struct ThreadCache {
     classes: Vec<SizeClass>,
-    /// `pooled`: the number of stacks in `classes`.
+    /// `pooled`: the number of stacks in `classes`, plus the thread's hot
+    /// stack (`HOT`) if it has one.
     counts: Arc<CacheCounts>,
     /// Dropped last: the alternate signal stack this thread got from us.
     _alt_stack: overflow::AltStack,

@@ -240,23 +240,6 @@ impl Remains for ThreadRemains {
     }
 }
 
-/// The registered greenlets of `ts` that are not dead (dead ones stay
-/// registered while they have handles: see `Core`).
-///
-/// # Safety
-/// `ts` is the calling thread's live state.
-unsafe fn alive_registered(ts: *mut ThreadState) -> Vec<Arc<Core>> {
-    // SAFETY: guaranteed by the caller; short access.
-    unsafe {
-        (*ts)
-            .registry
-            .iter()
-            .filter(|(_, c)| c.flags() & DEAD == 0)
-            .map(|(_, c)| Arc::clone(c))
-            .collect()
-    }
-}
-
 /// Thread exit: unwind the suspended greenlets in this thread, mark every
 /// greenlet as belonging to an exited thread, hand the finalizers to the
 /// cleanup queue, free the state.
@@ -270,7 +253,7 @@ unsafe fn teardown(ts: *mut ThreadState) {
         let mut finalized: Vec<Arc<Core>> = Vec::new();
         for round in 0..=EXIT_KILL_ROUNDS {
             dispatch::do_pending_work(ts);
-            let victims = alive_registered(ts);
+            let victims = records::registered(ts, false);
             if victims.is_empty() {
                 break;
             }
@@ -287,7 +270,7 @@ unsafe fn teardown(ts: *mut ThreadState) {
             }
         }
         // Survivors made during the last round: one last forced sweep.
-        let late = alive_registered(ts);
+        let late = records::registered(ts, false);
         for core in late {
             dispatch::force_unwind(ts, &core);
             finalized.push(core);
