@@ -388,3 +388,43 @@ fn set_parent_checks() {
         other => panic!("unexpected {other:?}"),
     }
 }
+
+/// A greenlet that survived the kill of its last handle (it caught the exit
+/// and switched away, so it was reported and leaked) and finishes later:
+/// its finalizers run once nothing refers to it any more.
+#[test]
+fn a_leaked_greenlet_that_finishes_later_is_finalized() {
+    let main = getcurrent();
+    let finalized = Arc::new(AtomicUsize::new(0));
+    let c_slot: Rc<RefCell<Option<Greenlet>>> = Rc::default();
+    let (to_main, slot) = (main.clone(), Rc::clone(&c_slot));
+    let x = Greenlet::new(move |_| {
+        match to_main.switch(()) {
+            Err(err) if err.is_exit() => {} // the kill of X's last handle: survived
+            other => panic!("expected the kill, got {other:?}"),
+        }
+        // C's parent is X: when C finishes, X's pending switch gets its result.
+        let back = to_main.clone();
+        let c = Greenlet::new(move |_| {
+            *slot.borrow_mut() = Some(getcurrent());
+            back.switch(())?;
+            Ok(Value::new("c done"))
+        });
+        c.switch(()) // C parks in main; X stays suspended here, leaked
+    });
+    let count = Arc::clone(&finalized);
+    x.on_finalize(move || {
+        count.fetch_add(1, Ordering::SeqCst);
+    });
+    x.switch(()).unwrap();
+    drop(x); // kills X, which starts C, which parks in main
+    assert_eq!(finalized.load(Ordering::SeqCst), 0, "X is still alive");
+    let c = c_slot.borrow_mut().take().expect("C parked in main");
+    // C finishes: its result resumes X, which finishes and sends it to main.
+    let result = c.switch(()).unwrap().downcast::<&str>().unwrap();
+    assert_eq!(result, "c done");
+    // C's record, and with it its parent handle, the last reference to X, go.
+    drop(c);
+    drop(getcurrent()); // a greenlet operation settles any deferred work
+    assert_eq!(finalized.load(Ordering::SeqCst), 1);
+}

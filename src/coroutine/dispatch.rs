@@ -899,7 +899,9 @@ unsafe fn finalize_or_kill(ts: *mut ThreadState, core: &Arc<Core>) {
         return;
     }
     let flags = core.flags();
-    if flags & MAIN != 0 || flags & LEAKED != 0 {
+    // A leaked greenlet is left alone while it lives; one that finished
+    // since (its killer or a child resumed it) is finalized like any other.
+    if flags & MAIN != 0 || flags & (LEAKED | DEAD) == LEAKED {
         return;
     }
     if flags & DEAD == 0 {
