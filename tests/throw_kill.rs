@@ -88,26 +88,13 @@ fn uncaught_throw_propagates_to_parent() {
 #[test]
 fn kill_unwinds_locals_and_returns_to_the_killer() {
     let dropped = Arc::new(AtomicUsize::new(0));
-    let d = Arc::clone(&dropped);
     let log = Rc::new(RefCell::new(Vec::new()));
-    let l = Rc::clone(&log);
-    let g = Greenlet::new(move |_| {
-        let _local = DropCounter(d);
-        let main = getcurrent().parent().unwrap();
-        let r = main.switch(());
-        l.borrow_mut().push(match &r {
-            Err(e) if e.is_exit() => "got exit",
-            _ => "other",
-        });
-        r?;
-        Ok(().into())
-    });
-    g.switch(()).unwrap();
+    let g = suspended_logging(Arc::clone(&dropped), Rc::clone(&log));
     assert_eq!(dropped.load(Ordering::SeqCst), 0);
     g.kill().unwrap();
     assert!(g.is_dead());
     assert_eq!(dropped.load(Ordering::SeqCst), 1);
-    assert_eq!(*log.borrow(), ["got exit"]);
+    assert_eq!(*log.borrow(), ["exit"]);
     // Killing again, or killing an unstarted one, is harmless.
     g.kill().unwrap();
     let u = Greenlet::new(Ok);
@@ -183,25 +170,8 @@ fn kill_yourself_raises_the_exit() {
 #[test]
 fn drop_of_last_handle_kills_synchronously() {
     let dropped = Arc::new(AtomicUsize::new(0));
-    let d = Arc::clone(&dropped);
     let log = Rc::new(RefCell::new(Vec::new()));
-    let l = Rc::clone(&log);
-    let g = Greenlet::new(move |_| {
-        let _local = DropCounter(d);
-        // Not `getcurrent().parent()...switch()` in one statement: the
-        // temporary handle to ourselves would live across the switch.
-        let main = getcurrent().parent().unwrap();
-        let r = main.switch(());
-        l.borrow_mut()
-            .push(if matches!(r, Err(ref e) if e.is_exit()) {
-                "exit"
-            } else {
-                "?"
-            });
-        r?;
-        Ok(().into())
-    });
-    g.switch(()).unwrap();
+    let g = suspended_logging(Arc::clone(&dropped), Rc::clone(&log));
     log.borrow_mut().push("dropping");
     drop(g);
     log.borrow_mut().push("dropped");
@@ -212,10 +182,23 @@ fn drop_of_last_handle_kills_synchronously() {
 /// A started greenlet suspended in its first switch to the main greenlet,
 /// holding a local that counts its drop in `dropped`.
 fn suspended_holding(dropped: Arc<AtomicUsize>) -> Greenlet {
+    suspended_logging(dropped, Rc::default())
+}
+
+/// As [`suspended_holding`], and when that switch returns it logs `"exit"`
+/// (a `GreenletExit`, which it then propagates) or `"other"` in `log`.
+fn suspended_logging(dropped: Arc<AtomicUsize>, log: Rc<RefCell<Vec<&'static str>>>) -> Greenlet {
     let g = Greenlet::new(move |_| {
         let _local = DropCounter(dropped);
+        // Not `getcurrent().parent()...switch()` in one statement: the
+        // temporary handle to ourselves would live across the switch.
         let main = getcurrent().parent().unwrap();
-        main.switch(())?;
+        let r = main.switch(());
+        log.borrow_mut().push(match &r {
+            Err(e) if e.is_exit() => "exit",
+            _ => "other",
+        });
+        r?;
         Ok(().into())
     });
     g.switch(()).unwrap();
