@@ -8,14 +8,55 @@
 //! Operations: `round-trip` (main ↔ greenlet), `ping-pong` (A ↔ B, one
 //! count per round of two switches), `create` (create + run + finish +
 //! drop), `kill` (start 100 suspended greenlets, then kill and drop each;
-//! the setup is counted too). Prints the mean wall time per operation on
+//! the setup is counted too), and the raw corosensei floors the benches
+//! compare with: `raw-round-trip` (one resume + one suspend) and
+//! `raw-ping-pong` (two coroutines resumed in turn by a loop on the native
+//! stack, one count per round of two resumes). Prints the mean wall time per operation on
 //! stderr; exits 2 on bad arguments.
 
 use std::hint::black_box;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use corosensei::{Coroutine, CoroutineResult, Yielder};
+use greenlet::coroutine::{acquire_stack, PooledStack, DEFAULT_STACK_SIZE};
 use greenlet::{getcurrent, Greenlet, GreenletError, Value};
+
+fn raw_coroutine() -> Result<Coroutine<usize, usize, (), PooledStack>, GreenletError> {
+    let stack = acquire_stack(DEFAULT_STACK_SIZE)?;
+    Ok(Coroutine::with_stack(
+        stack,
+        |yielder: &Yielder<usize, usize>, mut value| loop {
+            value = yielder.suspend(value + 1);
+        },
+    ))
+}
+
+fn resume_raw(coroutine: &mut Coroutine<usize, usize, (), PooledStack>, value: usize) -> usize {
+    match coroutine.resume(value) {
+        CoroutineResult::Yield(value) => value,
+        CoroutineResult::Return(()) => unreachable!("the raw coroutines loop forever"),
+    }
+}
+
+fn raw_round_trip(count: u64) -> Result<(), GreenletError> {
+    let mut coroutine = raw_coroutine()?;
+    for _ in 0..count {
+        black_box(resume_raw(&mut coroutine, black_box(1)));
+    }
+    Ok(())
+}
+
+fn raw_ping_pong(rounds: u64) -> Result<(), GreenletError> {
+    let (mut a, mut b) = (raw_coroutine()?, raw_coroutine()?);
+    let mut value = 0;
+    for _ in 0..rounds {
+        value = resume_raw(&mut a, black_box(value));
+        value = resume_raw(&mut b, black_box(value));
+    }
+    black_box(value);
+    Ok(())
+}
 
 fn round_trip(main: &Greenlet, count: u64) -> Result<(), GreenletError> {
     let main = main.clone();
@@ -92,8 +133,12 @@ fn main() -> ExitCode {
         Some("ping-pong") => ping_pong(&main, count),
         Some("create") => create(count),
         Some("kill") => kill(&main, count),
+        Some("raw-round-trip") => raw_round_trip(count),
+        Some("raw-ping-pong") => raw_ping_pong(count),
         _ => {
-            eprintln!("usage: hot_loops round-trip|ping-pong|create|kill [COUNT]");
+            eprintln!(
+                "usage: hot_loops round-trip|ping-pong|create|kill|raw-round-trip|raw-ping-pong [COUNT]"
+            );
             return ExitCode::from(2);
         }
     };
