@@ -344,3 +344,64 @@ fn a_stack_that_cannot_be_mapped_is_an_error_not_a_crash() {
     let h = Greenlet::new(Ok);
     assert_eq!(h.switch(3).unwrap().downcast::<i32>().unwrap(), 3);
 }
+
+/// A suspended greenlet that is not the main greenlet, parked in its first
+/// switch to main; when resumed it finishes with what it received, or with
+/// the error it was raised, spelled out as a string.
+fn parked_receiver() -> Greenlet {
+    let p = Greenlet::builder()
+        .name("receiver")
+        .spawn(|_| {
+            let main = getcurrent().parent().unwrap();
+            Ok(Value::new(match main.switch("parked") {
+                Ok(v) => format!("receiver got {}", v.downcast::<i64>()?),
+                Err(e) => format!("receiver raised {e}"),
+            }))
+        })
+        .unwrap();
+    assert_eq!(p.switch(()).unwrap().downcast::<&str>().unwrap(), "parked");
+    p
+}
+
+/// Two dead greenlets chained under `p`: returns the lower one.
+fn dead_chain_under(p: &Greenlet) -> Greenlet {
+    let upper = Greenlet::new(Ok);
+    upper.switch(()).unwrap();
+    upper.set_parent(p).unwrap();
+    let lower = Greenlet::new(Ok);
+    lower.switch(()).unwrap();
+    lower.set_parent(&upper).unwrap();
+    assert!(upper.is_dead() && lower.is_dead());
+    lower
+}
+
+/// The walk over dead ancestors goes up the whole chain to the nearest live
+/// one, here a suspended greenlet that is neither main nor the switcher: a
+/// shortcut to main (or back to the caller) would hand the value to main.
+#[test]
+fn dead_chains_lead_to_the_nearest_live_ancestor_not_to_main() {
+    // A child finishing under two dead ancestors.
+    let p = parked_receiver();
+    let dead = dead_chain_under(&p);
+    let child = Greenlet::new(|_| Ok(Value::new(7i64)));
+    child.set_parent(&dead).unwrap();
+    let got = child.switch(()).unwrap().downcast::<String>().unwrap();
+    assert_eq!(got, "receiver got 7");
+    assert!(child.is_dead() && p.is_dead());
+
+    // A switch to a dead greenlet.
+    let p = parked_receiver();
+    let dead = dead_chain_under(&p);
+    let got = dead.switch(8i64).unwrap().downcast::<String>().unwrap();
+    assert_eq!(got, "receiver got 8");
+
+    // A throw into a dead greenlet (not GreenletExit).
+    let p = parked_receiver();
+    let dead = dead_chain_under(&p);
+    let got = dead
+        .throw(GreenletError::user("late"))
+        .unwrap()
+        .downcast::<String>()
+        .unwrap();
+    assert_eq!(got, "receiver raised late");
+}
