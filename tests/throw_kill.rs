@@ -411,3 +411,59 @@ fn a_leaked_greenlet_that_finishes_later_is_finalized() {
     drop(getcurrent()); // a greenlet operation settles any deferred work
     assert_eq!(finalized.load(Ordering::SeqCst), 1);
 }
+
+/// Set for the child process of
+/// `a_greenlet_that_refuses_to_die_on_drop_is_reported_by_name`.
+const REFUSE_CHILD: &str = "GREENLET_REFUSE_TEST_CHILD";
+
+/// Run by the test below only: drops the last handle of a greenlet that
+/// swallows every exit, then says it got control back.
+#[test]
+#[ignore = "child process of a_greenlet_that_refuses_to_die_on_drop_is_reported_by_name"]
+fn refuse_child_process() {
+    if std::env::var_os(REFUSE_CHILD).is_none() {
+        return;
+    }
+    let g = Greenlet::builder()
+        .name("immortal-reported")
+        .spawn(|_| {
+            let main = getcurrent().parent().unwrap();
+            loop {
+                let _ = main.switch(());
+            }
+        })
+        .unwrap();
+    g.switch(()).unwrap();
+    drop(g);
+    eprintln!("child: control came back after the drop");
+}
+
+/// The warning for a greenlet that survives the kill of its last handle's
+/// drop goes to stderr, which the test harness captures in-process: read it
+/// from a child process.
+#[test]
+fn a_greenlet_that_refuses_to_die_on_drop_is_reported_by_name() {
+    let exe = std::env::current_exe().expect("test binary path");
+    let out = std::process::Command::new(exe)
+        .args([
+            "--exact",
+            "refuse_child_process",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(REFUSE_CHILD, "1")
+        .output()
+        .expect("run the child");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}: {stderr}", out.status);
+    let warning = stderr
+        .lines()
+        .position(|l| l.contains("did not kill") && l.contains("'immortal-reported'"))
+        .unwrap_or_else(|| panic!("no warning naming the greenlet; stderr: {stderr}"));
+    let back = stderr
+        .lines()
+        .position(|l| l == "child: control came back after the drop")
+        .unwrap_or_else(|| panic!("the drop did not return; stderr: {stderr}"));
+    assert!(warning < back, "warned before the drop returned: {stderr}");
+}
