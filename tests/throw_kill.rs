@@ -467,3 +467,32 @@ fn a_greenlet_that_refuses_to_die_on_drop_is_reported_by_name() {
         .unwrap_or_else(|| panic!("the drop did not return; stderr: {stderr}"));
     assert!(warning < back, "warned before the drop returned: {stderr}");
 }
+
+/// Throwing into an unstarted greenlet sends the error up its parent chain:
+/// with a parent that is a suspended greenlet other than the thrower, that
+/// parent's pending switch raises it (returning it straight to the thrower
+/// would hand main an `Err`).
+#[test]
+fn throw_into_unstarted_raises_in_its_parent_not_in_the_thrower() {
+    let p = Greenlet::new(|_| {
+        let main = getcurrent().parent().unwrap();
+        Ok(Value::new(match main.switch("parked") {
+            Ok(v) => format!("parent got a {}", v.type_name()),
+            Err(e) => format!("parent raised {e}"),
+        }))
+    });
+    assert_eq!(p.switch(()).unwrap().downcast::<&str>().unwrap(), "parked");
+    let ran = Rc::new(RefCell::new(false));
+    let r = Rc::clone(&ran);
+    let g = Greenlet::builder()
+        .parent(&p)
+        .spawn(move |v| {
+            *r.borrow_mut() = true;
+            Ok(v)
+        })
+        .unwrap();
+    let got = g.throw(GreenletError::user("never ran")).unwrap();
+    assert_eq!(got.downcast::<String>().unwrap(), "parent raised never ran");
+    assert!(g.is_dead() && !g.is_started() && !*ran.borrow());
+    assert!(p.is_dead());
+}
