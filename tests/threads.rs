@@ -114,6 +114,10 @@ fn greenlets_of_an_exited_thread() {
         main.switch(()),
         Err(GreenletError::ThreadExited { .. })
     ));
+    assert!(matches!(
+        g.throw(GreenletError::user("late")),
+        Err(GreenletError::ThreadExited { .. })
+    ));
     assert!(matches!(g.kill(), Err(GreenletError::ThreadExited { .. })));
 }
 
