@@ -389,3 +389,46 @@ fn a_panicking_main_finalizer_is_counted_by_the_queue() {
     );
     assert_eq!(queue.finalizer_panics(), 1);
 }
+
+/// A kill mailed by another thread is also performed when the owner's next
+/// greenlet operation is a plain switch between suspended greenlets (the
+/// fast path, which hands pending work to the receiving context): both into
+/// a greenlet and back into main.
+#[test]
+fn a_mailed_kill_runs_at_the_owners_next_switch() {
+    let counter = Arc::new(AtomicUsize::new(0));
+    let main = getcurrent();
+    let m = main.clone();
+    let c = Arc::clone(&counter);
+    // Reports the kill counter each time it is resumed.
+    let echo = Greenlet::new(move |_| loop {
+        m.switch(c.load(Ordering::SeqCst))?;
+    });
+    echo.switch(()).unwrap();
+    for round in 1..=2 {
+        let victim = suspended_with_counter(&counter, "mailed");
+        std::thread::spawn(move || drop(victim)).join().unwrap();
+        assert_eq!(counter.load(Ordering::SeqCst), round - 1, "not before");
+        // Into `echo`: the kill runs there, before it reads the counter.
+        let seen = echo.switch(()).unwrap().downcast::<usize>().unwrap();
+        assert_eq!(seen, round);
+    }
+    // Back into main: a greenlet drops a victim's last handle on another
+    // thread while it runs, then switches to main, which performs the kill.
+    let c = Arc::clone(&counter);
+    let dropper = Greenlet::new(move |v| {
+        let victim = v.downcast::<Greenlet>()?;
+        std::thread::spawn(move || drop(victim)).join().unwrap();
+        let before = c.load(Ordering::SeqCst);
+        main.switch(before)?;
+        Ok(().into())
+    });
+    let victim = suspended_with_counter(&counter, "mailed to main");
+    let before = dropper
+        .switch(Value::new(victim))
+        .unwrap()
+        .downcast::<usize>()
+        .unwrap();
+    assert_eq!(before, 2, "not killed before the switch");
+    assert_eq!(counter.load(Ordering::SeqCst), 3);
+}
