@@ -432,3 +432,44 @@ fn a_mailed_kill_runs_at_the_owners_next_switch() {
     assert_eq!(before, 2, "not killed before the switch");
     assert_eq!(counter.load(Ordering::SeqCst), 3);
 }
+
+/// The closure of an unstarted greenlet whose last handle goes on another
+/// thread is dropped by the owner (at its next greenlet operation), never
+/// by the foreign thread: it may hold thread-bound values.
+#[test]
+fn an_unstarted_greenlet_dropped_elsewhere_drops_its_closure_on_the_owner() {
+    struct Where(Arc<Mutex<Vec<Option<String>>>>);
+    impl Drop for Where {
+        fn drop(&mut self) {
+            let name = std::thread::current().name().map(str::to_owned);
+            self.0.lock().unwrap().push(name);
+        }
+    }
+    let dropped_on = Arc::new(Mutex::new(Vec::new()));
+    let d = Arc::clone(&dropped_on);
+    std::thread::Builder::new()
+        .name("owner".into())
+        .spawn(move || {
+            let guard = Where(Arc::clone(&d));
+            let g = Greenlet::new(move |v| {
+                let _guard = guard;
+                Ok(v)
+            });
+            std::thread::Builder::new()
+                .name("foreign".into())
+                .spawn(move || drop(g))
+                .unwrap()
+                .join()
+                .unwrap();
+            assert!(
+                d.lock().unwrap().is_empty(),
+                "not dropped by the foreign thread"
+            );
+            let _ = getcurrent(); // the owner's next greenlet operation
+            assert_eq!(d.lock().unwrap().len(), 1);
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(*dropped_on.lock().unwrap(), [Some("owner".to_string())]);
+}
