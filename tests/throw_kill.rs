@@ -347,10 +347,17 @@ fn set_parent_checks() {
         a.set_parent(&a),
         Err(GreenletError::ParentCycle { .. })
     ));
-    assert!(matches!(
-        main.set_parent(&a),
-        Err(GreenletError::MainCannotHaveParent { .. })
-    ));
+    match main.set_parent(&a) {
+        Err(err @ GreenletError::MainCannotHaveParent { .. }) => {
+            let message = err.to_string();
+            assert!(
+                message.starts_with("cannot set the parent of a main greenlet"),
+                "{message}"
+            );
+            assert!(message.contains(&main.id().to_string()), "{message}");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
     c.set_parent(&a).unwrap();
     assert_eq!(c.parent(), Some(a.clone()));
 

@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
 # Times CPython's greenlet 3.5.6 on the operations the Rust benches measure.
-# Usage (from anywhere): benches/python/run.sh
+# Usage (from anywhere): benches/python/run.sh   (PYTHON=/path/to/python to choose)
 # Creates the venv <repo>/bench-venv (gitignored) on first use.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-python="${PYTHON:-$HOME/.pyenv/versions/3.11.7/bin/python}"
+# The interpreter: $PYTHON if set, else pyenv's 3.11.7 (the version the
+# figures in the README were taken with), else python3.11, else python3.
+if [ -n "${PYTHON:-}" ]; then
+    python="$PYTHON"
+elif [ -x "$HOME/.pyenv/versions/3.11.7/bin/python" ]; then
+    python="$HOME/.pyenv/versions/3.11.7/bin/python"
+elif command -v python3.11 >/dev/null; then
+    python="$(command -v python3.11)"
+else
+    python="$(command -v python3)"
+fi
 venv="$repo/bench-venv"
 
 if [ ! -x "$venv/bin/python" ]; then

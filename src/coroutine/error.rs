@@ -125,7 +125,10 @@ pub enum GreenletError {
     },
 
     /// Main greenlets are the roots of their thread's tree.
-    #[error("{greenlet} is a main greenlet and cannot have a parent")]
+    #[error(
+        "cannot set the parent of a main greenlet: {greenlet} is the main greenlet of its thread, \
+         the root of that thread's tree; re-parent one of its descendants instead"
+    )]
     MainCannotHaveParent {
         /// The main greenlet.
         greenlet: String,
