@@ -25,7 +25,7 @@ use parking_lot::Mutex;
 
 use super::dispatch::{self, Co, Kind, Raised};
 use super::error::{GreenletError, GreenletExit};
-use super::stack::{PooledStack, DEFAULT_STACK_SIZE};
+use super::stack::{default_stack_size, PooledStack};
 use super::thread_state::{self, ThreadLink, ThreadState};
 use super::value::Value;
 
@@ -749,8 +749,8 @@ impl Greenlet {
 
     /// A new greenlet that will run `run` with the value of the first switch
     /// into it. Its parent is the current greenlet; its stack has
-    /// [`DEFAULT_STACK_SIZE`](crate::DEFAULT_STACK_SIZE) bytes and is
-    /// taken when it starts.
+    /// [`default_stack_size()`](crate::coroutine::default_stack_size) bytes
+    /// (256 KiB unless changed) and is taken when it starts.
     ///
     /// `run` returns the value for the parent's pending switch, or an error
     /// raised there (`GreenletExit` counts as a normal end).
@@ -765,7 +765,7 @@ impl Greenlet {
     {
         match thread_state::state() {
             // SAFETY: `ts` is this thread's live state.
-            Some(ts) => unsafe { spawn_in(ts, None, None, DEFAULT_STACK_SIZE).install(run) },
+            Some(ts) => unsafe { spawn_in(ts, None, None, default_stack_size()).install(run) },
             None => dead_on_arrival(None),
         }
     }
@@ -783,7 +783,7 @@ impl Greenlet {
     pub fn builder() -> GreenletBuilder {
         GreenletBuilder {
             parent: None,
-            stack_size: DEFAULT_STACK_SIZE,
+            stack_size: default_stack_size(),
             name: None,
         }
     }
@@ -1277,7 +1277,8 @@ impl GreenletBuilder {
         self
     }
 
-    /// Usable stack bytes (default [`DEFAULT_STACK_SIZE`](crate::DEFAULT_STACK_SIZE)),
+    /// Usable stack bytes (default
+    /// [`default_stack_size()`](crate::coroutine::default_stack_size)),
     /// rounded up to whole pages; the stack is taken when the greenlet starts.
     ///
     /// ```

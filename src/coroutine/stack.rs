@@ -64,6 +64,55 @@ use parking_lot::Mutex;
 /// ```
 pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
 
+/// The stack size greenlets get when their creator gives none.
+static DEFAULT_SIZE: AtomicUsize = AtomicUsize::new(DEFAULT_STACK_SIZE);
+
+/// Usable stack bytes of a greenlet created without a stack size
+/// ([`Greenlet::new`](crate::Greenlet::new), or a builder without
+/// [`stack_size`](crate::GreenletBuilder::stack_size)): [`DEFAULT_STACK_SIZE`]
+/// unless [`set_default_stack_size`] changed it.
+///
+/// ```
+/// use greenlet::coroutine::default_stack_size;
+///
+/// assert!(default_stack_size() > 0);
+/// ```
+#[inline]
+pub fn default_stack_size() -> usize {
+    DEFAULT_SIZE.load(Ordering::Relaxed)
+}
+
+/// Set the stack size of greenlets created from now on without one, in
+/// every thread; returns the previous default. Greenlets already created
+/// keep theirs, and a builder's own `stack_size` still wins.
+///
+/// # Errors
+/// [`io::ErrorKind::InvalidInput`] if no stack of `size` bytes could be
+/// mapped (beyond the address space); the default is then left unchanged.
+/// Sizes below corosensei's minimum are raised to it when a stack is made.
+///
+/// ```
+/// use greenlet::coroutine::{default_stack_size, set_default_stack_size};
+///
+/// let previous = set_default_stack_size(1024 * 1024)?;
+/// assert_eq!(default_stack_size(), 1024 * 1024);
+/// // 300 KiB of locals: more than the 256 KiB default, in a greenlet given
+/// // no size of its own.
+/// let g = greenlet::Greenlet::new(|_| {
+///     let buffer = std::hint::black_box([1u8; 300 * 1024]);
+///     Ok(buffer.iter().map(|&b| u64::from(b)).sum::<u64>().into())
+/// });
+/// assert_eq!(g.switch(()).unwrap().downcast::<u64>().unwrap(), 300 * 1024);
+/// assert!(set_default_stack_size(usize::MAX).is_err());
+/// assert_eq!(default_stack_size(), 1024 * 1024);
+/// set_default_stack_size(previous)?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn set_default_stack_size(size: usize) -> io::Result<usize> {
+    mapping_len(size)?;
+    Ok(DEFAULT_SIZE.swap(size, Ordering::Relaxed))
+}
+
 /// Most bytes of a stack's label kept for the overflow message.
 const LABEL_CAPACITY: usize = 96;
 /// Most free stacks of one size a thread keeps for itself. When full, half of
