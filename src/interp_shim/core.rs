@@ -48,7 +48,7 @@ struct PyThread {
 
 /// Where the eval breaker is checked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum CheckSite {
+pub(crate) enum CheckSite {
     /// `RESUME` with oparg < 2: function entry, or generator resume.
     Resume,
     /// `JUMP_BACKWARD` and the backward conditional jumps: a loop iteration.
@@ -59,7 +59,7 @@ pub enum CheckSite {
 
 /// What the thread does after the eval breaker was handled at a check site.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Continuation {
+pub(crate) enum Continuation {
     /// Carry on with the instruction (or the next one).
     Continue,
     /// Dispatch the same traced RESUME again (3.11 `DO_TRACING`).
@@ -68,7 +68,7 @@ pub enum Continuation {
 
 /// The outcome of the start of `make_pending_calls`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum MakeBegin {
+pub(crate) enum MakeBegin {
     /// Not the main thread: returned 0, nothing changed (3.11's up-front
     /// check; in 3.12/3.13 the main-thread queue is likewise left alone).
     NotMain,
@@ -92,7 +92,7 @@ pub struct RingFull {
 /// pending call is (the live runtime: an id of a callback; the explorer: a
 /// plain value).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct InterpCore<C> {
+pub(crate) struct InterpCore<C> {
     spec: VersionSpec,
     threads: Vec<PyThread>,
     gil_holder: Option<ThreadIdx>,
@@ -137,11 +137,6 @@ impl<C> InterpCore<C> {
             handler: None,
             finalizing: false,
         }
-    }
-
-    /// The version's facts.
-    pub fn spec(&self) -> VersionSpec {
-        self.spec
     }
 
     /// A new thread state (`PyThreadState_New`); it does not hold the GIL.
@@ -230,11 +225,6 @@ impl<C> InterpCore<C> {
     /// Calls waiting in the ring.
     pub fn ring_len(&self) -> usize {
         self.ring.len()
-    }
-
-    /// The calls waiting in the ring, oldest first.
-    pub fn ring(&self) -> impl Iterator<Item = &C> {
-        self.ring.iter()
     }
 
     // ---- signals ------------------------------------------------------------

@@ -11,7 +11,7 @@
 //! in Python ([`Hook`]; a Python one runs as a simulated frame at each event,
 //! with tracing suspended).
 //!
-//! Uses: [`InterpCore`], the one copy of the rules.
+//! Uses: the semantic core (`core::InterpCore`), the one copy of the rules.
 //! The runtime keeps the core behind one `parking_lot::Mutex` with one
 //! `Condvar`; every core method call is one atomic step under that lock, and
 //! the runtime never decides a rule itself: it only blocks, sleeps, runs
@@ -340,7 +340,7 @@ impl Runtime {
     }
 
     /// Whether `py` is a thread of this runtime.
-    pub fn owns(&self, py: &Py) -> bool {
+    pub(crate) fn owns(&self, py: &Py) -> bool {
         Arc::ptr_eq(&self.shared, &py.shared)
     }
 

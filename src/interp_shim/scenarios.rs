@@ -187,7 +187,7 @@ impl ScenarioReport {
 
 /// A queue's counters as `key=value` pairs (the format the `matrix`
 /// example parses).
-pub fn metrics_kv(m: &Metrics) -> String {
+fn metrics_kv(m: &Metrics) -> String {
     format!(
         "schedules_requested={} schedules_failed={} drains_run={} states_destroyed={} \
          states_leaked={} max_outstanding={}",

@@ -4,10 +4,10 @@
 //! and prints the shortest schedule that reaches it.
 //!
 //! Owns: the scenarios ([`scenario`]), the explored state and its
-//! transitions ([`model`]), the breadth-first search ([`search`]) and the
+//! transitions (`model`, internal), the breadth-first search ([`search`]) and the
 //! table over scenarios × versions × policies × modes.
 //!
-//! Uses the same semantic core as the live runtime — [`InterpCore`] for the
+//! Uses the same semantic core as the live runtime — `InterpCore` for the
 //! interpreter and [`QueueCore`] for the cleanup policy — and nothing else of
 //! the crate. Every step that touches shared state is one call of a core
 //! method; this module only moves program counters, pushes and pops the main
@@ -35,7 +35,7 @@
 //!
 //! # Verdicts
 //! - **livelock**: the main thread is ready at a `RESUME` where
-//!   [`InterpCore::resume_livelocked`] holds, the main thread's own steps
+//!   `InterpCore::resume_livelocked` holds, the main thread's own steps
 //!   from there lead back to exactly the same state (the re-dispatch is a
 //!   self-loop), and no interleaving of any thread lets it past that
 //!   `RESUME`. Cross-checked by backward reachability: every cell reports
@@ -47,7 +47,6 @@
 //!   ([`QueueCore::is_stranded`]). States leaked on purpose at finalization
 //!   are counted apart ([`Verdict::leaked_on_purpose`]).
 //!
-//! [`InterpCore::resume_livelocked`]: crate::interp_shim::InterpCore::resume_livelocked
 //! [`QueueCore::is_stranded`]: crate::cleanup::QueueCore::is_stranded
 //!
 //! # Example
@@ -68,10 +67,9 @@
 //! assert!(schedule.to_string().contains("LIVELOCK"));
 //! ```
 //!
-//! [`InterpCore`]: crate::interp_shim::InterpCore
 //! [`QueueCore`]: crate::cleanup::QueueCore
 
-pub mod model;
+pub(crate) mod model;
 pub mod scenario;
 pub mod search;
 
@@ -84,7 +82,7 @@ use parking_lot::Mutex;
 use crate::cleanup::Policy;
 use crate::interp_shim::PyVersion;
 
-pub use self::scenario::{Scenario, ScenarioName, ThreadSpec, UnknownScenario};
+pub use self::scenario::{Scenario, ScenarioName, UnknownScenario};
 pub use self::search::{explore, explore_scenario, BoundExceeded, Counterexample, Verdict};
 
 /// The default bound on distinct states per cell.

@@ -2,17 +2,18 @@
 //! thread, for the threads that die, and for the finalizers their states
 //! carry, written in a handful of operations that matter to pending calls.
 //!
-//! Owns: the operations ([`Op`], [`ThreadOp`], [`Cond`]), [`Program`],
-//! [`ThreadSpec`], [`Scenario`] and the built-in scenarios
+//! Owns: the operations (`Op`, `ThreadOp`, `Cond`), `Program`,
+//! `ThreadSpec`, [`Scenario`] and the built-in scenarios
 //! ([`ScenarioName`], [`churn`]). Uses only `std`: scenarios are data, the
-//! model ([`super::model`]) gives them meaning.
+//! explorer's model gives them meaning. Only a scenario as a whole is public:
+//! its parts are the explorer's internals.
 
 use std::fmt;
 use std::str::FromStr;
 
 /// A condition a thread can wait for or test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Cond {
+pub(crate) enum Cond {
     /// The cleanup queue holds at least one state (greenlet's
     /// `get_pending_cleanup_count() > 0`).
     QueueNonEmpty,
@@ -30,7 +31,7 @@ pub enum Cond {
 /// One operation of simulated Python code run with the GIL held (by the main
 /// thread: its own code, and the finalizers a drain runs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Op {
+pub(crate) enum Op {
     /// Call a Python function: its `RESUME` (oparg 0) is a check site.
     Enter(&'static str),
     /// The check site after a non-inlined call returns.
@@ -56,7 +57,7 @@ pub enum Op {
 
 /// A named piece of simulated Python code.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Program {
+pub(crate) struct Program {
     /// The frame name shown in counterexamples.
     pub name: &'static str,
     /// The operations, run from index 0.
@@ -65,7 +66,7 @@ pub struct Program {
 
 /// What a dying thread does, in order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ThreadOp {
+pub(crate) enum ThreadOp {
     /// Take the GIL (waiting; may ask the holder to drop it), run briefly,
     /// drop it (`greenlet.getcurrent()` and the like).
     Python,
@@ -78,7 +79,7 @@ pub enum ThreadOp {
 
 /// A thread that owns greenlet state and dies.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ThreadSpec {
+pub(crate) struct ThreadSpec {
     /// Its name in counterexamples.
     pub name: &'static str,
     /// What it does.
@@ -97,15 +98,30 @@ pub struct Scenario {
     /// One sentence on what it exercises.
     pub about: &'static str,
     /// The main thread's program.
-    pub main: Program,
+    pub(crate) main: Program,
     /// From this index on, the main program is its idle loop: with every
     /// other thread finished, the main thread is then quiescent.
-    pub idle_from: Option<u8>,
+    pub(crate) idle_from: Option<u8>,
     /// The dying threads (thread `i + 1` of the interpreter).
-    pub threads: Vec<ThreadSpec>,
+    pub(crate) threads: Vec<ThreadSpec>,
     /// The ring starts full of other (C-level, instant) pending calls,
     /// signalled: added by a thread without the GIL before anything else.
-    pub ring_full_at_start: bool,
+    pub(crate) ring_full_at_start: bool,
+}
+
+impl Scenario {
+    /// How many threads die in the scenario (besides the main thread).
+    ///
+    /// # Examples
+    /// ```
+    /// use greenlet::interp_shim::explore::ScenarioName;
+    ///
+    /// assert_eq!(ScenarioName::Seed.build().dying_threads(), 2);
+    /// assert_eq!(ScenarioName::Churn.build().dying_threads(), 3);
+    /// ```
+    pub fn dying_threads(&self) -> usize {
+        self.threads.len()
+    }
 }
 
 /// The built-in scenarios by name.
@@ -115,7 +131,7 @@ pub struct Scenario {
 ///
 /// let name: ScenarioName = "churn".parse().unwrap();
 /// let churn = name.build();
-/// assert_eq!(churn.threads.len(), 3);
+/// assert_eq!(churn.dying_threads(), 3);
 /// assert!("spin".parse::<ScenarioName>().unwrap_err().to_string().contains("spin"));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -290,7 +306,7 @@ pub const MAX_CHURN_THREADS: usize = 8;
 ///
 /// ```
 /// use greenlet::interp_shim::explore::scenario::churn;
-/// assert_eq!(churn(2).unwrap().threads.len(), 2);
+/// assert_eq!(churn(2).unwrap().dying_threads(), 2);
 /// assert!(churn(9).is_err());
 /// ```
 pub fn churn(threads: usize) -> Result<Scenario, TooManyThreads> {

@@ -3,7 +3,7 @@
 //! shortest counterexample of each.
 //!
 //! Owns: [`explore`], [`explore_scenario`], [`Verdict`], [`Counterexample`],
-//! [`BoundExceeded`]. Uses the [`Model`]'s transitions only; it knows no
+//! [`BoundExceeded`]. Uses the internal `model::Model`'s transitions only; it knows no
 //! rule of CPython or of a policy.
 
 use std::collections::{HashMap, HashSet};
@@ -107,7 +107,7 @@ impl Verdict {
     }
 
     /// States per second of this exploration.
-    pub fn states_per_second(&self) -> f64 {
+    pub(crate) fn states_per_second(&self) -> f64 {
         self.states as f64 / self.elapsed.as_secs_f64().max(1e-9)
     }
 }
