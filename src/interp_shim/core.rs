@@ -81,6 +81,19 @@ pub(crate) enum MakeBegin {
 
 /// `Py_AddPendingCall`'s push found the ring full (`_push_pending_call`
 /// returned -1).
+///
+/// # Examples
+/// ```
+/// use greenlet::interp_shim::{PyVersion, RingFull, Runtime};
+///
+/// let rt = Runtime::new(PyVersion::V3_11);
+/// for _ in 0..PyVersion::V3_11.spec().ring_capacity {
+///     rt.add_pending_call(|_| Ok(())).unwrap();
+/// }
+/// let full: RingFull = rt.add_pending_call(|_| Ok(())).unwrap_err();
+/// assert_eq!(full, RingFull { capacity: 31 });
+/// assert_eq!(rt.stats().pending_calls_rejected, 1);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
 #[error("the pending-call ring is full ({capacity} calls): Py_AddPendingCall returned -1")]
 pub struct RingFull {
@@ -552,6 +565,18 @@ impl<C> InterpCore<C> {
 }
 
 /// A one-line view of the pending-call state.
+///
+/// # Examples
+/// ```
+/// use greenlet::interp_shim::{PyVersion, Runtime, Summary};
+///
+/// let s: Summary = Runtime::new(PyVersion::V3_12).summary();
+/// assert_eq!((s.gil_holder, s.ring, s.busy), (Some(0), 0, false));
+/// assert_eq!(
+///     s.to_string(),
+///     "py3.12 busy=0 calls_to_do=0 eval_breaker(main)=0 ring=0 gil=T0 drop_request=0 main_traced=0"
+/// );
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Summary {
     /// The version modelled.

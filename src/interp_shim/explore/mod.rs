@@ -116,6 +116,16 @@ pub const DEFAULT_BOUND: usize = 4_000_000;
 /// The names stay `trace`/`profile`/`none` rather than the live `ctrace`:
 /// `port/verify.py` looks up the explorer's `--table --format tsv` rows by
 /// them.
+///
+/// # Examples
+/// ```
+/// use greenlet::interp_shim::explore::Mode;
+///
+/// let mode: Mode = "profile".parse().unwrap();
+/// assert_eq!(mode, Mode::Profile);
+/// assert_eq!(mode.to_string(), "profile");
+/// assert_eq!(Mode::ALL, [Mode::Trace, Mode::Profile, Mode::None]);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Mode {
     /// A trace function on the main thread (`sys.settrace`); stands for the
@@ -133,6 +143,14 @@ impl Mode {
     pub const ALL: [Mode; 3] = [Mode::Trace, Mode::Profile, Mode::None];
 
     /// The command-line name.
+    ///
+    /// # Examples
+    /// ```
+    /// use greenlet::interp_shim::explore::Mode;
+    ///
+    /// let names: Vec<&str> = Mode::ALL.iter().map(|m| m.name()).collect();
+    /// assert_eq!(names, ["trace", "profile", "none"]);
+    /// ```
     pub fn name(self) -> &'static str {
         match self {
             Mode::Trace => "trace",
@@ -149,6 +167,15 @@ impl fmt::Display for Mode {
 }
 
 /// A mode name that is not one of [`Mode::ALL`].
+///
+/// # Examples
+/// ```
+/// use greenlet::interp_shim::explore::{Mode, UnknownMode};
+///
+/// let err: UnknownMode = "pyprofile".parse::<Mode>().unwrap_err();
+/// assert_eq!(err.given, "pyprofile");
+/// assert!(err.to_string().contains("pyprofile is not modelled"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "unknown mode {given:?}: expected one of trace, profile, none (the explorer's trace stands for \
@@ -172,6 +199,21 @@ impl FromStr for Mode {
 }
 
 /// One cell of the table.
+///
+/// # Examples
+/// ```
+/// use greenlet::cleanup::Policy;
+/// use greenlet::interp_shim::explore::{Cell, Mode, ScenarioName};
+/// use greenlet::interp_shim::PyVersion;
+///
+/// let cell = Cell {
+///     scenario: ScenarioName::FullRing,
+///     version: PyVersion::V3_13,
+///     policy: Policy::Shielded,
+///     mode: Mode::None,
+/// };
+/// assert_eq!(cell.to_string(), "full-ring python 3.13 policy shielded mode none");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Cell {
     /// The scenario.
@@ -305,6 +347,20 @@ impl Verdict {
     }
 
     /// The summary lines of the cell (without the counterexamples).
+    ///
+    /// # Examples
+    /// ```
+    /// use greenlet::cleanup::Policy;
+    /// use greenlet::interp_shim::explore::{explore, Cell, Mode, ScenarioName, DEFAULT_BOUND};
+    /// use greenlet::interp_shim::PyVersion;
+    ///
+    /// let cell = Cell { scenario: ScenarioName::Seed, version: PyVersion::V3_11,
+    ///                   policy: Policy::Legacy, mode: Mode::Trace };
+    /// let summary = explore(cell, DEFAULT_BOUND).unwrap().summary();
+    /// assert!(summary.starts_with("seed python 3.11 policy legacy mode trace\n"));
+    /// assert!(summary.contains("livelock reachable: yes"));
+    /// assert!(summary.contains("every state can still reach quiescence: no"));
+    /// ```
     pub fn summary(&self) -> String {
         let len = |c: &Option<Counterexample>| match c {
             Some(c) => c.len().to_string(),

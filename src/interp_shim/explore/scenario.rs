@@ -91,6 +91,21 @@ pub(crate) struct ThreadSpec {
 
 /// A closed scenario: the main thread's program, the dying threads, and the
 /// initial state of the pending-call ring.
+///
+/// # Examples
+/// ```
+/// use greenlet::cleanup::Policy;
+/// use greenlet::interp_shim::explore::scenario::churn;
+/// use greenlet::interp_shim::explore::{explore_scenario, Cell, Mode, ScenarioName, DEFAULT_BOUND};
+/// use greenlet::interp_shim::PyVersion;
+///
+/// let scenario = churn(1).unwrap();
+/// assert_eq!((scenario.name, scenario.dying_threads()), ("churn", 1));
+/// let cell = Cell { scenario: ScenarioName::Churn, version: PyVersion::V3_11,
+///                   policy: Policy::Robust, mode: Mode::Trace };
+/// let verdict = explore_scenario(cell, &scenario, DEFAULT_BOUND).unwrap();
+/// assert!(!verdict.livelock_reachable() && !verdict.leak_reachable());
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Scenario {
     /// Its name (`seed`, `churn`, `full-ring`, `finalization`).
@@ -156,6 +171,15 @@ impl ScenarioName {
     ];
 
     /// The command-line name.
+    ///
+    /// # Examples
+    /// ```
+    /// use greenlet::interp_shim::explore::ScenarioName;
+    ///
+    /// let names: Vec<&str> = ScenarioName::ALL.iter().map(|s| s.name()).collect();
+    /// assert_eq!(names, ["seed", "churn", "full-ring", "finalization"]);
+    /// assert_eq!("full-ring".parse::<ScenarioName>().unwrap(), ScenarioName::FullRing);
+    /// ```
     pub fn name(self) -> &'static str {
         match self {
             ScenarioName::Seed => "seed",
@@ -166,6 +190,17 @@ impl ScenarioName {
     }
 
     /// The scenario itself.
+    ///
+    /// # Examples
+    /// ```
+    /// use greenlet::interp_shim::explore::ScenarioName;
+    ///
+    /// for name in ScenarioName::ALL {
+    ///     let scenario = name.build();
+    ///     assert_eq!(scenario.name, name.name());
+    ///     assert!(!scenario.about.is_empty());
+    /// }
+    /// ```
     pub fn build(self) -> Scenario {
         match self {
             ScenarioName::Seed => seed(),
@@ -183,6 +218,15 @@ impl fmt::Display for ScenarioName {
 }
 
 /// A scenario name that is not built in.
+///
+/// # Examples
+/// ```
+/// use greenlet::interp_shim::explore::{ScenarioName, UnknownScenario};
+///
+/// let err: UnknownScenario = "ring".parse::<ScenarioName>().unwrap_err();
+/// assert_eq!(err.given, "ring");
+/// assert!(err.to_string().ends_with("expected one of seed, churn, full-ring, finalization"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown scenario {given:?}: expected one of seed, churn, full-ring, finalization")]
 pub struct UnknownScenario {
@@ -336,6 +380,15 @@ fn churn_of(names: &[&'static str]) -> Scenario {
 }
 
 /// [`churn`] was asked for more threads than it explores.
+///
+/// # Examples
+/// ```
+/// use greenlet::interp_shim::explore::scenario::{churn, TooManyThreads, MAX_CHURN_THREADS};
+///
+/// let err: TooManyThreads = churn(MAX_CHURN_THREADS + 1).unwrap_err();
+/// assert_eq!(err.given, 9);
+/// assert!(err.to_string().contains("at most 8"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("churn with {given} dying threads: at most {MAX_CHURN_THREADS} (the state space grows about tenfold per thread)")]
 pub struct TooManyThreads {
