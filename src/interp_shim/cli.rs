@@ -23,6 +23,17 @@ pub const CHURN_USAGE: &str = "usage: churn [--python 3.11|3.12|3.13] \
 [--threads N] [--waves N] [--runs N] [--timeout SECONDS]";
 
 /// A command line that could not be understood.
+///
+/// # Examples
+/// ```
+/// use greenlet::interp_shim::cli::{parse_churn_args, CHURN_USAGE};
+///
+/// let args: Vec<String> = ["--runs", "0"].map(String::from).into();
+/// let err = parse_churn_args(&args).unwrap_err();
+/// assert_eq!(err.problem, "--runs \"0\": expected a positive integer");
+/// assert_eq!(err.usage, CHURN_USAGE);
+/// assert_eq!(err.to_string(), format!("{}\n{}", err.problem, CHURN_USAGE));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{problem}\n{usage}")]
 pub struct CliError {

@@ -48,7 +48,7 @@ struct PyThread {
 
 /// Where the eval breaker is checked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum CheckSite {
+pub(crate) enum CheckSite {
     /// `RESUME` with oparg < 2: function entry, or generator resume.
     Resume,
     /// `JUMP_BACKWARD` and the backward conditional jumps: a loop iteration.
@@ -59,7 +59,7 @@ pub enum CheckSite {
 
 /// What the thread does after the eval breaker was handled at a check site.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Continuation {
+pub(crate) enum Continuation {
     /// Carry on with the instruction (or the next one).
     Continue,
     /// Dispatch the same traced RESUME again (3.11 `DO_TRACING`).
@@ -68,7 +68,7 @@ pub enum Continuation {
 
 /// The outcome of the start of `make_pending_calls`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum MakeBegin {
+pub(crate) enum MakeBegin {
     /// Not the main thread: returned 0, nothing changed (3.11's up-front
     /// check; in 3.12/3.13 the main-thread queue is likewise left alone).
     NotMain,
@@ -81,6 +81,19 @@ pub enum MakeBegin {
 
 /// `Py_AddPendingCall`'s push found the ring full (`_push_pending_call`
 /// returned -1).
+///
+/// # Examples
+/// ```
+/// use greenlet::interp_shim::{PyVersion, RingFull, Runtime};
+///
+/// let rt = Runtime::new(PyVersion::V3_11);
+/// for _ in 0..PyVersion::V3_11.spec().ring_capacity {
+///     rt.add_pending_call(|_| Ok(())).unwrap();
+/// }
+/// let full: RingFull = rt.add_pending_call(|_| Ok(())).unwrap_err();
+/// assert_eq!(full, RingFull { capacity: 31 });
+/// assert_eq!(rt.stats().pending_calls_rejected, 1);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
 #[error("the pending-call ring is full ({capacity} calls): Py_AddPendingCall returned -1")]
 pub struct RingFull {
@@ -92,7 +105,7 @@ pub struct RingFull {
 /// pending call is (the live runtime: an id of a callback; the explorer: a
 /// plain value).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct InterpCore<C> {
+pub(crate) struct InterpCore<C> {
     spec: VersionSpec,
     threads: Vec<PyThread>,
     gil_holder: Option<ThreadIdx>,
@@ -137,11 +150,6 @@ impl<C> InterpCore<C> {
             handler: None,
             finalizing: false,
         }
-    }
-
-    /// The version's facts.
-    pub fn spec(&self) -> VersionSpec {
-        self.spec
     }
 
     /// A new thread state (`PyThreadState_New`); it does not hold the GIL.
@@ -230,11 +238,6 @@ impl<C> InterpCore<C> {
     /// Calls waiting in the ring.
     pub fn ring_len(&self) -> usize {
         self.ring.len()
-    }
-
-    /// The calls waiting in the ring, oldest first.
-    pub fn ring(&self) -> impl Iterator<Item = &C> {
-        self.ring.iter()
     }
 
     // ---- signals ------------------------------------------------------------
@@ -562,6 +565,18 @@ impl<C> InterpCore<C> {
 }
 
 /// A one-line view of the pending-call state.
+///
+/// # Examples
+/// ```
+/// use greenlet::interp_shim::{PyVersion, Runtime, Summary};
+///
+/// let s: Summary = Runtime::new(PyVersion::V3_12).summary();
+/// assert_eq!((s.gil_holder, s.ring, s.busy), (Some(0), 0, false));
+/// assert_eq!(
+///     s.to_string(),
+///     "py3.12 busy=0 calls_to_do=0 eval_breaker(main)=0 ring=0 gil=T0 drop_request=0 main_traced=0"
+/// );
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Summary {
     /// The version modelled.

@@ -24,6 +24,19 @@ use super::version::PyVersion;
 use super::watchdog::Watchdog;
 
 /// How long each part may take.
+///
+/// # Examples
+/// ```
+/// use std::time::Duration;
+/// use greenlet::interp_shim::demo::DemoConfig;
+/// use greenlet::interp_shim::explore::DEFAULT_BOUND;
+///
+/// let config = DemoConfig::default();
+/// assert_eq!((config.hang_after, config.green_within), (Duration::from_secs(3), Duration::from_secs(30)));
+/// assert_eq!((config.bound, config.workers), (DEFAULT_BOUND, 2));
+/// let quick = DemoConfig { hang_after: Duration::from_millis(500), ..config };
+/// assert!(quick.hang_after < config.hang_after);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DemoConfig {
     /// The watchdog's timeout for the run that hangs (the seed uses 20 s;
@@ -52,6 +65,16 @@ impl Default for DemoConfig {
 }
 
 /// What the demo found.
+///
+/// # Examples
+/// ```
+/// use greenlet::interp_shim::demo::DemoOutcome;
+///
+/// let mut outcome = DemoOutcome::default();
+/// assert!(outcome.as_predicted());
+/// outcome.surprises.push("seed/robust: a livelock is reachable".into());
+/// assert!(!outcome.as_predicted());
+/// ```
 #[derive(Debug, Default)]
 pub struct DemoOutcome {
     /// Each way the run differed from the predictions, in words.
@@ -62,12 +85,31 @@ impl DemoOutcome {
     /// Whether everything behaved as predicted: a hang where one is
     /// predicted, `GREEN True` where the fix is, every explorer verdict as
     /// in [`PREDICTED_VERDICTS`].
+    ///
+    /// # Examples
+    /// ```
+    /// use greenlet::interp_shim::demo::DemoOutcome;
+    ///
+    /// let calm = DemoOutcome { surprises: Vec::new() };
+    /// let odd = DemoOutcome { surprises: vec!["the 3.11 run did not hang".into()] };
+    /// assert!(calm.as_predicted() && !odd.as_predicted());
+    /// ```
     pub fn as_predicted(&self) -> bool {
         self.surprises.is_empty()
     }
 }
 
 /// Why the demo could not run to the end.
+///
+/// # Examples
+/// ```
+/// use greenlet::interp_shim::demo::DemoError;
+/// use greenlet::interp_shim::RunError;
+///
+/// let err = DemoError::from(RunError::AlreadyRan);
+/// assert!(matches!(err, DemoError::Run(RunError::AlreadyRan)));
+/// assert!(err.to_string().starts_with("the CPython model could not run the seed scenario: "));
+/// ```
 #[derive(Debug, thiserror::Error)]
 pub enum DemoError {
     /// Writing the demo's output failed (e.g. a closed pipe).

@@ -24,9 +24,7 @@ pub mod scheduler;
 pub mod version;
 pub mod watchdog;
 
-pub use self::core::{
-    CheckSite, Continuation, InterpCore, MakeBegin, RingFull, Summary, ThreadIdx, MAIN_THREAD,
-};
+pub use self::core::{RingFull, Summary, ThreadIdx, MAIN_THREAD};
 pub use self::runtime::{
     CallId, Event, Hook, Outcome, PendingCall, Py, PyErr, PyResult, PyThread, RunError, Runtime,
     RuntimeStats, SignalHandler, SWITCH_INTERVAL,

@@ -11,7 +11,7 @@
 //! in Python ([`Hook`]; a Python one runs as a simulated frame at each event,
 //! with tracing suspended).
 //!
-//! Uses: [`InterpCore`], the one copy of the rules.
+//! Uses: the semantic core (`core::InterpCore`), the one copy of the rules.
 //! The runtime keeps the core behind one `parking_lot::Mutex` with one
 //! `Condvar`; every core method call is one atomic step under that lock, and
 //! the runtime never decides a rule itself: it only blocks, sleeps, runs
@@ -60,6 +60,16 @@ pub const SWITCH_INTERVAL: Duration = Duration::from_millis(5);
 pub type CallId = u64;
 
 /// A Python exception, or the harness's cancellation.
+///
+/// # Examples
+/// ```
+/// use greenlet::interp_shim::PyErr;
+///
+/// let err = PyErr::exception("RuntimeError", "boom");
+/// assert_eq!(err.to_string(), "RuntimeError: boom");
+/// assert!(PyErr::Cancelled.to_string().contains("not a Python exception"));
+/// assert!(PyErr::ThreadExit.to_string().contains("finalizing"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PyErr {
     /// A Python exception raised by simulated code (`kind` is its type name).
@@ -86,6 +96,21 @@ pub enum PyErr {
 
 impl PyErr {
     /// A Python exception of type `kind` with `message`.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{Outcome, PyErr, PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let outcome = rt
+    ///     .run(Watchdog::Report(Duration::from_secs(20)), |py| {
+    ///         py.call("f", |_| Err::<(), _>(PyErr::exception("ValueError", "bad input")))
+    ///     })
+    ///     .unwrap();
+    /// let Outcome::Finished(Err(err)) = outcome else { panic!("f raises") };
+    /// assert_eq!(err, PyErr::exception("ValueError", "bad input"));
+    /// ```
     pub fn exception(kind: &str, message: impl Into<String>) -> Self {
         PyErr::Exception {
             kind: kind.to_string(),
@@ -122,6 +147,34 @@ pub type SignalHandler = Arc<dyn Fn(&Py) -> PyResult<()> + Send + Sync>;
 /// functions), `c_call` and `c_return` (profile functions). Not modelled:
 /// `line`/`exception` events of a *local* trace function; the seed's trace
 /// function (`lambda *a: None`) returns `None`, so CPython sends it none.
+///
+/// # Examples
+/// ```
+/// # use std::time::Duration;
+/// use greenlet::interp_shim::{Hook, Outcome, PyErr, PyVersion, Runtime, Watchdog};
+///
+/// // 3.11: a pending call adds another, then enters a function. Under a
+/// // profile function written in Python both calls run (a C one would spin).
+/// let rt = Runtime::new(PyVersion::V3_11);
+/// let room = |e: greenlet::interp_shim::RingFull| PyErr::exception("RuntimeError", e.to_string());
+/// let outcome = rt
+///     .run(Watchdog::Report(Duration::from_secs(20)), move |py| {
+///         py.setprofile(Hook::Python)?;
+///         py.c_call(|| {
+///             py.add_pending_call(move |py| {
+///                 py.call("first", |py| {
+///                     py.c_call(|| py.add_pending_call(|_| Ok(())))?.map_err(room)?;
+///                     py.call("inner", |_| Ok(()))
+///                 })
+///             })
+///         })?
+///         .map_err(room)?;
+///         py.call("after", |_| Ok(()))
+///     })
+///     .unwrap();
+/// assert!(matches!(outcome, Outcome::Finished(Ok(()))));
+/// assert_eq!(rt.stats().pending_calls_run, 2);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Hook {
     /// None installed (`sys.settrace(None)`).
@@ -146,6 +199,18 @@ enum TraceEvent {
 }
 
 /// How a [`Runtime::run`] ended.
+///
+/// # Examples
+/// ```
+/// # use std::time::Duration;
+/// use greenlet::interp_shim::{Outcome, PyVersion, Runtime, Watchdog};
+///
+/// let rt = Runtime::new(PyVersion::V3_13);
+/// match rt.run(Watchdog::Report(Duration::from_secs(20)), |_| Ok("done")).unwrap() {
+///     Outcome::Finished(value) => assert_eq!(value, Ok("done")),
+///     Outcome::Hung(report) => panic!("{report}"),
+/// }
+/// ```
 #[derive(Debug)]
 pub enum Outcome<T> {
     /// The main body returned (its value or its exception), and the
@@ -157,6 +222,19 @@ pub enum Outcome<T> {
 }
 
 /// Why [`Runtime::run`] could not run.
+///
+/// # Examples
+/// ```
+/// # use std::time::Duration;
+/// use greenlet::interp_shim::{PyVersion, RunError, Runtime, Watchdog};
+///
+/// let rt = Runtime::new(PyVersion::V3_13);
+/// let dog = Watchdog::Report(Duration::from_secs(20));
+/// rt.run(dog, |_| Ok(())).unwrap();
+/// let err = rt.run(dog, |_| Ok(())).unwrap_err();
+/// assert!(matches!(err, RunError::AlreadyRan));
+/// assert!(err.to_string().contains("create a new Runtime"));
+/// ```
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     /// `run` was called a second time on the same runtime.
@@ -168,6 +246,23 @@ pub enum RunError {
 }
 
 /// Counters of the live runtime.
+///
+/// # Examples
+/// ```
+/// # use std::time::Duration;
+/// use greenlet::interp_shim::{PyVersion, Runtime, RuntimeStats, Watchdog};
+///
+/// let rt = Runtime::new(PyVersion::V3_12);
+/// assert_eq!(rt.stats(), RuntimeStats::default());
+/// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
+///     py.add_pending_call(|_| Ok(())).expect("the ring has room");
+///     py.loop_iter()
+/// })
+/// .unwrap();
+/// let stats = rt.stats();
+/// assert_eq!((stats.pending_calls_added, stats.pending_calls_run), (1, 1));
+/// assert_eq!((stats.pending_calls_rejected, stats.redispatches), (0, 0));
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RuntimeStats {
     /// `Py_AddPendingCall` pushes that succeeded.
@@ -295,6 +390,16 @@ impl fmt::Debug for Runtime {
 
 impl Runtime {
     /// A fresh interpreter whose main thread (index 0) holds the GIL.
+    ///
+    /// # Examples
+    /// ```
+    /// use greenlet::interp_shim::{PyVersion, Runtime, MAIN_THREAD};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_11);
+    /// assert_eq!(rt.version(), PyVersion::V3_11);
+    /// assert_eq!(rt.summary().gil_holder, Some(MAIN_THREAD));
+    /// assert!(!rt.is_finalizing());
+    /// ```
     pub fn new(version: PyVersion) -> Runtime {
         let id = NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed);
         let shared = Arc::new(Shared {
@@ -340,44 +445,151 @@ impl Runtime {
     }
 
     /// Whether `py` is a thread of this runtime.
-    pub fn owns(&self, py: &Py) -> bool {
+    pub(crate) fn owns(&self, py: &Py) -> bool {
         Arc::ptr_eq(&self.shared, &py.shared)
     }
 
     /// The modelled version.
+    ///
+    /// # Examples
+    /// ```
+    /// use greenlet::interp_shim::{PyVersion, Runtime};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_13);
+    /// assert_eq!(rt.version().name(), "3.13");
+    /// assert_eq!(rt.clone().version(), rt.version());
+    /// ```
     pub fn version(&self) -> PyVersion {
         self.shared.version
     }
 
     /// The pending-call state now.
+    ///
+    /// # Examples
+    /// ```
+    /// use greenlet::interp_shim::{PyVersion, Runtime};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// assert_eq!((rt.summary().ring, rt.summary().calls_to_do), (0, false));
+    /// // Added from this OS thread (no model thread: a non-main thread state).
+    /// rt.add_pending_call(|_| Ok(())).unwrap();
+    /// let s = rt.summary();
+    /// assert_eq!((s.ring, s.calls_to_do, s.busy), (1, true, false));
+    /// ```
     pub fn summary(&self) -> Summary {
         self.shared.state.lock().core.summary()
     }
 
     /// The runtime's counters now.
+    ///
+    /// # Examples
+    /// ```
+    /// use greenlet::interp_shim::{PyVersion, Runtime};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_11);
+    /// rt.add_pending_call(|_| Ok(())).unwrap();
+    /// assert_eq!(rt.stats().pending_calls_added, 1);
+    /// assert_eq!(rt.stats().pending_calls_run, 0); // nothing ran the interpreter yet
+    /// ```
     pub fn stats(&self) -> RuntimeStats {
         self.shared.state.lock().stats
     }
 
     /// Whether `Py_FinalizeEx` has begun (`_Py_IsFinalizing`).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let seen = rt.clone();
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), move |_| {
+    ///     assert!(!seen.is_finalizing()); // still running the main body
+    ///     Ok(())
+    /// })
+    /// .unwrap();
+    /// assert!(rt.is_finalizing()); // run() ends with Py_FinalizeEx
+    /// ```
     pub fn is_finalizing(&self) -> bool {
         self.shared.state.lock().core.is_finalizing()
     }
 
     /// Code run on every model thread (the main one included) as it starts,
     /// before it takes the GIL; e.g. `cleanup::set_thread_queue`.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::atomic::{AtomicUsize, Ordering};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let started = Arc::new(AtomicUsize::new(0));
+    /// let count = Arc::clone(&started);
+    /// rt.set_thread_init(move || {
+    ///     count.fetch_add(1, Ordering::SeqCst);
+    /// });
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
+    ///     let worker = py.spawn("worker", |_| Ok(()))?;
+    ///     py.join(&worker)
+    /// })
+    /// .unwrap();
+    /// assert_eq!(started.load(Ordering::SeqCst), 2); // MainThread and the worker
+    /// ```
     pub fn set_thread_init(&self, init: impl Fn() + Send + Sync + 'static) {
         self.shared.state.lock().thread_init = Some(Arc::new(init));
     }
 
     /// Code run once when the interpreter is finalized (after the last
     /// pending calls, like an `atexit` hook registered before finalization).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::atomic::{AtomicBool, Ordering};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_13);
+    /// let finalized = Arc::new(AtomicBool::new(false));
+    /// let (flag, runtime) = (Arc::clone(&finalized), rt.clone());
+    /// rt.at_finalize(move || flag.store(runtime.is_finalizing(), Ordering::SeqCst));
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), |_| Ok(())).unwrap();
+    /// assert!(finalized.load(Ordering::SeqCst));
+    /// ```
     pub fn at_finalize(&self, hook: impl FnOnce() + Send + 'static) {
         self.shared.state.lock().finalize_hooks.push(Box::new(hook));
     }
 
     /// Extra lines for the watchdog's report (called while the scenario
     /// hangs, so it must not wait for the GIL).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{Hook, Outcome, PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_11);
+    /// rt.set_report_hook(|| "queue: 2 states waiting".to_string());
+    /// // The 3.11 spin of the `Watchdog` example, cut short.
+    /// let outcome = rt
+    ///     .run(Watchdog::Report(Duration::from_millis(200)), |py| {
+    ///         py.settrace(Hook::C)?;
+    ///         let _ = py.c_call(|| {
+    ///             py.add_pending_call(|py| {
+    ///                 let _ = py.c_call(|| py.add_pending_call(|_| Ok(())))?;
+    ///                 py.call("stuck", |_| Ok(()))
+    ///             })
+    ///         })?;
+    ///         Ok(())
+    ///     })
+    ///     .unwrap();
+    /// let Outcome::Hung(report) = outcome else { panic!("3.11 spins") };
+    /// assert_eq!(report.extra, "queue: 2 states waiting");
+    /// assert!(report.to_string().ends_with("queue: 2 states waiting\n"));
+    /// ```
     pub fn set_report_hook(&self, hook: impl Fn() -> String + Send + Sync + 'static) {
         self.shared.state.lock().report_hook = Some(Arc::new(hook));
     }
@@ -425,6 +637,19 @@ impl Runtime {
 
     /// An OS signal arrives (`signal.raise_signal` from any thread; the C
     /// handler's `trip_signal` → `_PyEval_SignalReceived`).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// rt.set_signal_handler("on_signal", |_| Ok(()));
+    /// rt.raise_signal(); // from this OS thread, before the interpreter runs
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| py.loop_iter())
+    ///     .unwrap();
+    /// assert_eq!(rt.stats().signal_handlers_run, 1);
+    /// ```
     pub fn raise_signal(&self) {
         trip_signal(&self.shared);
     }
@@ -437,6 +662,26 @@ impl Runtime {
     /// # Errors
     /// [`RingFull`] when the ring has no room (`Py_AddPendingCall` returned
     /// -1); the callback is dropped without running.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::atomic::{AtomicUsize, Ordering};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_11);
+    /// let ran_on = Arc::new(AtomicUsize::new(usize::MAX));
+    /// let record = Arc::clone(&ran_on);
+    /// rt.add_pending_call(move |py| {
+    ///     record.store(py.thread_index(), Ordering::SeqCst);
+    ///     Ok(())
+    /// })
+    /// .expect("an empty ring has room");
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| py.loop_iter())
+    ///     .unwrap();
+    /// assert_eq!(ran_on.load(Ordering::SeqCst), 0); // on the main thread
+    /// ```
     pub fn add_pending_call(
         &self,
         call: impl FnOnce(&Py) -> PyResult<()> + Send + 'static,
@@ -481,6 +726,20 @@ impl Runtime {
     ///
     /// # Panics
     /// Re-raises a panic of the main body.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{Outcome, PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let outcome = rt
+    ///     .run(Watchdog::Report(Duration::from_secs(20)), |py| {
+    ///         py.call("answer", |_| Ok(40 + 2))
+    ///     })
+    ///     .unwrap();
+    /// assert!(matches!(outcome, Outcome::Finished(Ok(42))));
+    /// ```
     pub fn run<T, F>(&self, watchdog: Watchdog, main: F) -> Result<Outcome<T>, RunError>
     where
         T: Send + 'static,
@@ -643,6 +902,23 @@ fn thread_main(
 }
 
 /// A started Python thread (`threading.Thread`), for [`Py::join`].
+///
+/// # Examples
+/// ```
+/// # use std::time::Duration;
+/// use greenlet::interp_shim::{Outcome, PyVersion, Runtime, Watchdog};
+///
+/// let rt = Runtime::new(PyVersion::V3_12);
+/// let outcome = rt
+///     .run(Watchdog::Report(Duration::from_secs(20)), |py| {
+///         let thread = py.spawn("_b", |py| py.call("work", |_| Ok(())))?;
+///         py.join(&thread)?;
+///         Ok(thread)
+///     })
+///     .unwrap();
+/// let Outcome::Finished(Ok(thread)) = outcome else { panic!("finishes") };
+/// assert_eq!((thread.index(), thread.name()), (1, "Thread-1 (_b)"));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PyThread {
     index: ThreadIdx,
@@ -651,11 +927,41 @@ pub struct PyThread {
 
 impl PyThread {
     /// The model thread index.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_13);
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
+    ///     let first = py.spawn("a", |_| Ok(()))?;
+    ///     let second = py.spawn("b", |_| Ok(()))?;
+    ///     assert_eq!((first.index(), second.index()), (1, 2)); // 0 is the main thread
+    ///     py.join(&first)?;
+    ///     py.join(&second)
+    /// })
+    /// .unwrap();
+    /// ```
     pub fn index(&self) -> ThreadIdx {
         self.index
     }
 
     /// The thread's name, e.g. `Thread-1 (_b)`.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_11);
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
+    ///     let t = py.spawn("worker", |_| Ok(()))?;
+    ///     assert_eq!(t.name(), "Thread-1 (worker)");
+    ///     py.join(&t)
+    /// })
+    /// .unwrap();
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -697,6 +1003,16 @@ impl fmt::Debug for Event {
 
 impl Event {
     /// A new, clear event of `runtime`.
+    ///
+    /// # Examples
+    /// ```
+    /// use greenlet::interp_shim::{Event, PyVersion, Runtime};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let event = Event::new(&rt);
+    /// assert!(!event.is_set());
+    /// assert_eq!(format!("{event:?}"), "Event { set: false }");
+    /// ```
     pub fn new(runtime: &Runtime) -> Event {
         Event {
             flag: Arc::new(AtomicBool::new(false)),
@@ -705,6 +1021,24 @@ impl Event {
     }
 
     /// `Event.set()`: wakes every waiter.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{Event, Outcome, PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let ready = Event::new(&rt);
+    /// let setter = ready.clone();
+    /// let outcome = rt
+    ///     .run(Watchdog::Report(Duration::from_secs(20)), move |py| {
+    ///         let t = py.spawn("setter", move |py| py.c_call(|| setter.set()))?;
+    ///         py.wait(&ready)?; // returns once the other thread has set it
+    ///         py.join(&t)
+    ///     })
+    ///     .unwrap();
+    /// assert!(matches!(outcome, Outcome::Finished(Ok(()))));
+    /// ```
     pub fn set(&self) {
         self.flag.store(true, Ordering::SeqCst);
         if let Some(shared) = self.shared.upgrade() {
@@ -715,6 +1049,17 @@ impl Event {
     }
 
     /// `Event.is_set()`.
+    ///
+    /// # Examples
+    /// ```
+    /// use greenlet::interp_shim::{Event, PyVersion, Runtime};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_13);
+    /// let event = Event::new(&rt);
+    /// let same = event.clone(); // clones share one flag
+    /// event.set();
+    /// assert!(same.is_set());
+    /// ```
     pub fn is_set(&self) -> bool {
         self.flag.load(Ordering::SeqCst)
     }
@@ -726,6 +1071,29 @@ impl Event {
 /// Every operation is a sequence of core steps; those that reach a check
 /// site may run pending calls and signal handlers, drop the GIL, or (3.11,
 /// traced) re-dispatch a RESUME forever.
+///
+/// # Examples
+/// ```
+/// # use std::time::Duration;
+/// use greenlet::interp_shim::{Outcome, Py, PyResult, PyVersion, Runtime, Watchdog};
+///
+/// fn module(py: &Py) -> PyResult<u32> {
+///     let worker = py.spawn("worker", |py| py.call("work", |_| Ok(())))?;
+///     let n = py.call("count", |py| {
+///         let mut n = 0;
+///         while n < 3 {
+///             n += 1;
+///             py.loop_iter()?; // a check site
+///         }
+///         Ok(n)
+///     })?;
+///     py.join(&worker)?;
+///     Ok(n)
+/// }
+/// let rt = Runtime::new(PyVersion::V3_11);
+/// let outcome = rt.run(Watchdog::Report(Duration::from_secs(20)), module).unwrap();
+/// assert!(matches!(outcome, Outcome::Finished(Ok(3))));
+/// ```
 pub struct Py {
     shared: Arc<Shared>,
     idx: ThreadIdx,
@@ -773,6 +1141,21 @@ impl Py {
     /// The context of the calling OS thread's model thread, if it is one and
     /// its runtime is alive: how finalizers run by a drain (inside
     /// `make_pending_calls` on the main thread) reach their runtime.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{Py, PyVersion, Runtime, Watchdog};
+    ///
+    /// assert!(Py::current().is_none()); // this OS thread is no model thread
+    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
+    ///     let here = Py::current().expect("the main thread is a model thread");
+    ///     assert_eq!(here.thread_index(), py.thread_index());
+    ///     Ok(())
+    /// })
+    /// .unwrap();
+    /// ```
     pub fn current() -> Option<Py> {
         let (id, idx) = MODEL_THREAD.try_with(Cell::get).ok()?;
         if id == 0 {
@@ -787,6 +1170,20 @@ impl Py {
     }
 
     /// The runtime this thread belongs to.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_13);
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
+    ///     assert_eq!(py.runtime().version(), PyVersion::V3_13);
+    ///     assert!(!py.runtime().is_finalizing());
+    ///     Ok(())
+    /// })
+    /// .unwrap();
+    /// ```
     pub fn runtime(&self) -> Runtime {
         Runtime {
             shared: Arc::clone(&self.shared),
@@ -794,6 +1191,26 @@ impl Py {
     }
 
     /// This model thread's index (0: the main thread).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{Event, PyVersion, Runtime, Watchdog, MAIN_THREAD};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_11);
+    /// let done = Event::new(&rt);
+    /// let (seen, flag) = (done.clone(), done.clone());
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), move |py| {
+    ///     assert_eq!(py.thread_index(), MAIN_THREAD);
+    ///     let t = py.spawn("w", move |py| {
+    ///         // The worker sets the event only if it is not the main thread.
+    ///         py.c_call(|| if py.thread_index() != MAIN_THREAD { flag.set() })
+    ///     })?;
+    ///     py.join(&t)
+    /// })
+    /// .unwrap();
+    /// assert!(seen.is_set());
+    /// ```
     pub fn thread_index(&self) -> ThreadIdx {
         self.idx
     }
@@ -821,6 +1238,22 @@ impl Py {
     /// pushed, its `RESUME` is a check site (in 3.11 under tracing, a RESUME
     /// re-dispatched while the breaker stays set spins here), then `f` runs;
     /// after it returns, the caller's check site after a `CALL`.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{Outcome, PyErr, PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let outcome = rt
+    ///     .run(Watchdog::Report(Duration::from_secs(20)), |py| {
+    ///         let doubled = py.call("double", |_| Ok(21 * 2))?;
+    ///         assert_eq!(doubled, 42);
+    ///         py.call("fail", |_| Err::<(), _>(PyErr::exception("KeyError", "'b'")))
+    ///     })
+    ///     .unwrap();
+    /// assert!(matches!(outcome, Outcome::Finished(Err(PyErr::Exception { .. }))));
+    /// ```
     pub fn call<R>(&self, name: &'static str, f: impl FnOnce(&Py) -> PyResult<R>) -> PyResult<R> {
         let value = self.frame(name, |py| {
             // RESUME: the `call` event and the breaker check, in the
@@ -877,23 +1310,96 @@ impl Py {
     }
 
     /// One loop iteration's backward jump (`JUMP_BACKWARD`): a check site.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::atomic::{AtomicBool, Ordering};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let ran = Arc::new(AtomicBool::new(false));
+    /// let (flag, seen) = (Arc::clone(&ran), Arc::clone(&ran));
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), move |py| {
+    ///     py.add_pending_call(move |_| Ok(flag.store(true, Ordering::SeqCst))).unwrap();
+    ///     assert!(!seen.load(Ordering::SeqCst)); // queued, not run yet
+    ///     py.loop_iter()?; // the check site runs it
+    ///     assert!(seen.load(Ordering::SeqCst));
+    ///     Ok(())
+    /// })
+    /// .unwrap();
+    /// ```
     pub fn loop_iter(&self) -> PyResult<()> {
         self.check(CheckSite::BackwardJump)
     }
 
     /// `time.sleep(d)`: release the GIL, sleep, take it back, then the check
     /// site after the call.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::atomic::{AtomicBool, Ordering};
+    /// # use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog, MAIN_THREAD};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_13);
+    /// let ran = Arc::new(AtomicBool::new(false));
+    /// let (flag, seen) = (Arc::clone(&ran), Arc::clone(&ran));
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), move |py| {
+    ///     py.add_pending_call(move |_| Ok(flag.store(true, Ordering::SeqCst))).unwrap();
+    ///     py.sleep(Duration::from_millis(1))?;
+    ///     // The GIL is back, and the check site after the call ran the call.
+    ///     assert_eq!(py.runtime().summary().gil_holder, Some(MAIN_THREAD));
+    ///     assert!(seen.load(Ordering::SeqCst));
+    ///     Ok(())
+    /// })
+    /// .unwrap();
+    /// ```
     pub fn sleep(&self, d: Duration) -> PyResult<()> {
         let deadline = Instant::now() + d;
         self.blocking(|st| st.cancelled, Some(deadline))
     }
 
     /// `Event.wait()`: release the GIL until `event` is set.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{Event, PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_11);
+    /// let go = Event::new(&rt);
+    /// let waited = go.clone();
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), move |py| {
+    ///     let waiter = py.spawn("waiter", move |py| py.wait(&waited))?;
+    ///     assert!(py.is_alive(&waiter)?); // blocked in wait, GIL released
+    ///     go.set();
+    ///     py.join(&waiter)
+    /// })
+    /// .unwrap();
+    /// ```
     pub fn wait(&self, event: &Event) -> PyResult<()> {
         self.blocking(|_| event.is_set(), None)
     }
 
     /// `Thread.join()`: release the GIL until `thread`'s state is deleted.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
+    ///     let t = py.spawn("worker", |py| py.call("work", |_| Ok(())))?;
+    ///     py.join(&t)?;
+    ///     assert!(!py.is_alive(&t)?); // its thread state is gone
+    ///     Ok(())
+    /// })
+    /// .unwrap();
+    /// ```
     pub fn join(&self, thread: &PyThread) -> PyResult<()> {
         let idx = thread.index;
         self.blocking(move |st| st.threads[idx].finished, None)
@@ -936,17 +1442,73 @@ impl Py {
 
     /// A C function that keeps the GIL (`len(queue)`, `Event.set()`, ...):
     /// `f` runs, then the check site after the call.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::atomic::{AtomicBool, Ordering};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_13);
+    /// let ran = Arc::new(AtomicBool::new(false));
+    /// let (flag, seen) = (Arc::clone(&ran), Arc::clone(&ran));
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), move |py| {
+    ///     let queue = vec![1, 2, 3];
+    ///     assert_eq!(py.c_call(|| queue.len())?, 3); // `len(queue)`, GIL kept
+    ///     py.c_call(|| py.add_pending_call(move |_| Ok(flag.store(true, Ordering::SeqCst))))?
+    ///         .unwrap();
+    ///     assert!(seen.load(Ordering::SeqCst)); // run at the check site after that call
+    ///     Ok(())
+    /// })
+    /// .unwrap();
+    /// ```
     pub fn c_call<R>(&self, f: impl FnOnce() -> R) -> PyResult<R> {
         self.c_function(|| Ok(f()))
     }
 
     /// `Thread.is_alive()`: whether `thread`'s state still exists.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{Event, PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let release = Event::new(&rt);
+    /// let waited = release.clone();
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), move |py| {
+    ///     let t = py.spawn("blocked", move |py| py.wait(&waited))?;
+    ///     assert!(py.is_alive(&t)?);
+    ///     release.set();
+    ///     py.join(&t)?;
+    ///     assert!(!py.is_alive(&t)?);
+    ///     Ok(())
+    /// })
+    /// .unwrap();
+    /// ```
     pub fn is_alive(&self, thread: &PyThread) -> PyResult<bool> {
         self.c_function(|| Ok(!self.lock().threads[thread.index].finished))
     }
 
     /// `sys.settrace(f)` for this thread (`_PyEval_SetTrace`), where `hook`
     /// says whether `f` is a C or a Python function.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{Hook, PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_11);
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
+    ///     py.settrace(Hook::Python)?;
+    ///     assert!(py.runtime().summary().main_traced);
+    ///     py.settrace(Hook::Off)?; // sys.settrace(None)
+    ///     assert!(!py.runtime().summary().main_traced);
+    ///     Ok(())
+    /// })
+    /// .unwrap();
+    /// ```
     pub fn settrace(&self, hook: Hook) -> PyResult<()> {
         {
             let mut st = self.lock();
@@ -957,6 +1519,22 @@ impl Py {
     }
 
     /// `sys.setprofile(f)` for this thread (`_PyEval_SetProfile`).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{Hook, PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
+    ///     py.setprofile(Hook::C)?; // cProfile
+    ///     assert!(py.runtime().summary().main_traced);
+    ///     py.setprofile(Hook::Off)?;
+    ///     assert!(!py.runtime().summary().main_traced);
+    ///     Ok(())
+    /// })
+    /// .unwrap();
+    /// ```
     pub fn setprofile(&self, hook: Hook) -> PyResult<()> {
         {
             let mut st = self.lock();
@@ -968,6 +1546,22 @@ impl Py {
 
     /// Run `f` between `PyThreadState_EnterTracing` and
     /// `PyThreadState_LeaveTracing`: its code is neither traced nor profiled.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{Hook, PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_11);
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
+    ///     py.settrace(Hook::C)?;
+    ///     let traced_inside = py.with_tracing_suspended(|| py.runtime().summary().main_traced);
+    ///     assert!(!traced_inside);
+    ///     assert!(py.runtime().summary().main_traced); // traced again after
+    ///     Ok(())
+    /// })
+    /// .unwrap();
+    /// ```
     pub fn with_tracing_suspended<R>(&self, f: impl FnOnce() -> R) -> R {
         // PyThreadState_EnterTracing
         self.lock().core.enter_tracing(self.idx);
@@ -979,6 +1573,22 @@ impl Py {
     /// (`PyThreadState_New`), an OS thread that takes the GIL and runs
     /// `body` as the function `target`; like `Thread.start`, waits (GIL
     /// released) until the thread has started.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{Event, PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_13);
+    /// let done = Event::new(&rt);
+    /// let (flag, seen) = (done.clone(), done.clone());
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), move |py| {
+    ///     let t = py.spawn("target", move |py| py.c_call(|| flag.set()))?;
+    ///     py.join(&t)
+    /// })
+    /// .unwrap();
+    /// assert!(seen.is_set()); // the body ran on the new thread
+    /// ```
     pub fn spawn(
         &self,
         target: &'static str,
@@ -990,6 +1600,22 @@ impl Py {
     /// Like [`spawn`](Self::spawn) with `daemon=True`: shutdown does not
     /// wait for it; once finalization has begun, its next GIL take ends it
     /// ([`PyErr::ThreadExit`]) and its thread-local destructors run then.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{Event, Outcome, PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let never = Event::new(&rt);
+    /// let outcome = rt
+    ///     .run(Watchdog::Report(Duration::from_secs(20)), move |py| {
+    ///         py.spawn_daemon("forever", move |py| py.wait(&never))?;
+    ///         Ok(()) // shutdown does not wait for the daemon
+    ///     })
+    ///     .unwrap();
+    /// assert!(matches!(outcome, Outcome::Finished(Ok(()))));
+    /// ```
     pub fn spawn_daemon(
         &self,
         target: &'static str,
@@ -1049,6 +1675,27 @@ impl Py {
     ///
     /// # Errors
     /// [`RingFull`] when the ring has no room.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::atomic::{AtomicUsize, Ordering};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{PyErr, PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let ran_on = Arc::new(AtomicUsize::new(usize::MAX));
+    /// let record = Arc::clone(&ran_on);
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), move |py| {
+    ///     let t = py.spawn("adder", move |py| {
+    ///         py.add_pending_call(move |py| Ok(record.store(py.thread_index(), Ordering::SeqCst)))
+    ///             .map_err(|full| PyErr::exception("RuntimeError", full.to_string()))
+    ///     })?;
+    ///     py.join(&t)
+    /// })
+    /// .unwrap();
+    /// assert_eq!(ran_on.load(Ordering::SeqCst), 0); // run by the main thread
+    /// ```
     pub fn add_pending_call(
         &self,
         call: impl FnOnce(&Py) -> PyResult<()> + Send + 'static,
@@ -1058,6 +1705,25 @@ impl Py {
 
     /// `Py_MakePendingCalls()` (GIL held): signals, then
     /// `make_pending_calls` (a no-op off the main thread and while busy).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::atomic::{AtomicBool, Ordering};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_11);
+    /// let ran = Arc::new(AtomicBool::new(false));
+    /// let (flag, seen) = (Arc::clone(&ran), Arc::clone(&ran));
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), move |py| {
+    ///     py.add_pending_call(move |_| Ok(flag.store(true, Ordering::SeqCst))).unwrap();
+    ///     py.make_pending_calls()?; // no check site needed
+    ///     assert!(seen.load(Ordering::SeqCst));
+    ///     Ok(())
+    /// })
+    /// .unwrap();
+    /// ```
     pub fn make_pending_calls(&self) -> PyResult<()> {
         self.cancelled()?;
         self.handle_signals()?;
@@ -1065,6 +1731,21 @@ impl Py {
     }
 
     /// `signal.raise_signal` from this thread (see [`Runtime::raise_signal`]).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_13);
+    /// rt.set_signal_handler("on_signal", |py| {
+    ///     assert_eq!(py.thread_index(), 0);
+    ///     Ok(())
+    /// });
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| py.raise_signal())
+    ///     .unwrap();
+    /// assert_eq!(rt.stats().signal_handlers_run, 1);
+    /// ```
     pub fn raise_signal(&self) -> PyResult<()> {
         self.c_function(|| {
             trip_signal(&self.shared);

@@ -34,6 +34,16 @@ use super::watchdog::{HangReport, Watchdog};
 /// function (written in Python or in C), or neither. See [`Hook`] for why the
 /// kind matters on 3.11, and [`TraceMode::explored_as`] for the explorer's
 /// mode that stands for each (the explorer has `trace`, `profile`, `none`).
+///
+/// # Examples
+/// ```
+/// use greenlet::interp_shim::scenarios::TraceMode;
+///
+/// let mode: TraceMode = "ctrace".parse().unwrap();
+/// assert_eq!(mode, TraceMode::CTrace);
+/// assert_eq!(mode.to_string(), "ctrace");
+/// assert_eq!(TraceMode::ALL.len(), 5);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TraceMode {
     /// `sys.settrace(lambda *a: None)`: a Python trace function, as in the
@@ -60,6 +70,14 @@ impl TraceMode {
     ];
 
     /// The command-line name.
+    ///
+    /// # Examples
+    /// ```
+    /// use greenlet::interp_shim::scenarios::TraceMode;
+    ///
+    /// let names: Vec<&str> = TraceMode::ALL.iter().map(|m| m.name()).collect();
+    /// assert_eq!(names, ["trace", "ctrace", "profile", "pyprofile", "none"]);
+    /// ```
     pub fn name(self) -> &'static str {
         match self {
             TraceMode::Trace => "trace",
@@ -109,6 +127,15 @@ impl fmt::Display for TraceMode {
 }
 
 /// A mode name that is not one of [`TraceMode::ALL`].
+///
+/// # Examples
+/// ```
+/// use greenlet::interp_shim::scenarios::{TraceMode, UnknownMode};
+///
+/// let err: UnknownMode = "cprofile".parse::<TraceMode>().unwrap_err();
+/// assert_eq!(err.given, "cprofile");
+/// assert!(err.to_string().contains("expected trace, ctrace, profile, pyprofile or none"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown mode {given:?}: expected trace, ctrace, profile, pyprofile or none")]
 pub struct UnknownMode {
@@ -129,6 +156,24 @@ impl FromStr for TraceMode {
 }
 
 /// What one scenario run observed.
+///
+/// # Examples
+/// ```
+/// # use std::time::Duration;
+/// use greenlet::cleanup::Policy;
+/// use greenlet::interp_shim::scenarios::{seed, ScenarioReport, SeedConfig, TraceMode};
+/// use greenlet::interp_shim::{PyVersion, Watchdog};
+///
+/// let watchdog = Watchdog::Report(Duration::from_secs(20));
+/// let report: ScenarioReport =
+///     seed(SeedConfig { version: PyVersion::V3_12, policy: Policy::Legacy, mode: TraceMode::Trace, watchdog })
+///         .unwrap();
+/// assert!(report.hang.is_none() && report.error.is_none());
+/// assert_eq!(report.b_queued, Some(true));
+/// // 3.12 does not hang, but legacy still schedules a second drain.
+/// assert_eq!((report.queue.schedules_requested, report.queue.states_destroyed), (2, 2));
+/// assert_eq!(report.states_never_destroyed, 0);
+/// ```
 #[derive(Debug)]
 pub struct ScenarioReport {
     /// The watchdog's report, if the run hung ([`Watchdog::Report`] mode).
@@ -154,11 +199,42 @@ pub struct ScenarioReport {
 
 impl ScenarioReport {
     /// Whether the watchdog fired.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::cleanup::Policy;
+    /// use greenlet::interp_shim::scenarios::{seed, SeedConfig, TraceMode};
+    /// use greenlet::interp_shim::{PyVersion, Watchdog};
+    ///
+    /// // The seed report's hang: 3.11, traced, the legacy queue.
+    /// let watchdog = Watchdog::Report(Duration::from_millis(300));
+    /// let report =
+    ///     seed(SeedConfig { version: PyVersion::V3_11, policy: Policy::Legacy, mode: TraceMode::Trace, watchdog })
+    ///         .unwrap();
+    /// assert!(report.hung());
+    /// assert_eq!(report.hang.unwrap().thread(0).unwrap().frames[0], "<lambda>");
+    /// ```
     pub fn hung(&self) -> bool {
         self.hang.is_some()
     }
 
     /// The seed's verdict line: `GREEN True`, `GREEN False` or `GREEN None`.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::cleanup::Policy;
+    /// use greenlet::interp_shim::scenarios::{seed, SeedConfig, TraceMode};
+    /// use greenlet::interp_shim::{PyVersion, Watchdog};
+    ///
+    /// // Untraced, even the legacy queue does not hang on 3.11.
+    /// let watchdog = Watchdog::Report(Duration::from_secs(20));
+    /// let report =
+    ///     seed(SeedConfig { version: PyVersion::V3_11, policy: Policy::Legacy, mode: TraceMode::None, watchdog })
+    ///         .unwrap();
+    /// assert_eq!(report.green_line(), "GREEN True");
+    /// ```
     pub fn green_line(&self) -> String {
         let value = match self.b_queued {
             Some(true) => "True",
@@ -169,6 +245,22 @@ impl ScenarioReport {
     }
 
     /// The metrics as `key=value` pairs on one line.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::cleanup::Policy;
+    /// use greenlet::interp_shim::scenarios::{seed, SeedConfig, TraceMode};
+    /// use greenlet::interp_shim::{PyVersion, Watchdog};
+    ///
+    /// let watchdog = Watchdog::Report(Duration::from_secs(20));
+    /// let report =
+    ///     seed(SeedConfig { version: PyVersion::V3_13, policy: Policy::Robust, mode: TraceMode::Trace, watchdog })
+    ///         .unwrap();
+    /// let line = report.metrics_line();
+    /// assert!(line.starts_with("states_created=2 schedules_requested=1 "), "{line}");
+    /// assert!(line.contains(" states_destroyed=2 ") && line.contains(" never_destroyed=0 "), "{line}");
+    /// ```
     pub fn metrics_line(&self) -> String {
         format!(
             "states_created={} {} never_destroyed={} finalizer_panics={} \
@@ -187,7 +279,7 @@ impl ScenarioReport {
 
 /// A queue's counters as `key=value` pairs (the format the `matrix`
 /// example parses).
-pub fn metrics_kv(m: &Metrics) -> String {
+fn metrics_kv(m: &Metrics) -> String {
     format!(
         "schedules_requested={} schedules_failed={} drains_run={} states_destroyed={} \
          states_leaked={} max_outstanding={}",
@@ -295,6 +387,24 @@ fn python_finalizer(name: &'static str, code: impl FnOnce(&Py) -> PyResult<()>) 
 }
 
 /// The seed report's cell: one version, policy and trace mode.
+///
+/// # Examples
+/// ```
+/// # use std::time::Duration;
+/// use greenlet::cleanup::Policy;
+/// use greenlet::interp_shim::scenarios::{seed, SeedConfig, TraceMode};
+/// use greenlet::interp_shim::{PyVersion, Watchdog};
+///
+/// let legacy = SeedConfig {
+///     version: PyVersion::V3_13,
+///     policy: Policy::Legacy,
+///     mode: TraceMode::Profile,
+///     watchdog: Watchdog::Report(Duration::from_secs(20)),
+/// };
+/// for config in [legacy, SeedConfig { policy: Policy::default(), ..legacy }] {
+///     assert_eq!(seed(config).unwrap().green_line(), "GREEN True", "{config:?}");
+/// }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SeedConfig {
     /// The modelled CPython version.
@@ -395,6 +505,26 @@ fn in_cleanup(release_b: &Event, queue: &Arc<CleanupQueue>, state: &Mutex<Option
 }
 
 /// The coverage.py-like churn.
+///
+/// # Examples
+/// ```
+/// # use std::time::Duration;
+/// use greenlet::cleanup::Policy;
+/// use greenlet::interp_shim::scenarios::{churn, ChurnConfig, TraceMode};
+/// use greenlet::interp_shim::{PyVersion, Watchdog};
+///
+/// let config = ChurnConfig {
+///     version: PyVersion::V3_12,
+///     policy: Policy::Legacy,
+///     mode: TraceMode::CTrace,
+///     threads: 4,
+///     waves: 2,
+///     watchdog: Watchdog::Report(Duration::from_secs(30)),
+/// };
+/// let report = churn(config).unwrap();
+/// assert_eq!(report.states_created, 8); // one greenlet state per thread
+/// assert_eq!(report.queue.states_destroyed, 8);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChurnConfig {
     /// The modelled CPython version.
@@ -492,6 +622,23 @@ fn weak_dict_callback() {
 }
 
 /// A full pending-call ring at the moment the queue goes non-empty.
+///
+/// # Examples
+/// ```
+/// # use std::time::Duration;
+/// use greenlet::cleanup::Policy;
+/// use greenlet::interp_shim::scenarios::{ring_full, RingFullConfig};
+/// use greenlet::interp_shim::{PyVersion, Watchdog};
+///
+/// let config = RingFullConfig {
+///     version: PyVersion::V3_11,
+///     policy: Policy::Shielded,
+///     watchdog: Watchdog::Report(Duration::from_secs(20)),
+/// };
+/// let report = ring_full(config).unwrap();
+/// assert!(report.queue.schedules_failed >= 1); // the ring had no room for A's drain
+/// assert_eq!((report.queue.states_destroyed, report.queue.states_leaked), (3, 0));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RingFullConfig {
     /// The modelled CPython version.

@@ -51,6 +51,21 @@ pub struct PendingCallScheduler {
 impl PendingCallScheduler {
     /// A scheduler adding its pending calls to `runtime` (held weakly: the
     /// queue does not keep the interpreter alive).
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use greenlet::cleanup::{CleanupQueue, Policy, Scheduler};
+    /// use greenlet::interp_shim::{PendingCallScheduler, PyVersion, Runtime};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let scheduler = Arc::new(PendingCallScheduler::new(&rt));
+    /// let queue = CleanupQueue::new(Policy::Scheduled, scheduler.clone());
+    /// scheduler.schedule(&queue).unwrap(); // one pending call added
+    /// assert_eq!(rt.stats().pending_calls_added, 1);
+    /// drop(rt); // held weakly: the interpreter is gone now
+    /// assert!(scheduler.schedule(&queue).unwrap_err().to_string().contains("gone"));
+    /// ```
     pub fn new(runtime: &Runtime) -> Self {
         PendingCallScheduler {
             runtime: runtime.downgrade(),

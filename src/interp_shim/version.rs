@@ -11,6 +11,16 @@ use std::fmt;
 use std::str::FromStr;
 
 /// A modelled CPython version.
+///
+/// # Examples
+/// ```
+/// use greenlet::interp_shim::PyVersion;
+///
+/// let v: PyVersion = "3.12".parse().unwrap();
+/// assert_eq!(v, PyVersion::V3_12);
+/// assert_eq!(v.to_string(), "3.12");
+/// assert!(PyVersion::V3_11 < v && v < PyVersion::V3_13);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum PyVersion {
     /// CPython 3.11: one shared eval breaker stored by `COMPUTE_EVAL_BREAKER`,
@@ -24,6 +34,16 @@ pub enum PyVersion {
 }
 
 /// How `make_pending_calls` refuses to recurse.
+///
+/// # Examples
+/// ```
+/// use greenlet::interp_shim::version::RecursionGuard;
+/// use greenlet::interp_shim::PyVersion;
+///
+/// assert_eq!(PyVersion::V3_11.spec().guard, RecursionGuard::StaticBusy);
+/// assert_eq!(PyVersion::V3_12.spec().guard, RecursionGuard::LockedBusy);
+/// assert_eq!(PyVersion::V3_13.spec().guard, RecursionGuard::HandlingThread);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RecursionGuard {
     /// `static int busy` in `make_pending_calls` (3.11): a recursive call
@@ -39,6 +59,15 @@ pub enum RecursionGuard {
 }
 
 /// Where the eval breaker lives.
+///
+/// # Examples
+/// ```
+/// use greenlet::interp_shim::version::BreakerModel;
+/// use greenlet::interp_shim::PyVersion;
+///
+/// assert_eq!(PyVersion::V3_12.spec().breaker, BreakerModel::SharedComputed);
+/// assert_eq!(PyVersion::V3_13.spec().breaker, BreakerModel::PerThreadBits);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BreakerModel {
     /// One int per interpreter, written with a plain store by
@@ -50,6 +79,16 @@ pub enum BreakerModel {
 
 /// What a traced function entry (RESUME with oparg < 2) does after the eval
 /// breaker was handled.
+///
+/// # Examples
+/// ```
+/// use greenlet::interp_shim::version::TracedResume;
+/// use greenlet::interp_shim::PyVersion;
+///
+/// // Only 3.11 lands on the same traced RESUME again.
+/// assert_eq!(PyVersion::V3_11.spec().traced_resume, TracedResume::Redispatch);
+/// assert_eq!(PyVersion::V3_12.spec().traced_resume, TracedResume::Continue);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TracedResume {
     /// 3.11 `DO_TRACING`: checks the breaker before advancing `next_instr`,
@@ -61,6 +100,16 @@ pub enum TracedResume {
 }
 
 /// The facts of one version that the rules depend on.
+///
+/// # Examples
+/// ```
+/// use greenlet::interp_shim::{PyVersion, VersionSpec};
+///
+/// let spec: VersionSpec = PyVersion::V3_13.spec();
+/// assert_eq!(spec.version, PyVersion::V3_13);
+/// assert_eq!(spec.ring_capacity, 32);
+/// assert!(spec.resignal_after_bound && !spec.final_recompute);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct VersionSpec {
     /// Which version.
@@ -95,6 +144,14 @@ impl PyVersion {
     pub const ALL: [PyVersion; 3] = [PyVersion::V3_11, PyVersion::V3_12, PyVersion::V3_13];
 
     /// The facts of this version.
+    ///
+    /// # Examples
+    /// ```
+    /// use greenlet::interp_shim::PyVersion;
+    ///
+    /// assert_eq!(PyVersion::V3_11.spec().ring_capacity, 31);
+    /// assert!(PyVersion::V3_12.spec().final_recompute);
+    /// ```
     pub fn spec(self) -> VersionSpec {
         match self {
             PyVersion::V3_11 => VersionSpec {
@@ -128,6 +185,14 @@ impl PyVersion {
     }
 
     /// "3.11", "3.12" or "3.13".
+    ///
+    /// # Examples
+    /// ```
+    /// use greenlet::interp_shim::PyVersion;
+    ///
+    /// let names: Vec<&str> = PyVersion::ALL.iter().map(|v| v.name()).collect();
+    /// assert_eq!(names, ["3.11", "3.12", "3.13"]);
+    /// ```
     pub fn name(self) -> &'static str {
         match self {
             PyVersion::V3_11 => "3.11",
@@ -144,6 +209,15 @@ impl fmt::Display for PyVersion {
 }
 
 /// A version string that is not one of the modelled versions.
+///
+/// # Examples
+/// ```
+/// use greenlet::interp_shim::{PyVersion, UnknownVersion};
+///
+/// let err: UnknownVersion = "3.10".parse::<PyVersion>().unwrap_err();
+/// assert_eq!(err.given, "3.10");
+/// assert!(err.to_string().contains("3.11, 3.12 and 3.13"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unsupported Python version {given:?}: the model covers 3.11, 3.12 and 3.13")]
 pub struct UnknownVersion {

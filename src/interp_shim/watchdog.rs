@@ -52,6 +52,26 @@ pub enum Watchdog {
 }
 
 /// One thread's simulated stack in a [`HangReport`].
+///
+/// # Examples
+/// ```
+/// # use std::time::Duration;
+/// use greenlet::interp_shim::{HangReport, PyVersion, Runtime, ThreadDump};
+///
+/// let dump = ThreadDump { index: 0, name: "MainThread".into(), frames: vec!["f", "<module>"], redispatches: 0 };
+/// let report = HangReport {
+///     timeout: Duration::from_secs(1),
+///     threads: vec![dump],
+///     summary: Runtime::new(PyVersion::V3_12).summary(),
+///     livelock_predicate: false,
+///     redispatches: 0,
+///     extra: String::new(),
+/// };
+/// // Most recent call first, as faulthandler prints it.
+/// assert!(report.to_string().contains(
+///     "Thread T0 \"MainThread\" (most recent call first):\n  File \"<simulated>\", in f\n  File \"<simulated>\", in <module>\n"
+/// ));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ThreadDump {
     /// The model thread index (0 is the main thread).
@@ -65,6 +85,25 @@ pub struct ThreadDump {
 }
 
 /// What the watchdog saw when it fired.
+///
+/// # Examples
+/// ```
+/// use std::time::Duration;
+/// use greenlet::interp_shim::{HangReport, PyVersion, Runtime, ThreadDump};
+///
+/// let spinning = ThreadDump { index: 0, name: "MainThread".into(), frames: vec!["<lambda>"], redispatches: 7 };
+/// let report = HangReport {
+///     timeout: Duration::from_millis(1500),
+///     threads: vec![spinning],
+///     summary: Runtime::new(PyVersion::V3_11).summary(),
+///     livelock_predicate: true,
+///     redispatches: 7,
+///     extra: "queue: 1 state".into(),
+/// };
+/// let text = report.to_string();
+/// assert!(text.starts_with("Timeout (0:00:01.500000)!\nThread T0 \"MainThread\""));
+/// assert!(text.contains("re-dispatches: 7 (T0=7)\nqueue: 1 state\n"));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HangReport {
     /// The watchdog's timeout.
@@ -85,6 +124,24 @@ pub struct HangReport {
 
 impl HangReport {
     /// The dump of model thread `index`, if it was alive.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{HangReport, PyVersion, Runtime, ThreadDump};
+    ///
+    /// let dump = |index, name: &str| ThreadDump { index, name: name.into(), frames: vec![], redispatches: 0 };
+    /// let report = HangReport {
+    ///     timeout: Duration::from_secs(1),
+    ///     threads: vec![dump(0, "MainThread"), dump(2, "Thread-2 (_b)")],
+    ///     summary: Runtime::new(PyVersion::V3_11).summary(),
+    ///     livelock_predicate: false,
+    ///     redispatches: 0,
+    ///     extra: String::new(),
+    /// };
+    /// assert_eq!(report.thread(2).unwrap().name, "Thread-2 (_b)");
+    /// assert!(report.thread(1).is_none()); // thread 1 had finished
+    /// ```
     pub fn thread(&self, index: ThreadIdx) -> Option<&ThreadDump> {
         self.threads.iter().find(|t| t.index == index)
     }

@@ -4,10 +4,10 @@
 //! and prints the shortest schedule that reaches it.
 //!
 //! Owns: the scenarios ([`scenario`]), the explored state and its
-//! transitions ([`model`]), the breadth-first search ([`search`]) and the
+//! transitions (`model`, internal), the breadth-first search ([`search`]) and the
 //! table over scenarios × versions × policies × modes.
 //!
-//! Uses the same semantic core as the live runtime — [`InterpCore`] for the
+//! Uses the same semantic core as the live runtime — `InterpCore` for the
 //! interpreter and [`QueueCore`] for the cleanup policy — and nothing else of
 //! the crate. Every step that touches shared state is one call of a core
 //! method; this module only moves program counters, pushes and pops the main
@@ -35,7 +35,7 @@
 //!
 //! # Verdicts
 //! - **livelock**: the main thread is ready at a `RESUME` where
-//!   [`InterpCore::resume_livelocked`] holds, the main thread's own steps
+//!   `InterpCore::resume_livelocked` holds, the main thread's own steps
 //!   from there lead back to exactly the same state (the re-dispatch is a
 //!   self-loop), and no interleaving of any thread lets it past that
 //!   `RESUME`. Cross-checked by backward reachability: every cell reports
@@ -47,7 +47,6 @@
 //!   ([`QueueCore::is_stranded`]). States leaked on purpose at finalization
 //!   are counted apart ([`Verdict::leaked_on_purpose`]).
 //!
-//! [`InterpCore::resume_livelocked`]: crate::interp_shim::InterpCore::resume_livelocked
 //! [`QueueCore::is_stranded`]: crate::cleanup::QueueCore::is_stranded
 //!
 //! # Example
@@ -68,10 +67,9 @@
 //! assert!(schedule.to_string().contains("LIVELOCK"));
 //! ```
 //!
-//! [`InterpCore`]: crate::interp_shim::InterpCore
 //! [`QueueCore`]: crate::cleanup::QueueCore
 
-pub mod model;
+pub(crate) mod model;
 pub mod scenario;
 pub mod search;
 
@@ -84,7 +82,7 @@ use parking_lot::Mutex;
 use crate::cleanup::Policy;
 use crate::interp_shim::PyVersion;
 
-pub use self::scenario::{Scenario, ScenarioName, ThreadSpec, UnknownScenario};
+pub use self::scenario::{Scenario, ScenarioName, UnknownScenario};
 pub use self::search::{explore, explore_scenario, BoundExceeded, Counterexample, Verdict};
 
 /// The default bound on distinct states per cell.
@@ -118,6 +116,16 @@ pub const DEFAULT_BOUND: usize = 4_000_000;
 /// The names stay `trace`/`profile`/`none` rather than the live `ctrace`:
 /// `port/verify.py` looks up the explorer's `--table --format tsv` rows by
 /// them.
+///
+/// # Examples
+/// ```
+/// use greenlet::interp_shim::explore::Mode;
+///
+/// let mode: Mode = "profile".parse().unwrap();
+/// assert_eq!(mode, Mode::Profile);
+/// assert_eq!(mode.to_string(), "profile");
+/// assert_eq!(Mode::ALL, [Mode::Trace, Mode::Profile, Mode::None]);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Mode {
     /// A trace function on the main thread (`sys.settrace`); stands for the
@@ -135,6 +143,14 @@ impl Mode {
     pub const ALL: [Mode; 3] = [Mode::Trace, Mode::Profile, Mode::None];
 
     /// The command-line name.
+    ///
+    /// # Examples
+    /// ```
+    /// use greenlet::interp_shim::explore::Mode;
+    ///
+    /// let names: Vec<&str> = Mode::ALL.iter().map(|m| m.name()).collect();
+    /// assert_eq!(names, ["trace", "profile", "none"]);
+    /// ```
     pub fn name(self) -> &'static str {
         match self {
             Mode::Trace => "trace",
@@ -151,6 +167,15 @@ impl fmt::Display for Mode {
 }
 
 /// A mode name that is not one of [`Mode::ALL`].
+///
+/// # Examples
+/// ```
+/// use greenlet::interp_shim::explore::{Mode, UnknownMode};
+///
+/// let err: UnknownMode = "pyprofile".parse::<Mode>().unwrap_err();
+/// assert_eq!(err.given, "pyprofile");
+/// assert!(err.to_string().contains("pyprofile is not modelled"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "unknown mode {given:?}: expected one of trace, profile, none (the explorer's trace stands for \
@@ -174,6 +199,21 @@ impl FromStr for Mode {
 }
 
 /// One cell of the table.
+///
+/// # Examples
+/// ```
+/// use greenlet::cleanup::Policy;
+/// use greenlet::interp_shim::explore::{Cell, Mode, ScenarioName};
+/// use greenlet::interp_shim::PyVersion;
+///
+/// let cell = Cell {
+///     scenario: ScenarioName::FullRing,
+///     version: PyVersion::V3_13,
+///     policy: Policy::Shielded,
+///     mode: Mode::None,
+/// };
+/// assert_eq!(cell.to_string(), "full-ring python 3.13 policy shielded mode none");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Cell {
     /// The scenario.
@@ -307,6 +347,20 @@ impl Verdict {
     }
 
     /// The summary lines of the cell (without the counterexamples).
+    ///
+    /// # Examples
+    /// ```
+    /// use greenlet::cleanup::Policy;
+    /// use greenlet::interp_shim::explore::{explore, Cell, Mode, ScenarioName, DEFAULT_BOUND};
+    /// use greenlet::interp_shim::PyVersion;
+    ///
+    /// let cell = Cell { scenario: ScenarioName::Seed, version: PyVersion::V3_11,
+    ///                   policy: Policy::Legacy, mode: Mode::Trace };
+    /// let summary = explore(cell, DEFAULT_BOUND).unwrap().summary();
+    /// assert!(summary.starts_with("seed python 3.11 policy legacy mode trace\n"));
+    /// assert!(summary.contains("livelock reachable: yes"));
+    /// assert!(summary.contains("every state can still reach quiescence: no"));
+    /// ```
     pub fn summary(&self) -> String {
         let len = |c: &Option<Counterexample>| match c {
             Some(c) => c.len().to_string(),

@@ -14,7 +14,8 @@
 use std::fmt;
 
 use crate::cleanup::{Policy, PushAction, QueueCore, Retry};
-use crate::interp_shim::{CheckSite, Continuation, InterpCore, MakeBegin, ThreadIdx, MAIN_THREAD};
+use crate::interp_shim::core::{CheckSite, Continuation, InterpCore, MakeBegin};
+use crate::interp_shim::{ThreadIdx, MAIN_THREAD};
 
 use super::scenario::{Cond, Op, Scenario, ThreadOp};
 use super::Mode;
@@ -236,24 +237,6 @@ pub enum PushOutcome {
 
 /// The transition relation of one scenario: the initial state, and every
 /// step any thread can take from a state.
-///
-/// # Example
-/// ```
-/// use greenlet::cleanup::Policy;
-/// use greenlet::interp_shim::explore::model::Model;
-/// use greenlet::interp_shim::explore::{Mode, ScenarioName};
-/// use greenlet::interp_shim::PyVersion;
-///
-/// let scenario = ScenarioName::Seed.build();
-/// let model = Model { scenario: &scenario };
-/// let init = model.initial(PyVersion::V3_11, Policy::Legacy, Mode::Trace);
-/// let mut next = Vec::new();
-/// model.successors(&init, &mut next);
-/// // The main thread blocks in A.join(); A and B wait for the GIL.
-/// let steps: Vec<String> = next.iter().map(|(step, _)| model.describe(*step)).collect();
-/// assert_eq!(steps.len(), 3, "{steps:?}");
-/// assert!(steps[0].starts_with("T0 main: block until"));
-/// ```
 pub struct Model<'a> {
     /// The scenario.
     pub scenario: &'a Scenario,
@@ -908,5 +891,27 @@ impl fmt::Display for ActionText {
                 if retry { "retry" } else { "give up" }
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interp_shim::explore::ScenarioName;
+    use crate::interp_shim::PyVersion;
+
+    #[test]
+    fn the_seed_starts_with_main_blocking_and_both_threads_waiting_for_the_gil() {
+        let scenario = ScenarioName::Seed.build();
+        let model = Model {
+            scenario: &scenario,
+        };
+        let init = model.initial(PyVersion::V3_11, Policy::Legacy, Mode::Trace);
+        let mut next = Vec::new();
+        model.successors(&init, &mut next);
+        // The main thread blocks in A.join(); A and B wait for the GIL.
+        let steps: Vec<String> = next.iter().map(|(step, _)| model.describe(*step)).collect();
+        assert_eq!(steps.len(), 3, "{steps:?}");
+        assert!(steps[0].starts_with("T0 main: block until"));
     }
 }

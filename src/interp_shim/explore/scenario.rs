@@ -2,17 +2,18 @@
 //! thread, for the threads that die, and for the finalizers their states
 //! carry, written in a handful of operations that matter to pending calls.
 //!
-//! Owns: the operations ([`Op`], [`ThreadOp`], [`Cond`]), [`Program`],
-//! [`ThreadSpec`], [`Scenario`] and the built-in scenarios
+//! Owns: the operations (`Op`, `ThreadOp`, `Cond`), `Program`,
+//! `ThreadSpec`, [`Scenario`] and the built-in scenarios
 //! ([`ScenarioName`], [`churn`]). Uses only `std`: scenarios are data, the
-//! model ([`super::model`]) gives them meaning.
+//! explorer's model gives them meaning. Only a scenario as a whole is public:
+//! its parts are the explorer's internals.
 
 use std::fmt;
 use std::str::FromStr;
 
 /// A condition a thread can wait for or test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Cond {
+pub(crate) enum Cond {
     /// The cleanup queue holds at least one state (greenlet's
     /// `get_pending_cleanup_count() > 0`).
     QueueNonEmpty,
@@ -30,7 +31,7 @@ pub enum Cond {
 /// One operation of simulated Python code run with the GIL held (by the main
 /// thread: its own code, and the finalizers a drain runs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Op {
+pub(crate) enum Op {
     /// Call a Python function: its `RESUME` (oparg 0) is a check site.
     Enter(&'static str),
     /// The check site after a non-inlined call returns.
@@ -56,7 +57,7 @@ pub enum Op {
 
 /// A named piece of simulated Python code.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Program {
+pub(crate) struct Program {
     /// The frame name shown in counterexamples.
     pub name: &'static str,
     /// The operations, run from index 0.
@@ -65,7 +66,7 @@ pub struct Program {
 
 /// What a dying thread does, in order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ThreadOp {
+pub(crate) enum ThreadOp {
     /// Take the GIL (waiting; may ask the holder to drop it), run briefly,
     /// drop it (`greenlet.getcurrent()` and the like).
     Python,
@@ -78,7 +79,7 @@ pub enum ThreadOp {
 
 /// A thread that owns greenlet state and dies.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ThreadSpec {
+pub(crate) struct ThreadSpec {
     /// Its name in counterexamples.
     pub name: &'static str,
     /// What it does.
@@ -90,6 +91,21 @@ pub struct ThreadSpec {
 
 /// A closed scenario: the main thread's program, the dying threads, and the
 /// initial state of the pending-call ring.
+///
+/// # Examples
+/// ```
+/// use greenlet::cleanup::Policy;
+/// use greenlet::interp_shim::explore::scenario::churn;
+/// use greenlet::interp_shim::explore::{explore_scenario, Cell, Mode, ScenarioName, DEFAULT_BOUND};
+/// use greenlet::interp_shim::PyVersion;
+///
+/// let scenario = churn(1).unwrap();
+/// assert_eq!((scenario.name, scenario.dying_threads()), ("churn", 1));
+/// let cell = Cell { scenario: ScenarioName::Churn, version: PyVersion::V3_11,
+///                   policy: Policy::Robust, mode: Mode::Trace };
+/// let verdict = explore_scenario(cell, &scenario, DEFAULT_BOUND).unwrap();
+/// assert!(!verdict.livelock_reachable() && !verdict.leak_reachable());
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Scenario {
     /// Its name (`seed`, `churn`, `full-ring`, `finalization`).
@@ -97,15 +113,30 @@ pub struct Scenario {
     /// One sentence on what it exercises.
     pub about: &'static str,
     /// The main thread's program.
-    pub main: Program,
+    pub(crate) main: Program,
     /// From this index on, the main program is its idle loop: with every
     /// other thread finished, the main thread is then quiescent.
-    pub idle_from: Option<u8>,
+    pub(crate) idle_from: Option<u8>,
     /// The dying threads (thread `i + 1` of the interpreter).
-    pub threads: Vec<ThreadSpec>,
+    pub(crate) threads: Vec<ThreadSpec>,
     /// The ring starts full of other (C-level, instant) pending calls,
     /// signalled: added by a thread without the GIL before anything else.
-    pub ring_full_at_start: bool,
+    pub(crate) ring_full_at_start: bool,
+}
+
+impl Scenario {
+    /// How many threads die in the scenario (besides the main thread).
+    ///
+    /// # Examples
+    /// ```
+    /// use greenlet::interp_shim::explore::ScenarioName;
+    ///
+    /// assert_eq!(ScenarioName::Seed.build().dying_threads(), 2);
+    /// assert_eq!(ScenarioName::Churn.build().dying_threads(), 3);
+    /// ```
+    pub fn dying_threads(&self) -> usize {
+        self.threads.len()
+    }
 }
 
 /// The built-in scenarios by name.
@@ -115,7 +146,7 @@ pub struct Scenario {
 ///
 /// let name: ScenarioName = "churn".parse().unwrap();
 /// let churn = name.build();
-/// assert_eq!(churn.threads.len(), 3);
+/// assert_eq!(churn.dying_threads(), 3);
 /// assert!("spin".parse::<ScenarioName>().unwrap_err().to_string().contains("spin"));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -140,6 +171,15 @@ impl ScenarioName {
     ];
 
     /// The command-line name.
+    ///
+    /// # Examples
+    /// ```
+    /// use greenlet::interp_shim::explore::ScenarioName;
+    ///
+    /// let names: Vec<&str> = ScenarioName::ALL.iter().map(|s| s.name()).collect();
+    /// assert_eq!(names, ["seed", "churn", "full-ring", "finalization"]);
+    /// assert_eq!("full-ring".parse::<ScenarioName>().unwrap(), ScenarioName::FullRing);
+    /// ```
     pub fn name(self) -> &'static str {
         match self {
             ScenarioName::Seed => "seed",
@@ -150,6 +190,17 @@ impl ScenarioName {
     }
 
     /// The scenario itself.
+    ///
+    /// # Examples
+    /// ```
+    /// use greenlet::interp_shim::explore::ScenarioName;
+    ///
+    /// for name in ScenarioName::ALL {
+    ///     let scenario = name.build();
+    ///     assert_eq!(scenario.name, name.name());
+    ///     assert!(!scenario.about.is_empty());
+    /// }
+    /// ```
     pub fn build(self) -> Scenario {
         match self {
             ScenarioName::Seed => seed(),
@@ -167,6 +218,15 @@ impl fmt::Display for ScenarioName {
 }
 
 /// A scenario name that is not built in.
+///
+/// # Examples
+/// ```
+/// use greenlet::interp_shim::explore::{ScenarioName, UnknownScenario};
+///
+/// let err: UnknownScenario = "ring".parse::<ScenarioName>().unwrap_err();
+/// assert_eq!(err.given, "ring");
+/// assert!(err.to_string().ends_with("expected one of seed, churn, full-ring, finalization"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown scenario {given:?}: expected one of seed, churn, full-ring, finalization")]
 pub struct UnknownScenario {
@@ -290,7 +350,7 @@ pub const MAX_CHURN_THREADS: usize = 8;
 ///
 /// ```
 /// use greenlet::interp_shim::explore::scenario::churn;
-/// assert_eq!(churn(2).unwrap().threads.len(), 2);
+/// assert_eq!(churn(2).unwrap().dying_threads(), 2);
 /// assert!(churn(9).is_err());
 /// ```
 pub fn churn(threads: usize) -> Result<Scenario, TooManyThreads> {
@@ -320,6 +380,15 @@ fn churn_of(names: &[&'static str]) -> Scenario {
 }
 
 /// [`churn`] was asked for more threads than it explores.
+///
+/// # Examples
+/// ```
+/// use greenlet::interp_shim::explore::scenario::{churn, TooManyThreads, MAX_CHURN_THREADS};
+///
+/// let err: TooManyThreads = churn(MAX_CHURN_THREADS + 1).unwrap_err();
+/// assert_eq!(err.given, 9);
+/// assert!(err.to_string().contains("at most 8"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("churn with {given} dying threads: at most {MAX_CHURN_THREADS} (the state space grows about tenfold per thread)")]
 pub struct TooManyThreads {

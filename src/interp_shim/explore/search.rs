@@ -3,7 +3,7 @@
 //! shortest counterexample of each.
 //!
 //! Owns: [`explore`], [`explore_scenario`], [`Verdict`], [`Counterexample`],
-//! [`BoundExceeded`]. Uses the [`Model`]'s transitions only; it knows no
+//! [`BoundExceeded`]. Uses the internal `model::Model`'s transitions only; it knows no
 //! rule of CPython or of a policy.
 
 use std::collections::{HashMap, HashSet};
@@ -16,6 +16,19 @@ use super::scenario::Scenario;
 use super::Cell;
 
 /// A cell's state space grew past the bound it was given.
+///
+/// # Examples
+/// ```
+/// use greenlet::cleanup::Policy;
+/// use greenlet::interp_shim::explore::{explore, BoundExceeded, Cell, Mode, ScenarioName};
+/// use greenlet::interp_shim::PyVersion;
+///
+/// let cell = Cell { scenario: ScenarioName::Churn, version: PyVersion::V3_11,
+///                   policy: Policy::Legacy, mode: Mode::Trace };
+/// let err: BoundExceeded = explore(cell, 100).unwrap_err();
+/// assert_eq!((err.cell, err.bound), (cell, 100));
+/// assert!(err.to_string().contains("Raise the bound (--max-states)"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{cell}: more than {bound} states; the verdict would not be a proof. Raise the bound (--max-states) or shrink the scenario")]
 pub struct BoundExceeded {
@@ -26,6 +39,21 @@ pub struct BoundExceeded {
 }
 
 /// A schedule from the initial state: each step with the state after it.
+///
+/// # Examples
+/// ```
+/// use greenlet::interp_shim::explore::Counterexample;
+///
+/// let schedule = Counterexample {
+///     initial: "ring=0".into(),
+///     steps: vec![("T1 A: Py_AddPendingCall".into(), "ring=1".into())],
+///     conclusion: "LIVELOCK".into(),
+/// };
+/// assert_eq!(
+///     schedule.to_string(),
+///     "  0. initial state\n       ring=0\n  1. T1 A: Py_AddPendingCall\n       ring=1\n  => LIVELOCK\n"
+/// );
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Counterexample {
     /// The initial state, described.
@@ -38,11 +66,34 @@ pub struct Counterexample {
 
 impl Counterexample {
     /// Steps in the schedule.
+    ///
+    /// # Examples
+    /// ```
+    /// use greenlet::cleanup::Policy;
+    /// use greenlet::interp_shim::explore::{explore, Cell, Mode, ScenarioName, DEFAULT_BOUND};
+    /// use greenlet::interp_shim::PyVersion;
+    ///
+    /// let cell = Cell { scenario: ScenarioName::Seed, version: PyVersion::V3_11,
+    ///                   policy: Policy::Legacy, mode: Mode::Trace };
+    /// let schedule = explore(cell, DEFAULT_BOUND).unwrap().livelock.unwrap();
+    /// assert_eq!(schedule.len(), schedule.steps.len());
+    /// assert!(schedule.len() > 1); // several threads must move to reach it
+    /// ```
     pub fn len(&self) -> usize {
         self.steps.len()
     }
 
     /// Whether the schedule has no step (the initial state itself).
+    ///
+    /// # Examples
+    /// ```
+    /// use greenlet::interp_shim::explore::Counterexample;
+    ///
+    /// let mut schedule = Counterexample { initial: "start".into(), steps: vec![], conclusion: "end".into() };
+    /// assert!(schedule.is_empty());
+    /// schedule.steps.push(("T0 main: take the GIL".into(), "gil=T0".into()));
+    /// assert!(!schedule.is_empty() && schedule.len() == 1);
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.steps.is_empty()
     }
@@ -61,6 +112,21 @@ impl fmt::Display for Counterexample {
 }
 
 /// What the exploration of one cell found.
+///
+/// # Examples
+/// ```
+/// use greenlet::cleanup::Policy;
+/// use greenlet::interp_shim::explore::{explore, Cell, Mode, ScenarioName, Verdict, DEFAULT_BOUND};
+/// use greenlet::interp_shim::PyVersion;
+///
+/// let cell = Cell { scenario: ScenarioName::Seed, version: PyVersion::V3_11,
+///                   policy: Policy::Legacy, mode: Mode::Trace };
+/// let verdict: Verdict = explore(cell, DEFAULT_BOUND).unwrap();
+/// assert_eq!(verdict.cell, cell);
+/// assert!(verdict.livelock.is_some() && verdict.leak.is_none());
+/// assert!(verdict.traps > 0); // the livelocked states cannot reach quiescence
+/// assert!(verdict.stuck.is_none() && verdict.inconsistent == 0);
+/// ```
 #[derive(Debug, Clone)]
 pub struct Verdict {
     /// The cell.
@@ -97,17 +163,40 @@ pub struct Verdict {
 
 impl Verdict {
     /// Whether a livelock is reachable.
+    ///
+    /// # Examples
+    /// ```
+    /// use greenlet::cleanup::Policy;
+    /// use greenlet::interp_shim::explore::{explore, Cell, Mode, ScenarioName, DEFAULT_BOUND};
+    /// use greenlet::interp_shim::PyVersion;
+    ///
+    /// let seed = |policy| Cell { scenario: ScenarioName::Seed, version: PyVersion::V3_11, policy, mode: Mode::Trace };
+    /// assert!(explore(seed(Policy::Legacy), DEFAULT_BOUND).unwrap().livelock_reachable());
+    /// assert!(!explore(seed(Policy::Draining), DEFAULT_BOUND).unwrap().livelock_reachable());
+    /// ```
     pub fn livelock_reachable(&self) -> bool {
         self.livelock.is_some()
     }
 
     /// Whether a leak is reachable.
+    ///
+    /// # Examples
+    /// ```
+    /// use greenlet::cleanup::Policy;
+    /// use greenlet::interp_shim::explore::{explore, Cell, Mode, ScenarioName, DEFAULT_BOUND};
+    /// use greenlet::interp_shim::PyVersion;
+    ///
+    /// // A full ring strands the shielded queue; the robust one retries.
+    /// let full_ring = |policy| Cell { scenario: ScenarioName::FullRing, version: PyVersion::V3_11, policy, mode: Mode::Trace };
+    /// assert!(explore(full_ring(Policy::Shielded), DEFAULT_BOUND).unwrap().leak_reachable());
+    /// assert!(!explore(full_ring(Policy::Robust), DEFAULT_BOUND).unwrap().leak_reachable());
+    /// ```
     pub fn leak_reachable(&self) -> bool {
         self.leak.is_some()
     }
 
     /// States per second of this exploration.
-    pub fn states_per_second(&self) -> f64 {
+    pub(crate) fn states_per_second(&self) -> f64 {
         self.states as f64 / self.elapsed.as_secs_f64().max(1e-9)
     }
 }
