@@ -28,21 +28,14 @@ def criterion_estimates(text):
     return found
 
 
-def memory_bytes(text):
-    """{row label: RSS bytes per suspended one} from examples/memory.rs."""
+def labelled_figures(text, pattern):
+    """{label: figure} for each line matching `pattern`, whose first group is
+    the label and second the figure: `RSS <n> bytes` rows of
+    examples/memory.rs, `<operation>  <ns>` rows of
+    benches/python/greenlet_bench.py."""
     found = {}
     for line in text.splitlines():
-        match = re.match(r"(.+?)\s+RSS\s+(\d+) bytes", line)
-        if match:
-            found[match.group(1).strip()] = int(match.group(2))
-    return found
-
-
-def python_figures(text):
-    """{operation: figure} from benches/python/greenlet_bench.py."""
-    found = {}
-    for line in text.splitlines():
-        match = re.match(r"(.+?)\s{2,}([\d.]+)(?: bytes)?", line)
+        match = re.match(pattern, line)
         if match:
             found[match.group(1).strip()] = float(match.group(2))
     return found
@@ -63,8 +56,8 @@ def main(args):
         sys.exit(__doc__.strip())
     criterion, memory, python = (open(path, encoding="utf-8").read() for path in args)
     c = criterion_estimates(criterion)
-    m = memory_bytes(memory)
-    p = python_figures(python)
+    m = labelled_figures(memory, r"(.+?)\s+RSS\s+(\d+) bytes")
+    p = labelled_figures(python, r"(.+?)\s{2,}([\d.]+)")
 
     raw_trip = need(c, "switch/raw corosensei resume+suspend (round trip)", "criterion")
     trip = need(c, "switch/greenlet main<->greenlet g.switch (round trip)", "criterion")

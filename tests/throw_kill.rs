@@ -134,19 +134,25 @@ fn kill_returns_to_the_killer_even_with_another_parent() {
     assert!(p.is_active(), "the parent was not resumed");
 }
 
-#[test]
-fn kill_ignored_is_reported() {
+/// A started greenlet named `name`, suspended in a loop that swallows
+/// everything thrown into it, `GreenletExit` included.
+fn stubborn(name: &str) -> Greenlet {
     let g = Greenlet::builder()
-        .name("stubborn")
+        .name(name)
         .spawn(|_| {
             let main = getcurrent().parent().unwrap();
             loop {
-                // Swallow everything, including GreenletExit.
                 let _ = main.switch(());
             }
         })
         .unwrap();
     g.switch(()).unwrap();
+    g
+}
+
+#[test]
+fn kill_ignored_is_reported() {
+    let g = stubborn("stubborn");
     match g.kill() {
         Err(GreenletError::KillIgnored { greenlet }) => assert!(greenlet.contains("stubborn")),
         other => panic!("unexpected {other:?}"),
@@ -431,17 +437,7 @@ fn refuse_child_process() {
     if std::env::var_os(REFUSE_CHILD).is_none() {
         return;
     }
-    let g = Greenlet::builder()
-        .name("immortal-reported")
-        .spawn(|_| {
-            let main = getcurrent().parent().unwrap();
-            loop {
-                let _ = main.switch(());
-            }
-        })
-        .unwrap();
-    g.switch(()).unwrap();
-    drop(g);
+    drop(stubborn("immortal-reported"));
     eprintln!("child: control came back after the drop");
 }
 
