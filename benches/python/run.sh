@@ -13,8 +13,11 @@ elif [ -x "$HOME/.pyenv/versions/3.11.7/bin/python" ]; then
     python="$HOME/.pyenv/versions/3.11.7/bin/python"
 elif command -v python3.11 >/dev/null; then
     python="$(command -v python3.11)"
-else
+elif command -v python3 >/dev/null; then
     python="$(command -v python3)"
+else
+    echo "run.sh: no Python found; install CPython 3 or set PYTHON=/path/to/python" >&2
+    exit 1
 fi
 venv="$repo/bench-venv"
 
