@@ -473,3 +473,82 @@ fn an_unstarted_greenlet_dropped_elsewhere_drops_its_closure_on_the_owner() {
         .unwrap();
     assert_eq!(*dropped_on.lock().unwrap(), [Some("owner".to_string())]);
 }
+
+/// Set for the child process of
+/// `process_exit_from_a_greenlet_leaves_the_stack_it_runs_on_alone`.
+const EXIT_CHILD: &str = "GREENLET_EXIT_FROM_GREENLET_CHILD";
+
+/// Run by the test below only: calls `std::process::exit(7)` from inside a
+/// greenlet, with another greenlet suspended and the stack pool full.
+#[test]
+#[ignore = "child process of process_exit_from_a_greenlet_leaves_the_stack_it_runs_on_alone"]
+fn exit_from_greenlet_child_process() {
+    struct Say(&'static str);
+    impl Drop for Say {
+        fn drop(&mut self) {
+            eprintln!("child: dropped {}", self.0);
+        }
+    }
+    if std::env::var_os(EXIT_CHILD).is_none() {
+        return;
+    }
+    const SIZE: usize = 16 * 1024;
+    // The thread's greenlet state first, its stack cache second: the cache's
+    // thread-local is destroyed first at exit, so the greenlet state's
+    // teardown hands released stacks to the global pool. Filled beyond its
+    // cap (1,024 per size), which unmaps any further stack released to it.
+    let _ = getcurrent();
+    let stacks: Vec<_> = (0..1200)
+        .map(|_| greenlet::coroutine::acquire_stack(SIZE).unwrap())
+        .collect();
+    drop(stacks);
+    let other = Greenlet::new(|_| {
+        let _local = Say("the suspended greenlet's local");
+        getcurrent().parent().unwrap().switch(())?;
+        Ok(().into())
+    });
+    other.switch(()).unwrap();
+    let exiter = Greenlet::builder()
+        .name("exiter")
+        .stack_size(SIZE)
+        .spawn(|_| {
+            eprintln!("child: exiting from a greenlet");
+            std::process::exit(7)
+        })
+        .unwrap();
+    exiter.switch(()).unwrap();
+    unreachable!("process::exit returned");
+}
+
+/// `exit()` runs the calling thread's thread-local destructors, so calling
+/// it from a greenlet tears the thread's greenlet state down on that
+/// greenlet's stack. The teardown still unwinds the other suspended
+/// greenlets, but must not release the stack it is running on: here that
+/// stack would be unmapped under it (the pool is full) and the process would
+/// die of SIGSEGV instead of exiting with the code it asked for.
+#[test]
+fn process_exit_from_a_greenlet_leaves_the_stack_it_runs_on_alone() {
+    let exe = std::env::current_exe().expect("test binary path");
+    let out = std::process::Command::new(exe)
+        .args([
+            "--exact",
+            "exit_from_greenlet_child_process",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(EXIT_CHILD, "1")
+        .output()
+        .expect("run the child");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("child: exiting from a greenlet"),
+        "the child did not get to exit: {}: {stderr}",
+        out.status
+    );
+    assert_eq!(out.status.code(), Some(7), "{}: {stderr}", out.status);
+    assert!(
+        stderr.contains("child: dropped the suspended greenlet's local"),
+        "the other greenlet was unwound: {stderr}"
+    );
+}

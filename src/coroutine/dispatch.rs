@@ -941,14 +941,29 @@ unsafe fn finalize_or_kill(ts: *mut ThreadState, core: &Arc<Core>) {
 /// Last resort at thread exit: unwind `core`'s stack with corosensei's
 /// forced unwind (its destructors run), then retire it.
 ///
+/// The greenlet the caller runs in is left as it is, marked leaked: thread
+/// exit runs in a greenlet when that greenlet called `exit()`, which runs
+/// the thread's thread-local destructors (the teardown) on its stack.
+///
 /// # Safety
-/// `ts` is the calling thread's live state, the main greenlet is current,
-/// and `core` belongs to this thread.
+/// `ts` is the calling thread's live state, the caller runs in the current
+/// greenlet (main, or the greenlet that called `exit()`), and `core`
+/// belongs to this thread.
 pub(crate) unsafe fn force_unwind(ts: *mut ThreadState, core: &Arc<Core>) {
     // SAFETY: guaranteed by the caller; `co` is borrowed only for the unwind.
     unsafe {
         let flags = core.flags();
         if flags & DEAD != 0 {
+            return;
+        }
+        if Arc::as_ptr(core) == (*ts).current {
+            // We run on its stack. corosensei cannot unwind a coroutine from
+            // inside (and reports a running one as `done()`, its saved stack
+            // pointer being cleared while it runs), and releasing its stack
+            // here would hand the pool (or munmap) the memory under our own
+            // frames. It is never resumed: its coroutine and stack are
+            // leaked with its record (`Drop for Core` forgets them).
+            core.mark(LEAKED);
             return;
         }
         let local = core.local();

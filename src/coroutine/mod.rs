@@ -33,7 +33,8 @@
 //! every greenlet of the thread as belonging to an exited thread; then
 //! hands the finalizers to the cleanup queue. Greenlets that keep running
 //! even through that are leaked (never resumed, their memory kept) rather
-//! than looped on.
+//! than looped on. So is the greenlet that called `exit()`, which runs the
+//! thread-local destructors (and so the teardown) on that greenlet's stack.
 //!
 //! # Differences from Python's greenlet
 //! - A greenlet belongs to the thread that created it, and its parent must
