@@ -336,6 +336,43 @@ fn drop_killed_greenlet_that_refuses_is_leaked_then_unwound_at_thread_exit() {
     assert_eq!(dropped.load(Ordering::SeqCst), 1);
 }
 
+/// With tracing on, the kill of a dropped greenlet that refuses to die is
+/// tried once, as without: the switch back from it fires a trace event
+/// whose handle to it, dropped at the end of the event, is its last handle
+/// again. Its drop used to start a new kill from inside the first one, whose
+/// switch back fired another event: unbounded recursion, ending in a stack
+/// overflow that aborted the process.
+#[test]
+fn a_refusing_greenlet_dropped_with_tracing_on_is_killed_once() {
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let events = Arc::new(AtomicUsize::new(0));
+    let (d, e) = (Arc::clone(&dropped), Arc::clone(&events));
+    std::thread::spawn(move || {
+        let g = Greenlet::builder()
+            .name("immortal-traced")
+            .spawn(move |_| {
+                let _local = DropCounter(d);
+                let main = getcurrent().parent().unwrap();
+                loop {
+                    let _ = main.switch(());
+                }
+            })
+            .unwrap();
+        g.switch(()).unwrap();
+        greenlet::settrace(Some(Arc::new(move |_: &greenlet::TraceEvent| {
+            e.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })));
+        drop(g); // warns and leaks, as without tracing
+        greenlet::settrace(None);
+    })
+    .join()
+    .unwrap();
+    // main -> g (the kill's throw) and g -> main (it switched back).
+    assert_eq!(events.load(Ordering::SeqCst), 2);
+    assert_eq!(dropped.load(Ordering::SeqCst), 1, "unwound at thread exit");
+}
+
 #[test]
 fn set_parent_checks() {
     let main = getcurrent();

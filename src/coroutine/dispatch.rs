@@ -909,10 +909,16 @@ unsafe fn finalize_or_kill(ts: *mut ThreadState, core: &Arc<Core>) {
             // SAFETY: guaranteed by the caller.
             unsafe { kill_unstarted(ts, core) };
         } else {
+            // Marked before the kill, so that a last handle made and dropped
+            // again while the kill runs (a trace event names the greenlet as
+            // the origin of its switch back) does not start a second kill
+            // from inside this one: that one's switch back would fire
+            // another event, and so on without bound (a stack overflow).
+            // Killed, it is dead as well, and finalized as any dead one.
+            core.mark(LEAKED);
             // SAFETY: guaranteed by the caller.
             let result = unsafe { kill(ts, core) };
             if core.flags() & DEAD == 0 {
-                core.mark(LEAKED);
                 eprintln!(
                     "greenlet: GreenletExit did not kill {} (its last handle was dropped): it caught \
                      the exit and switched away; leaking it until its thread exits",

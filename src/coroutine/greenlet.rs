@@ -32,7 +32,9 @@ use super::value::Value;
 pub(crate) const STARTED: u8 = 1;
 pub(crate) const DEAD: u8 = 2;
 pub(crate) const MAIN: u8 = 4;
-/// Ignored a kill on drop; left suspended until its thread exits.
+/// Ignored a kill on drop, or is being killed on drop (that kill may
+/// succeed: dead then too); left alone by further kills on drop, and
+/// suspended until its thread exits if it survived.
 pub(crate) const LEAKED: u8 = 8;
 
 /// A callback run when a greenlet is finalized.
