@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
 use greenlet::cleanup::{set_thread_queue, CleanupQueue, Manual, Policy};
-use greenlet::{getcurrent, Greenlet, GreenletError, Value};
+use greenlet::{getcurrent, settrace, Greenlet, GreenletError, TraceEvent, Value};
 
 struct DropCounter(Arc<AtomicUsize>);
 impl Drop for DropCounter {
@@ -550,5 +550,67 @@ fn process_exit_from_a_greenlet_leaves_the_stack_it_runs_on_alone() {
     assert!(
         stderr.contains("child: dropped the suspended greenlet's local"),
         "the other greenlet was unwound: {stderr}"
+    );
+}
+
+/// A greenlet can be suspended before its body runs: its start performs the
+/// pending kills first (here two mailed kills of greenlets that swallow the
+/// exit and switch back to main). Leaked meanwhile (its last handle's drop
+/// could not kill it), it is force-unwound at thread exit from there; its
+/// closure, never called, must still be dropped on its thread (it used to
+/// stay in the record, which forgets it rather than drop it elsewhere).
+#[test]
+fn a_greenlet_force_unwound_before_its_body_ran_drops_its_closure() {
+    let closure_dropped = Arc::new(AtomicUsize::new(0));
+    let (c, seen) = (Arc::clone(&closure_dropped), Arc::clone(&closure_dropped));
+    std::thread::spawn(move || {
+        let main = getcurrent();
+        let stubborn = |name: &str| {
+            let m = main.clone();
+            let g = Greenlet::builder()
+                .name(name)
+                .spawn(move |_| loop {
+                    let _ = m.switch(());
+                })
+                .unwrap();
+            g.switch(()).unwrap();
+            g
+        };
+        let victims = Mutex::new(Some((stubborn("v1"), stubborn("v2"))));
+        let guard = DropCounter(c);
+        let late = Greenlet::builder()
+            .name("late")
+            .spawn(move |v| {
+                let _guard = guard;
+                Ok(v)
+            })
+            .unwrap();
+        // As main switches into `late`, the hook drops both victims' last
+        // handles on another thread: their kills are mailed, and `late`'s
+        // start performs them before its body runs.
+        settrace(Some(Arc::new(move |e: &TraceEvent| {
+            if e.target().name() == "late" {
+                if let Some(pair) = victims.lock().unwrap().take() {
+                    std::thread::spawn(move || drop(pair)).join().unwrap();
+                }
+            }
+            Ok(())
+        })));
+        // `late` kills v1, which switches back here.
+        late.switch(()).unwrap();
+        settrace(None);
+        assert!(late.is_started() && !late.is_dead());
+        // Its last handle's kill is swallowed by its pending kill of v1; it
+        // goes on to kill v2, which switches back here: `late` is leaked,
+        // still inside its start, its body not run.
+        drop(late);
+        assert_eq!(seen.load(Ordering::SeqCst), 0);
+    })
+    .join()
+    .unwrap();
+    assert_eq!(
+        closure_dropped.load(Ordering::SeqCst),
+        1,
+        "the closure of the greenlet unwound at thread exit was dropped"
     );
 }

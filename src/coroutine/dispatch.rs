@@ -993,6 +993,10 @@ pub(crate) unsafe fn force_unwind(ts: *mut ThreadState, core: &Arc<Core>) {
         drop(take_slot(ts));
         drop((*ts).trace_pending.take());
         core.mark(DEAD);
+        // Still there if it was unwound before its body took it: a greenlet
+        // suspended while its start settled the pending work (kills, trace
+        // hooks), before `root` called the closure.
+        let run = (*local).run.take();
         let co = (*local).co.take();
         let stack = (*local).stack.take();
         if co.as_ref().is_some_and(|co| !co.done()) {
@@ -1007,6 +1011,9 @@ pub(crate) unsafe fn force_unwind(ts: *mut ThreadState, core: &Arc<Core>) {
             drop(stack);
         }
         drop(unregister(ts, core));
+        // User code (the closure's captures), run with no borrow held; never
+        // called, the closure is whole (`call_in_place` takes it out first).
+        drop_quietly(run, core);
         do_pending_work(ts);
     }
 }
