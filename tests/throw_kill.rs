@@ -161,6 +161,31 @@ fn kill_ignored_is_reported() {
     // It stays suspended; this test thread's exit unwinds it.
 }
 
+/// A greenlet killed while it waits in its own `kill()` of another one
+/// (which caught the exit and switched elsewhere) gets that exit from its
+/// `kill()`, as from any pending switch: it used to get `KillIgnored` about
+/// the other greenlet instead, so it ended with that error and its killer
+/// was told `KillIgnored` about a greenlet it never targeted.
+#[test]
+fn a_killer_killed_while_its_victim_is_away_gets_the_exit() {
+    let victim = stubborn("away");
+    // Kept here, so that the killer's end does not drop its last handle.
+    let _kept = victim.clone();
+    let killer = Greenlet::builder()
+        .name("killer")
+        .spawn(move |_| {
+            victim.kill()?;
+            Ok("kill returned".into())
+        })
+        .unwrap();
+    // The killer kills `away`, which switches back here, not to it.
+    killer.switch(()).unwrap();
+    assert!(killer.is_active());
+    killer.kill().unwrap();
+    assert!(killer.is_dead());
+    // `away` stays suspended; this test thread's exit unwinds it.
+}
+
 #[test]
 fn kill_yourself_raises_the_exit() {
     let g = Greenlet::new(|_| {

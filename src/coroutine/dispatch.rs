@@ -831,12 +831,17 @@ pub(crate) unsafe fn kill(ts: *mut ThreadState, core: &Arc<Core>) -> Result<(), 
         (*core.local()).return_to = Some((*ts).current_arc());
         let result = transfer(ts, core, Err(Raised::Exit), Kind::Throw);
         if core.flags() & DEAD != 0 {
-            result.map(drop).map_err(Raised::into_error)
-        } else {
-            drop((*core.local()).return_to.take());
-            Err(GreenletError::KillIgnored {
+            return result.map(drop).map_err(Raised::into_error);
+        }
+        drop((*core.local()).return_to.take());
+        match result {
+            // Raised in the caller while `core` was away (it switched
+            // elsewhere, and someone threw into or killed the caller): the
+            // caller's own error, as at any pending switch.
+            Err(raised) => Err(raised.into_error()),
+            Ok(_) => Err(GreenletError::KillIgnored {
                 greenlet: core.label(),
-            })
+            }),
         }
     }
 }

@@ -849,7 +849,10 @@ impl Greenlet {
     /// # Errors
     /// [`GreenletError::KillIgnored`] if it caught the exit and switched
     /// back instead of finishing; the error it ended with if it turned the
-    /// exit into another error; the thread errors of [`switch`](Self::switch).
+    /// exit into another error; an error raised in the caller before it
+    /// finished (thrown back by it, or by another greenlet while it was
+    /// away: a `GreenletExit` if the caller was killed meanwhile); the
+    /// thread errors of [`switch`](Self::switch).
     ///
     /// ```
     /// use std::rc::Rc;
