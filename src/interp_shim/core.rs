@@ -311,10 +311,23 @@ impl<C> InterpCore<C> {
     }
 
     /// Whether `_Py_FinishPendingCalls` (run by the main thread during
-    /// `Py_FinalizeEx`) calls `make_pending_calls`: it does when the
-    /// main-thread queue has calls to do.
+    /// `Py_FinalizeEx`) calls `make_pending_calls` (again): 3.11/3.12 once,
+    /// when the main-thread queue has calls to do; 3.13 as long as calls are
+    /// queued (see [`VersionSpec::finish_until_empty`]; a `make_pending_calls`
+    /// on an empty ring would only clear the main thread's bit).
     pub fn finish_pending_calls_wanted(&self) -> bool {
-        self.wants_pending_calls(MAIN_THREAD)
+        if self.spec.finish_until_empty {
+            !self.ring.is_empty()
+        } else {
+            self.wants_pending_calls(MAIN_THREAD)
+        }
+    }
+
+    /// Whether `_Py_FinishPendingCalls` asks
+    /// [`finish_pending_calls_wanted`](Self::finish_pending_calls_wanted)
+    /// again after each `make_pending_calls` (3.13), instead of once.
+    pub fn finish_pending_calls_repeats(&self) -> bool {
+        self.spec.finish_until_empty
     }
 
     /// `make_pending_calls` up to its loop: the main-thread check, the

@@ -1943,10 +1943,23 @@ impl Py {
         others.into_iter().for_each(|(h, _)| join_reporting(h));
         if self.take_gil().is_ok() {
             // _Py_FinishPendingCalls: one make_pending_calls if calls_to_do
-            let calls = self.lock().core.finish_pending_calls_wanted();
-            if calls {
+            // (3.11/3.12), or makes until the ring is empty (3.13)
+            loop {
+                let (wanted, repeats) = {
+                    let st = self.lock();
+                    (
+                        st.core.finish_pending_calls_wanted(),
+                        st.core.finish_pending_calls_repeats(),
+                    )
+                };
+                if !wanted {
+                    break;
+                }
                 if let Err(err) = self.run_pending_calls() {
                     eprintln!("Exception ignored while finishing pending calls: {err}");
+                }
+                if !repeats {
+                    break;
                 }
             }
         }
