@@ -559,3 +559,44 @@ fn finish_pending_calls_runs_every_queued_call() {
         assert_eq!(rt.summary().ring, 0, "{version}");
     }
 }
+
+/// On Linux, 3.11/3.12's `_PyEval_SignalReceived` calls
+/// `SIGNAL_PENDING_SIGNALS(interp, force=0)` (force is 1 only on Windows):
+/// `COMPUTE_EVAL_BREAKER` as the thread the C handler runs on, which stores 0
+/// when that is not the main thread. The main thread sees the signal at its
+/// next `take_gil`. 3.13 sets the main thread's bit. Checked on 3.11.7,
+/// 3.12.1 and 3.13.0 (`probes/signal_on_other_thread.py`): with the C handler
+/// on a native thread and the main thread spinning with the GIL, 3.11/3.12
+/// run the Python handler only after a `time.sleep`, 3.13 at once.
+#[test]
+fn a_signal_raised_on_another_thread_sets_the_main_breaker_only_on_3_13() {
+    let _serial = SERIAL.lock();
+    for version in PyVersion::ALL {
+        let rt = Runtime::new(version);
+        rt.set_signal_handler("on_signal", |_: &Py| Ok(()));
+        let seen = Arc::new(Mutex::new(None));
+        let record = Arc::clone(&seen);
+        let outcome = rt
+            .run(GREEN, move |py| {
+                let t = py.spawn("raiser", move |py| {
+                    // signal.raise_signal: raise() runs the C handler on
+                    // this thread, which holds the GIL.
+                    py.raise_signal()?;
+                    *record.lock() = Some(py.runtime().summary().main_breaker);
+                    Ok(())
+                })?;
+                py.join(&t)?; // take_gil recomputes as main; the check site after join
+                Ok(py.runtime().stats().signal_handlers_run)
+            })
+            .unwrap();
+        assert!(
+            matches!(outcome, Outcome::Finished(Ok(1))),
+            "{version}: {outcome:?}"
+        );
+        assert_eq!(
+            *seen.lock(),
+            Some(version == PyVersion::V3_13),
+            "{version}: the main thread's breaker after the raise"
+        );
+    }
+}

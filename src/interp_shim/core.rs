@@ -242,14 +242,18 @@ impl<C> InterpCore<C> {
 
     // ---- signals ------------------------------------------------------------
 
-    /// An OS signal arrives (`_PyEval_SignalReceived`): 3.11/3.12
-    /// `SIGNAL_PENDING_SIGNALS(interp, force=1)` stores 1 into the breaker;
-    /// 3.13 sets the main thread's `SIGNALS_PENDING` bit.
-    pub fn signal_received(&mut self) {
+    /// An OS signal's C handler runs on thread `receiver`
+    /// (`_PyEval_SignalReceived`): 3.11/3.12 on Linux
+    /// `SIGNAL_PENDING_SIGNALS(interp, force=0)` (`force` is 1 on Windows
+    /// only): `signals_pending = 1`, then `COMPUTE_EVAL_BREAKER` as
+    /// `receiver`, which stores 0 when it is not the main thread, so the main
+    /// thread sees the signal at its next `take_gil`; 3.13 sets the main
+    /// thread's `SIGNALS_PENDING` bit.
+    pub fn signal_received(&mut self, receiver: ThreadIdx) {
         match self.spec.breaker {
             BreakerModel::SharedComputed => {
                 self.signals_pending = true;
-                self.eval_breaker = true;
+                self.compute(receiver);
             }
             BreakerModel::PerThreadBits => self.set_bit(MAIN_THREAD, Bit::SignalsPending),
         }
@@ -833,10 +837,26 @@ mod tests {
     fn failed_signal_handler_resignals() {
         for version in PyVersion::ALL {
             let mut py: InterpCore<u8> = InterpCore::new(version);
-            py.signal_received();
+            py.signal_received(MAIN_THREAD);
             assert!(py.take_signals(MAIN_THREAD));
             assert!(!py.breaker_set(MAIN_THREAD), "{version}");
             py.resignal_signals(MAIN_THREAD);
+            assert!(py.breaker_set(MAIN_THREAD), "{version}");
+            assert!(py.take_signals(MAIN_THREAD), "{version}");
+        }
+    }
+
+    /// Probed on 3.11.7/3.12.1/3.13.0 (`probes/signal_on_other_thread.py`).
+    #[test]
+    fn a_signal_received_on_another_thread_waits_for_main_take_gil_before_313() {
+        for version in PyVersion::ALL {
+            let mut py: InterpCore<u8> = InterpCore::new(version);
+            let b = py.add_thread();
+            py.signal_received(b);
+            let v313 = version == PyVersion::V3_13;
+            assert_eq!(py.breaker_set(MAIN_THREAD), v313, "{version}");
+            assert!(py.drop_gil(MAIN_THREAD));
+            assert!(py.take_gil(MAIN_THREAD));
             assert!(py.breaker_set(MAIN_THREAD), "{version}");
             assert!(py.take_signals(MAIN_THREAD), "{version}");
         }
@@ -847,7 +867,7 @@ mod tests {
         for version in PyVersion::ALL {
             let mut py: InterpCore<u8> = InterpCore::new(version);
             let b = py.add_thread();
-            py.signal_received();
+            py.signal_received(MAIN_THREAD);
             assert!(!py.take_signals(b));
             assert!(py.take_signals(MAIN_THREAD));
             assert!(!py.take_signals(MAIN_THREAD));
