@@ -166,8 +166,8 @@ impl CleanupQueue {
         self.core.lock().metrics()
     }
 
-    /// Finalizers that panicked during a drain (each reported on stderr; the
-    /// drain went on).
+    /// Finalizers (and [`Remains::label`]s) that panicked during a drain
+    /// (each reported on stderr; the drain went on).
     pub fn finalizer_panics(&self) -> u64 {
         self.finalizer_panics.load(Ordering::Relaxed)
     }
@@ -230,8 +230,17 @@ impl CleanupQueue {
         self.core.lock().drain_end();
     }
 
+    /// `label` is user code too: taken before `destroy` consumes the state,
+    /// and a panic in it is caught like a finalizer's (the state is still
+    /// destroyed).
     fn destroy_one(&self, state: Box<dyn Remains>) {
-        let label = state.label();
+        let label = catch_unwind(AssertUnwindSafe(|| state.label())).unwrap_or_else(|_| {
+            self.finalizer_panics.fetch_add(1, Ordering::Relaxed);
+            eprintln!(
+                "greenlet: the label() of a queued state panicked; the cleanup drain goes on"
+            );
+            "a state whose label() panicked".into()
+        });
         if catch_unwind(AssertUnwindSafe(|| state.destroy())).is_err() {
             self.finalizer_panics.fetch_add(1, Ordering::Relaxed);
             eprintln!("greenlet: a finalizer of {label} panicked; the cleanup drain goes on");
@@ -357,6 +366,39 @@ mod tests {
                 assert_eq!(flaky.accepted.load(Ordering::SeqCst), 0, "{policy}");
                 assert_eq!(queue.outstanding(), 0, "{policy}");
             }
+        }
+    }
+
+    /// Destroys fine, but its `label` (user code too) panics.
+    struct BadLabel(Arc<AtomicU64>);
+    impl Remains for BadLabel {
+        fn destroy(self: Box<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+        fn label(&self) -> String {
+            panic!("label() of a state panicked")
+        }
+    }
+
+    /// A panicking `label` must not unwind out of the drain: that left the
+    /// flag held and the drain outstanding for good, so every later push
+    /// relied on a drain that would never come (and under `Reaper` it
+    /// killed the reaper thread).
+    #[test]
+    fn a_panicking_label_neither_escapes_the_drain_nor_strands_the_queue() {
+        for policy in Policy::ALL {
+            let destroyed = Arc::new(AtomicU64::new(0));
+            let queue = CleanupQueue::new(policy, Arc::new(crate::cleanup::Manual));
+            queue.push(Box::new(BadLabel(Arc::clone(&destroyed))));
+            let drained = catch_unwind(AssertUnwindSafe(|| queue.drain()));
+            assert!(drained.is_ok(), "{policy}: the panic escaped the drain");
+            assert_eq!(destroyed.load(Ordering::SeqCst), 1, "{policy}");
+            assert_eq!(queue.finalizer_panics(), 1, "{policy}");
+            assert_eq!(queue.outstanding(), 0, "{policy}");
+            queue.push(Box::new(Note));
+            assert_eq!(queue.metrics().schedules_requested, 2, "{policy}");
+            queue.drain();
+            assert!(queue.is_empty(), "{policy}");
         }
     }
 
