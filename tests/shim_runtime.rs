@@ -600,3 +600,36 @@ fn a_signal_raised_on_another_thread_sets_the_main_breaker_only_on_3_13() {
         );
     }
 }
+
+/// 3.13's `take_gil` re-sets the main thread's `CALLS_TO_DO` bit while the
+/// main-thread queue holds calls (`update_eval_breaker_for_thread`): a
+/// running call that sleeps while another waits behind it makes one
+/// recursive `make_pending_calls` per sleep. Checked on 3.13.0 under gdb
+/// (`probes/recursive_trips_after_take_gil.py`): 54-55 entries into
+/// `make_pending_calls` for 50 sleeps, 3 when no call waits.
+#[test]
+fn on_3_13_each_gil_take_trips_again_while_a_call_waits() {
+    let _serial = SERIAL.lock();
+    let rt = Runtime::new(PyVersion::V3_13);
+    let outcome = rt
+        .run(GREEN, |py| {
+            py.add_pending_call(|py| {
+                let adder = py.spawn("adder", |py| {
+                    py.add_pending_call(|_| Ok(()))
+                        .map_err(|e| PyErr::exception("RuntimeError", e.to_string()))
+                })?;
+                py.join(&adder)?;
+                for _ in 0..50 {
+                    py.sleep(Duration::from_micros(100))?;
+                }
+                Ok(())
+            })
+            .map_err(|e| PyErr::exception("RuntimeError", e.to_string()))?;
+            py.loop_iter()
+        })
+        .unwrap();
+    assert!(matches!(outcome, Outcome::Finished(Ok(()))), "{outcome:?}");
+    let stats = rt.stats();
+    assert_eq!(stats.pending_calls_run, 2);
+    assert!(stats.makes_recursive >= 50, "{stats:?}");
+}

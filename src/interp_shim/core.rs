@@ -452,8 +452,10 @@ impl<C> InterpCore<C> {
     /// `take_gil` succeeding for `t`: it becomes the holder, a pending drop
     /// request is reset, and the breaker is recomputed *as `t`*
     /// (`RESET_GIL_DROP_REQUEST` or `COMPUTE_EVAL_BREAKER`) — how the main
-    /// thread picks up a `calls_to_do` that another thread set. Returns false
-    /// (and changes nothing) if it cannot take it now.
+    /// thread picks up a `calls_to_do` that another thread set. 3.13 clears
+    /// `t`'s drop bit and (`update_eval_breaker_for_thread`) sets the main
+    /// thread's `CALLS_TO_DO` bit when the main-thread queue holds calls.
+    /// Returns false (and changes nothing) if it cannot take it now.
     pub fn take_gil(&mut self, t: ThreadIdx) -> bool {
         if !self.can_take_gil(t) {
             return false;
@@ -465,7 +467,14 @@ impl<C> InterpCore<C> {
                 self.drop_request = false;
                 self.compute(t);
             }
-            BreakerModel::PerThreadBits => self.clear_bit(t, Bit::GilDropRequest),
+            BreakerModel::PerThreadBits => {
+                self.clear_bit(t, Bit::GilDropRequest);
+                // update_eval_breaker_for_thread: the main thread's bit is
+                // derived from the main-thread queue's count again.
+                if t == MAIN_THREAD && !self.ring.is_empty() {
+                    self.set_bit(t, Bit::CallsToDo);
+                }
+            }
         }
         true
     }
@@ -727,6 +736,37 @@ mod tests {
         );
         assert!(!py.breaker_set(MAIN_THREAD));
         assert!(!py.resume_livelocked());
+    }
+
+    /// 3.13's `take_gil` ends with `update_eval_breaker_for_thread`: the
+    /// main thread's `CALLS_TO_DO` bit is set again whenever the main-thread
+    /// queue holds calls, so while call #2 waits behind a running call #1,
+    /// every GIL take costs one more recursive make. Checked on 3.13.0 with
+    /// gdb (`probes/recursive_trips_after_take_gil.py`): 55 entries into
+    /// `make_pending_calls` for 50 sleeps of the running call, 3 without #2.
+    #[test]
+    fn v313_take_gil_sets_calls_to_do_while_calls_are_queued() {
+        let mut py = seed_sequence(PyVersion::V3_13);
+        assert_eq!(
+            py.make_pending_calls_begin(MAIN_THREAD),
+            MakeBegin::Recursive
+        );
+        assert!(!py.breaker_set(MAIN_THREAD));
+        assert!(py.drop_gil(MAIN_THREAD));
+        assert!(py.take_gil(MAIN_THREAD));
+        assert!(py.calls_to_do() && py.breaker_set(MAIN_THREAD));
+        // A non-main thread only looks at the interpreter's own queue.
+        assert!(py.drop_gil(MAIN_THREAD));
+        assert!(py.take_gil(B));
+        assert!(!py.breaker_set(B));
+        // Once the ring is empty nothing is set.
+        assert_eq!(py.make_pending_calls_pop(1), Some(2));
+        py.make_pending_calls_end(MAIN_THREAD, false);
+        assert!(py.drop_gil(B));
+        assert_eq!(py.make_pending_calls_begin(MAIN_THREAD), MakeBegin::Started);
+        py.make_pending_calls_end(MAIN_THREAD, false);
+        assert!(py.take_gil(MAIN_THREAD));
+        assert!(!py.breaker_set(MAIN_THREAD));
     }
 
     #[test]
