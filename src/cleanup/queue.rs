@@ -15,7 +15,7 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::Mutex;
 
 use super::core::{Metrics, Policy, PushAction, QueueCore, Retry};
-use super::scheduler::{Inline, Scheduler};
+use super::scheduler::{Inline, ScheduleError, Scheduler};
 
 /// What a dying thread leaves behind for a drain to destroy.
 ///
@@ -173,23 +173,30 @@ impl CleanupQueue {
     }
 
     /// Enqueue a state (greenlet's `AddToCleanupQueue`), scheduling a drain
-    /// if the policy says so. Runs no user code under the lock.
+    /// if the policy says so. Runs no user code under the lock. A scheduler
+    /// that panics is reported and counted as a refusal.
     pub fn push(self: &Arc<Self>, state: Box<dyn Remains>) {
         let action = self.core.lock().push(state);
         match action {
             PushAction::Nothing => {}
-            PushAction::Schedule => {
-                while let Err(err) = self.scheduler.schedule(self) {
-                    self.reached(DrainPoint::ScheduleRefused);
-                    if self.core.lock().schedule_failed() == Retry::GiveUp {
-                        eprintln!(
-                            "greenlet: {err}; queued thread states may leak until a later push"
-                        );
-                        break;
-                    }
-                    // Robust: a push relied on this schedule meanwhile; again.
+            PushAction::Schedule => loop {
+                // A scheduler that panics is a refusal: the queue must hear
+                // of it, or the claimed flag would never be released.
+                let err = match catch_unwind(AssertUnwindSafe(|| self.scheduler.schedule(self))) {
+                    Ok(Ok(())) => break,
+                    Ok(Err(err)) => err,
+                    Err(_) => ScheduleError {
+                        scheduler: self.scheduler.name().into(),
+                        reason: "the scheduler panicked".into(),
+                    },
+                };
+                self.reached(DrainPoint::ScheduleRefused);
+                if self.core.lock().schedule_failed() == Retry::GiveUp {
+                    eprintln!("greenlet: {err}; queued thread states may leak until a later push");
+                    break;
                 }
-            }
+                // Robust: a push relied on this schedule meanwhile; again.
+            },
             PushAction::Leaked(state) => {
                 // Leaked on purpose: the host is finalizing and must not run
                 // user code any more.
@@ -295,7 +302,6 @@ mod tests {
     use std::sync::Weak;
 
     use super::*;
-    use crate::cleanup::ScheduleError;
 
     /// Refuses its first `refusals` requests, then accepts (and leaves the
     /// drain to the test).
@@ -366,6 +372,44 @@ mod tests {
                 assert_eq!(flaky.accepted.load(Ordering::SeqCst), 0, "{policy}");
                 assert_eq!(queue.outstanding(), 0, "{policy}");
             }
+        }
+    }
+
+    /// Panics on its first request, then leaves drains to the test.
+    struct PanicsOnce(AtomicBool);
+    impl Scheduler for PanicsOnce {
+        fn schedule(&self, _queue: &Arc<CleanupQueue>) -> Result<(), ScheduleError> {
+            if !self.0.swap(true, Ordering::SeqCst) {
+                panic!("the scheduler panicked");
+            }
+            Ok(())
+        }
+        fn name(&self) -> &str {
+            "panics-once"
+        }
+    }
+
+    /// A scheduler that panics is a refusal: before, the panic unwound out
+    /// of `push` with the flag claimed and the drain counted outstanding, so
+    /// every later push relied on a drain nobody had arranged.
+    #[test]
+    fn a_panicking_scheduler_counts_as_a_refusal() {
+        for policy in [Policy::Scheduled, Policy::Shielded, Policy::Robust] {
+            let queue = CleanupQueue::new(policy, Arc::new(PanicsOnce(AtomicBool::new(false))));
+            let pushed = catch_unwind(AssertUnwindSafe(|| queue.push(Box::new(Note))));
+            assert!(pushed.is_ok(), "{policy}: the panic escaped push");
+            let m = queue.metrics();
+            assert_eq!(
+                (m.schedules_requested, m.schedules_failed),
+                (1, 1),
+                "{policy}"
+            );
+            assert_eq!(queue.outstanding(), 0, "{policy}");
+            queue.push(Box::new(Note));
+            assert_eq!(queue.metrics().schedules_requested, 2, "{policy}");
+            assert_eq!(queue.outstanding(), 1, "{policy}");
+            queue.drain();
+            assert_eq!(queue.metrics().states_destroyed, 2, "{policy}");
         }
     }
 

@@ -57,7 +57,8 @@ pub struct ScheduleError {
 /// ```
 pub trait Scheduler: Send + Sync + 'static {
     /// Arrange for `queue.drain()` to run later (or now). An `Err` means no
-    /// drain was arranged; the queue's policy decides whether to retry.
+    /// drain was arranged; the queue's policy decides whether to retry. A
+    /// panic is caught by the queue and taken as such a refusal.
     fn schedule(&self, queue: &Arc<CleanupQueue>) -> Result<(), ScheduleError>;
 
     /// Run one destruction in the protected context the host offers
