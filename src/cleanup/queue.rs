@@ -227,7 +227,18 @@ impl CleanupQueue {
                 }
             };
             if shield {
-                self.scheduler.shield(&mut destroy);
+                // The shield is the scheduler's code: a panic in it must not
+                // unwind out of the drain with the flags held.
+                if catch_unwind(AssertUnwindSafe(|| self.scheduler.shield(&mut destroy))).is_err() {
+                    self.finalizer_panics.fetch_add(1, Ordering::Relaxed);
+                    eprintln!(
+                        "greenlet: the {} scheduler's shield panicked; the cleanup drain goes on",
+                        self.scheduler.name()
+                    );
+                    // Not destroyed yet: destroy it without the shield
+                    // rather than lose it.
+                    destroy();
+                }
             } else {
                 destroy();
             }
@@ -410,6 +421,49 @@ mod tests {
             assert_eq!(queue.outstanding(), 1, "{policy}");
             queue.drain();
             assert_eq!(queue.metrics().states_destroyed, 2, "{policy}");
+        }
+    }
+
+    /// Accepts every request; its shield panics before destroying.
+    struct BrokenShield;
+    impl Scheduler for BrokenShield {
+        fn schedule(&self, _queue: &Arc<CleanupQueue>) -> Result<(), ScheduleError> {
+            Ok(())
+        }
+        fn shield(&self, _destroy: &mut dyn FnMut()) {
+            panic!("the shield panicked");
+        }
+        fn name(&self) -> &str {
+            "broken-shield"
+        }
+    }
+
+    /// A shield that panics must not unwind out of the drain (which left the
+    /// flag held and the drain outstanding for good); the state is still
+    /// destroyed, unshielded.
+    #[test]
+    fn a_panicking_shield_neither_escapes_the_drain_nor_loses_the_state() {
+        for policy in [Policy::Shielded, Policy::Robust] {
+            let destroyed = Arc::new(AtomicU64::new(0));
+            let queue = CleanupQueue::new(policy, Arc::new(BrokenShield));
+            queue.push(Box::new(Counted(Arc::clone(&destroyed))));
+            let drained = catch_unwind(AssertUnwindSafe(|| queue.drain()));
+            assert!(drained.is_ok(), "{policy}: the panic escaped the drain");
+            assert_eq!(destroyed.load(Ordering::SeqCst), 1, "{policy}");
+            assert_eq!(queue.finalizer_panics(), 1, "{policy}");
+            assert_eq!(queue.outstanding(), 0, "{policy}");
+            queue.push(Box::new(Note));
+            assert_eq!(queue.metrics().schedules_requested, 2, "{policy}");
+        }
+    }
+
+    struct Counted(Arc<AtomicU64>);
+    impl Remains for Counted {
+        fn destroy(self: Box<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+        fn label(&self) -> String {
+            "a counted state".into()
         }
     }
 

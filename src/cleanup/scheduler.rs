@@ -64,7 +64,8 @@ pub trait Scheduler: Send + Sync + 'static {
     /// Run one destruction in the protected context the host offers
     /// (used by [`Policy::Shielded`](super::Policy::Shielded) and
     /// [`Policy::Robust`](super::Policy::Robust)). The default
-    /// offers none and just calls `destroy`.
+    /// offers none and just calls `destroy`. A panic is caught by the drain,
+    /// reported, and the state destroyed without the shield.
     fn shield(&self, destroy: &mut dyn FnMut()) {
         destroy()
     }
