@@ -523,3 +523,113 @@ fn the_seed_shape_without_greenlet_matches_cpython() {
         }
     }
 }
+
+/// `_Py_FinishPendingCalls` on 3.13 repeats `make_pending_calls` until both
+/// queues are empty; 3.11/3.12 make one. Checked on 3.11.7, 3.12.1 and 3.13.0
+/// (`probes/finish_pending_calls.py`): a call queued where no bytecode runs
+/// before finalization (`threading._shutdown` replaced by a C-only call)
+/// adds calls until the ring is full; every one of them runs with no Python
+/// frame below it, i.e. from `_Py_FinishPendingCalls` itself: 31 on
+/// 3.11/3.12, all 32 on 3.13 although one make runs at most 32 calls and the
+/// first of them was the adder.
+#[test]
+fn finish_pending_calls_runs_every_queued_call() {
+    let _serial = SERIAL.lock();
+    for (version, capacity) in [
+        (PyVersion::V3_11, 31),
+        (PyVersion::V3_12, 31),
+        (PyVersion::V3_13, 32),
+    ] {
+        let rt = Runtime::new(version);
+        let outcome = rt
+            .run(GREEN, |py| {
+                // Py_AddPendingCall is no check site: the call is still
+                // queued when <module> returns.
+                py.add_pending_call(|py| {
+                    while py.add_pending_call(|_| Ok(())).is_ok() {}
+                    Ok(())
+                })
+                .map_err(|e| PyErr::exception("RuntimeError", e.to_string()))
+            })
+            .unwrap();
+        assert!(matches!(outcome, Outcome::Finished(Ok(()))), "{version}");
+        let stats = rt.stats();
+        assert_eq!(stats.pending_calls_added, 1 + capacity, "{version}");
+        assert_eq!(stats.pending_calls_run, 1 + capacity, "{version}");
+        assert_eq!(rt.summary().ring, 0, "{version}");
+    }
+}
+
+/// On Linux, 3.11/3.12's `_PyEval_SignalReceived` calls
+/// `SIGNAL_PENDING_SIGNALS(interp, force=0)` (force is 1 only on Windows):
+/// `COMPUTE_EVAL_BREAKER` as the thread the C handler runs on, which stores 0
+/// when that is not the main thread. The main thread sees the signal at its
+/// next `take_gil`. 3.13 sets the main thread's bit. Checked on 3.11.7,
+/// 3.12.1 and 3.13.0 (`probes/signal_on_other_thread.py`): with the C handler
+/// on a native thread and the main thread spinning with the GIL, 3.11/3.12
+/// run the Python handler only after a `time.sleep`, 3.13 at once.
+#[test]
+fn a_signal_raised_on_another_thread_sets_the_main_breaker_only_on_3_13() {
+    let _serial = SERIAL.lock();
+    for version in PyVersion::ALL {
+        let rt = Runtime::new(version);
+        rt.set_signal_handler("on_signal", |_: &Py| Ok(()));
+        let seen = Arc::new(Mutex::new(None));
+        let record = Arc::clone(&seen);
+        let outcome = rt
+            .run(GREEN, move |py| {
+                let t = py.spawn("raiser", move |py| {
+                    // signal.raise_signal: raise() runs the C handler on
+                    // this thread, which holds the GIL.
+                    py.raise_signal()?;
+                    *record.lock() = Some(py.runtime().summary().main_breaker);
+                    Ok(())
+                })?;
+                py.join(&t)?; // take_gil recomputes as main; the check site after join
+                Ok(py.runtime().stats().signal_handlers_run)
+            })
+            .unwrap();
+        assert!(
+            matches!(outcome, Outcome::Finished(Ok(1))),
+            "{version}: {outcome:?}"
+        );
+        assert_eq!(
+            *seen.lock(),
+            Some(version == PyVersion::V3_13),
+            "{version}: the main thread's breaker after the raise"
+        );
+    }
+}
+
+/// 3.13's `take_gil` re-sets the main thread's `CALLS_TO_DO` bit while the
+/// main-thread queue holds calls (`update_eval_breaker_for_thread`): a
+/// running call that sleeps while another waits behind it makes one
+/// recursive `make_pending_calls` per sleep. Checked on 3.13.0 under gdb
+/// (`probes/recursive_trips_after_take_gil.py`): 54-55 entries into
+/// `make_pending_calls` for 50 sleeps, 3 when no call waits.
+#[test]
+fn on_3_13_each_gil_take_trips_again_while_a_call_waits() {
+    let _serial = SERIAL.lock();
+    let rt = Runtime::new(PyVersion::V3_13);
+    let outcome = rt
+        .run(GREEN, |py| {
+            py.add_pending_call(|py| {
+                let adder = py.spawn("adder", |py| {
+                    py.add_pending_call(|_| Ok(()))
+                        .map_err(|e| PyErr::exception("RuntimeError", e.to_string()))
+                })?;
+                py.join(&adder)?;
+                for _ in 0..50 {
+                    py.sleep(Duration::from_micros(100))?;
+                }
+                Ok(())
+            })
+            .map_err(|e| PyErr::exception("RuntimeError", e.to_string()))?;
+            py.loop_iter()
+        })
+        .unwrap();
+    assert!(matches!(outcome, Outcome::Finished(Ok(()))), "{outcome:?}");
+    let stats = rt.stats();
+    assert_eq!(stats.pending_calls_run, 2);
+    assert!(stats.makes_recursive >= 50, "{stats:?}");
+}

@@ -15,7 +15,7 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::Mutex;
 
 use super::core::{Metrics, Policy, PushAction, QueueCore, Retry};
-use super::scheduler::{Inline, Scheduler};
+use super::scheduler::{Inline, ScheduleError, Scheduler};
 
 /// What a dying thread leaves behind for a drain to destroy.
 ///
@@ -166,30 +166,37 @@ impl CleanupQueue {
         self.core.lock().metrics()
     }
 
-    /// Finalizers that panicked during a drain (each reported on stderr; the
-    /// drain went on).
+    /// Finalizers (and [`Remains::label`]s) that panicked during a drain
+    /// (each reported on stderr; the drain went on).
     pub fn finalizer_panics(&self) -> u64 {
         self.finalizer_panics.load(Ordering::Relaxed)
     }
 
     /// Enqueue a state (greenlet's `AddToCleanupQueue`), scheduling a drain
-    /// if the policy says so. Runs no user code under the lock.
+    /// if the policy says so. Runs no user code under the lock. A scheduler
+    /// that panics is reported and counted as a refusal.
     pub fn push(self: &Arc<Self>, state: Box<dyn Remains>) {
         let action = self.core.lock().push(state);
         match action {
             PushAction::Nothing => {}
-            PushAction::Schedule => {
-                while let Err(err) = self.scheduler.schedule(self) {
-                    self.reached(DrainPoint::ScheduleRefused);
-                    if self.core.lock().schedule_failed() == Retry::GiveUp {
-                        eprintln!(
-                            "greenlet: {err}; queued thread states may leak until a later push"
-                        );
-                        break;
-                    }
-                    // Robust: a push relied on this schedule meanwhile; again.
+            PushAction::Schedule => loop {
+                // A scheduler that panics is a refusal: the queue must hear
+                // of it, or the claimed flag would never be released.
+                let err = match catch_unwind(AssertUnwindSafe(|| self.scheduler.schedule(self))) {
+                    Ok(Ok(())) => break,
+                    Ok(Err(err)) => err,
+                    Err(_) => ScheduleError {
+                        scheduler: self.scheduler.name().into(),
+                        reason: "the scheduler panicked".into(),
+                    },
+                };
+                self.reached(DrainPoint::ScheduleRefused);
+                if self.core.lock().schedule_failed() == Retry::GiveUp {
+                    eprintln!("greenlet: {err}; queued thread states may leak until a later push");
+                    break;
                 }
-            }
+                // Robust: a push relied on this schedule meanwhile; again.
+            },
             PushAction::Leaked(state) => {
                 // Leaked on purpose: the host is finalizing and must not run
                 // user code any more.
@@ -220,7 +227,18 @@ impl CleanupQueue {
                 }
             };
             if shield {
-                self.scheduler.shield(&mut destroy);
+                // The shield is the scheduler's code: a panic in it must not
+                // unwind out of the drain with the flags held.
+                if catch_unwind(AssertUnwindSafe(|| self.scheduler.shield(&mut destroy))).is_err() {
+                    self.finalizer_panics.fetch_add(1, Ordering::Relaxed);
+                    eprintln!(
+                        "greenlet: the {} scheduler's shield panicked; the cleanup drain goes on",
+                        self.scheduler.name()
+                    );
+                    // Not destroyed yet: destroy it without the shield
+                    // rather than lose it.
+                    destroy();
+                }
             } else {
                 destroy();
             }
@@ -230,8 +248,17 @@ impl CleanupQueue {
         self.core.lock().drain_end();
     }
 
+    /// `label` is user code too: taken before `destroy` consumes the state,
+    /// and a panic in it is caught like a finalizer's (the state is still
+    /// destroyed).
     fn destroy_one(&self, state: Box<dyn Remains>) {
-        let label = state.label();
+        let label = catch_unwind(AssertUnwindSafe(|| state.label())).unwrap_or_else(|_| {
+            self.finalizer_panics.fetch_add(1, Ordering::Relaxed);
+            eprintln!(
+                "greenlet: the label() of a queued state panicked; the cleanup drain goes on"
+            );
+            "a state whose label() panicked".into()
+        });
         if catch_unwind(AssertUnwindSafe(|| state.destroy())).is_err() {
             self.finalizer_panics.fetch_add(1, Ordering::Relaxed);
             eprintln!("greenlet: a finalizer of {label} panicked; the cleanup drain goes on");
@@ -286,7 +313,6 @@ mod tests {
     use std::sync::Weak;
 
     use super::*;
-    use crate::cleanup::ScheduleError;
 
     /// Refuses its first `refusals` requests, then accepts (and leaves the
     /// drain to the test).
@@ -357,6 +383,120 @@ mod tests {
                 assert_eq!(flaky.accepted.load(Ordering::SeqCst), 0, "{policy}");
                 assert_eq!(queue.outstanding(), 0, "{policy}");
             }
+        }
+    }
+
+    /// Panics on its first request, then leaves drains to the test.
+    struct PanicsOnce(AtomicBool);
+    impl Scheduler for PanicsOnce {
+        fn schedule(&self, _queue: &Arc<CleanupQueue>) -> Result<(), ScheduleError> {
+            if !self.0.swap(true, Ordering::SeqCst) {
+                panic!("the scheduler panicked");
+            }
+            Ok(())
+        }
+        fn name(&self) -> &str {
+            "panics-once"
+        }
+    }
+
+    /// A scheduler that panics is a refusal: before, the panic unwound out
+    /// of `push` with the flag claimed and the drain counted outstanding, so
+    /// every later push relied on a drain nobody had arranged.
+    #[test]
+    fn a_panicking_scheduler_counts_as_a_refusal() {
+        for policy in [Policy::Scheduled, Policy::Shielded, Policy::Robust] {
+            let queue = CleanupQueue::new(policy, Arc::new(PanicsOnce(AtomicBool::new(false))));
+            let pushed = catch_unwind(AssertUnwindSafe(|| queue.push(Box::new(Note))));
+            assert!(pushed.is_ok(), "{policy}: the panic escaped push");
+            let m = queue.metrics();
+            assert_eq!(
+                (m.schedules_requested, m.schedules_failed),
+                (1, 1),
+                "{policy}"
+            );
+            assert_eq!(queue.outstanding(), 0, "{policy}");
+            queue.push(Box::new(Note));
+            assert_eq!(queue.metrics().schedules_requested, 2, "{policy}");
+            assert_eq!(queue.outstanding(), 1, "{policy}");
+            queue.drain();
+            assert_eq!(queue.metrics().states_destroyed, 2, "{policy}");
+        }
+    }
+
+    /// Accepts every request; its shield panics before destroying.
+    struct BrokenShield;
+    impl Scheduler for BrokenShield {
+        fn schedule(&self, _queue: &Arc<CleanupQueue>) -> Result<(), ScheduleError> {
+            Ok(())
+        }
+        fn shield(&self, _destroy: &mut dyn FnMut()) {
+            panic!("the shield panicked");
+        }
+        fn name(&self) -> &str {
+            "broken-shield"
+        }
+    }
+
+    /// A shield that panics must not unwind out of the drain (which left the
+    /// flag held and the drain outstanding for good); the state is still
+    /// destroyed, unshielded.
+    #[test]
+    fn a_panicking_shield_neither_escapes_the_drain_nor_loses_the_state() {
+        for policy in [Policy::Shielded, Policy::Robust] {
+            let destroyed = Arc::new(AtomicU64::new(0));
+            let queue = CleanupQueue::new(policy, Arc::new(BrokenShield));
+            queue.push(Box::new(Counted(Arc::clone(&destroyed))));
+            let drained = catch_unwind(AssertUnwindSafe(|| queue.drain()));
+            assert!(drained.is_ok(), "{policy}: the panic escaped the drain");
+            assert_eq!(destroyed.load(Ordering::SeqCst), 1, "{policy}");
+            assert_eq!(queue.finalizer_panics(), 1, "{policy}");
+            assert_eq!(queue.outstanding(), 0, "{policy}");
+            queue.push(Box::new(Note));
+            assert_eq!(queue.metrics().schedules_requested, 2, "{policy}");
+        }
+    }
+
+    struct Counted(Arc<AtomicU64>);
+    impl Remains for Counted {
+        fn destroy(self: Box<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+        fn label(&self) -> String {
+            "a counted state".into()
+        }
+    }
+
+    /// Destroys fine, but its `label` (user code too) panics.
+    struct BadLabel(Arc<AtomicU64>);
+    impl Remains for BadLabel {
+        fn destroy(self: Box<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+        fn label(&self) -> String {
+            panic!("label() of a state panicked")
+        }
+    }
+
+    /// A panicking `label` must not unwind out of the drain: that left the
+    /// flag held and the drain outstanding for good, so every later push
+    /// relied on a drain that would never come (and under `Reaper` it
+    /// killed the reaper thread).
+    #[test]
+    fn a_panicking_label_neither_escapes_the_drain_nor_strands_the_queue() {
+        for policy in Policy::ALL {
+            let destroyed = Arc::new(AtomicU64::new(0));
+            let queue = CleanupQueue::new(policy, Arc::new(crate::cleanup::Manual));
+            queue.push(Box::new(BadLabel(Arc::clone(&destroyed))));
+            let drained = catch_unwind(AssertUnwindSafe(|| queue.drain()));
+            assert!(drained.is_ok(), "{policy}: the panic escaped the drain");
+            assert_eq!(destroyed.load(Ordering::SeqCst), 1, "{policy}");
+            assert_eq!(queue.finalizer_panics(), 1, "{policy}");
+            assert_eq!(queue.outstanding(), 0, "{policy}");
+            queue.push(Box::new(Note));
+            assert_eq!(queue.metrics().schedules_requested, 2, "{policy}");
+            queue.drain();
+            assert!(queue.is_empty(), "{policy}");
         }
     }
 

@@ -57,13 +57,15 @@ pub struct ScheduleError {
 /// ```
 pub trait Scheduler: Send + Sync + 'static {
     /// Arrange for `queue.drain()` to run later (or now). An `Err` means no
-    /// drain was arranged; the queue's policy decides whether to retry.
+    /// drain was arranged; the queue's policy decides whether to retry. A
+    /// panic is caught by the queue and taken as such a refusal.
     fn schedule(&self, queue: &Arc<CleanupQueue>) -> Result<(), ScheduleError>;
 
     /// Run one destruction in the protected context the host offers
     /// (used by [`Policy::Shielded`](super::Policy::Shielded) and
     /// [`Policy::Robust`](super::Policy::Robust)). The default
-    /// offers none and just calls `destroy`.
+    /// offers none and just calls `destroy`. A panic is caught by the drain,
+    /// reported, and the state destroyed without the shield.
     fn shield(&self, destroy: &mut dyn FnMut()) {
         destroy()
     }

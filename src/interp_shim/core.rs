@@ -242,14 +242,18 @@ impl<C> InterpCore<C> {
 
     // ---- signals ------------------------------------------------------------
 
-    /// An OS signal arrives (`_PyEval_SignalReceived`): 3.11/3.12
-    /// `SIGNAL_PENDING_SIGNALS(interp, force=1)` stores 1 into the breaker;
-    /// 3.13 sets the main thread's `SIGNALS_PENDING` bit.
-    pub fn signal_received(&mut self) {
+    /// An OS signal's C handler runs on thread `receiver`
+    /// (`_PyEval_SignalReceived`): 3.11/3.12 on Linux
+    /// `SIGNAL_PENDING_SIGNALS(interp, force=0)` (`force` is 1 on Windows
+    /// only): `signals_pending = 1`, then `COMPUTE_EVAL_BREAKER` as
+    /// `receiver`, which stores 0 when it is not the main thread, so the main
+    /// thread sees the signal at its next `take_gil`; 3.13 sets the main
+    /// thread's `SIGNALS_PENDING` bit.
+    pub fn signal_received(&mut self, receiver: ThreadIdx) {
         match self.spec.breaker {
             BreakerModel::SharedComputed => {
                 self.signals_pending = true;
-                self.eval_breaker = true;
+                self.compute(receiver);
             }
             BreakerModel::PerThreadBits => self.set_bit(MAIN_THREAD, Bit::SignalsPending),
         }
@@ -311,10 +315,23 @@ impl<C> InterpCore<C> {
     }
 
     /// Whether `_Py_FinishPendingCalls` (run by the main thread during
-    /// `Py_FinalizeEx`) calls `make_pending_calls`: it does when the
-    /// main-thread queue has calls to do.
+    /// `Py_FinalizeEx`) calls `make_pending_calls` (again): 3.11/3.12 once,
+    /// when the main-thread queue has calls to do; 3.13 as long as calls are
+    /// queued (see [`VersionSpec::finish_until_empty`]; a `make_pending_calls`
+    /// on an empty ring would only clear the main thread's bit).
     pub fn finish_pending_calls_wanted(&self) -> bool {
-        self.wants_pending_calls(MAIN_THREAD)
+        if self.spec.finish_until_empty {
+            !self.ring.is_empty()
+        } else {
+            self.wants_pending_calls(MAIN_THREAD)
+        }
+    }
+
+    /// Whether `_Py_FinishPendingCalls` asks
+    /// [`finish_pending_calls_wanted`](Self::finish_pending_calls_wanted)
+    /// again after each `make_pending_calls` (3.13), instead of once.
+    pub fn finish_pending_calls_repeats(&self) -> bool {
+        self.spec.finish_until_empty
     }
 
     /// `make_pending_calls` up to its loop: the main-thread check, the
@@ -435,8 +452,10 @@ impl<C> InterpCore<C> {
     /// `take_gil` succeeding for `t`: it becomes the holder, a pending drop
     /// request is reset, and the breaker is recomputed *as `t`*
     /// (`RESET_GIL_DROP_REQUEST` or `COMPUTE_EVAL_BREAKER`) — how the main
-    /// thread picks up a `calls_to_do` that another thread set. Returns false
-    /// (and changes nothing) if it cannot take it now.
+    /// thread picks up a `calls_to_do` that another thread set. 3.13 clears
+    /// `t`'s drop bit and (`update_eval_breaker_for_thread`) sets the main
+    /// thread's `CALLS_TO_DO` bit when the main-thread queue holds calls.
+    /// Returns false (and changes nothing) if it cannot take it now.
     pub fn take_gil(&mut self, t: ThreadIdx) -> bool {
         if !self.can_take_gil(t) {
             return false;
@@ -448,7 +467,14 @@ impl<C> InterpCore<C> {
                 self.drop_request = false;
                 self.compute(t);
             }
-            BreakerModel::PerThreadBits => self.clear_bit(t, Bit::GilDropRequest),
+            BreakerModel::PerThreadBits => {
+                self.clear_bit(t, Bit::GilDropRequest);
+                // update_eval_breaker_for_thread: the main thread's bit is
+                // derived from the main-thread queue's count again.
+                if t == MAIN_THREAD && !self.ring.is_empty() {
+                    self.set_bit(t, Bit::CallsToDo);
+                }
+            }
         }
         true
     }
@@ -712,6 +738,37 @@ mod tests {
         assert!(!py.resume_livelocked());
     }
 
+    /// 3.13's `take_gil` ends with `update_eval_breaker_for_thread`: the
+    /// main thread's `CALLS_TO_DO` bit is set again whenever the main-thread
+    /// queue holds calls, so while call #2 waits behind a running call #1,
+    /// every GIL take costs one more recursive make. Checked on 3.13.0 with
+    /// gdb (`probes/recursive_trips_after_take_gil.py`): 55 entries into
+    /// `make_pending_calls` for 50 sleeps of the running call, 3 without #2.
+    #[test]
+    fn v313_take_gil_sets_calls_to_do_while_calls_are_queued() {
+        let mut py = seed_sequence(PyVersion::V3_13);
+        assert_eq!(
+            py.make_pending_calls_begin(MAIN_THREAD),
+            MakeBegin::Recursive
+        );
+        assert!(!py.breaker_set(MAIN_THREAD));
+        assert!(py.drop_gil(MAIN_THREAD));
+        assert!(py.take_gil(MAIN_THREAD));
+        assert!(py.calls_to_do() && py.breaker_set(MAIN_THREAD));
+        // A non-main thread only looks at the interpreter's own queue.
+        assert!(py.drop_gil(MAIN_THREAD));
+        assert!(py.take_gil(B));
+        assert!(!py.breaker_set(B));
+        // Once the ring is empty nothing is set.
+        assert_eq!(py.make_pending_calls_pop(1), Some(2));
+        py.make_pending_calls_end(MAIN_THREAD, false);
+        assert!(py.drop_gil(B));
+        assert_eq!(py.make_pending_calls_begin(MAIN_THREAD), MakeBegin::Started);
+        py.make_pending_calls_end(MAIN_THREAD, false);
+        assert!(py.take_gil(MAIN_THREAD));
+        assert!(!py.breaker_set(MAIN_THREAD));
+    }
+
     #[test]
     fn non_main_adder_does_not_set_main_breaker_on_shared_versions() {
         for version in [PyVersion::V3_11, PyVersion::V3_12] {
@@ -820,10 +877,26 @@ mod tests {
     fn failed_signal_handler_resignals() {
         for version in PyVersion::ALL {
             let mut py: InterpCore<u8> = InterpCore::new(version);
-            py.signal_received();
+            py.signal_received(MAIN_THREAD);
             assert!(py.take_signals(MAIN_THREAD));
             assert!(!py.breaker_set(MAIN_THREAD), "{version}");
             py.resignal_signals(MAIN_THREAD);
+            assert!(py.breaker_set(MAIN_THREAD), "{version}");
+            assert!(py.take_signals(MAIN_THREAD), "{version}");
+        }
+    }
+
+    /// Probed on 3.11.7/3.12.1/3.13.0 (`probes/signal_on_other_thread.py`).
+    #[test]
+    fn a_signal_received_on_another_thread_waits_for_main_take_gil_before_313() {
+        for version in PyVersion::ALL {
+            let mut py: InterpCore<u8> = InterpCore::new(version);
+            let b = py.add_thread();
+            py.signal_received(b);
+            let v313 = version == PyVersion::V3_13;
+            assert_eq!(py.breaker_set(MAIN_THREAD), v313, "{version}");
+            assert!(py.drop_gil(MAIN_THREAD));
+            assert!(py.take_gil(MAIN_THREAD));
             assert!(py.breaker_set(MAIN_THREAD), "{version}");
             assert!(py.take_signals(MAIN_THREAD), "{version}");
         }
@@ -834,7 +907,7 @@ mod tests {
         for version in PyVersion::ALL {
             let mut py: InterpCore<u8> = InterpCore::new(version);
             let b = py.add_thread();
-            py.signal_received();
+            py.signal_received(MAIN_THREAD);
             assert!(!py.take_signals(b));
             assert!(py.take_signals(MAIN_THREAD));
             assert!(!py.take_signals(MAIN_THREAD));

@@ -635,8 +635,12 @@ impl Runtime {
         self.shared.state.lock().signal_handler = Some((name, Arc::new(handler)));
     }
 
-    /// An OS signal arrives (`signal.raise_signal` from any thread; the C
-    /// handler's `trip_signal` → `_PyEval_SignalReceived`).
+    /// An OS signal sent to the process (`os.kill(os.getpid(), sig)`, or
+    /// `signal.pthread_kill` to the main thread), from any OS thread: its C
+    /// handler (`trip_signal` → `_PyEval_SignalReceived`) runs on the main
+    /// thread, as Linux hands a process-directed signal to the main thread
+    /// first when it does not block it. For `signal.raise_signal`, whose C
+    /// handler runs on the raising thread, see [`Py::raise_signal`].
     ///
     /// # Examples
     /// ```
@@ -651,7 +655,7 @@ impl Runtime {
     /// assert_eq!(rt.stats().signal_handlers_run, 1);
     /// ```
     pub fn raise_signal(&self) {
-        trip_signal(&self.shared);
+        trip_signal(&self.shared, MAIN_THREAD);
     }
 
     /// `Py_AddPendingCall` as the calling OS thread, with or without the GIL:
@@ -815,12 +819,12 @@ fn add_pending_call_as(
     })
 }
 
-/// The C-level signal handler's `trip_signal`: mark the signal tripped, then
-/// `_PyEval_SignalReceived`.
-fn trip_signal(shared: &Shared) {
+/// The C-level signal handler's `trip_signal`, run on thread `receiver`:
+/// mark the signal tripped, then `_PyEval_SignalReceived`.
+fn trip_signal(shared: &Shared, receiver: ThreadIdx) {
     let mut st = shared.state.lock();
     st.tripped = true;
-    st.core.signal_received();
+    st.core.signal_received(receiver);
 }
 
 fn build_report(st: &State, timeout: Duration) -> HangReport {
@@ -1730,7 +1734,11 @@ impl Py {
         self.run_pending_calls()
     }
 
-    /// `signal.raise_signal` from this thread (see [`Runtime::raise_signal`]).
+    /// `signal.raise_signal` from this thread: C `raise()` runs the C
+    /// handler on this thread. On 3.11/3.12 a non-main raiser therefore
+    /// leaves the main thread's breaker clear until the main thread next
+    /// takes the GIL (see [`Runtime::raise_signal`] for a signal sent to the
+    /// process).
     ///
     /// # Examples
     /// ```
@@ -1748,7 +1756,7 @@ impl Py {
     /// ```
     pub fn raise_signal(&self) -> PyResult<()> {
         self.c_function(|| {
-            trip_signal(&self.shared);
+            trip_signal(&self.shared, self.idx);
             Ok(())
         })
     }
@@ -1943,10 +1951,23 @@ impl Py {
         others.into_iter().for_each(|(h, _)| join_reporting(h));
         if self.take_gil().is_ok() {
             // _Py_FinishPendingCalls: one make_pending_calls if calls_to_do
-            let calls = self.lock().core.finish_pending_calls_wanted();
-            if calls {
+            // (3.11/3.12), or makes until the ring is empty (3.13)
+            loop {
+                let (wanted, repeats) = {
+                    let st = self.lock();
+                    (
+                        st.core.finish_pending_calls_wanted(),
+                        st.core.finish_pending_calls_repeats(),
+                    )
+                };
+                if !wanted {
+                    break;
+                }
                 if let Err(err) = self.run_pending_calls() {
                     eprintln!("Exception ignored while finishing pending calls: {err}");
+                }
+                if !repeats {
+                    break;
                 }
             }
         }

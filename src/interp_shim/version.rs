@@ -133,6 +133,13 @@ pub struct VersionSpec {
     /// 31 and the 32nd runs at a later check site with nothing added).
     /// 3.11/3.12 do not.
     pub resignal_after_bound: bool,
+    /// `_Py_FinishPendingCalls` repeats `make_pending_calls` until both
+    /// queues are empty, whatever the flags say and even after a callback
+    /// failed (3.13: `do { ... } while (npending > 0)`; checked on 3.13.0
+    /// with `probes/finish_pending_calls.py`: 32 calls queued at
+    /// finalization by a call run there all run before `atexit`, one make
+    /// running at most 32 of the 33). 3.11/3.12 make one, if `calls_to_do`.
+    pub finish_until_empty: bool,
 }
 
 /// Calls one `make_pending_calls` runs at most before returning (the loop
@@ -162,6 +169,7 @@ impl PyVersion {
                 traced_resume: TracedResume::Redispatch,
                 final_recompute: false,
                 resignal_after_bound: false,
+                finish_until_empty: false,
             },
             PyVersion::V3_12 => VersionSpec {
                 version: self,
@@ -171,6 +179,7 @@ impl PyVersion {
                 traced_resume: TracedResume::Continue,
                 final_recompute: true,
                 resignal_after_bound: false,
+                finish_until_empty: false,
             },
             PyVersion::V3_13 => VersionSpec {
                 version: self,
@@ -180,6 +189,7 @@ impl PyVersion {
                 traced_resume: TracedResume::Continue,
                 final_recompute: false,
                 resignal_after_bound: true,
+                finish_until_empty: true,
             },
         }
     }

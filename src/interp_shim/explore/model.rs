@@ -204,7 +204,8 @@ pub enum Action {
     /// Set an event.
     SetEvent(u8),
     /// `_Py_FinishPendingCalls`: `make_pending_calls` entered with this
-    /// outcome, or not entered (`calls_to_do` clear).
+    /// outcome (on 3.13, once per make until no call is queued), or not
+    /// entered (nothing to do).
     FinishPendingCalls(Option<MakeBegin>),
     /// `Py_FinalizeEx` set the runtime finalizing; the cleanup queue finalized.
     Finalize,
@@ -571,7 +572,14 @@ impl<'a> Model<'a> {
                 push(Action::SetEvent(n), s);
             }
             Op::FinishPendingCalls => {
-                advance(self, &mut s);
+                // 3.13 comes back to this operation after each make that
+                // starts here, until no call is queued.
+                let again = s.py.finish_pending_calls_wanted()
+                    && s.py.finish_pending_calls_repeats()
+                    && !s.py.busy();
+                if !again {
+                    advance(self, &mut s);
+                }
                 if s.py.finish_pending_calls_wanted() {
                     let begin = begin_make(&mut s);
                     push(Action::FinishPendingCalls(Some(begin)), s);
@@ -872,7 +880,7 @@ impl fmt::Display for ActionText {
             Action::SetEvent(n) => write!(f, "set event {n}"),
             Action::FinishPendingCalls(b) => match b {
                 Some(b) => write!(f, "_Py_FinishPendingCalls: make_pending_calls -> {b:?}"),
-                None => f.write_str("_Py_FinishPendingCalls: calls_to_do clear"),
+                None => f.write_str("_Py_FinishPendingCalls: nothing to do"),
             },
             Action::Finalize => f.write_str("Py_FinalizeEx: finalizing; cleanup queue finalized"),
             Action::DropGil => f.write_str("ran Python code; drop_gil"),

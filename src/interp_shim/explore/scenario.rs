@@ -48,7 +48,8 @@ pub(crate) enum Op {
     /// Set event `n`.
     SetEvent(u8),
     /// `Py_FinalizeEx`'s `_Py_FinishPendingCalls`: if `calls_to_do` is set,
-    /// run `make_pending_calls` once.
+    /// run `make_pending_calls` once (3.11/3.12); while calls are queued,
+    /// run it again and again (3.13).
     FinishPendingCalls,
     /// `Py_FinalizeEx` sets the runtime finalizing; the cleanup queue is
     /// finalized with it; the main thread runs no more Python code.
