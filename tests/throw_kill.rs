@@ -398,6 +398,43 @@ fn a_refusing_greenlet_dropped_with_tracing_on_is_killed_once() {
     assert_eq!(dropped.load(Ordering::SeqCst), 1, "unwound at thread exit");
 }
 
+/// A greenlet that ignores every kill is force-unwound at thread exit; a
+/// destructor that switches during that unwind cannot suspend it (corosensei
+/// would unwind the suspended switch again, from inside the destructor, and
+/// Rust aborts on a panic in a destructor during cleanup): the switch fails
+/// with `GreenletExit` instead, and the unwind goes on.
+#[test]
+fn a_destructor_switching_during_the_forced_unwind_at_thread_exit_gets_the_exit() {
+    struct SwitchOnDrop(Arc<AtomicUsize>);
+    impl Drop for SwitchOnDrop {
+        fn drop(&mut self) {
+            let main = getcurrent().parent().unwrap();
+            if matches!(main.switch(()), Err(e) if e.is_exit()) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    }
+    let refused = Arc::new(AtomicUsize::new(0));
+    let r = Arc::clone(&refused);
+    std::thread::spawn(move || {
+        let g = Greenlet::builder()
+            .name("switches-while-unwound")
+            .spawn(move |_| {
+                let _guard = SwitchOnDrop(r);
+                let main = getcurrent().parent().unwrap();
+                loop {
+                    let _ = main.switch(());
+                }
+            })
+            .unwrap();
+        g.switch(()).unwrap();
+        std::mem::forget(g.clone()); // outlives its thread: only the exit unwinds it
+    })
+    .join()
+    .unwrap();
+    assert_eq!(refused.load(Ordering::SeqCst), 1);
+}
+
 #[test]
 fn set_parent_checks() {
     let main = getcurrent();

@@ -228,16 +228,18 @@ unsafe fn transfer(
 }
 
 /// Whether a switch must take the slow path on the sending side: only
-/// tracing, whose event needs the sender's identity. Pending work (a
-/// retiring record, deferred kills, a trace event) and kills mailed by other
-/// threads are settled by the receiving context ([`take_and_settle`]).
+/// tracing, whose event needs the sender's identity, and a forced unwind at
+/// thread exit, during which switches fail (see [`transfer_slow`]); both are
+/// folded into one flag of the thread state. Pending work (a retiring
+/// record, deferred kills, a trace event) and kills mailed by other threads
+/// are settled by the receiving context ([`take_and_settle`]).
 ///
 /// # Safety
 /// `ts` is the calling thread's live state.
 #[inline(always)]
 unsafe fn needs_slow_path(ts: *mut ThreadState) -> bool {
     // SAFETY: guaranteed by the caller; short reads.
-    unsafe { (*ts).trace_hook.is_some() | trace::global_on() }
+    unsafe { (*ts).slow_switch() | trace::global_on() }
 }
 
 /// The thread's value slot: the payload of the transfer in flight.
@@ -318,6 +320,14 @@ unsafe fn transfer_slow(ts: *mut ThreadState, target: &Arc<Core>, kind: Kind) ->
     // pointers used are kept alive by the registry or the state's `main`.
     unsafe {
         let payload = take_slot(ts);
+        if !(*ts).unwinding().is_null() && (*ts).unwinding() == (*ts).current {
+            // A switch from a greenlet being force-unwound (a destructor run
+            // by the unwind): it cannot suspend (corosensei would unwind the
+            // suspended switch again, inside that destructor, and a panic in
+            // a destructor during unwinding aborts). It fails instead.
+            drop(payload);
+            return Err(Raised::Exit);
+        }
         check_mail(ts);
         let (dest, payload) = if target.flags() & (STARTED | DEAD) == STARTED {
             (Arc::as_ptr(target), payload)
@@ -666,7 +676,7 @@ fn root(core_ptr: *const Core, yielder: &Yielder<usize, usize>) -> usize {
                     // the value is its result.
                     Ok(Err(value)) => Ok(value),
                     Err(panic) => {
-                        if (*ts).unwinding == core_ptr {
+                        if (*ts).unwinding() == core_ptr {
                             // corosensei's forced unwind: let it reach its root.
                             resume_unwind(panic);
                         }
@@ -984,7 +994,7 @@ pub(crate) unsafe fn force_unwind(ts: *mut ThreadState, core: &Arc<Core>) {
         }
         let previous = (*ts).current;
         (*ts).current = Arc::as_ptr(core);
-        (*ts).unwinding = Arc::as_ptr(core);
+        (*ts).set_unwinding(Arc::as_ptr(core));
         if let Some(co) = (*local).co.as_mut() {
             stack::running((*local).stack.as_ref());
             if catch_unwind(AssertUnwindSafe(|| co.force_unwind())).is_err() {
@@ -993,7 +1003,7 @@ pub(crate) unsafe fn force_unwind(ts: *mut ThreadState, core: &Arc<Core>) {
             stack::running(None);
         }
         (*ts).current = previous;
-        (*ts).unwinding = ptr::null();
+        (*ts).set_unwinding(ptr::null());
         // If its code caught the unwind and finished, `finish` left these.
         drop(take_slot(ts));
         drop((*ts).trace_pending.take());

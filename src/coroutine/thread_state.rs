@@ -113,11 +113,19 @@ pub(crate) struct ThreadState {
     pub(crate) trace_pending: Option<(Kind, Arc<Core>)>,
     /// True when `retiring`, `deferred` or `trace_pending` needs attention.
     pub(crate) work: bool,
-    pub(crate) trace_hook: Option<TraceHook>,
+    /// The thread's trace hook; written only through
+    /// [`ThreadState::replace_trace_hook`], which keeps `slow_switch` true.
+    trace_hook: Option<TraceHook>,
     /// A trace hook is running: no nested events.
     pub(crate) in_trace: bool,
-    /// The greenlet being force-unwound, whose unwinding must not be caught.
-    pub(crate) unwinding: *const Core,
+    /// The greenlet being force-unwound, whose unwinding must not be caught
+    /// and which cannot switch away meanwhile; written only through
+    /// [`ThreadState::set_unwinding`].
+    unwinding: *const Core,
+    /// Nonzero when `trace_hook.is_some() || !unwinding.is_null()`, kept by
+    /// their setters so that the sending side of a switch tests one word (a
+    /// word, not a `bool`: the test compiles to one compare with memory).
+    slow_switch: usize,
     /// The next greenlet id of this thread's block, and the end of the block.
     pub(crate) next_id: u64,
     pub(crate) ids_end: u64,
@@ -127,6 +135,41 @@ pub(crate) struct ThreadState {
 }
 
 impl ThreadState {
+    /// The thread's trace hook.
+    pub(crate) fn trace_hook(&self) -> Option<&TraceHook> {
+        self.trace_hook.as_ref()
+    }
+
+    /// Install `hook` as the thread's trace hook and return the previous one
+    /// (not dropped here, so no user code runs).
+    pub(crate) fn replace_trace_hook(&mut self, hook: Option<TraceHook>) -> Option<TraceHook> {
+        let old = std::mem::replace(&mut self.trace_hook, hook);
+        self.refresh_slow_switch();
+        old
+    }
+
+    /// The greenlet being force-unwound, or null.
+    pub(crate) fn unwinding(&self) -> *const Core {
+        self.unwinding
+    }
+
+    /// Mark `core` (or nothing, with null) as the greenlet being force-unwound.
+    pub(crate) fn set_unwinding(&mut self, core: *const Core) {
+        self.unwinding = core;
+        self.refresh_slow_switch();
+    }
+
+    /// Whether the sending side of a switch must take the slow path: a trace
+    /// hook is set or a greenlet is being force-unwound.
+    #[inline(always)]
+    pub(crate) fn slow_switch(&self) -> bool {
+        self.slow_switch != 0
+    }
+
+    fn refresh_slow_switch(&mut self) {
+        self.slow_switch = usize::from(self.trace_hook.is_some() || !self.unwinding.is_null());
+    }
+
     /// The thread's link, borrowed from the state.
     ///
     /// # Safety
@@ -205,6 +248,7 @@ fn create() -> Option<*mut ThreadState> {
         trace_hook: None,
         in_trace: false,
         unwinding: ptr::null(),
+        slow_switch: 0,
         next_id: 0,
         ids_end: 0,
         queue: cleanup::current_queue(),

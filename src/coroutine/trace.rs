@@ -123,7 +123,7 @@ pub fn settrace(hook: Option<TraceHook>) -> Option<TraceHook> {
     let ts = thread_state::state()?;
     // SAFETY: `ts` is this thread's live state; the old hook is returned,
     // not dropped, so no user code runs during the access.
-    unsafe { std::mem::replace(&mut (*ts).trace_hook, hook) }
+    unsafe { (*ts).replace_trace_hook(hook) }
 }
 
 /// The calling thread's trace hook.
@@ -134,7 +134,7 @@ pub fn settrace(hook: Option<TraceHook>) -> Option<TraceHook> {
 pub fn gettrace() -> Option<TraceHook> {
     let ts = thread_state::existing_state()?;
     // SAFETY: `ts` is this thread's live state; short read.
-    unsafe { (*ts).trace_hook.clone() }
+    unsafe { (*ts).trace_hook().cloned() }
 }
 
 /// Set the process-wide trace hook, which sees the switches of every thread
@@ -171,7 +171,9 @@ pub(crate) fn global_on() -> bool {
 #[inline]
 pub(crate) unsafe fn active(ts: *mut ThreadState) -> bool {
     // SAFETY: guaranteed by the caller; short reads.
-    unsafe { !(*ts).in_trace && ((*ts).trace_hook.is_some() || GLOBAL_ON.load(Ordering::Relaxed)) }
+    unsafe {
+        !(*ts).in_trace && ((*ts).trace_hook().is_some() || GLOBAL_ON.load(Ordering::Relaxed))
+    }
 }
 
 /// Fire the event `origin` → current greenlet through the thread's hook,
@@ -197,14 +199,11 @@ pub(crate) unsafe fn run_hooks(
         };
         (*ts).in_trace = true;
         let mut result = Ok(());
-        if let Some(hook) = (*ts).trace_hook.clone() {
+        if let Some(hook) = (*ts).trace_hook().cloned() {
             if let Err(err) = call(&hook, &event) {
-                let same = (*ts)
-                    .trace_hook
-                    .as_ref()
-                    .is_some_and(|h| Arc::ptr_eq(h, &hook));
+                let same = (*ts).trace_hook().is_some_and(|h| Arc::ptr_eq(h, &hook));
                 if same {
-                    drop((*ts).trace_hook.take());
+                    drop((*ts).replace_trace_hook(None));
                 }
                 result = Err(err);
             }
