@@ -29,7 +29,9 @@
 //! The thread's greenlet state is destroyed by a thread-local destructor,
 //! which first kills every suspended greenlet of the thread (throwing
 //! `GreenletExit`, so their destructors run), falling back to corosensei's
-//! forced unwind for greenlets that ignore the exit three times; then marks
+//! forced unwind for greenlets that ignore the exit three times (a switch
+//! from a greenlet during its forced unwind fails with `GreenletExit`: it
+//! cannot suspend mid-unwind); then marks
 //! every greenlet of the thread as belonging to an exited thread; then
 //! hands the finalizers to the cleanup queue. Greenlets that keep running
 //! even through that are leaked (never resumed, their memory kept) rather
