@@ -137,9 +137,16 @@ fn kill_returns_to_the_killer_even_with_another_parent() {
 /// A started greenlet named `name`, suspended in a loop that swallows
 /// everything thrown into it, `GreenletExit` included.
 fn stubborn(name: &str) -> Greenlet {
+    stubborn_holding(name, ())
+}
+
+/// [`stubborn`], with `guard` as a local of its body: dropped only if its
+/// stack is unwound.
+fn stubborn_holding<T: 'static>(name: &str, guard: T) -> Greenlet {
     let g = Greenlet::builder()
         .name(name)
-        .spawn(|_| {
+        .spawn(move |_| {
+            let _guard = guard;
             let main = getcurrent().parent().unwrap();
             loop {
                 let _ = main.switch(());
@@ -340,17 +347,7 @@ fn drop_killed_greenlet_that_refuses_is_leaked_then_unwound_at_thread_exit() {
     let d = Arc::clone(&dropped);
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
-        let g = Greenlet::builder()
-            .name("immortal")
-            .spawn(move |_| {
-                let _local = DropCounter(d);
-                let main = getcurrent().parent().unwrap();
-                loop {
-                    let _ = main.switch(());
-                }
-            })
-            .unwrap();
-        g.switch(()).unwrap();
+        let g = stubborn_holding("immortal", DropCounter(d));
         drop(g); // warns and leaks: never looped on
         tx.send(()).unwrap();
     })
@@ -373,17 +370,7 @@ fn a_refusing_greenlet_dropped_with_tracing_on_is_killed_once() {
     let events = Arc::new(AtomicUsize::new(0));
     let (d, e) = (Arc::clone(&dropped), Arc::clone(&events));
     std::thread::spawn(move || {
-        let g = Greenlet::builder()
-            .name("immortal-traced")
-            .spawn(move |_| {
-                let _local = DropCounter(d);
-                let main = getcurrent().parent().unwrap();
-                loop {
-                    let _ = main.switch(());
-                }
-            })
-            .unwrap();
-        g.switch(()).unwrap();
+        let g = stubborn_holding("immortal-traced", DropCounter(d));
         greenlet::settrace(Some(Arc::new(move |_: &greenlet::TraceEvent| {
             e.fetch_add(1, Ordering::SeqCst);
             Ok(())
@@ -417,17 +404,7 @@ fn a_destructor_switching_during_the_forced_unwind_at_thread_exit_gets_the_exit(
     let refused = Arc::new(AtomicUsize::new(0));
     let r = Arc::clone(&refused);
     std::thread::spawn(move || {
-        let g = Greenlet::builder()
-            .name("switches-while-unwound")
-            .spawn(move |_| {
-                let _guard = SwitchOnDrop(r);
-                let main = getcurrent().parent().unwrap();
-                loop {
-                    let _ = main.switch(());
-                }
-            })
-            .unwrap();
-        g.switch(()).unwrap();
+        let g = stubborn_holding("switches-while-unwound", SwitchOnDrop(r));
         std::mem::forget(g.clone()); // outlives its thread: only the exit unwinds it
     })
     .join()

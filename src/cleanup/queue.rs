@@ -438,43 +438,45 @@ mod tests {
         }
     }
 
+    /// Counts its destruction; its `label` (user code too) panics when asked.
+    struct Counted(Arc<AtomicU64>, bool);
+    impl Remains for Counted {
+        fn destroy(self: Box<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+        fn label(&self) -> String {
+            assert!(!self.1, "label() of a state panicked");
+            "a counted state".into()
+        }
+    }
+
+    /// Push one state whose destruction meets one panic (from `scheduler`
+    /// or, with `label_panics`, from the state's label) and drain: the panic
+    /// must not escape the drain, the state must still be destroyed and the
+    /// panic counted, and the queue must not be stranded (the next push
+    /// asks for a drain of its own).
+    fn drain_survives_one_panic(policy: Policy, scheduler: Arc<dyn Scheduler>, label_panics: bool) {
+        let destroyed = Arc::new(AtomicU64::new(0));
+        let queue = CleanupQueue::new(policy, scheduler);
+        queue.push(Box::new(Counted(Arc::clone(&destroyed), label_panics)));
+        let drained = catch_unwind(AssertUnwindSafe(|| queue.drain()));
+        assert!(drained.is_ok(), "{policy}: the panic escaped the drain");
+        assert_eq!(destroyed.load(Ordering::SeqCst), 1, "{policy}");
+        assert_eq!(queue.finalizer_panics(), 1, "{policy}");
+        assert_eq!(queue.outstanding(), 0, "{policy}");
+        queue.push(Box::new(Note));
+        assert_eq!(queue.metrics().schedules_requested, 2, "{policy}");
+        queue.drain();
+        assert!(queue.is_empty(), "{policy}");
+    }
+
     /// A shield that panics must not unwind out of the drain (which left the
     /// flag held and the drain outstanding for good); the state is still
     /// destroyed, unshielded.
     #[test]
     fn a_panicking_shield_neither_escapes_the_drain_nor_loses_the_state() {
         for policy in [Policy::Shielded, Policy::Robust] {
-            let destroyed = Arc::new(AtomicU64::new(0));
-            let queue = CleanupQueue::new(policy, Arc::new(BrokenShield));
-            queue.push(Box::new(Counted(Arc::clone(&destroyed))));
-            let drained = catch_unwind(AssertUnwindSafe(|| queue.drain()));
-            assert!(drained.is_ok(), "{policy}: the panic escaped the drain");
-            assert_eq!(destroyed.load(Ordering::SeqCst), 1, "{policy}");
-            assert_eq!(queue.finalizer_panics(), 1, "{policy}");
-            assert_eq!(queue.outstanding(), 0, "{policy}");
-            queue.push(Box::new(Note));
-            assert_eq!(queue.metrics().schedules_requested, 2, "{policy}");
-        }
-    }
-
-    struct Counted(Arc<AtomicU64>);
-    impl Remains for Counted {
-        fn destroy(self: Box<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-        fn label(&self) -> String {
-            "a counted state".into()
-        }
-    }
-
-    /// Destroys fine, but its `label` (user code too) panics.
-    struct BadLabel(Arc<AtomicU64>);
-    impl Remains for BadLabel {
-        fn destroy(self: Box<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-        fn label(&self) -> String {
-            panic!("label() of a state panicked")
+            drain_survives_one_panic(policy, Arc::new(BrokenShield), false);
         }
     }
 
@@ -485,18 +487,7 @@ mod tests {
     #[test]
     fn a_panicking_label_neither_escapes_the_drain_nor_strands_the_queue() {
         for policy in Policy::ALL {
-            let destroyed = Arc::new(AtomicU64::new(0));
-            let queue = CleanupQueue::new(policy, Arc::new(crate::cleanup::Manual));
-            queue.push(Box::new(BadLabel(Arc::clone(&destroyed))));
-            let drained = catch_unwind(AssertUnwindSafe(|| queue.drain()));
-            assert!(drained.is_ok(), "{policy}: the panic escaped the drain");
-            assert_eq!(destroyed.load(Ordering::SeqCst), 1, "{policy}");
-            assert_eq!(queue.finalizer_panics(), 1, "{policy}");
-            assert_eq!(queue.outstanding(), 0, "{policy}");
-            queue.push(Box::new(Note));
-            assert_eq!(queue.metrics().schedules_requested, 2, "{policy}");
-            queue.drain();
-            assert!(queue.is_empty(), "{policy}");
+            drain_survives_one_panic(policy, Arc::new(crate::cleanup::Manual), true);
         }
     }
 
