@@ -580,7 +580,7 @@ fn a_signal_raised_on_another_thread_sets_the_main_breaker_only_on_3_13() {
             .run(GREEN, move |py| {
                 let t = py.spawn("raiser", move |py| {
                     // signal.raise_signal: raise() runs the C handler on
-                    // this thread, which holds the GIL.
+                    // this thread (with the GIL released around it).
                     py.raise_signal()?;
                     *record.lock() = Some(py.runtime().summary().main_breaker);
                     Ok(())
@@ -632,4 +632,42 @@ fn on_3_13_each_gil_take_trips_again_while_a_call_waits() {
     let stats = rt.stats();
     assert_eq!(stats.pending_calls_run, 2);
     assert!(stats.makes_recursive >= 50, "{stats:?}");
+}
+
+/// `signal.raise_signal` calls C `raise()` between `Py_BEGIN_ALLOW_THREADS`
+/// and `Py_END_ALLOW_THREADS` (`signal_raise_signal_impl`): the raiser drops
+/// the GIL and takes it back. On 3.13 that `take_gil` ends with
+/// `update_eval_breaker_for_thread`, so a main thread raising while a call
+/// waits behind the one it runs trips into one more recursive
+/// `make_pending_calls` at the check site after the call.
+#[test]
+fn raise_signal_drops_and_takes_the_gil_around_raise() {
+    let _serial = SERIAL.lock();
+    let rt = Runtime::new(PyVersion::V3_13);
+    rt.set_signal_handler("on_signal", |_: &Py| Ok(()));
+    let trips = Arc::new(Mutex::new(None));
+    let record = Arc::clone(&trips);
+    let outcome = rt
+        .run(GREEN, move |py| {
+            py.add_pending_call(move |py| {
+                let adder = py.spawn("adder", |py| {
+                    py.add_pending_call(|_| Ok(()))
+                        .map_err(|e| PyErr::exception("RuntimeError", e.to_string()))
+                })?;
+                py.join(&adder)?;
+                let before = py.runtime().stats().makes_recursive;
+                py.raise_signal()?;
+                let after = py.runtime().stats().makes_recursive;
+                *record.lock() = Some(after - before);
+                Ok(())
+            })
+            .map_err(|e| PyErr::exception("RuntimeError", e.to_string()))?;
+            py.loop_iter()
+        })
+        .unwrap();
+    assert!(matches!(outcome, Outcome::Finished(Ok(()))), "{outcome:?}");
+    let stats = rt.stats();
+    assert_eq!(stats.pending_calls_run, 2);
+    assert_eq!(stats.signal_handlers_run, 1);
+    assert_eq!(*trips.lock(), Some(1), "recursive makes after the raise");
 }

@@ -614,3 +614,113 @@ fn a_greenlet_force_unwound_before_its_body_ran_drops_its_closure() {
         "the closure of the greenlet unwound at thread exit was dropped"
     );
 }
+
+/// Set for the child process of
+/// `exit_from_a_greenlet_keeps_its_stack_marked_after_a_forced_unwind`.
+const MARK_CHILD: &str = "GREENLET_EXIT_STACK_MARK_CHILD";
+
+fn overflow(depth: u64) -> u64 {
+    let frame = std::hint::black_box([depth as u8; 512]);
+    if depth == u64::MAX {
+        return 0;
+    }
+    overflow(depth + 1) + u64::from(frame[3])
+}
+
+/// Run by the test below only: `exit()` from greenlet `exiter`, whose
+/// teardown force-unwinds a child that refuses every kill; a thread-local
+/// destroyed after the teardown then overflows the stack `exit()` still
+/// runs on.
+#[test]
+#[ignore = "child process of exit_from_a_greenlet_keeps_its_stack_marked_after_a_forced_unwind"]
+fn exit_stack_mark_child_process() {
+    struct OverflowOnDrop;
+    impl Drop for OverflowOnDrop {
+        fn drop(&mut self) {
+            eprintln!("child: overflowing the exiting greenlet's stack");
+            // The thread's alternate signal stack went with its
+            // thread-locals: without one the fault could not be handled at
+            // all. Leaked: the process dies here.
+            const ALT: usize = 256 * 1024;
+            // SAFETY: a fresh private anonymous mapping, handed to the kernel
+            // as this thread's signal stack and never unmapped.
+            let installed = unsafe {
+                let base = libc::mmap(
+                    std::ptr::null_mut(),
+                    ALT,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                );
+                assert_ne!(base, libc::MAP_FAILED);
+                let stack = libc::stack_t {
+                    ss_sp: base,
+                    ss_flags: 0,
+                    ss_size: ALT,
+                };
+                libc::sigaltstack(&stack, std::ptr::null_mut()) == 0
+            };
+            assert!(installed);
+            eprintln!("unreachable: {}", overflow(0));
+        }
+    }
+    thread_local! {
+        static LATE: OverflowOnDrop = const { OverflowOnDrop };
+    }
+    if std::env::var_os(MARK_CHILD).is_none() {
+        return;
+    }
+    // Registered before the greenlet state: destroyed after its teardown.
+    LATE.with(|_| {});
+    let _ = getcurrent();
+    let exiter = Greenlet::builder()
+        .name("exiter")
+        .stack_size(64 * 1024)
+        .spawn(|_| {
+            // Its parent is `exiter`: every kill comes back here.
+            let stubborn = Greenlet::new(|_| {
+                let parent = getcurrent().parent().unwrap();
+                loop {
+                    let _ = parent.switch(());
+                }
+            });
+            stubborn.switch(()).unwrap();
+            std::process::exit(7)
+        })
+        .unwrap();
+    exiter.switch(()).unwrap();
+    unreachable!("process::exit returned");
+}
+
+/// The teardown run by `exit()` from a greenlet force-unwinds the greenlets
+/// that refuse to die, each on its own stack; afterwards `exit()` goes on on
+/// the exiting greenlet's stack, which must be marked as the running one
+/// again so that an overflow there is still reported as that greenlet's.
+/// It was left unmarked, and the overflow died as a bare SIGSEGV.
+#[test]
+fn exit_from_a_greenlet_keeps_its_stack_marked_after_a_forced_unwind() {
+    let exe = std::env::current_exe().expect("test binary path");
+    let out = std::process::Command::new(exe)
+        .args([
+            "--exact",
+            "exit_stack_mark_child_process",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(MARK_CHILD, "1")
+        .output()
+        .expect("run the child");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("child: overflowing the exiting greenlet's stack"),
+        "the child did not get to the overflow: {}: {stderr}",
+        out.status
+    );
+    assert!(
+        stderr.contains("greenlet 'exiter' (id ") && stderr.contains("has overflowed its stack"),
+        "{}: {stderr}",
+        out.status
+    );
+}

@@ -1000,7 +1000,11 @@ pub(crate) unsafe fn force_unwind(ts: *mut ThreadState, core: &Arc<Core>) {
             if catch_unwind(AssertUnwindSafe(|| co.force_unwind())).is_err() {
                 eprintln!("greenlet: unwinding {} raised a panic", core.label());
             }
-            stack::running(None);
+            // Back on the caller's stack: marked again (none for main; the
+            // stack of the greenlet that called `exit()` otherwise, which
+            // its record keeps while it runs). `previous` is the caller's
+            // live record (main, or registered), read briefly.
+            stack::running((*(*previous).local()).stack.as_ref());
         }
         (*ts).current = previous;
         (*ts).set_unwinding(ptr::null());

@@ -1734,11 +1734,13 @@ impl Py {
         self.run_pending_calls()
     }
 
-    /// `signal.raise_signal` from this thread: C `raise()` runs the C
-    /// handler on this thread. On 3.11/3.12 a non-main raiser therefore
-    /// leaves the main thread's breaker clear until the main thread next
-    /// takes the GIL (see [`Runtime::raise_signal`] for a signal sent to the
-    /// process).
+    /// `signal.raise_signal` from this thread (`signal_raise_signal_impl`):
+    /// C `raise()` between `Py_BEGIN_ALLOW_THREADS` and
+    /// `Py_END_ALLOW_THREADS`, so the C handler runs on this thread with the
+    /// GIL released, and `take_gil` follows. On 3.11/3.12 a non-main raiser
+    /// therefore leaves the main thread's breaker clear until the main
+    /// thread next takes the GIL (see [`Runtime::raise_signal`] for a signal
+    /// sent to the process).
     ///
     /// # Examples
     /// ```
@@ -1756,8 +1758,10 @@ impl Py {
     /// ```
     pub fn raise_signal(&self) -> PyResult<()> {
         self.c_function(|| {
+            // Py_BEGIN_ALLOW_THREADS; raise(); Py_END_ALLOW_THREADS
+            self.release_gil();
             trip_signal(&self.shared, self.idx);
-            Ok(())
+            self.take_gil()
         })
     }
 
