@@ -479,7 +479,8 @@ fn an_unstarted_greenlet_dropped_elsewhere_drops_its_closure_on_the_owner() {
 const EXIT_CHILD: &str = "GREENLET_EXIT_FROM_GREENLET_CHILD";
 
 /// Run by the test below only: calls `std::process::exit(7)` from inside a
-/// greenlet, with another greenlet suspended and the stack pool full.
+/// greenlet, with the stack pool full and another greenlet suspended that
+/// would switch to main if it saw its exit.
 #[test]
 #[ignore = "child process of process_exit_from_a_greenlet_leaves_the_stack_it_runs_on_alone"]
 fn exit_from_greenlet_child_process() {
@@ -502,9 +503,15 @@ fn exit_from_greenlet_child_process() {
         .map(|_| greenlet::coroutine::acquire_stack(SIZE).unwrap())
         .collect();
     drop(stacks);
+    // Catches whatever is thrown into it and switches to main, which would
+    // resume main's code below in the middle of `exit()`.
     let other = Greenlet::new(|_| {
         let _local = Say("the suspended greenlet's local");
-        getcurrent().parent().unwrap().switch(())?;
+        let main = getcurrent().parent().unwrap();
+        if main.switch(()).is_err() {
+            eprintln!("child: the suspended greenlet caught its exit");
+            main.switch(())?;
+        }
         Ok(().into())
     });
     other.switch(()).unwrap();
@@ -525,7 +532,11 @@ fn exit_from_greenlet_child_process() {
 /// greenlet's stack. The teardown still unwinds the other suspended
 /// greenlets, but must not release the stack it is running on: here that
 /// stack would be unmapped under it (the pool is full) and the process would
-/// die of SIGSEGV instead of exiting with the code it asked for.
+/// die of SIGSEGV instead of exiting with the code it asked for. Nor may it
+/// throw the exit into them: main is suspended mid-code, and a greenlet that
+/// caught the exit and switched to main resumed main's code in the middle of
+/// `exit()` (here: main's `unreachable!` panicked, the process aborted).
+/// They are force-unwound instead: their destructors run, no handler does.
 #[test]
 fn process_exit_from_a_greenlet_leaves_the_stack_it_runs_on_alone() {
     let exe = std::env::current_exe().expect("test binary path");
@@ -550,6 +561,10 @@ fn process_exit_from_a_greenlet_leaves_the_stack_it_runs_on_alone() {
     assert!(
         stderr.contains("child: dropped the suspended greenlet's local"),
         "the other greenlet was unwound: {stderr}"
+    );
+    assert!(
+        !stderr.contains("caught its exit"),
+        "the exit was thrown into the other greenlet: {stderr}"
     );
 }
 

@@ -36,7 +36,10 @@
 //! hands the finalizers to the cleanup queue. Greenlets that keep running
 //! even through that are leaked (never resumed, their memory kept) rather
 //! than looped on. So is the greenlet that called `exit()`, which runs the
-//! thread-local destructors (and so the teardown) on that greenlet's stack.
+//! thread-local destructors (and so the teardown) on that greenlet's stack;
+//! there the other greenlets are force-unwound without a thrown exit first,
+//! since one that caught it could switch to main and resume main's code in
+//! the middle of `exit()`.
 //!
 //! # Differences from Python's greenlet
 //! - A greenlet belongs to the thread that created it, and its parent must

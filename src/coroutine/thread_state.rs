@@ -295,7 +295,17 @@ unsafe fn teardown(ts: *mut ThreadState) {
     // end; every access below is a short-lived one through the pointer.
     unsafe {
         let mut finalized: Vec<Arc<Core>> = Vec::new();
-        for round in 0..=EXIT_KILL_ROUNDS {
+        // `exit()` called from a greenlet runs this teardown on that
+        // greenlet's stack, with main suspended in the middle of its code: a
+        // victim that caught a thrown exit and switched to main would resume
+        // main's code inside `exit()`. There the greenlets are only
+        // force-unwound (their destructors run; a switch meanwhile fails).
+        let first_round = if ptr::eq((*ts).current, Arc::as_ptr(&(*ts).main)) {
+            0
+        } else {
+            EXIT_KILL_ROUNDS
+        };
+        for round in first_round..=EXIT_KILL_ROUNDS {
             dispatch::do_pending_work(ts);
             let victims = records::registered(ts, false);
             if victims.is_empty() {
