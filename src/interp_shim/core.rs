@@ -315,10 +315,11 @@ impl<C> InterpCore<C> {
     }
 
     /// Whether `_Py_FinishPendingCalls` (run by the main thread during
-    /// `Py_FinalizeEx`) calls `make_pending_calls` (again): 3.11/3.12 once,
-    /// when the main-thread queue has calls to do; 3.13 as long as calls are
-    /// queued (see [`VersionSpec::finish_until_empty`]; a `make_pending_calls`
-    /// on an empty ring would only clear the main thread's bit).
+    /// `Py_FinalizeEx`) calls `make_pending_calls` (again) in the model:
+    /// 3.11/3.12 once, when the main-thread queue has calls to do; 3.13 as
+    /// long as calls are queued. Real 3.12 and 3.13 also make one when
+    /// nothing is queued; [`VersionSpec::finish_until_empty`] says why
+    /// leaving those out changes nothing.
     pub fn finish_pending_calls_wanted(&self) -> bool {
         if self.spec.finish_until_empty {
             !self.ring.is_empty()

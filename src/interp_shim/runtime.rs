@@ -1955,7 +1955,8 @@ impl Py {
         others.into_iter().for_each(|(h, _)| join_reporting(h));
         if self.take_gil().is_ok() {
             // _Py_FinishPendingCalls: one make_pending_calls if calls_to_do
-            // (3.11/3.12), or makes until the ring is empty (3.13)
+            // (3.11/3.12), or makes until the ring is empty (3.13); the
+            // makes with nothing to run are left out (VersionSpec docs)
             loop {
                 let (wanted, repeats) = {
                     let st = self.lock();

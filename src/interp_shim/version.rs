@@ -138,7 +138,15 @@ pub struct VersionSpec {
     /// failed (3.13: `do { ... } while (npending > 0)`; checked on 3.13.0
     /// with `probes/finish_pending_calls.py`: 32 calls queued at
     /// finalization by a call run there all run before `atexit`, one make
-    /// running at most 32 of the 33). 3.11/3.12 make one, if `calls_to_do`.
+    /// running at most 32 of the 33). 3.11/3.12 make one: 3.11 only if
+    /// `calls_to_do` is set, 3.12 always (`probes/finish_pending_calls_entry.sh`
+    /// disassembles the installed 3.11.7, 3.12.1 and 3.13.0). The model makes
+    /// one only when it can run something: on 3.12 `calls_to_do` is clear
+    /// only while the ring is empty (it is cleared by a claimed make alone,
+    /// which then runs every queued call, the ring holding fewer than its
+    /// loop bound, and each call added meanwhile sets it again), and 3.13's
+    /// first make with nothing queued would only clear the main thread's bit
+    /// before `Py_FinalizeEx` goes on; so the omitted makes change nothing.
     pub finish_until_empty: bool,
 }
 

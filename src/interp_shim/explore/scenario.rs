@@ -49,7 +49,11 @@ pub(crate) enum Op {
     SetEvent(u8),
     /// `Py_FinalizeEx`'s `_Py_FinishPendingCalls`: if `calls_to_do` is set,
     /// run `make_pending_calls` once (3.11/3.12); while calls are queued,
-    /// run it again and again (3.13).
+    /// run it again and again (3.13). See
+    /// [`VersionSpec::finish_until_empty`](crate::interp_shim::VersionSpec::finish_until_empty)
+    /// for the makes with nothing to run that real 3.12/3.13 add. A make
+    /// still running here (never, in these scenarios) would stop 3.13 after
+    /// one refused try; CPython would retry for ever.
     FinishPendingCalls,
     /// `Py_FinalizeEx` sets the runtime finalizing; the cleanup queue is
     /// finalized with it; the main thread runs no more Python code.
