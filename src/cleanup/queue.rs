@@ -166,15 +166,17 @@ impl CleanupQueue {
         self.core.lock().metrics()
     }
 
-    /// Finalizers (and [`Remains::label`]s) that panicked during a drain
-    /// (each reported on stderr; the drain went on).
+    /// Finalizers, [`Remains::label`]s and [`Scheduler::shield`]s that
+    /// panicked during a drain (each reported on stderr; the drain went on).
     pub fn finalizer_panics(&self) -> u64 {
         self.finalizer_panics.load(Ordering::Relaxed)
     }
 
     /// Enqueue a state (greenlet's `AddToCleanupQueue`), scheduling a drain
     /// if the policy says so. Runs no user code under the lock. A scheduler
-    /// that panics is reported and counted as a refusal.
+    /// that panics is reported and counted as a refusal, so a scheduler must
+    /// not panic after it has arranged the drain (that drain would then be
+    /// counted twice as gone: harmless, but the counters would be off).
     pub fn push(self: &Arc<Self>, state: Box<dyn Remains>) {
         let action = self.core.lock().push(state);
         match action {
