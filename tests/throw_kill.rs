@@ -515,6 +515,25 @@ fn refuse_child_process() {
     }
     drop(stubborn("immortal-reported"));
     eprintln!("child: control came back after the drop");
+    // A destructor run by a forced unwind at thread exit drops the last
+    // handle of another greenlet: its kill cannot switch, so it fails in
+    // the dropping greenlet without reaching the victim.
+    struct DropOnUnwind(Rc<RefCell<Option<Greenlet>>>);
+    impl Drop for DropOnUnwind {
+        fn drop(&mut self) {
+            drop(self.0.borrow_mut().take());
+        }
+    }
+    std::thread::spawn(|| {
+        // The holder is older, so the exit unwinds it before the victim.
+        let slot = Rc::new(RefCell::new(None));
+        let holder = stubborn_holding("holder", DropOnUnwind(Rc::clone(&slot)));
+        *slot.borrow_mut() = Some(stubborn_holding("unreached", ()));
+        drop(slot);
+        std::mem::forget(holder); // only the thread's exit unwinds it
+    })
+    .join()
+    .unwrap();
 }
 
 /// The warning for a greenlet that survives the kill of its last handle's
@@ -545,6 +564,15 @@ fn a_greenlet_that_refuses_to_die_on_drop_is_reported_by_name() {
         .position(|l| l == "child: control came back after the drop")
         .unwrap_or_else(|| panic!("the drop did not return; stderr: {stderr}"));
     assert!(warning < back, "warned before the drop returned: {stderr}");
+    let unreached = stderr
+        .lines()
+        .find(|l| l.contains("did not kill") && l.contains("'unreached'"))
+        .unwrap_or_else(|| panic!("no warning naming 'unreached'; stderr: {stderr}"));
+    assert!(
+        unreached.contains("the kill failed in the dropping greenlet")
+            && !unreached.contains("caught the exit"),
+        "{unreached}"
+    );
 }
 
 /// Throwing into an unstarted greenlet sends the error up its parent chain:

@@ -934,9 +934,18 @@ unsafe fn finalize_or_kill(ts: *mut ThreadState, core: &Arc<Core>) {
             // SAFETY: guaranteed by the caller.
             let result = unsafe { kill(ts, core) };
             if core.flags() & DEAD == 0 {
+                // Switched back with a value, or the kill failed in the
+                // caller before reaching it (e.g. a switch from a greenlet
+                // being force-unwound).
+                let why = match &result {
+                    Ok(()) | Err(GreenletError::KillIgnored { .. }) => {
+                        "it caught the exit and switched away".to_string()
+                    }
+                    Err(err) => format!("the kill failed in the dropping greenlet ({err})"),
+                };
                 eprintln!(
-                    "greenlet: GreenletExit did not kill {} (its last handle was dropped): it caught \
-                     the exit and switched away; leaking it until its thread exits",
+                    "greenlet: GreenletExit did not kill {} (its last handle was dropped): {why}; \
+                     leaking it until its thread exits",
                     core.label()
                 );
                 return;
