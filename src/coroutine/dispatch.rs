@@ -931,21 +931,19 @@ unsafe fn finalize_or_kill(ts: *mut ThreadState, core: &Arc<Core>) {
             // another event, and so on without bound (a stack overflow).
             // Killed, it is dead as well, and finalized as any dead one.
             core.mark(LEAKED);
+            // SAFETY: guaranteed by the caller; short reads.
+            if unsafe { !(*ts).unwinding().is_null() && (*ts).unwinding() == (*ts).current } {
+                // Dropped by a destructor of a greenlet being force-unwound,
+                // which cannot switch: the thread's exit unwinds it later.
+                report_unkillable_now(core);
+                return;
+            }
             // SAFETY: guaranteed by the caller.
             let result = unsafe { kill(ts, core) };
             if core.flags() & DEAD == 0 {
-                // Switched back with a value, or the kill failed in the
-                // caller before reaching it (e.g. a switch from a greenlet
-                // being force-unwound).
-                let why = match &result {
-                    Ok(()) | Err(GreenletError::KillIgnored { .. }) => {
-                        "it caught the exit and switched away".to_string()
-                    }
-                    Err(err) => format!("the kill failed in the dropping greenlet ({err})"),
-                };
                 eprintln!(
-                    "greenlet: GreenletExit did not kill {} (its last handle was dropped): {why}; \
-                     leaking it until its thread exits",
+                    "greenlet: GreenletExit did not kill {} (its last handle was dropped): it caught \
+                     the exit and switched away; leaking it until its thread exits",
                     core.label()
                 );
                 return;
@@ -966,6 +964,19 @@ unsafe fn finalize_or_kill(ts: *mut ThreadState, core: &Arc<Core>) {
         // The callers drop `core` afterwards.
         Core::finalize_unreachable(core, 1 + usize::from(registered.is_some()));
     }
+}
+
+/// Warn that a dropped greenlet cannot be killed now: its last handle went
+/// in a destructor run by the forced unwind of another greenlet, which
+/// cannot switch.
+#[cold]
+#[inline(never)]
+fn report_unkillable_now(core: &Core) {
+    eprintln!(
+        "greenlet: cannot kill {} now (its last handle was dropped by a greenlet being \
+         force-unwound, which cannot switch); leaking it until its thread exits unwinds it",
+        core.label()
+    );
 }
 
 /// Last resort at thread exit: unwind `core`'s stack with corosensei's
