@@ -6,9 +6,10 @@
 //! itself to run the ignored `child_process` test with an environment
 //! variable saying what to do.
 
+mod common;
+
 use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
-use std::process::Command;
 
 use greenlet::coroutine::acquire_stack;
 use greenlet::{Greenlet, Value};
@@ -29,12 +30,7 @@ fn recurse(depth: u64) -> u64 {
 }
 
 fn run_child(mode: &str) -> (Option<i32>, String) {
-    let exe = std::env::current_exe().expect("test binary path");
-    let output = Command::new(exe)
-        .args(["--exact", "child_process", "--ignored", "--test-threads=1"])
-        .env(CHILD_MODE, mode)
-        .output()
-        .expect("run the child");
+    let output = common::run_child_test("child_process", CHILD_MODE, mode);
     (
         output.status.signal(),
         String::from_utf8_lossy(&output.stderr).into_owned(),

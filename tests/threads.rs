@@ -2,6 +2,8 @@
 //! exit unwinding suspended greenlets and running finalizers (main greenlets
 //! included, through the cleanup queue).
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
@@ -539,18 +541,7 @@ fn exit_from_greenlet_child_process() {
 /// They are force-unwound instead: their destructors run, no handler does.
 #[test]
 fn process_exit_from_a_greenlet_leaves_the_stack_it_runs_on_alone() {
-    let exe = std::env::current_exe().expect("test binary path");
-    let out = std::process::Command::new(exe)
-        .args([
-            "--exact",
-            "exit_from_greenlet_child_process",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(EXIT_CHILD, "1")
-        .output()
-        .expect("run the child");
+    let out = common::run_child_test("exit_from_greenlet_child_process", EXIT_CHILD, "1");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("child: exiting from a greenlet"),
@@ -715,18 +706,7 @@ fn exit_stack_mark_child_process() {
 /// It was left unmarked, and the overflow died as a bare SIGSEGV.
 #[test]
 fn exit_from_a_greenlet_keeps_its_stack_marked_after_a_forced_unwind() {
-    let exe = std::env::current_exe().expect("test binary path");
-    let out = std::process::Command::new(exe)
-        .args([
-            "--exact",
-            "exit_stack_mark_child_process",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(MARK_CHILD, "1")
-        .output()
-        .expect("run the child");
+    let out = common::run_child_test("exit_stack_mark_child_process", MARK_CHILD, "1");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("child: overflowing the exiting greenlet's stack"),

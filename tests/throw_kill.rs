@@ -2,6 +2,8 @@
 //! from another thread), greenlets that refuse to die, and parent checks
 //! (in the spirit of greenlet's test_throw.py and test_greenlet.py).
 
+mod common;
+
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -541,18 +543,7 @@ fn refuse_child_process() {
 /// from a child process.
 #[test]
 fn a_greenlet_that_refuses_to_die_on_drop_is_reported_by_name() {
-    let exe = std::env::current_exe().expect("test binary path");
-    let out = std::process::Command::new(exe)
-        .args([
-            "--exact",
-            "refuse_child_process",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(REFUSE_CHILD, "1")
-        .output()
-        .expect("run the child");
+    let out = common::run_child_test("refuse_child_process", REFUSE_CHILD, "1");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{}: {stderr}", out.status);
     let warning = stderr
