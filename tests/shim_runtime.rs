@@ -601,6 +601,16 @@ fn a_signal_raised_on_another_thread_sets_the_main_breaker_only_on_3_13() {
     }
 }
 
+/// From a running pending call: another thread queues a second call (which
+/// waits behind the running one) and is joined.
+fn queue_a_call_behind(py: &Py) -> PyResult<()> {
+    let adder = py.spawn("adder", |py| {
+        py.add_pending_call(|_| Ok(()))
+            .map_err(|e| PyErr::exception("RuntimeError", e.to_string()))
+    })?;
+    py.join(&adder)
+}
+
 /// 3.13's `take_gil` re-sets the main thread's `CALLS_TO_DO` bit while the
 /// main-thread queue holds calls (`update_eval_breaker_for_thread`): a
 /// running call that sleeps while another waits behind it makes one
@@ -614,11 +624,7 @@ fn on_3_13_each_gil_take_trips_again_while_a_call_waits() {
     let outcome = rt
         .run(GREEN, |py| {
             py.add_pending_call(|py| {
-                let adder = py.spawn("adder", |py| {
-                    py.add_pending_call(|_| Ok(()))
-                        .map_err(|e| PyErr::exception("RuntimeError", e.to_string()))
-                })?;
-                py.join(&adder)?;
+                queue_a_call_behind(py)?;
                 for _ in 0..50 {
                     py.sleep(Duration::from_micros(100))?;
                 }
@@ -650,11 +656,7 @@ fn raise_signal_drops_and_takes_the_gil_around_raise() {
     let outcome = rt
         .run(GREEN, move |py| {
             py.add_pending_call(move |py| {
-                let adder = py.spawn("adder", |py| {
-                    py.add_pending_call(|_| Ok(()))
-                        .map_err(|e| PyErr::exception("RuntimeError", e.to_string()))
-                })?;
-                py.join(&adder)?;
+                queue_a_call_behind(py)?;
                 let before = py.runtime().stats().makes_recursive;
                 py.raise_signal()?;
                 let after = py.runtime().stats().makes_recursive;

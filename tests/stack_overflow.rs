@@ -8,6 +8,8 @@
 
 mod common;
 
+use common::recurse;
+
 use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
 
@@ -18,16 +20,6 @@ const CHILD_MODE: &str = "GREENLET_OVERFLOW_TEST_CHILD";
 
 /// Stack size the child's greenlets ask for.
 const SIZE: usize = 64 * 1024;
-
-/// Recurses without end (a 512-byte frame per call).
-#[inline(never)]
-fn recurse(depth: u64) -> u64 {
-    let frame = std::hint::black_box([depth as u8; 512]);
-    if depth == u64::MAX {
-        return 0;
-    }
-    recurse(depth + 1) + frame[7] as u64
-}
 
 fn run_child(mode: &str) -> (Option<i32>, String) {
     let output = common::run_child_test("child_process", CHILD_MODE, mode);

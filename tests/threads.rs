@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::{recurse, stubborn};
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
@@ -570,18 +572,6 @@ fn a_greenlet_force_unwound_before_its_body_ran_drops_its_closure() {
     let closure_dropped = Arc::new(AtomicUsize::new(0));
     let (c, seen) = (Arc::clone(&closure_dropped), Arc::clone(&closure_dropped));
     std::thread::spawn(move || {
-        let main = getcurrent();
-        let stubborn = |name: &str| {
-            let m = main.clone();
-            let g = Greenlet::builder()
-                .name(name)
-                .spawn(move |_| loop {
-                    let _ = m.switch(());
-                })
-                .unwrap();
-            g.switch(()).unwrap();
-            g
-        };
         let victims = Mutex::new(Some((stubborn("v1"), stubborn("v2"))));
         let guard = DropCounter(c);
         let late = Greenlet::builder()
@@ -625,14 +615,6 @@ fn a_greenlet_force_unwound_before_its_body_ran_drops_its_closure() {
 /// `exit_from_a_greenlet_keeps_its_stack_marked_after_a_forced_unwind`.
 const MARK_CHILD: &str = "GREENLET_EXIT_STACK_MARK_CHILD";
 
-fn overflow(depth: u64) -> u64 {
-    let frame = std::hint::black_box([depth as u8; 512]);
-    if depth == u64::MAX {
-        return 0;
-    }
-    overflow(depth + 1) + u64::from(frame[3])
-}
-
 /// Run by the test below only: `exit()` from greenlet `exiter`, whose
 /// teardown force-unwinds a child that refuses every kill; a thread-local
 /// destroyed after the teardown then overflows the stack `exit()` still
@@ -668,7 +650,7 @@ fn exit_stack_mark_child_process() {
                 libc::sigaltstack(&stack, std::ptr::null_mut()) == 0
             };
             assert!(installed);
-            eprintln!("unreachable: {}", overflow(0));
+            eprintln!("unreachable: {}", recurse(0));
         }
     }
     thread_local! {
@@ -685,13 +667,7 @@ fn exit_stack_mark_child_process() {
         .stack_size(64 * 1024)
         .spawn(|_| {
             // Its parent is `exiter`: every kill comes back here.
-            let stubborn = Greenlet::new(|_| {
-                let parent = getcurrent().parent().unwrap();
-                loop {
-                    let _ = parent.switch(());
-                }
-            });
-            stubborn.switch(()).unwrap();
+            let _stubborn = stubborn("stubborn");
             std::process::exit(7)
         })
         .unwrap();

@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::{stubborn, stubborn_holding};
+
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -134,29 +136,6 @@ fn kill_returns_to_the_killer_even_with_another_parent() {
     g.kill().unwrap();
     assert!(g.is_dead());
     assert!(p.is_active(), "the parent was not resumed");
-}
-
-/// A started greenlet named `name`, suspended in a loop that swallows
-/// everything thrown into it, `GreenletExit` included.
-fn stubborn(name: &str) -> Greenlet {
-    stubborn_holding(name, ())
-}
-
-/// [`stubborn`], with `guard` as a local of its body: dropped only if its
-/// stack is unwound.
-fn stubborn_holding<T: 'static>(name: &str, guard: T) -> Greenlet {
-    let g = Greenlet::builder()
-        .name(name)
-        .spawn(move |_| {
-            let _guard = guard;
-            let main = getcurrent().parent().unwrap();
-            loop {
-                let _ = main.switch(());
-            }
-        })
-        .unwrap();
-    g.switch(()).unwrap();
-    g
 }
 
 #[test]

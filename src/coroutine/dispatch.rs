@@ -320,7 +320,7 @@ unsafe fn transfer_slow(ts: *mut ThreadState, target: &Arc<Core>, kind: Kind) ->
     // pointers used are kept alive by the registry or the state's `main`.
     unsafe {
         let payload = take_slot(ts);
-        if !(*ts).unwinding().is_null() && (*ts).unwinding() == (*ts).current {
+        if (*ts).current_is_unwinding() {
             // A switch from a greenlet being force-unwound (a destructor run
             // by the unwind): it cannot suspend (corosensei would unwind the
             // suspended switch again, inside that destructor, and a panic in
@@ -932,7 +932,7 @@ unsafe fn finalize_or_kill(ts: *mut ThreadState, core: &Arc<Core>) {
             // Killed, it is dead as well, and finalized as any dead one.
             core.mark(LEAKED);
             // SAFETY: guaranteed by the caller; short reads.
-            if unsafe { !(*ts).unwinding().is_null() && (*ts).unwinding() == (*ts).current } {
+            if unsafe { (*ts).current_is_unwinding() } {
                 // Dropped by a destructor of a greenlet being force-unwound,
                 // which cannot switch: the thread's exit unwinds it later.
                 report_unkillable_now(core);

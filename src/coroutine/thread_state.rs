@@ -114,7 +114,7 @@ pub(crate) struct ThreadState {
     /// True when `retiring`, `deferred` or `trace_pending` needs attention.
     pub(crate) work: bool,
     /// The thread's trace hook; written only through
-    /// [`ThreadState::replace_trace_hook`], which keeps `slow_switch` true.
+    /// [`ThreadState::replace_trace_hook`], which keeps `slow_switch` in step.
     trace_hook: Option<TraceHook>,
     /// A trace hook is running: no nested events.
     pub(crate) in_trace: bool,
@@ -151,6 +151,12 @@ impl ThreadState {
     /// The greenlet being force-unwound, or null.
     pub(crate) fn unwinding(&self) -> *const Core {
         self.unwinding
+    }
+
+    /// Whether the running greenlet is the one being force-unwound (a
+    /// destructor run by the unwind is running): it cannot switch away.
+    pub(crate) fn current_is_unwinding(&self) -> bool {
+        !self.unwinding.is_null() && ptr::eq(self.unwinding, self.current)
     }
 
     /// Mark `core` (or nothing, with null) as the greenlet being force-unwound.

@@ -20,3 +20,40 @@ pub fn run_child_test(test: &str, var: &str, value: &str) -> Output {
         .output()
         .expect("run the child")
 }
+
+/// A started greenlet named `name`, suspended in a loop that swallows
+/// everything thrown into it, `GreenletExit` included; it switches to its
+/// parent each time.
+#[allow(dead_code)] // not every test binary uses every helper
+pub fn stubborn(name: &str) -> greenlet::Greenlet {
+    stubborn_holding(name, ())
+}
+
+/// [`stubborn`], with `guard` as a local of its body: dropped only if its
+/// stack is unwound.
+#[allow(dead_code)]
+pub fn stubborn_holding<T: 'static>(name: &str, guard: T) -> greenlet::Greenlet {
+    let g = greenlet::Greenlet::builder()
+        .name(name)
+        .spawn(move |_| {
+            let _guard = guard;
+            let parent = greenlet::getcurrent().parent().unwrap();
+            loop {
+                let _ = parent.switch(());
+            }
+        })
+        .unwrap();
+    g.switch(()).unwrap();
+    g
+}
+
+/// Recurses without end (a 512-byte frame per call): overflows the stack.
+#[allow(dead_code)]
+#[inline(never)]
+pub fn recurse(depth: u64) -> u64 {
+    let frame = std::hint::black_box([depth as u8; 512]);
+    if depth == u64::MAX {
+        return 0;
+    }
+    recurse(depth + 1) + u64::from(frame[7])
+}
