@@ -2,7 +2,9 @@
 //! the real GIL of `interp_shim::Runtime`), each forced into the explorer's
 //! interleaving by the cleanup queue's test probe ([`DrainPoint`]) and by
 //! gates in the dying threads' thread-local destructors (where a dying
-//! thread pushes its state, without the GIL). Under the policy the explorer
+//! thread pushes its state, without the GIL; those runtimes run with
+//! [`ExitOrder::Racing`], since the gates wait for the main thread's Python
+//! code). Under the policy the explorer
 //! convicts, each replay hangs and the watchdog reports it; under the
 //! recommended policy ([`Policy::default`]) the same schedule finishes with
 //! every state destroyed.
@@ -16,7 +18,8 @@ use std::time::{Duration, Instant};
 use greenlet::cleanup::{CleanupQueue, DrainPoint, Metrics, Policy, Remains};
 use greenlet::interp_shim::scenarios::{seed, SeedConfig, TraceMode};
 use greenlet::interp_shim::{
-    Event, HangReport, Hook, Outcome, PendingCallScheduler, Py, PyErr, PyVersion, Runtime, Watchdog,
+    Event, ExitOrder, HangReport, Hook, Outcome, PendingCallScheduler, Py, PyErr, PyVersion,
+    Runtime, Watchdog,
 };
 use parking_lot::Mutex;
 
@@ -209,6 +212,7 @@ impl Replay {
 fn churn_replay(policy: Policy, timeout: Duration) -> Replay {
     let _serial = SERIAL.lock();
     let rt = Runtime::new(PyVersion::V3_11);
+    rt.set_exit_order(ExitOrder::Racing);
     let queue = new_queue(&rt, policy);
     let (go_tx, go_rx) = channel();
     let (pushed_tx, pushed_rx) = channel();
@@ -293,6 +297,7 @@ fn full_ring_replay(policy: Policy, timeout: Duration) -> Replay {
     let _serial = SERIAL.lock();
     let version = PyVersion::V3_11;
     let rt = Runtime::new(version);
+    rt.set_exit_order(ExitOrder::Racing);
     let queue = new_queue(&rt, policy);
     let refused = Event::new(&rt);
     let filled = Event::new(&rt);
@@ -403,6 +408,7 @@ fn full_ring_replay_passes_under_the_default_policy() {
 fn busy_loop_replay(policy: Policy, timeout: Duration) -> Replay {
     let _serial = SERIAL.lock();
     let rt = Runtime::new(PyVersion::V3_11);
+    rt.set_exit_order(ExitOrder::Racing);
     let queue = new_queue(&rt, policy);
     let (x_go_tx, x_go_rx) = channel::<()>();
     let (x_added_tx, x_added_rx) = channel::<()>();
@@ -456,7 +462,9 @@ fn busy_loop_replay_passes_under_the_default_policy() {
 }
 
 /// The seed counterexample of `legacy`: the scenario's own synchronization
-/// (A's finalizer waits until B is queued) forces the explorer's schedule.
+/// (A's finalizer waits until B is queued) and the runtime's settled exit
+/// order (B's pending call is added before the finalizer has the GIL back)
+/// force the explorer's schedule.
 #[test]
 fn seed_replay_livelocks_legacy_and_passes_the_default_policy() {
     let _serial = SERIAL.lock();

@@ -11,7 +11,7 @@ use greenlet::cleanup::Policy;
 use greenlet::interp_shim::cli::{parse_churn_args, parse_reproduce_args};
 use greenlet::interp_shim::scenarios::{seed, SeedConfig, TraceMode};
 use greenlet::interp_shim::{
-    Event, Hook, Outcome, Py, PyErr, PyResult, PyVersion, RunError, Runtime, Watchdog,
+    Event, ExitOrder, Hook, Outcome, Py, PyErr, PyResult, PyVersion, RunError, Runtime, Watchdog,
 };
 use parking_lot::Mutex;
 
@@ -672,4 +672,96 @@ fn raise_signal_drops_and_takes_the_gil_around_raise() {
     assert_eq!(stats.pending_calls_run, 2);
     assert_eq!(stats.signal_handlers_run, 1);
     assert_eq!(*trips.lock(), Some(1), "recursive makes after the raise");
+}
+
+/// The runtime's schedule rule: a GIL take waits while another thread runs
+/// its thread-local destructors (where greenlet queues a dying thread's
+/// state without the GIL), so live runs follow an idle machine's order on a
+/// loaded one too. A destructor that takes 200 ms is over by the time
+/// `Thread.join` has the GIL back, and by the time a main thread polling
+/// with `time.sleep(0.001)` sees the thread's state gone.
+#[test]
+fn a_gil_take_waits_for_a_dying_threads_thread_local_destructors() {
+    struct Slow(Arc<AtomicUsize>);
+    impl Drop for Slow {
+        fn drop(&mut self) {
+            std::thread::sleep(Duration::from_millis(200));
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    thread_local! {
+        static SLOW: std::cell::RefCell<Option<Slow>> = const { std::cell::RefCell::new(None) };
+    }
+    let _serial = SERIAL.lock();
+    let rt = Runtime::new(PyVersion::V3_11);
+    let (go_first, go_second) = (Event::new(&rt), Event::new(&rt));
+    let ended = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&ended);
+    let outcome = rt
+        .run(GREEN, move |py| {
+            let spawn_dying = |py: &Py, go: &Event| {
+                let (ended, go) = (Arc::clone(&seen), go.clone());
+                py.spawn("dying", move |py| {
+                    py.wait(&go)?;
+                    py.c_call(|| SLOW.with(|s| *s.borrow_mut() = Some(Slow(ended))))
+                })
+            };
+            let joined = spawn_dying(py, &go_first)?;
+            py.c_call(|| go_first.set())?;
+            py.join(&joined)?;
+            let after_join = seen.load(Ordering::SeqCst);
+            let polled = spawn_dying(py, &go_second)?;
+            py.c_call(|| go_second.set())?;
+            while py.is_alive(&polled)? {
+                py.sleep(Duration::from_millis(1))?;
+                py.loop_iter()?;
+            }
+            Ok((after_join, seen.load(Ordering::SeqCst)))
+        })
+        .unwrap();
+    let Outcome::Finished(Ok((after_join, after_poll))) = outcome else {
+        panic!("{outcome:?}");
+    };
+    assert_eq!(after_join, 1, "join took the GIL back mid-destructor");
+    assert_eq!(after_poll, 2, "a sleep took the GIL back mid-destructor");
+}
+
+/// With [`ExitOrder::Racing`] a GIL take does not wait: the main thread's
+/// `Thread.join` returns and runs Python code while the dying thread's
+/// destructor is blocked on a gate that only that code opens (under the
+/// settled order this would be the hang the module docs warn of).
+#[test]
+fn racing_exits_let_python_code_run_during_a_dying_threads_destructors() {
+    struct Gated(Option<std::sync::mpsc::Receiver<()>>, Arc<AtomicUsize>);
+    impl Drop for Gated {
+        fn drop(&mut self) {
+            if let Some(gate) = self.0.take() {
+                let opened = gate.recv_timeout(Duration::from_secs(20)).is_ok();
+                self.1.store(if opened { 1 } else { 2 }, Ordering::SeqCst);
+            }
+        }
+    }
+    thread_local! {
+        static GATED: std::cell::RefCell<Option<Gated>> = const { std::cell::RefCell::new(None) };
+    }
+    let _serial = SERIAL.lock();
+    let rt = Runtime::new(PyVersion::V3_11);
+    rt.set_exit_order(ExitOrder::Racing);
+    let ended = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&ended);
+    let (open, gate) = std::sync::mpsc::channel();
+    let outcome = rt
+        .run(GREEN, move |py| {
+            let state = Gated(Some(gate), Arc::clone(&seen));
+            let dying = py.spawn("dying", move |py| {
+                py.c_call(|| GATED.with(|s| *s.borrow_mut() = Some(state)))
+            })?;
+            py.join(&dying)?;
+            let during = py.call("during", |py| py.c_call(|| seen.load(Ordering::SeqCst)))?;
+            open.send(()).expect("the destructor waits");
+            Ok(during)
+        })
+        .unwrap();
+    assert!(matches!(outcome, Outcome::Finished(Ok(0))), "{outcome:?}");
+    assert_eq!(ended.load(Ordering::SeqCst), 1, "the gate was opened");
 }

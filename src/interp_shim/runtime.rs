@@ -34,8 +34,28 @@
 //! - Once finalization has begun, a daemon thread blocked in a sleep, wait
 //!   or join stops blocking and ends at its GIL take, as it would in CPython
 //!   when it next woke; the harness then joins its OS thread.
+//!
+//! # One schedule rule (a choice among CPython's schedules)
+//! A thread whose thread state is deleted still runs its OS thread's
+//! thread-local destructors, without the GIL; greenlet queues the dying
+//! thread's state there and may call `Py_AddPendingCall`. In CPython another
+//! thread can take the GIL and run Python code meanwhile, so whether that code
+//! sees the queued state before or after the pending call was added depends
+//! on the OS scheduler: on an idle machine the destructors take microseconds
+//! and a `time.sleep(0.001)` outlasts them, on a loaded one they may not. The
+//! live runtime fixes that order by default ([`ExitOrder::Settled`]): a GIL
+//! take waits while another thread is still in its thread-local destructors.
+//! Every live run therefore follows the idle machine's order, and the seed's
+//! livelock reproduces on every run, not only on most; the
+//! [explorer](super::explore) covers the other orders. The end of the
+//! destructors is seen by a thread-local set first on each model thread,
+//! whose destructor runs last. A destructor that waits for another model
+//! thread to take the GIL would hang under this rule (the watchdog reports
+//! it); greenlet's never does, but a test that replays one of the explorer's
+//! other orders with gates in the destructors does, and runs with
+//! [`ExitOrder::Racing`].
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
@@ -55,6 +75,30 @@ use super::MAIN_THREAD;
 /// CPython's default switch interval (`sys.getswitchinterval()`): a thread
 /// waiting this long for the GIL asks the holder to drop it.
 pub const SWITCH_INTERVAL: Duration = Duration::from_millis(5);
+
+/// Where a dying thread's thread-local destructors fall relative to the
+/// other threads' GIL takes (see the module documentation).
+///
+/// # Examples
+/// ```
+/// use greenlet::interp_shim::{ExitOrder, PyVersion, Runtime};
+///
+/// let rt = Runtime::new(PyVersion::V3_11);
+/// assert_eq!(rt.exit_order(), ExitOrder::Settled); // the default
+/// rt.set_exit_order(ExitOrder::Racing); // a test that orders them itself
+/// assert_eq!(rt.exit_order(), ExitOrder::Racing);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ExitOrder {
+    /// No thread takes the GIL while another runs its thread-local
+    /// destructors: an idle machine's order, the same on every run.
+    #[default]
+    Settled,
+    /// The destructors run alongside the other threads, as in CPython, and
+    /// the OS decides: for tests that force an order themselves (gates in
+    /// the destructors that wait for another thread's Python code).
+    Racing,
+}
 
 /// The id of a queued pending call (what the core's ring holds).
 pub type CallId = u64;
@@ -294,7 +338,27 @@ struct ThreadSlot {
     frames: Vec<&'static str>,
     /// The thread state was deleted (`Thread.join` returns).
     finished: bool,
+    /// Its thread state is deleted and its OS thread is running its
+    /// thread-local destructors (where greenlet queues a dying thread's
+    /// state); under [`ExitOrder::Settled`] other threads' GIL takes wait for
+    /// it to end.
+    exiting: bool,
     redispatches: u64,
+}
+
+impl ThreadSlot {
+    fn new(name: String, daemon: bool, finished: bool) -> ThreadSlot {
+        ThreadSlot {
+            name,
+            daemon,
+            trace: Hook::Off,
+            profile: Hook::Off,
+            frames: Vec::new(),
+            finished,
+            exiting: false,
+            redispatches: 0,
+        }
+    }
 }
 
 type FinalizeHook = Box<dyn FnOnce() + Send>;
@@ -321,6 +385,20 @@ struct State {
     done: bool,
     /// The harness's cancel flag (see the module documentation).
     cancelled: bool,
+    exit_order: ExitOrder,
+}
+
+impl State {
+    /// Under [`ExitOrder::Settled`], whether thread `idx`'s GIL take waits:
+    /// another thread is in its thread-local destructors.
+    fn gil_waits_for_an_exit(&self, idx: ThreadIdx) -> bool {
+        self.exit_order == ExitOrder::Settled
+            && self
+                .threads
+                .iter()
+                .enumerate()
+                .any(|(i, t)| t.exiting && i != idx)
+    }
 }
 
 /// The runtime's state shared by its threads (held weakly by schedulers and
@@ -344,6 +422,26 @@ thread_local! {
     /// destructor, so it stays readable from other thread-local destructors
     /// during thread teardown (where a dying thread queues its greenlet state).
     static MODEL_THREAD: Cell<(u64, ThreadIdx)> = const { Cell::new((0, 0)) };
+
+    /// Set first thing on a spawned model thread, so that its destructor is
+    /// registered before any other thread-local's and runs after them all
+    /// (the standard library and glibc run thread-local destructors in the
+    /// reverse order of their registration): it ends the thread's exit.
+    static EXIT_GUARD: RefCell<Option<ExitGuard>> = const { RefCell::new(None) };
+}
+
+/// Ends a model thread's [`ThreadSlot::exiting`] when its OS thread's last
+/// thread-local destructor runs.
+struct ExitGuard {
+    shared: Arc<Shared>,
+    idx: ThreadIdx,
+}
+
+impl Drop for ExitGuard {
+    fn drop(&mut self) {
+        self.shared.state.lock().threads[self.idx].exiting = false;
+        self.shared.cond.notify_all();
+    }
 }
 
 impl Drop for Shared {
@@ -409,15 +507,7 @@ impl Runtime {
                 core: InterpCore::new(version),
                 callbacks: HashMap::new(),
                 next_call: 0,
-                threads: vec![ThreadSlot {
-                    name: "MainThread".into(),
-                    daemon: false,
-                    trace: Hook::Off,
-                    profile: Hook::Off,
-                    frames: Vec::new(),
-                    finished: false,
-                    redispatches: 0,
-                }],
+                threads: vec![ThreadSlot::new("MainThread".into(), false, false)],
                 foreign: None,
                 signal_handler: None,
                 tripped: false,
@@ -428,6 +518,7 @@ impl Runtime {
                 report_hook: None,
                 done: false,
                 cancelled: false,
+                exit_order: ExitOrder::default(),
             }),
             cond: Condvar::new(),
             ran: AtomicBool::new(false),
@@ -513,6 +604,40 @@ impl Runtime {
     /// ```
     pub fn is_finalizing(&self) -> bool {
         self.shared.state.lock().core.is_finalizing()
+    }
+
+    /// Where dying threads' thread-local destructors fall relative to the
+    /// other threads' GIL takes ([`ExitOrder::Settled`] unless set).
+    ///
+    /// # Examples
+    /// ```
+    /// use greenlet::interp_shim::{ExitOrder, PyVersion, Runtime};
+    ///
+    /// assert_eq!(Runtime::new(PyVersion::V3_13).exit_order(), ExitOrder::Settled);
+    /// ```
+    pub fn exit_order(&self) -> ExitOrder {
+        self.shared.state.lock().exit_order
+    }
+
+    /// Set where dying threads' thread-local destructors fall relative to
+    /// the other threads' GIL takes; from the next GIL take on.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{ExitOrder, PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// rt.set_exit_order(ExitOrder::Racing);
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
+    ///     let worker = py.spawn("worker", |_| Ok(()))?;
+    ///     py.join(&worker) // may return while the worker's destructors run
+    /// })
+    /// .unwrap();
+    /// ```
+    pub fn set_exit_order(&self, order: ExitOrder) {
+        self.shared.state.lock().exit_order = order;
+        self.shared.cond.notify_all();
     }
 
     /// Code run on every model thread (the main one included) as it starts,
@@ -706,15 +831,8 @@ impl Runtime {
             return foreign;
         }
         let idx = st.core.add_thread();
-        st.threads.push(ThreadSlot {
-            name: "<foreign OS thread>".into(),
-            daemon: false,
-            trace: Hook::Off,
-            profile: Hook::Off,
-            frames: Vec::new(),
-            finished: true,
-            redispatches: 0,
-        });
+        st.threads
+            .push(ThreadSlot::new("<foreign OS thread>".into(), false, true));
         st.foreign = Some(idx);
         idx
     }
@@ -882,6 +1000,12 @@ fn thread_main(
     body: impl FnOnce(&Py) -> PyResult<()>,
 ) {
     MODEL_THREAD.with(|m| m.set((shared.id, idx)));
+    EXIT_GUARD.with(|g| {
+        *g.borrow_mut() = Some(ExitGuard {
+            shared: Arc::clone(&shared),
+            idx,
+        });
+    });
     let init = shared.state.lock().thread_init.clone();
     if let Some(init) = init {
         init();
@@ -898,9 +1022,11 @@ fn thread_main(
     }
     // PyThreadState_Clear + _PyThreadState_DeleteCurrent: the tstate lock is
     // released (Thread.join returns) and the GIL dropped. The OS thread's
-    // thread-local destructors run after this, without the GIL.
+    // thread-local destructors run after this, without the GIL; the
+    // ExitGuard's, last of them, ends `exiting`.
     let mut st = shared.state.lock();
     st.threads[idx].finished = true;
+    st.threads[idx].exiting = true;
     st.core.drop_gil(idx);
     shared.cond.notify_all();
 }
@@ -1640,15 +1766,8 @@ impl Py {
             // PyThreadState_New
             let idx = st.core.add_thread();
             let name = format!("Thread-{idx} ({target})");
-            st.threads.push(ThreadSlot {
-                name: name.clone(),
-                daemon,
-                trace: Hook::Off,
-                profile: Hook::Off,
-                frames: Vec::new(),
-                finished: false,
-                redispatches: 0,
-            });
+            st.threads
+                .push(ThreadSlot::new(name.clone(), daemon, false));
             (idx, name)
         };
         let started = Event {
@@ -1788,6 +1907,13 @@ impl Py {
             // take_gil: tstate_must_exit → PyThread_exit_thread
             if st.core.is_finalizing() && self.idx != MAIN_THREAD {
                 return Err(PyErr::ThreadExit);
+            }
+            // The harness's schedule (module docs): no GIL take while another
+            // thread is in its thread-local destructors.
+            if st.gil_waits_for_an_exit(self.idx) {
+                self.shared.cond.wait(&mut st);
+                deadline = Instant::now() + SWITCH_INTERVAL;
+                continue;
             }
             // take_gil: success resets the drop request and recomputes the
             // breaker as this thread.
