@@ -87,22 +87,35 @@ pub struct ThreadDump {
 /// What the watchdog saw when it fired.
 ///
 /// # Examples
+/// A real hang: the traced main thread spins in a pending call that added
+/// another one, while a daemon thread waits on an event.
 /// ```
 /// use std::time::Duration;
-/// use greenlet::interp_shim::{HangReport, PyVersion, Runtime, ThreadDump};
+/// use greenlet::interp_shim::{Event, Hook, Outcome, PyVersion, Runtime, Watchdog};
 ///
-/// let spinning = ThreadDump { index: 0, name: "MainThread".into(), frames: vec!["<lambda>"], redispatches: 7 };
-/// let report = HangReport {
-///     timeout: Duration::from_millis(1500),
-///     threads: vec![spinning],
-///     summary: Runtime::new(PyVersion::V3_11).summary(),
-///     livelock_predicate: true,
-///     redispatches: 7,
-///     extra: "queue: 1 state".into(),
-/// };
+/// let rt = Runtime::new(PyVersion::V3_11);
+/// rt.set_report_hook(|| "queue: 1 state".into());
+/// let never = Event::new(&rt);
+/// let outcome = rt
+///     .run(Watchdog::Report(Duration::from_millis(300)), move |py| {
+///         py.spawn_daemon("idle", move |py| py.wait(&never))?;
+///         py.settrace(Hook::C)?;
+///         let _ = py.add_pending_call(|py| {
+///             let _ = py.c_call(|| py.add_pending_call(|_| Ok(())))?;
+///             py.call("<lambda>", |_| Ok(()))
+///         });
+///         py.loop_iter()
+///     })
+///     .unwrap();
+/// let Outcome::Hung(report) = outcome else { panic!("3.11 spins") };
+/// let main = report.thread(0).unwrap();
+/// assert_eq!(main.frames, ["<lambda>", "<module>"]);
+/// assert!(main.redispatches > 0 && report.redispatches == main.redispatches);
+/// assert!(report.livelock_predicate && report.summary.busy && report.summary.calls_to_do);
+/// assert_eq!(report.thread(1).unwrap().frames, ["idle", "run"]);
 /// let text = report.to_string();
-/// assert!(text.starts_with("Timeout (0:00:01.500000)!\nThread T0 \"MainThread\""));
-/// assert!(text.contains("re-dispatches: 7 (T0=7)\nqueue: 1 state\n"));
+/// assert!(text.starts_with("Timeout (0:00:00.300000)!\nThread T0 \"MainThread\""));
+/// assert!(text.ends_with("\nqueue: 1 state\n"));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HangReport {
