@@ -50,8 +50,8 @@
 //! [explorer](super::explore) covers the other orders. The end of the
 //! destructors is seen by a thread-local set first on each model thread,
 //! whose destructor runs last. A destructor that waits for another model
-//! thread to take the GIL would hang under this rule (the watchdog reports
-//! it); greenlet's never does, but a test that replays one of the explorer's
+//! thread to take the GIL would hang under this rule (the watchdog fires);
+//! greenlet's never does, but a test that replays one of the explorer's
 //! other orders with gates in the destructors does, and runs with
 //! [`ExitOrder::Racing`].
 
