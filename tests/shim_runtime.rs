@@ -11,7 +11,8 @@ use greenlet::cleanup::Policy;
 use greenlet::interp_shim::cli::{parse_churn_args, parse_reproduce_args};
 use greenlet::interp_shim::scenarios::{seed, SeedConfig, TraceMode};
 use greenlet::interp_shim::{
-    Event, ExitOrder, Hook, Outcome, Py, PyErr, PyResult, PyVersion, RunError, Runtime, Watchdog,
+    Event, ExitOrder, Hook, Outcome, Py, PyErr, PyResult, PyVersion, RunError, Runtime,
+    RuntimeStats, Watchdog,
 };
 use parking_lot::Mutex;
 
@@ -611,6 +612,23 @@ fn queue_a_call_behind(py: &Py) -> PyResult<()> {
     py.join(&adder)
 }
 
+/// Run `body` as a pending call of `rt`'s main thread, to the end; the
+/// runtime's counters afterwards.
+fn run_in_a_pending_call(
+    rt: &Runtime,
+    body: impl FnOnce(&Py) -> PyResult<()> + Send + 'static,
+) -> RuntimeStats {
+    let outcome = rt
+        .run(GREEN, move |py| {
+            py.add_pending_call(body)
+                .map_err(|e| PyErr::exception("RuntimeError", e.to_string()))?;
+            py.loop_iter()
+        })
+        .unwrap();
+    assert!(matches!(outcome, Outcome::Finished(Ok(()))), "{outcome:?}");
+    rt.stats()
+}
+
 /// 3.13's `take_gil` re-sets the main thread's `CALLS_TO_DO` bit while the
 /// main-thread queue holds calls (`update_eval_breaker_for_thread`): a
 /// running call that sleeps while another waits behind it makes one
@@ -621,21 +639,13 @@ fn queue_a_call_behind(py: &Py) -> PyResult<()> {
 fn on_3_13_each_gil_take_trips_again_while_a_call_waits() {
     let _serial = SERIAL.lock();
     let rt = Runtime::new(PyVersion::V3_13);
-    let outcome = rt
-        .run(GREEN, |py| {
-            py.add_pending_call(|py| {
-                queue_a_call_behind(py)?;
-                for _ in 0..50 {
-                    py.sleep(Duration::from_micros(100))?;
-                }
-                Ok(())
-            })
-            .map_err(|e| PyErr::exception("RuntimeError", e.to_string()))?;
-            py.loop_iter()
-        })
-        .unwrap();
-    assert!(matches!(outcome, Outcome::Finished(Ok(()))), "{outcome:?}");
-    let stats = rt.stats();
+    let stats = run_in_a_pending_call(&rt, |py| {
+        queue_a_call_behind(py)?;
+        for _ in 0..50 {
+            py.sleep(Duration::from_micros(100))?;
+        }
+        Ok(())
+    });
     assert_eq!(stats.pending_calls_run, 2);
     assert!(stats.makes_recursive >= 50, "{stats:?}");
 }
@@ -653,22 +663,14 @@ fn raise_signal_drops_and_takes_the_gil_around_raise() {
     rt.set_signal_handler("on_signal", |_: &Py| Ok(()));
     let trips = Arc::new(Mutex::new(None));
     let record = Arc::clone(&trips);
-    let outcome = rt
-        .run(GREEN, move |py| {
-            py.add_pending_call(move |py| {
-                queue_a_call_behind(py)?;
-                let before = py.runtime().stats().makes_recursive;
-                py.raise_signal()?;
-                let after = py.runtime().stats().makes_recursive;
-                *record.lock() = Some(after - before);
-                Ok(())
-            })
-            .map_err(|e| PyErr::exception("RuntimeError", e.to_string()))?;
-            py.loop_iter()
-        })
-        .unwrap();
-    assert!(matches!(outcome, Outcome::Finished(Ok(()))), "{outcome:?}");
-    let stats = rt.stats();
+    let stats = run_in_a_pending_call(&rt, move |py| {
+        queue_a_call_behind(py)?;
+        let before = py.runtime().stats().makes_recursive;
+        py.raise_signal()?;
+        let after = py.runtime().stats().makes_recursive;
+        *record.lock() = Some(after - before);
+        Ok(())
+    });
     assert_eq!(stats.pending_calls_run, 2);
     assert_eq!(stats.signal_handlers_run, 1);
     assert_eq!(*trips.lock(), Some(1), "recursive makes after the raise");
