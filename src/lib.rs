@@ -10,6 +10,7 @@
 
 pub mod cleanup;
 pub mod coroutine;
+pub mod diag;
 pub mod interp_shim;
 
 pub use coroutine::{

@@ -57,3 +57,52 @@ pub fn recurse(depth: u64) -> u64 {
     }
     recurse(depth + 1) + u64::from(frame[7])
 }
+
+/// Serialises the tests of one binary that touch process-wide state (the
+/// default cleanup queue, live counts, the global trace hook): hold the
+/// guard for the whole test. A test that panicked while holding it does
+/// not poison the others.
+#[allow(dead_code)]
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The library's diagnostics, captured through the `log` facade: installs
+/// a capturing logger on first use (once per test binary) and returns the
+/// reports made since the last call, as `LEVEL target: message` lines.
+#[allow(dead_code)]
+pub fn take_diagnostics() -> Vec<String> {
+    use std::sync::{Mutex, Once};
+    static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    struct Capture;
+    impl log::Log for Capture {
+        fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+            true
+        }
+        fn log(&self, record: &log::Record<'_>) {
+            LINES
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(format!(
+                    "{} {}: {}",
+                    record.level(),
+                    record.target(),
+                    record.args()
+                ));
+        }
+        fn flush(&self) {}
+    }
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        log::set_logger(&Capture).expect("no other logger in a test binary");
+        log::set_max_level(log::LevelFilter::Trace);
+    });
+    std::mem::take(
+        &mut *LINES
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    )
+}

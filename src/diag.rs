@@ -1,0 +1,72 @@
+//! Library diagnostics: one way for every module to report a problem that
+//! is not an error of the caller's (a greenlet that refused to die, a
+//! finalizer that panicked, a schedule that failed).
+//!
+//! Reports go through the [`log`] facade with a target under `greenlet`, so
+//! a program routes them to its own logger. A program that configured no
+//! logger still sees them: while `log`'s maximum level is
+//! [`log::LevelFilter::Off`] (its value until a logger is set up), a report
+//! is written to stderr instead, as the message alone. Call
+//! [`set_stderr_fallback`]`(false)` to drop them there.
+//!
+//! Uses nothing of the crate; every other module may use it.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static STDERR_FALLBACK: AtomicBool = AtomicBool::new(true);
+
+/// Whether diagnostics reach stderr while no logger is configured (the
+/// default: yes). Returns the previous setting.
+///
+/// # Example
+/// ```
+/// let before = greenlet::diag::set_stderr_fallback(false);
+/// assert!(before);
+/// greenlet::diag::set_stderr_fallback(before);
+/// ```
+pub fn set_stderr_fallback(on: bool) -> bool {
+    STDERR_FALLBACK.swap(on, Ordering::Relaxed)
+}
+
+/// Sends one report: through `log` when a logger is configured, else to
+/// stderr (unless the fallback is off). `target` is the `log` target, a
+/// module path of this crate.
+#[doc(hidden)]
+pub fn emit(level: log::Level, target: &'static str, args: fmt::Arguments<'_>) {
+    if log::max_level() != log::LevelFilter::Off {
+        if level <= log::max_level() {
+            log::logger().log(
+                &log::Record::builder()
+                    .level(level)
+                    .target(target)
+                    .module_path_static(Some(target))
+                    .args(args)
+                    .build(),
+            );
+        }
+    } else if STDERR_FALLBACK.load(Ordering::Relaxed) {
+        eprintln!("{args}");
+    }
+}
+
+#[allow(unused_macros)]
+/// Reports a problem at `warn` level through [`emit`], with the calling
+/// module as the target.
+macro_rules! diag_warn {
+    ($($arg:tt)+) => {
+        $crate::diag::emit(::log::Level::Warn, module_path!(), format_args!($($arg)+))
+    };
+}
+
+/// Reports at `error` level through [`emit`], with the calling module as the
+/// target.
+#[allow(unused_macros)]
+macro_rules! diag_error {
+    ($($arg:tt)+) => {
+        $crate::diag::emit(::log::Level::Error, module_path!(), format_args!($($arg)+))
+    };
+}
+
+#[allow(unused_imports)]
+pub(crate) use {diag_error, diag_warn};
