@@ -83,7 +83,7 @@ class Machine:
         self.log("teardown")
 
     def unraisable(self, info):
-        self.log("report unraisable %s" % fmt_error(info.exc_value), prefix=False)
+        self.log("report unraisable %s %s" % (name_of(info.object), info.exc_value), prefix=False)
 
     def exec(self, ops, frame):
         """Runs `ops`; returns None, or ("return", value)."""
@@ -150,8 +150,8 @@ class Machine:
             del g
             return None
         if kind == "release":
-            frame.held.clear()
             self.log("release")
+            frame.held.clear()
             return None
         if kind == "try":
             try:
@@ -373,17 +373,28 @@ def kill(g):
         del current
         g.throw(GreenletExit)
         return
+    ancestor = current
+    while ancestor is not None:
+        if ancestor is g:
+            del ancestor, current
+            # greenlet never kills an ancestor of the current greenlet on
+            # garbage collection (the child holds it): no stand-in.
+            raise KillOfAncestor()
+        ancestor = ancestor.parent
     old = g.parent
     g.parent = current
     del current
     try:
         g.throw(GreenletExit)
     finally:
-        if not g.dead:
-            g.parent = old
+        g.parent = old
         del old
     if not g.dead:
         raise KillIgnored()
+
+
+class KillOfAncestor(Exception):
+    """`kill` of an ancestor of the killer: nothing in greenlet to compare."""
 
 
 class KillIgnored(Exception):
@@ -413,21 +424,32 @@ def status(g):
     return "active" if g else "unstarted"
 
 
+# The message of the GreenletExit greenlet throws into a greenlet it kills on
+# garbage collection (the crate's carries no value).
+GC_KILL_MESSAGE = "Killing the greenlet because all references have vanished."
+
+
+def exit_args(e):
+    return "" if e.args == (GC_KILL_MESSAGE,) else ",".join(str(a) for a in e.args)
+
+
 def fmt_value(v):
     if v is None or v == ():
         return "none"
     if isinstance(v, GreenletExit):
-        return "exitobj(%s)" % ",".join(str(a) for a in v.args)
+        return "exitobj(%s)" % exit_args(v)
     return str(v)
 
 
 def fmt_error(e):
     if isinstance(e, GreenletExit):
-        return "exit(%s)" % ",".join(str(a) for a in e.args) if e.args else "exit"
+        return "exit(%s)" % exit_args(e) if exit_args(e) else "exit"
     if isinstance(e, UserError):
         return "user(%s)" % e.args[0]
     if isinstance(e, KillIgnored):
         return "killignored"
+    if isinstance(e, KillOfAncestor):
+        return "other(kill-of-ancestor)"
     text = str(e)
     if isinstance(e, greenlet.error):
         if "which happens to have exited" in text:
