@@ -359,6 +359,9 @@ def classify(program, py, rs, i):
     if (a.startswith("trace") or b.startswith("trace")) and open_op(
             py, i, r"(\[\w+\] throw \w+) .*\((?:unstarted|active)\)$", "%s =>"):
         return "7 trace event of a throw that lands in the current greenlet"
+    m = re.match(r"\[(\w+)\] switch_parent (\w+) ", a)
+    if m and b.startswith("[%s] switch_parent " % m.group(1)) and before and before[-1] == "[%s] caught exit" % m.group(1):
+        return "3 the victim's parent during a kill"
     if "exitobj(" in a and "exitobj()" not in a:
         return "6 GreenletExit carrying a value"
     if open_op(py, i, r"\[(\w+)\] drop (\w+)$", "[%s] dropped %s") or open_op(py, i, r"(\[\w+\] kill \w+) \(", "%s =>"):

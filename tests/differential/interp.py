@@ -49,6 +49,9 @@ class Machine:
         self.log_lines = []
         self.lock = threading.Lock()
         self.unstarted_target = None
+        self.started = set()
+        self.relay = {}
+        self.owned = set()
 
     # ---- logging -------------------------------------------------------
 
@@ -66,7 +69,6 @@ class Machine:
         gc.disable()
         getcurrent().gname = "main"
         self.table["main"] = getcurrent()
-        self.owned = set()
         sys.stderr = ReportSink(self)
         sys.unraisablehook = self.unraisable
         frame = Frame()
@@ -211,7 +213,7 @@ class Machine:
         elif kind == "throw":
             err = make_error(op)
             self.log("throw %s %s (%s)" % (name, fmt_error(err), status(target)))
-            with self.unstarted_throw(target):
+            with self.unstarted_throw(target, relay=not isinstance(err, GreenletExit)):
                 self.call_and_log("throw %s" % name, lambda: target.throw(err))
         elif kind == "kill":
             self.log("kill %s (%s)" % (name, status(target)))
@@ -238,15 +240,18 @@ class Machine:
             self.log("status %s => %s" % (name, status(target)))
 
     @contextlib.contextmanager
-    def unstarted_throw(self, target):
+    def unstarted_throw(self, target, relay=False):
         """The README's difference "throwing into an unstarted greenlet kills
         it without switching to it (no trace event names it)": while such a
         throw runs, trace events naming the target are marked, and do not
         count towards the hook's failing event (the comparator removes them,
-        as the normalisation `unstarted_throw_no_trace`)."""
+        as the normalisation `unstarted_throw_no_trace`).
+        An error other than GreenletExit goes on up the target's parent
+        chain, so its events are relayed as for an unstarted parent (below).
+        """
         previous = self.unstarted_target
         if not target and not target.dead:
-            self.unstarted_target = target.gname
+            self.unstarted_target = None if relay else target.gname
         try:
             yield
         finally:
@@ -266,6 +271,7 @@ class Machine:
 
         def body(arg):
             frame = Frame()
+            machine.started.add(name)
             machine.log("start %s" % fmt_value(arg))
             try:
                 flow = machine.exec(ops, frame)
@@ -299,6 +305,16 @@ class Machine:
             if self.unstarted_target in names:
                 self.log("trace %s %s->%s [unstarted-throw]" % ((event,) + names), prefix=False)
                 return
+            # An error on its way up the parent chain that reaches an
+            # unstarted parent: greenlet switches into it (it dies without
+            # running) and on; the crate passes it on without switching (the
+            # same README difference). The two events become one.
+            if event == "throw" and names[1] not in self.started and names[1] in self.owned:
+                self.log("trace %s %s->%s [unstarted-throw]" % ((event,) + names), prefix=False)
+                self.relay[names[1]] = names[0]
+                return
+            if names[0] in self.relay:
+                names = (self.relay.pop(names[0]), names[1])
             seen[0] += 1
             self.log("trace %s %s->%s" % ((event,) + names), prefix=False)
             if fail_at is not None and seen[0] == fail_at:
