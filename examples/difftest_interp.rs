@@ -250,9 +250,9 @@ impl Machine {
                 };
                 log(&format!("switch {g} {value}"));
                 let r = target.switch(*value);
-                drop(target);
                 let v = report(&format!("switch {g}"), r)?;
                 log(&format!("switch {g} => ok {}", fmt_value(&v)));
+                drop(target);
             }
             Op::SwitchParent { value } => {
                 let Some(target) = getcurrent().parent() else {
@@ -261,9 +261,9 @@ impl Machine {
                 };
                 log(&format!("switch_parent {} {value}", name_of(&target)));
                 let r = target.switch(*value);
-                drop(target);
                 let v = report("switch_parent", r)?;
                 log(&format!("switch_parent => ok {}", fmt_value(&v)));
+                drop(target);
             }
             Op::Throw { g, err, msg, value } => {
                 let Some(target) = skip_missing("throw", g) else {
@@ -281,9 +281,9 @@ impl Machine {
                     status(&target)
                 ));
                 let r = target.throw(error);
-                drop(target);
                 let v = report(&format!("throw {g}"), r)?;
                 log(&format!("throw {g} => ok {}", fmt_value(&v)));
+                drop(target);
             }
             Op::Kill { g } => {
                 let Some(target) = skip_missing("kill", g) else {
@@ -291,9 +291,9 @@ impl Machine {
                 };
                 log(&format!("kill {g} ({})", status(&target)));
                 let r = target.kill();
-                drop(target);
                 report(&format!("kill {g}"), r)?;
                 log(&format!("kill {g} => ok"));
+                drop(target);
             }
             Op::SetParent { g, parent } => {
                 let Some(target) = skip_missing("set_parent", g) else {
@@ -312,7 +312,9 @@ impl Machine {
                 let Some(target) = skip_missing("parent", g) else {
                     return Ok(None);
                 };
-                let p = target.parent().map_or_else(|| "none".into(), |p| name_of(&p));
+                let p = target
+                    .parent()
+                    .map_or_else(|| "none".into(), |p| name_of(&p));
                 log(&format!("parent {g} => {p}"));
             }
             Op::Status { g } => {
@@ -323,13 +325,19 @@ impl Machine {
             }
             Op::Drop { g } => {
                 let old = TABLE.lock().expect("table").remove(g);
-                log(&format!("drop {g}{}", if old.is_some() { "" } else { " skip" }));
+                log(&format!(
+                    "drop {g}{}",
+                    if old.is_some() { "" } else { " skip" }
+                ));
                 drop(old);
                 log(&format!("dropped {g}"));
             }
             Op::Hold { g } => {
                 let h = lookup(g);
-                log(&format!("hold {g}{}", if h.is_some() { "" } else { " skip" }));
+                log(&format!(
+                    "hold {g}{}",
+                    if h.is_some() { "" } else { " skip" }
+                ));
                 frame.held.extend(h);
             }
             Op::Release => {
@@ -427,10 +435,7 @@ impl Machine {
             let name = g.to_string();
             created.on_finalize(move || emit(&format!("fin {name}")));
         }
-        let old = TABLE
-            .lock()
-            .expect("table")
-            .insert(g.to_string(), created);
+        let old = TABLE.lock().expect("table").insert(g.to_string(), created);
         log(&format!("create {g}"));
         drop(old);
         Ok(())

@@ -482,7 +482,9 @@ def shrink(program, cls, py_cmd, rs_cmd, budget=250):
 
 
 def as_python(program):
-    out = ["from greenlet import greenlet, getcurrent, GreenletExit, settrace", ""]
+    out = ["from greenlet import greenlet, getcurrent, GreenletExit, settrace",
+           "# Greenlet names are module globals (the interpreters' handle table);",
+           "# kill(), hook_failing_at() and UserError are in tests/differential/interp.py.", ""]
     for name, spec in program["greenlets"].items():
         out.append("def run_%s(arg):" % name)
         out += ["    " + l for l in py_ops(spec["body"]) or ["pass"]]
@@ -512,7 +514,7 @@ def py_ops(ops, indent=""):
         elif k == "kill":
             lines.append("kill(%s)  # GC-style kill: parent = getcurrent() for the throw" % g)
         elif k == "drop":
-            lines.append("del %s  # the last reference" % g)
+            lines.append("del globals()['%s']  # the table's reference" % g)
         elif k == "hold":
             lines.append("held.append(%s)" % g)
         elif k == "release":

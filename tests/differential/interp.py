@@ -311,7 +311,7 @@ class Machine:
             # same README difference). The two events become one.
             if event == "throw" and names[1] not in self.started and names[1] in self.owned:
                 self.log("trace %s %s->%s [unstarted-throw]" % ((event,) + names), prefix=False)
-                self.relay[names[1]] = names[0]
+                self.relay[names[1]] = self.relay.pop(names[0], names[0])
                 return
             if names[0] in self.relay:
                 names = (self.relay.pop(names[0]), names[1])
