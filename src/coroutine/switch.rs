@@ -301,7 +301,10 @@ unsafe fn resume(ts: *mut ThreadState, next: *const Record) -> usize {
         match result {
             CoroutineResult::Yield(word) => word,
             CoroutineResult::Return(word) => {
-                release_finished(next);
+                // Found again through `ts` (still `next`: nothing else
+                // resumes greenlets meanwhile), so that `next` need not
+                // stay in a register across the stack switch.
+                release_finished(ts);
                 word
             }
         }
@@ -312,14 +315,15 @@ unsafe fn resume(ts: *mut ThreadState, next: *const Record) -> usize {
 /// kept by the registry while it has handles, else by `retiring`).
 ///
 /// # Safety
-/// `record` is a greenlet of this thread whose coroutine just returned.
+/// `ts` is the calling thread's live state, whose current greenlet's
+/// coroutine just returned.
 #[cold]
 #[inline(never)]
-unsafe fn release_finished(record: *const Record) {
+unsafe fn release_finished(ts: *mut ThreadState) {
     // SAFETY: guaranteed by the caller; the coroutine is dropped before the
     // stack it ran on.
     unsafe {
-        let local = (*record).local();
+        let local = (*(*ts).current).local();
         drop((*local).co.take());
         drop((*local).stack.take());
     }
