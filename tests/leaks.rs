@@ -5,17 +5,17 @@
 //!
 //! The counters are process-wide, so these tests run one at a time.
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use greenlet::{getcurrent, live_greenlets, stack_stats, Greenlet, Value};
-
-static SERIAL: Mutex<()> = Mutex::new(());
 
 /// Run `body` alone, on a fresh thread that has fully exited (greenlet state
 /// torn down) before the next test starts.
 fn serial(body: impl FnOnce() + Send + 'static) {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = common::serial();
     std::thread::spawn(body).join().unwrap();
 }
 

@@ -695,3 +695,140 @@ fn exit_from_a_greenlet_keeps_its_stack_marked_after_a_forced_unwind() {
         out.status
     );
 }
+
+/// A greenlet that swallows every exit, and panics anew once it caught the
+/// forced unwind of its thread's exit: the panic escapes the unwind and is
+/// reported through the `log` facade, in process; the thread still exits.
+#[test]
+fn a_panic_escaping_the_forced_unwind_at_thread_exit_is_reported() {
+    let _serial = common::serial();
+    common::take_diagnostics();
+    std::thread::spawn(|| {
+        let g = Greenlet::builder()
+            .name("panics-in-unwind")
+            .spawn(|_| {
+                let parent = getcurrent().parent().unwrap();
+                loop {
+                    let switched = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        parent.switch(())
+                    }));
+                    if switched.is_err() {
+                        panic!("a new panic after the forced unwind (expected in this test)");
+                    }
+                }
+            })
+            .unwrap();
+        g.switch(()).unwrap();
+        std::mem::forget(g); // only the thread's exit unwinds it
+    })
+    .join()
+    .unwrap();
+    let lines = common::take_diagnostics();
+    common::diagnostic(
+        &lines,
+        "ERROR greenlet::coroutine::",
+        &["unwinding 'panics-in-unwind'", "raised a panic"],
+    );
+}
+
+/// What the cleanup queue reports, in process: a refused schedule given up,
+/// a panicking shield, a panicking `label()`, a panicking finalizer.
+#[test]
+fn cleanup_queue_problems_are_reported_through_the_log_facade() {
+    use greenlet::cleanup::{Remains, ScheduleError, Scheduler};
+
+    struct Refuses;
+    impl Scheduler for Refuses {
+        fn schedule(&self, _queue: &Arc<CleanupQueue>) -> Result<(), ScheduleError> {
+            Err(ScheduleError {
+                scheduler: self.name().into(),
+                reason: "refused in this test".into(),
+            })
+        }
+        fn name(&self) -> &str {
+            "refuses"
+        }
+    }
+    struct BrokenShield;
+    impl Scheduler for BrokenShield {
+        fn schedule(&self, _queue: &Arc<CleanupQueue>) -> Result<(), ScheduleError> {
+            Ok(())
+        }
+        fn shield(&self, _destroy: &mut dyn FnMut()) {
+            panic!("the shield panicked (expected in this test)");
+        }
+        fn name(&self) -> &str {
+            "broken-shield"
+        }
+    }
+    /// Counts its destruction; its label or its destruction may panic.
+    struct State {
+        destroyed: Arc<AtomicUsize>,
+        label_panics: bool,
+        destroy_panics: bool,
+    }
+    impl Remains for State {
+        fn destroy(self: Box<Self>) {
+            self.destroyed.fetch_add(1, Ordering::SeqCst);
+            if self.destroy_panics {
+                panic!("destroy panicked (expected in this test)");
+            }
+        }
+        fn label(&self) -> String {
+            if self.label_panics {
+                panic!("label panicked (expected in this test)");
+            }
+            "the state of this test".into()
+        }
+    }
+    let destroyed = Arc::new(AtomicUsize::new(0));
+    let state = |label_panics, destroy_panics| {
+        Box::new(State {
+            destroyed: Arc::clone(&destroyed),
+            label_panics,
+            destroy_panics,
+        })
+    };
+
+    let _serial = common::serial();
+    common::take_diagnostics();
+    let refused = CleanupQueue::new(Policy::Scheduled, Arc::new(Refuses));
+    refused.push(state(false, false));
+    refused.drain();
+    let shielded = CleanupQueue::new(Policy::Shielded, Arc::new(BrokenShield));
+    shielded.push(state(false, false));
+    shielded.drain();
+    let manual = CleanupQueue::new(Policy::default(), Arc::new(Manual));
+    manual.push(state(true, false));
+    manual.push(state(false, true));
+    manual.drain();
+    assert_eq!(destroyed.load(Ordering::SeqCst), 4, "every state destroyed");
+
+    let lines = common::take_diagnostics();
+    common::diagnostic(
+        &lines,
+        "ERROR greenlet::cleanup::",
+        &["refused in this test", "queued thread states may leak"],
+    );
+    common::diagnostic(
+        &lines,
+        "ERROR greenlet::cleanup::",
+        &[
+            "the broken-shield scheduler's shield panicked",
+            "drain goes on",
+        ],
+    );
+    common::diagnostic(
+        &lines,
+        "ERROR greenlet::cleanup::",
+        &["the label() of a queued state panicked"],
+    );
+    common::diagnostic(
+        &lines,
+        "ERROR greenlet::cleanup::",
+        &[
+            "a finalizer of the state of this test panicked",
+            "drain goes on",
+        ],
+    );
+}

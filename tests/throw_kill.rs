@@ -496,20 +496,25 @@ fn refuse_child_process() {
     }
     drop(stubborn("immortal-reported"));
     eprintln!("child: control came back after the drop");
-    // A destructor run by a forced unwind at thread exit drops the last
-    // handle of another greenlet: its kill cannot switch, so it fails in
-    // the dropping greenlet without reaching the victim.
+    drop_from_a_forced_unwind("holder", "unreached");
+}
+
+/// On a new thread, a destructor run by the forced unwind at the thread's
+/// exit (in greenlet `holder`) drops the last handle of greenlet `victim`:
+/// its kill cannot switch, so it fails in the dropping greenlet without
+/// reaching the victim.
+fn drop_from_a_forced_unwind(holder: &'static str, victim: &'static str) {
     struct DropOnUnwind(Rc<RefCell<Option<Greenlet>>>);
     impl Drop for DropOnUnwind {
         fn drop(&mut self) {
             drop(self.0.borrow_mut().take());
         }
     }
-    std::thread::spawn(|| {
+    std::thread::spawn(move || {
         // The holder is older, so the exit unwinds it before the victim.
         let slot = Rc::new(RefCell::new(None));
-        let holder = stubborn_holding("holder", DropOnUnwind(Rc::clone(&slot)));
-        *slot.borrow_mut() = Some(stubborn_holding("unreached", ()));
+        let holder = stubborn_holding(holder, DropOnUnwind(Rc::clone(&slot)));
+        *slot.borrow_mut() = Some(stubborn_holding(victim, ()));
         drop(slot);
         std::mem::forget(holder); // only the thread's exit unwinds it
     })
@@ -572,4 +577,91 @@ fn throw_into_unstarted_raises_in_its_parent_not_in_the_thrower() {
     assert_eq!(got.downcast::<String>().unwrap(), "parent raised never ran");
     assert!(g.is_dead() && !g.is_started() && !*ran.borrow());
     assert!(p.is_dead());
+}
+
+/// Panics when dropped (a closure capture whose destructor is user code).
+struct PanicOnDrop;
+impl Drop for PanicOnDrop {
+    fn drop(&mut self) {
+        panic!("PanicOnDrop dropped (expected in this test)");
+    }
+}
+
+/// Every report of a kill on drop goes through the `log` facade, in
+/// process: a greenlet that survives the kill, one that turns the exit into
+/// another error, a closure whose drop panics, a finalizer that panics, and
+/// a greenlet dropped by a destructor of a force-unwound one.
+#[test]
+fn kill_on_drop_problems_are_reported_through_the_log_facade() {
+    let _serial = common::serial();
+    common::take_diagnostics();
+
+    drop(stubborn("immortal-logged"));
+    let refuses = Greenlet::builder()
+        .name("turns-exit-into-error")
+        .spawn(|_| {
+            let parent = getcurrent().parent().unwrap();
+            match parent.switch(()) {
+                Err(e) if e.is_exit() => Err(GreenletError::user("refused to exit")),
+                other => other,
+            }
+        })
+        .unwrap();
+    refuses.switch(()).unwrap();
+    drop(refuses);
+    let held = PanicOnDrop;
+    let unstarted = Greenlet::builder()
+        .name("closure-drop-panics")
+        .spawn(move |v| {
+            let _held = &held;
+            Ok(v)
+        })
+        .unwrap();
+    unstarted.kill().unwrap();
+    assert!(unstarted.is_dead());
+    let finalized = Greenlet::builder()
+        .name("finalizer-panics")
+        .spawn(Ok)
+        .unwrap();
+    finalized.on_finalize(|| panic!("finalizer panic (expected in this test)"));
+    finalized.switch(()).unwrap();
+    drop(finalized);
+
+    drop_from_a_forced_unwind("holder-logged", "unreached-logged");
+
+    let lines = common::take_diagnostics();
+    common::diagnostic(
+        &lines,
+        "WARN greenlet::coroutine::",
+        &["did not kill 'immortal-logged'", "leaking it"],
+    );
+    common::diagnostic(
+        &lines,
+        "WARN greenlet::coroutine::",
+        &[
+            "'turns-exit-into-error'",
+            "ended with an error while being killed: refused to exit",
+        ],
+    );
+    common::diagnostic(
+        &lines,
+        "ERROR greenlet::coroutine::",
+        &[
+            "dropping the closure of 'closure-drop-panics'",
+            "PanicOnDrop dropped",
+        ],
+    );
+    common::diagnostic(
+        &lines,
+        "ERROR greenlet::coroutine::",
+        &[
+            "a finalizer of 'finalizer-panics'",
+            "finalizer panic (expected",
+        ],
+    );
+    common::diagnostic(
+        &lines,
+        "WARN greenlet::coroutine::",
+        &["cannot kill 'unreached-logged'", "force-unwound"],
+    );
 }

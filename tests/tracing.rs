@@ -5,13 +5,13 @@
 //! The global hook is process-wide, so the tests that use it hold a lock
 //! and only count events of their own thread.
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 
 use greenlet::{
     getcurrent, set_global_trace, settrace, Greenlet, GreenletError, TraceEvent, TraceHook,
 };
-
-static GLOBAL: Mutex<()> = Mutex::new(());
 
 type Log = Arc<Mutex<Vec<String>>>;
 
@@ -154,7 +154,7 @@ fn settrace_is_per_thread() {
 
 #[test]
 fn global_hook_sees_every_thread_and_runs_after_the_thread_hook() {
-    let _serial = GLOBAL.lock().unwrap();
+    let _serial = common::serial();
     let log: Log = Arc::default();
     let l = Arc::clone(&log);
     let previous = set_global_trace(Some(Arc::new(move |e: &TraceEvent| {
@@ -210,7 +210,7 @@ fn global_hook_sees_every_thread_and_runs_after_the_thread_hook() {
 
 #[test]
 fn failing_global_hook_is_removed() {
-    let _serial = GLOBAL.lock().unwrap();
+    let _serial = common::serial();
     set_global_trace(Some(Arc::new(|e: &TraceEvent| {
         if e.target().name() == "trip" {
             Err(GreenletError::user("global no"))

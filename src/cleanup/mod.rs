@@ -7,11 +7,11 @@
 //!
 //! Uses nothing else of this crate: it knows neither greenlets nor Python.
 
-mod core;
+mod policy;
 mod queue;
 mod scheduler;
 
-pub use self::core::{Metrics, Policy, PushAction, QueueCore, Retry, UnknownPolicy};
+pub use self::policy::{Metrics, Policy, PushAction, QueueCore, Retry, UnknownPolicy};
 pub use self::queue::{
     current_queue, default_queue, set_thread_queue, CleanupQueue, DrainPoint, DrainProbe, Remains,
 };

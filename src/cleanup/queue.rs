@@ -8,14 +8,16 @@
 //! drains run; `parking_lot` for the lock.
 
 use std::cell::RefCell;
+use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
-use super::core::{Metrics, Policy, PushAction, QueueCore, Retry};
+use super::policy::{Metrics, Policy, PushAction, QueueCore, Retry};
 use super::scheduler::{Inline, ScheduleError, Scheduler};
+use crate::diag::diag_error;
 
 /// What a dying thread leaves behind for a drain to destroy.
 ///
@@ -54,13 +56,31 @@ pub trait Remains: Send + 'static {
 /// assert!(queue.is_empty());
 /// ```
 pub struct CleanupQueue {
-    core: Mutex<QueueCore<Box<dyn Remains>>>,
+    state: Mutex<QueueCore<Box<dyn Remains>>>,
     scheduler: Arc<dyn Scheduler>,
     finalizer_panics: AtomicU64,
     /// Whether a probe is installed: the only cost of the probe points
     /// when none is (one relaxed load each).
     probed: AtomicBool,
     probe: Mutex<Option<DrainProbe>>,
+}
+
+impl fmt::Debug for CleanupQueue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut out = f.debug_struct("CleanupQueue");
+        out.field("scheduler", &self.scheduler.name());
+        // Not waited for: the queue may be printed while its lock is held.
+        match self.state.try_lock() {
+            Some(state) => out
+                .field("policy", &state.policy())
+                .field("queued", &state.len())
+                .field("metrics", &state.metrics()),
+            None => out.field("state", &"<locked>"),
+        };
+        out.field("finalizer_panics", &self.finalizer_panics())
+            .field("probed", &self.probed.load(Ordering::Relaxed))
+            .finish()
+    }
 }
 
 /// A test probe called at each [`DrainPoint`]; see
@@ -91,7 +111,7 @@ impl CleanupQueue {
     /// A new, empty queue.
     pub fn new(policy: Policy, scheduler: Arc<dyn Scheduler>) -> Arc<Self> {
         Arc::new(CleanupQueue {
-            core: Mutex::new(QueueCore::new(policy)),
+            state: Mutex::new(QueueCore::new(policy)),
             scheduler,
             finalizer_panics: AtomicU64::new(0),
             probed: AtomicBool::new(false),
@@ -143,27 +163,27 @@ impl CleanupQueue {
 
     /// The policy this queue follows.
     pub fn policy(&self) -> Policy {
-        self.core.lock().policy()
+        self.state.lock().policy()
     }
 
     /// States waiting for a drain.
     pub fn len(&self) -> usize {
-        self.core.lock().len()
+        self.state.lock().len()
     }
 
     /// Whether no state is waiting.
     pub fn is_empty(&self) -> bool {
-        self.core.lock().is_empty()
+        self.state.lock().is_empty()
     }
 
     /// Drains scheduled and not yet finished.
     pub fn outstanding(&self) -> u64 {
-        self.core.lock().outstanding()
+        self.state.lock().outstanding()
     }
 
     /// The counters so far.
     pub fn metrics(&self) -> Metrics {
-        self.core.lock().metrics()
+        self.state.lock().metrics()
     }
 
     /// Finalizers, [`Remains::label`]s and [`Scheduler::shield`]s that
@@ -178,7 +198,7 @@ impl CleanupQueue {
     /// not panic after it has arranged the drain (that drain would then be
     /// counted twice as gone: harmless, but the counters would be off).
     pub fn push(self: &Arc<Self>, state: Box<dyn Remains>) {
-        let action = self.core.lock().push(state);
+        let action = self.state.lock().push(state);
         match action {
             PushAction::Nothing => {}
             PushAction::Schedule => loop {
@@ -193,8 +213,10 @@ impl CleanupQueue {
                     },
                 };
                 self.reached(DrainPoint::ScheduleRefused);
-                if self.core.lock().schedule_failed() == Retry::GiveUp {
-                    eprintln!("greenlet: {err}; queued thread states may leak until a later push");
+                if self.state.lock().schedule_failed() == Retry::GiveUp {
+                    diag_error!(
+                        "greenlet: {err}; queued thread states may leak until a later push"
+                    );
                     break;
                 }
                 // Robust: a push relied on this schedule meanwhile; again.
@@ -213,13 +235,13 @@ impl CleanupQueue {
     /// that panics is reported and the drain goes on.
     pub fn drain(&self) {
         let shield = {
-            let mut core = self.core.lock();
-            core.drain_begin();
-            core.policy().shields()
+            let mut state = self.state.lock();
+            state.drain_begin();
+            state.policy().shields()
         };
         self.reached(DrainPoint::Begin);
         loop {
-            let next = self.core.lock().drain_next();
+            let next = self.state.lock().drain_next();
             let Some(state) = next else { break };
             self.reached(DrainPoint::BeforeDestroy);
             let mut slot = Some(state);
@@ -233,7 +255,7 @@ impl CleanupQueue {
                 // unwind out of the drain with the flags held.
                 if catch_unwind(AssertUnwindSafe(|| self.scheduler.shield(&mut destroy))).is_err() {
                     self.finalizer_panics.fetch_add(1, Ordering::Relaxed);
-                    eprintln!(
+                    diag_error!(
                         "greenlet: the {} scheduler's shield panicked; the cleanup drain goes on",
                         self.scheduler.name()
                     );
@@ -247,7 +269,7 @@ impl CleanupQueue {
             self.reached(DrainPoint::AfterDestroy);
         }
         self.reached(DrainPoint::Empty);
-        self.core.lock().drain_end();
+        self.state.lock().drain_end();
     }
 
     /// `label` is user code too: taken before `destroy` consumes the state,
@@ -256,14 +278,14 @@ impl CleanupQueue {
     fn destroy_one(&self, state: Box<dyn Remains>) {
         let label = catch_unwind(AssertUnwindSafe(|| state.label())).unwrap_or_else(|_| {
             self.finalizer_panics.fetch_add(1, Ordering::Relaxed);
-            eprintln!(
+            diag_error!(
                 "greenlet: the label() of a queued state panicked; the cleanup drain goes on"
             );
             "a state whose label() panicked".into()
         });
         if catch_unwind(AssertUnwindSafe(|| state.destroy())).is_err() {
             self.finalizer_panics.fetch_add(1, Ordering::Relaxed);
-            eprintln!("greenlet: a finalizer of {label} panicked; the cleanup drain goes on");
+            diag_error!("greenlet: a finalizer of {label} panicked; the cleanup drain goes on");
         }
     }
 
@@ -271,7 +293,7 @@ impl CleanupQueue {
     /// states and every later push are leaked on purpose (never destroyed)
     /// and counted in [`Metrics::states_leaked`].
     pub fn finalize(&self) {
-        let stranded = self.core.lock().finalize();
+        let stranded = self.state.lock().finalize();
         for state in stranded {
             std::mem::forget(state);
         }

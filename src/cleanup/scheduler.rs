@@ -107,6 +107,7 @@ impl Scheduler for Manual {
 
 /// A background thread ("greenlet-reaper") that runs every scheduled drain.
 /// It stops when the scheduler is dropped.
+#[derive(Debug)]
 pub struct Reaper {
     sender: Mutex<mpsc::Sender<Arc<CleanupQueue>>>,
 }

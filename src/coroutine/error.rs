@@ -1,8 +1,10 @@
 //! [`GreenletError`]: the one error type of the greenlet API, and
 //! [`GreenletExit`], the value a killed greenlet leaves to its parent.
 //!
-//! Owns the variants and their messages; uses [`Value`] for the payload a
-//! `GreenletExit` may carry.
+//! Owns the variants and their messages, and the text of a caught panic
+//! ([`panic_message`]). Uses [`Value`] for the payload a `GreenletExit` may
+//! carry; `Value` uses this error for a failed downcast (the two types refer
+//! to each other, their methods do not call into each other's file).
 
 use std::error::Error;
 
@@ -197,5 +199,16 @@ impl From<Box<dyn Error + Send + Sync + 'static>> for GreenletError {
 impl From<std::io::Error> for GreenletError {
     fn from(err: std::io::Error) -> Self {
         GreenletError::User(Box::new(err))
+    }
+}
+
+/// The message of a caught panic: its payload if that is a string.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "<non-string panic payload>".into()
     }
 }

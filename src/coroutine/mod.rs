@@ -5,11 +5,37 @@
 //! Owns everything greenlet-shaped; uses [`crate::cleanup`] (only to hand a
 //! dying thread's finalizers to its queue) and nothing of the CPython model.
 //!
-//! Modules: `value` (the dynamically typed payload), `error` (the
-//! one error type), `stack` (pooled guard-paged stacks, also usable for raw
-//! corosensei coroutines through [`acquire_stack`]), `thread_state`
-//! (per-thread state and its teardown), `dispatch` (the switch protocol),
-//! `greenlet` (handles, records, builder), `trace` (hooks).
+//! # Reading order
+//! One greenlet's path, from its creation through a switch and a kill to
+//! its thread's exit and the cleanup queue's drain, file by file:
+//! 1. `handle.rs`: [`Greenlet`], [`GreenletBuilder`], [`getcurrent`]; a
+//!    greenlet is created here (a spare record reused, or a new one
+//!    registered) and every public operation starts here.
+//! 2. `record.rs`: the record behind the handles: its flags, ids,
+//!    handle count, parent, finalizers, reuse, and the counts behind
+//!    [`live_greenlets`]; `run.rs`: the closure it stores.
+//! 3. `thread_state.rs`: the thread's state (main and current greenlet,
+//!    registry, value slot, deferred work) and which thread owns a
+//!    greenlet; `thread_link.rs`: the part other threads touch.
+//! 4. `switch.rs`: the switch protocol (send, the dispatcher loop, a
+//!    greenlet's root and finish, settling in the receiving context), with
+//!    `payload.rs` (what crosses a switch) and `trace.rs` (hooks fired
+//!    after a switch).
+//! 5. `lifecycle.rs`: kill, kill on drop, the deferred work, the forced
+//!    unwind.
+//! 6. `thread_exit.rs`: the teardown when the thread exits, which hands the
+//!    finalizers to the cleanup queue; then `cleanup/queue.rs` (push and
+//!    drain) and `cleanup/policy.rs` (when a push drains).
+//!
+//! Below them: `value.rs` ([`Value`]), `error.rs` ([`GreenletError`]) and
+//! `stack.rs` (pooled guard-paged stacks, also usable for raw corosensei
+//! coroutines through [`acquire_stack`]).
+//!
+//! Calls go down that list, with two exceptions: the switch protocol calls
+//! the lifecycle to settle deferred kills (which switch), and the thread
+//! state's thread-local guard runs the teardown of `thread_exit.rs`. Types
+//! refer to each other more freely (a record holds its parent's handle and
+//! its thread's link).
 //!
 //! # When finalizers run
 //! A greenlet is finalized once, and its [`Greenlet::on_finalize`] callbacks
@@ -58,16 +84,23 @@
 //! - Tracing has a process-wide hook besides the per-thread one, and hooks
 //!   are not traced (switches made inside a hook fire no events).
 
-mod dispatch;
 mod error;
-mod greenlet;
+mod handle;
+mod lifecycle;
+mod payload;
+mod record;
+mod run;
 mod stack;
+mod switch;
+mod thread_exit;
+mod thread_link;
 mod thread_state;
 mod trace;
 mod value;
 
 pub use self::error::{GreenletError, GreenletExit};
-pub use self::greenlet::{getcurrent, live_greenlets, Greenlet, GreenletBuilder};
+pub use self::handle::{getcurrent, Greenlet, GreenletBuilder};
+pub use self::record::live_greenlets;
 pub use self::stack::{
     acquire as acquire_stack, default_stack_size, set_default_stack_size, stack_stats,
     trim_stack_pool, PooledStack, StackStats, DEFAULT_STACK_SIZE,

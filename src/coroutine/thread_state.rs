@@ -1,116 +1,63 @@
 //! The per-thread greenlet state: the main greenlet, the current greenlet,
-//! the registry of this thread's live greenlets, the value slot, the trace
-//! hook, the deferred work and the inbox of kills sent by other threads; and
-//! its teardown when the thread exits.
+//! the registry of this thread's greenlets, the value slot, the trace hook,
+//! the deferred work and the thread's link; how a thread finds its state,
+//! and which thread owns a greenlet.
 //!
 //! Owns [`ThreadState`] (heap-allocated, reached through a const-initialized
 //! thread-local pointer that has no destructor, so it stays readable during
-//! thread-local teardown) and [`ThreadLink`] (the part other threads may
-//! touch). Uses the dispatcher to unwind greenlets at exit and
-//! [`crate::cleanup`] to hand the main greenlet's finalizers to a queue.
+//! thread-local teardown) with its registry methods (unregister, recycle
+//! into the spare list, the thread-exit sweeps), and the ownership checks
+//! ([`check_owner`], [`owner_state`]).
+//!
+//! Uses records, the thread link, the payload slot and the cleanup queue
+//! (captured at creation). Calls up only once: the thread-local guard's
+//! destructor runs [`thread_exit::teardown`](super::thread_exit::teardown).
 
 use std::cell::Cell;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
+use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
 use slab::Slab;
 
-use super::dispatch::{self, Kind};
-use super::greenlet::{self as records, Core, Finalizer, Spare, DEAD};
+use super::error::GreenletError;
+use super::payload::{Kind, Slot};
+use super::record::{IdBlock, Record, RecordCount, Spare};
+use super::thread_exit;
+use super::thread_link::ThreadLink;
 use super::trace::TraceHook;
-use crate::cleanup::{self, CleanupQueue, Remains};
-
-/// How many times thread exit throws `GreenletExit` into survivors before it
-/// falls back to corosensei's forced unwind.
-const EXIT_KILL_ROUNDS: usize = 3;
-
-/// The part of a thread's state that other threads may touch: identity,
-/// liveness, and the inbox of greenlets whose last handle went elsewhere.
-pub(crate) struct ThreadLink {
-    /// `'name' (ThreadId(n))`, for messages.
-    pub(crate) label: String,
-    /// False once the thread has exited (or for detached greenlets).
-    pub(crate) alive: AtomicBool,
-    /// Set when `inbox` is non-empty; read without the lock on every
-    /// greenlet operation of the owner.
-    pub(crate) has_mail: AtomicBool,
-    pub(crate) inbox: Mutex<Vec<Arc<Core>>>,
-}
-
-impl ThreadLink {
-    fn for_current_thread(alive: bool) -> Arc<ThreadLink> {
-        // `thread::current` may refuse late in thread-local teardown.
-        let label = std::panic::catch_unwind(|| {
-            let thread = std::thread::current();
-            format!(
-                "'{}' ({:?})",
-                thread.name().unwrap_or("<unnamed>"),
-                thread.id()
-            )
-        })
-        .unwrap_or_else(|_| "'<unknown>'".into());
-        Arc::new(ThreadLink {
-            label,
-            alive: AtomicBool::new(alive),
-            has_mail: AtomicBool::new(false),
-            inbox: Mutex::new(Vec::new()),
-        })
-    }
-
-    /// A link for greenlets made on a thread whose state is already gone.
-    pub(crate) fn exited() -> Arc<ThreadLink> {
-        Arc::new(ThreadLink {
-            label: "<a thread whose greenlet state was torn down>".into(),
-            alive: AtomicBool::new(false),
-            has_mail: AtomicBool::new(false),
-            inbox: Mutex::new(Vec::new()),
-        })
-    }
-
-    /// Queue a greenlet whose last handle was dropped on another thread.
-    /// Returns it back if the owner has exited (nobody will read the inbox).
-    pub(crate) fn post(&self, core: Arc<Core>) -> Result<(), Arc<Core>> {
-        let mut inbox = self.inbox.lock();
-        if !self.alive.load(Ordering::Acquire) {
-            return Err(core);
-        }
-        inbox.push(core);
-        self.has_mail.store(true, Ordering::Release);
-        Ok(())
-    }
-}
+use crate::cleanup::{self, CleanupQueue};
 
 /// One thread's greenlet state. Only its own thread touches it, always
 /// through short-lived accesses of the raw pointer (user code and stack
 /// switches happen between accesses, never during one).
 pub(crate) struct ThreadState {
+    /// What other threads may touch.
     pub(crate) link: Arc<ThreadLink>,
     /// The main greenlet (the thread's own stack).
-    pub(crate) main: Arc<Core>,
+    pub(crate) main: Arc<Record>,
     /// The running greenlet; kept alive by `main` or by `registry`.
-    pub(crate) current: *const Core,
+    pub(crate) current: *const Record,
     /// The value (or error) in flight between two greenlets.
-    pub(crate) slot: dispatch::Slot,
+    pub(crate) slot: Slot,
     /// Every greenlet of this thread that is not dead (started or not), the
     /// dead ones that still have handles, and the spare records (see
-    /// `Core`). A record's key is in its `Local`; it leaves through
-    /// `greenlet::unregister` only.
-    pub(crate) registry: Slab<Arc<Core>>,
+    /// `Record`). A record's key is in its `Local`; it leaves through
+    /// [`ThreadState::unregister`] only.
+    pub(crate) registry: Slab<Arc<Record>>,
     /// A greenlet that just finished with no handle left; released in the
     /// next context.
-    pub(crate) retiring: Option<Arc<Core>>,
+    pub(crate) retiring: Option<Arc<Record>>,
     /// Records of dead greenlets kept for reuse (referred to by this list and
-    /// the registry only; see `Core`), emptied when the thread exits.
+    /// the registry only; see `Record`), emptied when the thread exits.
     pub(crate) spare: Spare,
     /// This thread's part of `live_greenlets` (written only by this thread).
-    pub(crate) records: Arc<AtomicIsize>,
+    pub(crate) records: RecordCount,
     /// Greenlets whose last handle went while they could not be dealt with
     /// (running, or reported through the inbox).
-    pub(crate) deferred: Vec<Arc<Core>>,
+    pub(crate) deferred: Vec<Arc<Record>>,
     /// A switch whose trace event the next context must fire.
-    pub(crate) trace_pending: Option<(Kind, Arc<Core>)>,
+    pub(crate) trace_pending: Option<(Kind, Arc<Record>)>,
     /// True when `retiring`, `deferred` or `trace_pending` needs attention.
     pub(crate) work: bool,
     /// The thread's trace hook; written only through
@@ -121,17 +68,16 @@ pub(crate) struct ThreadState {
     /// The greenlet being force-unwound, whose unwinding must not be caught
     /// and which cannot switch away meanwhile; written only through
     /// [`ThreadState::set_unwinding`].
-    unwinding: *const Core,
+    unwinding: *const Record,
     /// Nonzero when `trace_hook.is_some() || !unwinding.is_null()`, kept by
     /// their setters so that the sending side of a switch tests one word (a
     /// word, not a `bool`: the test compiles to one compare with memory).
     slow_switch: usize,
-    /// The next greenlet id of this thread's block, and the end of the block.
-    pub(crate) next_id: u64,
-    pub(crate) ids_end: u64,
+    /// This thread's block of greenlet ids.
+    pub(crate) ids: IdBlock,
     /// Where the main greenlet's finalizers go when the thread exits,
     /// captured when the state was created.
-    queue: Arc<CleanupQueue>,
+    pub(crate) queue: Arc<CleanupQueue>,
 }
 
 impl ThreadState {
@@ -149,7 +95,7 @@ impl ThreadState {
     }
 
     /// The greenlet being force-unwound, or null.
-    pub(crate) fn unwinding(&self) -> *const Core {
+    pub(crate) fn unwinding(&self) -> *const Record {
         self.unwinding
     }
 
@@ -159,9 +105,9 @@ impl ThreadState {
         !self.unwinding.is_null() && ptr::eq(self.unwinding, self.current)
     }
 
-    /// Mark `core` (or nothing, with null) as the greenlet being force-unwound.
-    pub(crate) fn set_unwinding(&mut self, core: *const Core) {
-        self.unwinding = core;
+    /// Mark `record` (or nothing, with null) as the greenlet being force-unwound.
+    pub(crate) fn set_unwinding(&mut self, record: *const Record) {
+        self.unwinding = record;
         self.refresh_slow_switch();
     }
 
@@ -186,6 +132,211 @@ impl ThreadState {
         // `Arc` in it, which does not move.
         unsafe { &*Arc::as_ptr(&(*ts).link) }
     }
+
+    /// A new reference to the current greenlet's record.
+    ///
+    /// # Safety
+    /// `self.current` points to a live record (kept by `main` or the registry).
+    pub(crate) unsafe fn current_arc(&self) -> Arc<Record> {
+        // SAFETY: `current` came from `Arc::as_ptr` of a record that the
+        // state keeps alive (main or registry), per the invariant above.
+        unsafe {
+            Arc::increment_strong_count(self.current);
+            Arc::from_raw(self.current)
+        }
+    }
+
+    /// Thread exit: drop this thread's spare records, counted back first (a
+    /// spare record is not live), and their registry entries.
+    ///
+    /// # Safety
+    /// `ts` is the calling thread's state, not yet freed.
+    pub(crate) unsafe fn drain_spare(ts: *mut ThreadState) {
+        // SAFETY: guaranteed by the caller; short accesses.
+        unsafe {
+            while let Some(record) = (*ts).spare.pop() {
+                (*ts).records.add(1);
+                drop(ThreadState::unregister(ts, &record));
+                drop(record);
+            }
+        }
+    }
+
+    /// Thread exit: release the registry's references to dead greenlets (their
+    /// handles outlive the thread; they are finalized when the last one goes),
+    /// clearing their keys so that nothing later removes another entry by them.
+    ///
+    /// # Safety
+    /// `ts` is the calling thread's state, not yet freed.
+    pub(crate) unsafe fn release_dead_registered(ts: *mut ThreadState) {
+        // SAFETY: guaranteed by the caller; short accesses.
+        unsafe {
+            for record in ThreadState::registered(ts, true) {
+                drop(ThreadState::unregister(ts, &record));
+            }
+        }
+    }
+
+    /// The registered greenlets of `ts` that are dead (`dead`) or not (dead
+    /// ones stay registered while they have handles: see [`Record`]).
+    ///
+    /// # Safety
+    /// `ts` is the calling thread's state, not yet freed.
+    pub(crate) unsafe fn registered(ts: *mut ThreadState, dead: bool) -> Vec<Arc<Record>> {
+        // SAFETY: guaranteed by the caller; short access.
+        unsafe {
+            (*ts)
+                .registry
+                .iter()
+                .filter(|(_, record)| record.flags().is_dead() == dead)
+                .map(|(_, record)| Arc::clone(record))
+                .collect()
+        }
+    }
+
+    /// Take `record` out of its thread's registry, if it is still there, and
+    /// return the registry's reference. Each record leaves the registry once:
+    /// its key is cleared, so that a later call (which could otherwise remove
+    /// another greenlet that got the key since) finds nothing.
+    ///
+    /// # Safety
+    /// `ts` is the calling thread's live state, which owns `record`.
+    #[inline]
+    pub(crate) unsafe fn unregister(ts: *mut ThreadState, record: &Record) -> Option<Arc<Record>> {
+        // SAFETY: guaranteed by the caller; short accesses to `local`.
+        unsafe {
+            let local = record.local();
+            let key = std::mem::replace(&mut (*local).key, usize::MAX);
+            if key == usize::MAX {
+                return None;
+            }
+            let entry = (*ts).registry.try_remove(key);
+            debug_assert!(entry
+                .as_ref()
+                .is_some_and(|e| std::ptr::eq(Arc::as_ptr(e), record)));
+            entry
+        }
+    }
+
+    /// `record`'s last handle went on its owner thread: keep the record in the
+    /// thread's spare records if it is a dead greenlet that nothing but `record`
+    /// and the registry refers to; else drop `record`, and the registry's
+    /// reference too if it is dead.
+    ///
+    /// # Safety
+    /// `ts` is the calling thread's live state, which owns `record`.
+    #[inline(always)]
+    pub(crate) unsafe fn recycle(ts: *mut ThreadState, record: Arc<Record>) {
+        // SAFETY: guaranteed by the caller; short reads of the owner-only part.
+        let (registered, room, empty) = unsafe {
+            let local = &*record.local();
+            (
+                local.key != usize::MAX,
+                (*ts).spare.has_room(),
+                !local.run.is_some()
+                    && local.co.is_none()
+                    && local.stack.is_none()
+                    && local.return_to.is_none(),
+            )
+        };
+        let flags = record.flags();
+        if !room
+            || !empty
+            || !flags.is_finished()
+            || Arc::strong_count(&record) != 1 + usize::from(registered)
+            || Arc::weak_count(&record) != 0
+        {
+            if flags.is_finished() {
+                // SAFETY: guaranteed by the caller.
+                drop(unsafe { ThreadState::unregister(ts, &record) });
+            }
+            return;
+        }
+        // Other threads' last uses of the record happen before its reuse (their
+        // reference drops were Release decrements).
+        fence(Ordering::Acquire);
+        // SAFETY: `record` and the registry's entry are the only references to the
+        // record (the strong count says so, and there are no weak ones); the
+        // entry is not used during the reset, so nothing else can read or write
+        // the record meanwhile: no other thread can reach it, and this thread's
+        // state refers to records only through `Arc`s (its raw `current` is a
+        // live greenlet). The record's allocation came from `Arc::new`, so it is
+        // writable. `main` is another record (this one is not a main greenlet's).
+        let reset = unsafe { (*Arc::as_ptr(&record).cast_mut()).reset_for_reuse(&(*ts).main) };
+        let Some((counted, old_parent)) = reset else {
+            // Finalizers that did not run: a greenlet leaked (it ignored the
+            // kill of its last handle's drop) that finished later, which
+            // `finalize_or_kill` leaves alone. Not reused: released, and its
+            // finalizers dropped with it, as before records were reused.
+            // SAFETY: guaranteed by the caller; the reset's borrow has ended.
+            drop(unsafe { ThreadState::unregister(ts, &record) });
+            return;
+        };
+        // SAFETY: `ts` is live and owns the reset record; short accesses.
+        unsafe {
+            if !registered {
+                // Left the registry already (it was killed by this drop, or its
+                // handle count raced): back in, as every spare record is.
+                let key = (*ts).registry.insert(Arc::clone(&record));
+                (*record.local()).key = key;
+            }
+            if counted {
+                (*ts).records.add(-1);
+            }
+            (*ts).spare.push(record);
+        }
+        // Dropping another parent's handle may kill it (user code), after the
+        // record was put away.
+        drop(old_parent);
+    }
+}
+
+/// Check that the calling thread owns `target`; returns its state.
+#[inline]
+pub(crate) fn check_owner(target: &Record) -> Result<*mut ThreadState, GreenletError> {
+    let ts = state();
+    if let Some(ts) = ts {
+        // SAFETY: `ts` is this thread's live state; short read.
+        let link = unsafe { Arc::as_ptr(&(*ts).link) };
+        if ptr::eq(Arc::as_ptr(&target.thread), link) {
+            return Ok(ts);
+        }
+    }
+    Err(thread_error(ts, target))
+}
+
+#[cold]
+fn thread_error(ts: Option<*mut ThreadState>, target: &Record) -> GreenletError {
+    match ts {
+        Some(ts) if target.thread.alive.load(Ordering::Acquire) => {
+            // SAFETY: `ts` is this thread's live state; `current` is live.
+            let (current, current_thread) = unsafe {
+                (
+                    (*(*ts).current).label(),
+                    ThreadState::link(ts).label.clone(),
+                )
+            };
+            GreenletError::WrongThread {
+                current,
+                current_thread,
+                target: target.label(),
+                target_thread: target.thread.label.clone(),
+            }
+        }
+        _ => GreenletError::ThreadExited {
+            target: target.label(),
+            target_thread: target.thread.label.clone(),
+        },
+    }
+}
+
+/// The calling thread's state, if the thread owns `record`.
+#[inline]
+pub(crate) fn owner_state(record: &Record) -> Option<*mut ThreadState> {
+    let ts = existing_state()?;
+    // SAFETY: `ts` is this thread's live state; short read.
+    let link = unsafe { Arc::as_ptr(&(*ts).link) };
+    std::ptr::eq(Arc::as_ptr(&record.thread), link).then_some(ts)
 }
 
 thread_local! {
@@ -205,7 +356,7 @@ impl Drop for StateGuard {
         if !ts.is_null() {
             // SAFETY: `ts` came from `Box::into_raw` in `create` and is
             // released only here, once, on its own thread.
-            unsafe { teardown(ts) };
+            unsafe { thread_exit::teardown(ts) };
         }
     }
 }
@@ -237,17 +388,19 @@ fn create() -> Option<*mut ThreadState> {
     // Registers the teardown; fails if thread-locals are being destroyed.
     GUARD.try_with(|_| ()).ok()?;
     let link = ThreadLink::for_current_thread(true);
-    let main = Core::new_main(Arc::clone(&link));
+    // Counted globally: made before the thread's count (as a detached
+    // main greenlet is).
+    let main = Record::new_main(Arc::clone(&link));
     let current = Arc::as_ptr(&main);
     let ts = Box::new(ThreadState {
         link,
         main,
         current,
-        slot: dispatch::Slot::empty(),
+        slot: Slot::empty(),
         registry: Slab::new(),
         retiring: None,
         spare: Spare::new(),
-        records: records::register_record_count(),
+        records: RecordCount::register(),
         deferred: Vec::new(),
         trace_pending: None,
         work: false,
@@ -255,8 +408,7 @@ fn create() -> Option<*mut ThreadState> {
         in_trace: false,
         unwinding: ptr::null(),
         slow_switch: 0,
-        next_id: 0,
-        ids_end: 0,
+        ids: IdBlock::new(),
         queue: cleanup::current_queue(),
     });
     let ts = Box::into_raw(ts);
@@ -266,107 +418,13 @@ fn create() -> Option<*mut ThreadState> {
 
 /// The main greenlet of a thread whose state is gone (used by `getcurrent`
 /// called from late thread-local destructors).
-pub(crate) fn detached_main() -> Arc<Core> {
-    Core::new_main(ThreadLink::exited())
+pub(crate) fn detached_main() -> Arc<Record> {
+    Record::new_main(ThreadLink::exited())
 }
 
-/// What a thread leaves behind: the finalizers of its main greenlet and of
-/// the greenlets that were finalized with it.
-struct ThreadRemains {
-    label: String,
-    finalizers: Vec<Finalizer>,
-}
-
-impl Remains for ThreadRemains {
-    fn destroy(self: Box<Self>) {
-        // Every finalizer ran; re-raise the first panic so that the queue
-        // counts it.
-        if let Some(panic) = super::greenlet::run_finalizers(self.finalizers, &self.label) {
-            std::panic::resume_unwind(panic);
-        }
-    }
-    fn label(&self) -> String {
-        self.label.clone()
-    }
-}
-
-/// Thread exit: unwind the suspended greenlets in this thread, mark every
-/// greenlet as belonging to an exited thread, hand the finalizers to the
-/// cleanup queue, free the state.
-///
-/// # Safety
-/// `ts` is this thread's live state, and the caller is its `StateGuard`.
-unsafe fn teardown(ts: *mut ThreadState) {
-    // SAFETY (whole function): `ts` is live until the `Box::from_raw` at the
-    // end; every access below is a short-lived one through the pointer.
-    unsafe {
-        let mut finalized: Vec<Arc<Core>> = Vec::new();
-        // `exit()` called from a greenlet runs this teardown on that
-        // greenlet's stack, with main suspended in the middle of its code: a
-        // victim that caught a thrown exit and switched to main would resume
-        // main's code inside `exit()`. There the greenlets are only
-        // force-unwound (their destructors run; a switch meanwhile fails).
-        let first_round = if ptr::eq((*ts).current, Arc::as_ptr(&(*ts).main)) {
-            0
-        } else {
-            EXIT_KILL_ROUNDS
-        };
-        for round in first_round..=EXIT_KILL_ROUNDS {
-            dispatch::do_pending_work(ts);
-            let victims = records::registered(ts, false);
-            if victims.is_empty() {
-                break;
-            }
-            for core in victims {
-                if core.flags() & DEAD == 0 {
-                    if round < EXIT_KILL_ROUNDS && !core.is_leaked() {
-                        // The outcome is checked by the next round.
-                        let _ = dispatch::kill(ts, &core);
-                    } else {
-                        dispatch::force_unwind(ts, &core);
-                    }
-                }
-                finalized.push(core);
-            }
-        }
-        // Survivors made during the last round: one last forced sweep.
-        let late = records::registered(ts, false);
-        for core in late {
-            dispatch::force_unwind(ts, &core);
-            finalized.push(core);
-        }
-        dispatch::do_pending_work(ts);
-        // Dead greenlets whose handles outlive the thread now live by those
-        // handles only; spare records go (records recycled later in this
-        // teardown are dropped after the state is unreachable, below).
-        records::drain_spare(ts);
-        records::release_dead_registered(ts);
-
-        // From now on, every greenlet of this thread is "of an exited thread".
-        let mail = {
-            let mut inbox = ThreadState::link(ts).inbox.lock();
-            ThreadState::link(ts).alive.store(false, Ordering::Release);
-            std::mem::take(&mut *inbox)
-        };
-        finalized.extend(mail);
-        (*ts).main.mark(DEAD);
-
-        let label = format!("main greenlet of thread {}", ThreadState::link(ts).label);
-        let mut finalizers = (*ts).main.take_finalizers();
-        for core in &finalized {
-            finalizers.extend(core.take_finalizers());
-        }
-        drop(finalized);
-        let queue = Arc::clone(&(*ts).queue);
-
-        TORN_DOWN.with(|t| t.set(true));
-        STATE.with(|s| s.set(ptr::null_mut()));
-        // Their drop is counted globally now, the state being unreachable.
-        records::drain_spare(ts);
-        records::retire_record_count(&(*ts).records);
-        // Fields may hold user values (trace hook, slot): dropped with the
-        // state already unreachable.
-        drop(Box::from_raw(ts));
-        queue.push(Box::new(ThreadRemains { label, finalizers }));
-    }
+/// Teardown: the state is unreachable from now on, and never made again on
+/// this thread.
+pub(crate) fn detach() {
+    TORN_DOWN.with(|t| t.set(true));
+    STATE.with(|s| s.set(ptr::null_mut()));
 }

@@ -2,8 +2,9 @@
 //! throw, run in the target greenlet right after the switch.
 //!
 //! Owns [`TraceEvent`], [`TraceHook`], [`settrace`], [`gettrace`] and
-//! [`set_global_trace`]. Uses the thread state (where the per-thread hook
-//! lives) and greenlet handles for the events.
+//! [`set_global_trace`], and firing an event. Uses the thread state (where
+//! the per-thread hook lives) and records (whose handles an event carries);
+//! the switch protocol calls it.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,9 +12,10 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::dispatch::Kind;
-use super::error::GreenletError;
-use super::greenlet::{panic_message, Core, Greenlet};
+use super::error::{panic_message, GreenletError};
+use super::handle::Greenlet;
+use super::payload::Kind;
+use super::record::Record;
 use super::thread_state::{self, ThreadState};
 
 /// A switch or throw as a trace hook sees it.
@@ -184,15 +186,15 @@ pub(crate) unsafe fn active(ts: *mut ThreadState) -> bool {
 pub(crate) unsafe fn run_hooks(
     ts: *mut ThreadState,
     kind: Kind,
-    origin: Arc<Core>,
+    origin: Arc<Record>,
 ) -> Result<(), GreenletError> {
     // SAFETY: guaranteed by the caller; no access spans a hook call.
     unsafe {
         if (*ts).in_trace {
             return Ok(());
         }
-        let target = Greenlet::from_core((*ts).current_arc());
-        let origin = Greenlet::from_core(origin);
+        let target = Record::new_handle((*ts).current_arc());
+        let origin = Record::new_handle(origin);
         let event = match kind {
             Kind::Switch => TraceEvent::Switch { origin, target },
             Kind::Throw => TraceEvent::Throw { origin, target },

@@ -6,6 +6,7 @@ use std::process::{Command, Output};
 /// process with `var=value` in its environment, and wait for it. For
 /// behaviour that ends the process (exit, abort, a stack overflow) or that
 /// shows on stderr, which the test harness captures in-process.
+#[allow(dead_code)]
 pub fn run_child_test(test: &str, var: &str, value: &str) -> Output {
     let exe = std::env::current_exe().expect("test binary path");
     Command::new(exe)
@@ -105,4 +106,16 @@ pub fn take_diagnostics() -> Vec<String> {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner),
     )
+}
+
+/// The one line of [`take_diagnostics`]'s `lines` that contains every one
+/// of `needles`; it must start with `prefix` (`LEVEL target`).
+#[allow(dead_code)]
+pub fn diagnostic<'a>(lines: &'a [String], prefix: &str, needles: &[&str]) -> &'a str {
+    let line = lines
+        .iter()
+        .find(|l| needles.iter().all(|n| l.contains(n)))
+        .unwrap_or_else(|| panic!("no diagnostic with {needles:?} in {lines:#?}"));
+    assert!(line.starts_with(prefix), "{line}");
+    line
 }

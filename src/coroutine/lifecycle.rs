@@ -1,0 +1,446 @@
+//! The lifecycle of a greenlet after its creation: kill, kill on drop
+//! (the last handle going), the deferred work that finalizes or kills
+//! greenlets whose last handle went while that was not possible (or on
+//! another thread), and the forced unwind at thread exit.
+//!
+//! Owns those policies. Uses the thread state's registry, records, and the
+//! switch protocol ([`switch::transfer`]: a kill is a throw of
+//! `GreenletExit` whose result comes back to the killer). The switch
+//! protocol calls back [`do_pending_work`] when a context gets control, and
+//! [`kill_unstarted`] for an unstarted greenlet that receives an error.
+//! Problems that are nobody's error (a greenlet that refuses to die, a
+//! panicking destructor) are reported through [`crate::diag`].
+
+use std::mem;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::error::{panic_message, GreenletError};
+use super::payload::{Kind, Raised};
+use super::record::Record;
+use super::stack;
+use super::switch;
+use super::thread_state::{self, owner_state, ThreadState};
+use crate::diag::{diag_error, diag_warn};
+
+/// Kill `record` with control coming back here (`Greenlet::kill`).
+///
+/// # Safety
+/// `ts` is the calling thread's live state and owns `record`.
+pub(crate) unsafe fn kill(ts: *mut ThreadState, record: &Arc<Record>) -> Result<(), GreenletError> {
+    // SAFETY: guaranteed by the caller; short accesses.
+    unsafe {
+        let flags = record.flags();
+        if flags.is_dead() {
+            return Ok(());
+        }
+        if flags.is_main() {
+            return switch::transfer(ts, record, Err(Raised::Exit), Kind::Throw)
+                .map(drop)
+                .map_err(Raised::into_error);
+        }
+        if !flags.is_started() {
+            kill_unstarted(ts, record);
+            return Ok(());
+        }
+        if Arc::as_ptr(record) == (*ts).current {
+            // Killing yourself: the exit is raised right here.
+            return Err(GreenletError::exit());
+        }
+        (*record.local()).return_to = Some((*ts).current_arc());
+        let result = switch::transfer(ts, record, Err(Raised::Exit), Kind::Throw);
+        if record.flags().is_dead() {
+            return result.map(drop).map_err(Raised::into_error);
+        }
+        drop((*record.local()).return_to.take());
+        match result {
+            // Raised in the caller while `record` was away (it switched
+            // elsewhere, and someone threw into or killed the caller): the
+            // caller's own error, as at any pending switch.
+            Err(raised) => Err(raised.into_error()),
+            Ok(_) => Err(GreenletError::KillIgnored {
+                greenlet: record.label(),
+            }),
+        }
+    }
+}
+
+/// `Greenlet::kill` from the API.
+pub(crate) fn kill_from_api(record: &Arc<Record>) -> Result<(), GreenletError> {
+    let ts = thread_state::check_owner(record)?;
+    // SAFETY: `ts` is this thread's live state and owns `record`.
+    unsafe {
+        check_mail(ts);
+        kill(ts, record)
+    }
+}
+
+/// An unstarted greenlet dies without running: its closure is dropped.
+///
+/// # Safety
+/// `ts` is live and `record` is an unstarted greenlet of its thread.
+pub(crate) unsafe fn kill_unstarted(ts: *mut ThreadState, record: &Arc<Record>) {
+    // SAFETY: owner thread; short accesses; the closure's destructor runs
+    // after the bookkeeping, with no borrow held.
+    unsafe {
+        let local = record.local();
+        let run = (*local).run.take();
+        let co = (*local).co.take();
+        let stack = (*local).stack.take();
+        record.mark_dead();
+        let me = ThreadState::unregister(ts, record);
+        drop(co);
+        drop(stack);
+        drop_quietly(run, record);
+        drop(me);
+    }
+}
+
+/// Drop a handle that was the only one a moment ago. On the greenlet's own
+/// thread it still is, and the count is cleared without an atomic
+/// read-modify-write: other threads make handles only by cloning handles
+/// they can reach (every handle made from an internal reference is made on
+/// the owner thread: `getcurrent`, `spawn_in`, trace events), and there is
+/// no other handle to clone. A clone made on another thread from a handle
+/// this thread now owns (one shared through a lock, such as a child's
+/// `parent` field, which [`Greenlet::parent`] clones under the field's lock)
+/// happened before this thread took the handle over, so the `Acquire` load
+/// of the caller already counts it. Elsewhere, another handle may have been
+/// made since, so the count is decremented.
+#[inline(never)]
+pub(crate) fn drop_only_handle(record: Arc<Record>) {
+    match owner_state(&record) {
+        Some(ts) => {
+            record.clear_only_handle();
+            // SAFETY: `ts` is this thread's live state and owns `record`.
+            unsafe {
+                owner_last_handle_gone(ts, &record);
+                ThreadState::recycle(ts, record);
+            }
+        }
+        None => {
+            if record.release_handle() {
+                last_handle_gone(&record);
+            }
+        }
+    }
+}
+
+/// [`last_handle_gone`] on the owner thread, with the common case
+/// first: a dead greenlet (not the current one, which `finish` may still
+/// be leaving, nor a leaked one) is only finalized; [`recycle`] then keeps
+/// or unregisters it.
+///
+/// # Safety
+/// `ts` is the calling thread's live state, which owns `record`.
+#[inline]
+unsafe fn owner_last_handle_gone(ts: *mut ThreadState, record: &Arc<Record>) {
+    // SAFETY: guaranteed by the caller; short reads.
+    unsafe {
+        let current = std::ptr::eq(Arc::as_ptr(record), (*ts).current);
+        let flags = record.flags();
+        if flags.is_finished() && !flags.is_leaked() && !current {
+            let registered = (*record.local()).key != usize::MAX;
+            Record::finalize_unreachable(record, 1 + usize::from(registered));
+        } else {
+            last_handle_gone(record);
+        }
+    }
+}
+
+/// The last handle of `record` went: kill or finalize it, then keep the
+/// record for reuse if this was its last reference.
+#[inline(never)]
+pub(crate) fn last_handle_dropped(record: Arc<Record>) {
+    last_handle_gone(&record);
+    if let Some(ts) = owner_state(&record) {
+        // SAFETY: `ts` is this thread's live state and owns `record`.
+        unsafe { ThreadState::recycle(ts, record) };
+    }
+}
+
+/// The last handle of `record` was dropped (on any thread).
+fn last_handle_gone(record: &Arc<Record>) {
+    let flags = record.flags();
+    if flags.is_main() {
+        // Main greenlets are finalized when their thread exits.
+        return;
+    }
+    if let Some(ts) = owner_state(record) {
+        // SAFETY: `ts` is this thread's live state and owns `record`.
+        unsafe {
+            if Arc::as_ptr(record) == (*ts).current {
+                // Running: killed once it switches away.
+                (*ts).deferred.push(Arc::clone(record));
+                (*ts).work = true;
+            } else {
+                finalize_or_kill(ts, record);
+            }
+        }
+        return;
+    }
+    if flags.is_dead() {
+        record.finalize();
+        // Its thread's registry may still hold it (see `Record`): the owner
+        // releases it. It no longer counts as live from now on.
+        record.uncount();
+        if let Err(record) = record.thread.post(Arc::clone(record)) {
+            // Its thread exited, and released it.
+            record.recount();
+        }
+    } else if let Err(record) = record.thread.post(Arc::clone(record)) {
+        // Its thread exited, and unwound it: only the finalizers are left.
+        record.finalize();
+    }
+}
+
+/// Deal with a greenlet of this thread that has no handle left. The caller
+/// drops (or recycles) `record` afterwards and makes no handle from it.
+///
+/// # Safety
+/// `ts` is the calling thread's live state and owns `record`, which is not
+/// the current greenlet.
+unsafe fn finalize_or_kill(ts: *mut ThreadState, record: &Arc<Record>) {
+    if record.handles() > 0 {
+        // A handle was made again meanwhile: it is live again.
+        record.recount();
+        return;
+    }
+    let flags = record.flags();
+    // A leaked greenlet is left alone while it lives; one that finished
+    // since (its killer or a child resumed it) is finalized like any other.
+    if flags.is_main() || (flags.is_leaked() && !flags.is_dead()) {
+        return;
+    }
+    if !flags.is_dead() {
+        if !flags.is_started() {
+            // SAFETY: guaranteed by the caller.
+            unsafe { kill_unstarted(ts, record) };
+        } else {
+            // Marked before the kill, so that a last handle made and dropped
+            // again while the kill runs (a trace event names the greenlet as
+            // the origin of its switch back) does not start a second kill
+            // from inside this one: that one's switch back would fire
+            // another event, and so on without bound (a stack overflow).
+            // Killed, it is dead as well, and finalized as any dead one.
+            record.mark_leaked();
+            // SAFETY: guaranteed by the caller; short reads.
+            if unsafe { (*ts).current_is_unwinding() } {
+                // Dropped by a destructor of a greenlet being force-unwound,
+                // which cannot switch: the thread's exit unwinds it later.
+                report_unkillable_now(record);
+                return;
+            }
+            // SAFETY: guaranteed by the caller.
+            let result = unsafe { kill(ts, record) };
+            if !record.flags().is_dead() {
+                diag_warn!(
+                    "greenlet: GreenletExit did not kill {} (its last handle was dropped): it caught \
+                     the exit and switched away; leaking it until its thread exits",
+                    record.label()
+                );
+                return;
+            }
+            if let Err(err) = result {
+                if !err.is_exit() {
+                    diag_warn!(
+                        "greenlet: {} ended with an error while being killed: {err}",
+                        record.label()
+                    );
+                }
+            }
+        }
+    }
+    if record.handles() == 0 {
+        // SAFETY: guaranteed by the caller.
+        let registered = unsafe { ThreadState::unregister(ts, record) };
+        // The callers drop `record` afterwards.
+        Record::finalize_unreachable(record, 1 + usize::from(registered.is_some()));
+    }
+}
+
+/// Warn that a dropped greenlet cannot be killed now: its last handle went
+/// in a destructor run by the forced unwind of another greenlet, which
+/// cannot switch.
+#[cold]
+#[inline(never)]
+fn report_unkillable_now(record: &Record) {
+    diag_warn!(
+        "greenlet: cannot kill {} now (its last handle was dropped by a greenlet being \
+         force-unwound, which cannot switch); leaking it until its thread exits unwinds it",
+        record.label()
+    );
+}
+
+/// Run the kills other threads sent, if any (greenlet's "deleteme" list).
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+#[inline]
+pub(crate) unsafe fn check_mail(ts: *mut ThreadState) {
+    // SAFETY: guaranteed by the caller.
+    if unsafe { ThreadState::link(ts).has_mail.load(Ordering::Relaxed) } {
+        // SAFETY: guaranteed by the caller.
+        unsafe { do_pending_work(ts) }
+    }
+}
+
+/// Release the finished record, and finalize or kill every greenlet whose
+/// last handle went while that was not possible (and those other threads
+/// sent). The running greenlet stays deferred until it switches away.
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+#[inline]
+pub(crate) unsafe fn do_pending_work(ts: *mut ThreadState) {
+    // SAFETY: the caller's `ts` is live; short accesses.
+    unsafe {
+        if (*ts).retiring.is_none()
+            && (*ts).deferred.is_empty()
+            && !ThreadState::link(ts).has_mail.load(Ordering::Acquire)
+        {
+            // The common case after a greenlet finished (`settle` released
+            // it already): nothing deferred.
+            (*ts).work = (*ts).trace_pending.is_some();
+            return;
+        }
+        do_deferred_work(ts);
+    }
+}
+
+/// [`do_pending_work`] when there is a record to release, deferred work or
+/// mail.
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+#[inline(never)]
+unsafe fn do_deferred_work(ts: *mut ThreadState) {
+    // SAFETY: the caller's `ts` is live; each access is short, none spans
+    // the user code run by `finalize_or_kill`.
+    unsafe {
+        drop((*ts).retiring.take());
+        let mailed = ThreadState::link(ts).has_mail.load(Ordering::Acquire);
+        if !mailed && (*ts).deferred.is_empty() {
+            (*ts).work = (*ts).retiring.is_some() || (*ts).trace_pending.is_some();
+            return;
+        }
+        if mailed {
+            let mail = {
+                let mut inbox = ThreadState::link(ts).inbox.lock();
+                ThreadState::link(ts)
+                    .has_mail
+                    .store(false, Ordering::Release);
+                mem::take(&mut *inbox)
+            };
+            (*ts).deferred.extend(mail);
+        }
+        let mut kept = Vec::new();
+        loop {
+            let batch = mem::take(&mut (*ts).deferred);
+            if batch.is_empty() {
+                break;
+            }
+            for record in batch {
+                if Arc::as_ptr(&record) == (*ts).current {
+                    kept.push(record);
+                } else {
+                    finalize_or_kill(ts, &record);
+                }
+            }
+        }
+        (*ts).deferred = kept;
+        (*ts).work =
+            (*ts).retiring.is_some() || (*ts).trace_pending.is_some() || !(*ts).deferred.is_empty();
+    }
+}
+
+/// Last resort at thread exit: unwind `record`'s stack with corosensei's
+/// forced unwind (its destructors run), then retire it.
+///
+/// The greenlet the caller runs in is left as it is, marked leaked: thread
+/// exit runs in a greenlet when that greenlet called `exit()`, which runs
+/// the thread's thread-local destructors (the teardown) on its stack.
+///
+/// # Safety
+/// `ts` is the calling thread's live state, the caller runs in the current
+/// greenlet (main, or the greenlet that called `exit()`), and `record`
+/// belongs to this thread.
+pub(crate) unsafe fn force_unwind(ts: *mut ThreadState, record: &Arc<Record>) {
+    // SAFETY: guaranteed by the caller; `co` is borrowed only for the unwind.
+    unsafe {
+        let flags = record.flags();
+        if flags.is_dead() {
+            return;
+        }
+        if Arc::as_ptr(record) == (*ts).current {
+            // We run on its stack. corosensei cannot unwind a coroutine from
+            // inside (and reports a running one as `done()`, its saved stack
+            // pointer being cleared while it runs), and releasing its stack
+            // here would hand the pool (or munmap) the memory under our own
+            // frames. It is never resumed: its coroutine and stack are
+            // leaked with its record (`Drop for Record` forgets them).
+            record.mark_leaked();
+            return;
+        }
+        let local = record.local();
+        if !flags.is_started() || (*local).co.is_none() {
+            kill_unstarted(ts, record);
+            return;
+        }
+        let previous = (*ts).current;
+        (*ts).current = Arc::as_ptr(record);
+        (*ts).set_unwinding(Arc::as_ptr(record));
+        if let Some(co) = (*local).co.as_mut() {
+            stack::running((*local).stack.as_ref());
+            if catch_unwind(AssertUnwindSafe(|| co.force_unwind())).is_err() {
+                diag_error!("greenlet: unwinding {} raised a panic", record.label());
+            }
+            // Back on the caller's stack: marked again (none for main; the
+            // stack of the greenlet that called `exit()` otherwise, which
+            // its record keeps while it runs). `previous` is the caller's
+            // live record (main, or registered), read briefly.
+            stack::running((*(*previous).local()).stack.as_ref());
+        }
+        (*ts).current = previous;
+        (*ts).set_unwinding(ptr::null());
+        // If its code caught the unwind and finished, `finish` left these.
+        drop((*ts).slot.take());
+        drop((*ts).trace_pending.take());
+        record.mark_dead();
+        // Still there if it was unwound before its body took it: a greenlet
+        // suspended while its start settled the pending work (kills, trace
+        // hooks), before `root` called the closure.
+        let run = (*local).run.take();
+        let co = (*local).co.take();
+        let stack = (*local).stack.take();
+        if co.as_ref().is_some_and(|co| !co.done()) {
+            diag_error!(
+                "greenlet: {} kept running while being unwound at thread exit; leaking its stack",
+                record.label()
+            );
+            mem::forget(co);
+            mem::forget(stack);
+        } else {
+            drop(co);
+            drop(stack);
+        }
+        drop(ThreadState::unregister(ts, record));
+        // User code (the closure's captures), run with no borrow held; never
+        // called, the closure is whole (`call_in_place` takes it out first).
+        drop_quietly(run, record);
+        do_pending_work(ts);
+    }
+}
+
+/// Drop a value whose destructor is user code, reporting a panic.
+pub(crate) fn drop_quietly<T>(value: T, record: &Record) {
+    if let Err(panic) = catch_unwind(AssertUnwindSafe(move || drop(value))) {
+        diag_error!(
+            "greenlet: dropping the closure of {} panicked: {}",
+            record.label(),
+            panic_message(&*panic)
+        );
+    }
+}

@@ -1,0 +1,819 @@
+//! The greenlet [`Record`] shared by a greenlet's handles, and what is
+//! counted about records.
+//!
+//! Owns the record (identity, [`Flags`], handle count, parent link,
+//! finalizers, and the owner-only [`Local`] part: the closure, the
+//! coroutine and its stack), its reset for reuse and the thread's [`Spare`]
+//! list of reusable records, greenlet ids ([`IdBlock`]) and the record
+//! counts behind [`live_greenlets`] ([`RecordCount`]).
+//!
+//! Uses the stored closure ([`Run`]), the stack pool, and, as field types
+//! only, the handle ([`Greenlet`], a record holds its parent's) and the
+//! [`ThreadLink`] of its owner thread. Calls nothing above it: the thread
+//! state, the switch and the lifecycle use records, not the reverse.
+
+use std::cell::{Cell, UnsafeCell};
+use std::mem::{self, ManuallyDrop};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use corosensei::stack::{Stack, StackPointer};
+use corosensei::{Coroutine, Yielder};
+use parking_lot::Mutex;
+
+use super::error::panic_message;
+use super::handle::Greenlet;
+use super::run::Run;
+use super::stack::PooledStack;
+use super::thread_link::ThreadLink;
+use crate::diag::diag_error;
+
+/// A record's state bits, as one value with named queries.
+///
+/// A greenlet is unstarted, then started (its body runs or is suspended),
+/// then dead; a main greenlet is started from its creation and dies with its
+/// thread. `leaked` is set on a greenlet being killed on drop: that kill may
+/// succeed (dead then too); a greenlet that survived it is left alone by
+/// further kills on drop and stays suspended until its thread exits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Flags(u8);
+
+impl Flags {
+    const STARTED: u8 = 1;
+    const DEAD: u8 = 2;
+    const MAIN: u8 = 4;
+    const LEAKED: u8 = 8;
+
+    /// A new greenlet, not yet switched into.
+    pub(crate) const UNSTARTED: Flags = Flags(0);
+
+    /// A greenlet that can never run (made after its thread's state went).
+    pub(crate) const BORN_DEAD: Flags = Flags(Flags::STARTED | Flags::DEAD);
+
+    /// A main greenlet (dead when made for a thread that is gone).
+    pub(crate) const fn main(alive: bool) -> Flags {
+        let dead = if alive { 0 } else { Flags::DEAD };
+        Flags(Flags::STARTED | Flags::MAIN | dead)
+    }
+
+    /// It has been switched into (main greenlets always have).
+    #[inline(always)]
+    pub(crate) const fn is_started(self) -> bool {
+        self.0 & Flags::STARTED != 0
+    }
+
+    /// It finished or was killed (a main greenlet: its thread exited).
+    #[inline(always)]
+    pub(crate) const fn is_dead(self) -> bool {
+        self.0 & Flags::DEAD != 0
+    }
+
+    /// It is a thread's main greenlet.
+    #[inline(always)]
+    pub(crate) const fn is_main(self) -> bool {
+        self.0 & Flags::MAIN != 0
+    }
+
+    /// It is being killed on drop or ignored that kill.
+    #[inline(always)]
+    pub(crate) const fn is_leaked(self) -> bool {
+        self.0 & Flags::LEAKED != 0
+    }
+
+    /// Started and not dead: a switch resumes it as it is.
+    #[inline(always)]
+    pub(crate) const fn is_active(self) -> bool {
+        self.0 & (Flags::STARTED | Flags::DEAD) == Flags::STARTED
+    }
+
+    /// A dead greenlet other than a main one: its run ended.
+    #[inline(always)]
+    pub(crate) const fn is_finished(self) -> bool {
+        self.0 & (Flags::DEAD | Flags::MAIN) == Flags::DEAD
+    }
+
+    /// `dead`, `active` or `unstarted`, for `Debug`.
+    pub(crate) const fn state_name(self) -> &'static str {
+        if self.is_dead() {
+            "dead"
+        } else if self.is_started() {
+            "active"
+        } else {
+            "unstarted"
+        }
+    }
+}
+
+/// A callback run when a greenlet is finalized.
+pub(crate) type Finalizer = Box<dyn FnOnce() + Send + 'static>;
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// How many ids a thread takes from [`NEXT_ID`] at once, so that creating a
+/// greenlet costs no shared atomic operation for its id.
+const ID_BLOCK: u64 = 1024;
+
+/// A fresh process-unique id from the process-wide counter.
+pub(crate) fn global_id() -> u64 {
+    NEXT_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A thread's block of greenlet ids, refilled from the process-wide counter.
+pub(crate) struct IdBlock {
+    next: u64,
+    end: u64,
+}
+
+impl IdBlock {
+    /// An empty block (the first id refills it).
+    pub(crate) const fn new() -> IdBlock {
+        IdBlock { next: 0, end: 0 }
+    }
+
+    /// A process-unique id.
+    #[inline]
+    pub(crate) fn take(&mut self) -> u64 {
+        if self.next == self.end {
+            self.next = NEXT_ID.fetch_add(ID_BLOCK, Ordering::Relaxed);
+            self.end = self.next + ID_BLOCK;
+        }
+        let id = self.next;
+        self.next += 1;
+        id
+    }
+}
+
+/// Records made minus records dropped on threads without a record count,
+/// plus the final counts of the thread states that were torn down.
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+/// The record count of every live thread state (records made minus records
+/// dropped or kept for reuse on that thread; written only by that thread,
+/// so that creating a greenlet costs no shared atomic operation).
+static THREAD_COUNTS: Mutex<Vec<Arc<AtomicIsize>>> = Mutex::new(Vec::new());
+
+thread_local! {
+    /// The calling thread's [`RecordCount`] while it is registered, else
+    /// null. No destructor: readable during thread-local teardown.
+    static THREAD_COUNT: Cell<*const AtomicIsize> = const { Cell::new(ptr::null()) };
+}
+
+/// How many greenlet records (main greenlets included) are in use in the
+/// process: a record counts while a handle, a child, or its thread refers
+/// to it, except the dead records a thread keeps for reuse, and a dead
+/// greenlet whose last handle went on another thread (no longer counted,
+/// though its owner may not have released it yet). For leak checks: exact
+/// while no other thread makes or drops greenlets (each thread keeps its
+/// own count, summed here).
+///
+/// # Example
+/// ```
+/// let g = greenlet::Greenlet::new(|v| Ok(v));
+/// assert!(greenlet::live_greenlets() >= 1);
+/// drop(g);
+/// ```
+pub fn live_greenlets() -> usize {
+    let counts = THREAD_COUNTS.lock();
+    let sum = counts
+        .iter()
+        .map(|count| count.load(Ordering::Relaxed))
+        .fold(LIVE.load(Ordering::Relaxed), isize::wrapping_add);
+    usize::try_from(sum).unwrap_or(0)
+}
+
+/// One thread's part of [`live_greenlets`], held by its thread state.
+pub(crate) struct RecordCount(Arc<AtomicIsize>);
+
+impl RecordCount {
+    /// A new count for the calling thread, registered for
+    /// [`live_greenlets`]; records made or dropped on this thread count in it
+    /// until [`retire`](Self::retire).
+    pub(crate) fn register() -> RecordCount {
+        let count = Arc::new(AtomicIsize::new(0));
+        THREAD_COUNTS.lock().push(Arc::clone(&count));
+        THREAD_COUNT.with(|c| c.set(Arc::as_ptr(&count)));
+        RecordCount(count)
+    }
+
+    /// Add `delta` (only this thread writes it).
+    #[inline]
+    pub(crate) fn add(&self, delta: isize) {
+        add_to(&self.0, delta);
+    }
+
+    /// The count now.
+    #[cfg(test)]
+    pub(crate) fn get(&self) -> isize {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// The thread state goes: fold the count into the global one, in one
+    /// step for [`live_greenlets`]; later records count there.
+    pub(crate) fn retire(&self) {
+        THREAD_COUNT.with(|c| c.set(ptr::null()));
+        let mut counts = THREAD_COUNTS.lock();
+        counts.retain(|c| !Arc::ptr_eq(c, &self.0));
+        LIVE.fetch_add(self.0.swap(0, Ordering::Relaxed), Ordering::Relaxed);
+    }
+}
+
+/// Add `delta` to a count only the calling thread writes.
+#[inline]
+fn add_to(count: &AtomicIsize, delta: isize) {
+    count.store(
+        count.load(Ordering::Relaxed).wrapping_add(delta),
+        Ordering::Relaxed,
+    );
+}
+
+/// Count records made (`delta > 0`) or gone: in the calling thread's count
+/// if it has one, else in the global count.
+fn count_records(delta: isize) {
+    let count = THREAD_COUNT.with(Cell::get);
+    if count.is_null() {
+        LIVE.fetch_add(delta, Ordering::Relaxed);
+    } else {
+        // SAFETY: a non-null pointer is the calling thread's registered
+        // count, which `THREAD_COUNTS` keeps alive until `retire` clears the
+        // pointer first.
+        add_to(unsafe { &*count }, delta);
+    }
+}
+
+/// A greenlet's coroutine: resumed with a dummy word, suspends with the next
+/// greenlet's word, returns the next greenlet's word when it finishes.
+pub(crate) type Co = Coroutine<usize, usize, usize, StackRef>;
+
+/// The stack of a coroutine, owned by the greenlet's record (next to the
+/// coroutine) so that the pool's stack can be named while it runs.
+pub(crate) struct StackRef(*const PooledStack);
+
+// SAFETY: points to the `PooledStack` in the same greenlet record as the
+// coroutine that uses it; the record does not move (it is in an `Arc`) and
+// the coroutine is always dropped before the stack (`dispatch`,
+// `kill_unstarted`, `force_unwind`, and `Local`'s field order).
+unsafe impl Stack for StackRef {
+    #[inline]
+    fn base(&self) -> StackPointer {
+        // SAFETY: see the impl's comment: the pointee outlives the coroutine.
+        unsafe { (*self.0).base() }
+    }
+    #[inline]
+    fn limit(&self) -> StackPointer {
+        // SAFETY: as for `base`.
+        unsafe { (*self.0).limit() }
+    }
+}
+
+impl StackRef {
+    /// The stack at `stack`, which must outlive the coroutine (see the
+    /// `Stack` impl).
+    pub(crate) fn new(stack: *const PooledStack) -> StackRef {
+        StackRef(stack)
+    }
+}
+
+/// The owner-thread-only part of a greenlet.
+pub(crate) struct Local {
+    /// The closure, until the greenlet starts (or dies unstarted).
+    pub(crate) run: Run,
+    /// Declared before `stack`: the coroutine runs on it.
+    pub(crate) co: Option<Co>,
+    /// The stack the coroutine runs on, taken when the greenlet starts.
+    pub(crate) stack: Option<PooledStack>,
+    /// The coroutine's yielder, set when it starts (null before).
+    pub(crate) yielder: *const Yielder<usize, usize>,
+    /// Where the result goes instead of the parent (the killer).
+    pub(crate) return_to: Option<Arc<Record>>,
+    /// Key in the owner's registry; `usize::MAX` while not in it (cleared
+    /// by `ThreadState::unregister`).
+    pub(crate) key: usize,
+    /// The stack size asked for at creation.
+    pub(crate) stack_size: usize,
+    /// The next record of the owner's spare list, while this one is in it.
+    next_spare: Option<Arc<Record>>,
+}
+
+impl Local {
+    /// Nothing yet: not in the registry, no closure, no stack, no
+    /// coroutine. As it stays for a main greenlet or one born dead; a new
+    /// record starts from it.
+    pub(crate) fn empty() -> Local {
+        Local {
+            run: Run::none(),
+            co: None,
+            stack: None,
+            yielder: std::ptr::null(),
+            return_to: None,
+            key: usize::MAX,
+            stack_size: 0,
+            next_spare: None,
+        }
+    }
+
+    /// A new greenlet's part, registered under `key`, its stack to be
+    /// `stack_size` bytes.
+    pub(crate) fn registered(key: usize, stack_size: usize) -> Local {
+        Local {
+            key,
+            stack_size,
+            ..Local::empty()
+        }
+    }
+}
+
+/// A thread's spare records (see [`Record`]): dead records that only this
+/// list and the thread's registry refer to, linked through their
+/// `next_spare` field.
+pub(crate) struct Spare {
+    top: Option<Arc<Record>>,
+    len: usize,
+}
+
+/// Most finished records a thread keeps for its next greenlets.
+const SPARE_RECORDS: usize = 64;
+
+impl Spare {
+    /// No spare record.
+    pub(crate) const fn new() -> Spare {
+        Spare { top: None, len: 0 }
+    }
+
+    /// Whether another record may be kept.
+    #[inline]
+    pub(crate) fn has_room(&self) -> bool {
+        self.len < SPARE_RECORDS
+    }
+
+    /// Take a record off the list.
+    ///
+    /// # Safety
+    /// Called on the thread that owns the list.
+    #[inline]
+    pub(crate) unsafe fn pop(&mut self) -> Option<Arc<Record>> {
+        let record = self.top.take()?;
+        // SAFETY: the owner thread; the record is referred to by this list
+        // and the registry only, so nothing else accesses its `local`.
+        self.top = unsafe { (*record.local()).next_spare.take() };
+        self.len -= 1;
+        Some(record)
+    }
+
+    /// Put a record on the list.
+    ///
+    /// # Safety
+    /// Called on the thread that owns the list; `record` is a reset dead
+    /// record of that thread, registered, with no other reference.
+    #[inline]
+    pub(crate) unsafe fn push(&mut self, record: Arc<Record>) {
+        // SAFETY: guaranteed by the caller.
+        unsafe { (*record.local()).next_spare = self.top.take() };
+        self.top = Some(record);
+        self.len += 1;
+    }
+}
+
+impl Drop for Spare {
+    fn drop(&mut self) {
+        // SAFETY: the list is dropped with its thread's state, on that thread.
+        while let Some(record) = unsafe { self.pop() } {
+            drop(record);
+        }
+    }
+}
+
+/// The record shared by every handle of one greenlet.
+///
+/// Its owner thread's registry refers to it from its creation until it dies,
+/// or, if it still has handles then, until its last handle goes (see
+/// `ThreadState::unregister`). When that happens on the owner thread and nothing else
+/// refers to it, the record may instead be kept by the thread
+/// (`ThreadState::spare`), still registered, and reused for the thread's
+/// next greenlet: it keeps its thread link, its registry entry, and its
+/// parent if that is the thread's main greenlet, so that making a greenlet
+/// usually allocates nothing, touches no shared counter and leaves the
+/// registry as it is. A dead greenlet's last handle dropped on another
+/// thread is sent to the owner, which unregisters it.
+pub(crate) struct Record {
+    id: u64,
+    name: Option<Box<str>>,
+    /// Live [`Greenlet`] handles (not counting internal references).
+    handles: AtomicUsize,
+    /// [`Flags`]; written only on the owner thread (see [`Record::mark`]).
+    flags: AtomicU8,
+    /// The owner thread.
+    pub(crate) thread: Arc<ThreadLink>,
+    /// Written only on the owner thread (under the lock); read under the
+    /// lock elsewhere, and without it on the owner (`live_parent_ptr`).
+    parent: Mutex<Option<Greenlet>>,
+    /// `None` once finalized.
+    finalizers: Mutex<Option<Vec<Finalizer>>>,
+    /// Set (under the `finalizers` lock) once a finalizer was registered, so
+    /// that finalizing a record nobody else can reach skips the lock.
+    has_finalizers: AtomicBool,
+    /// Already taken out of [`live_greenlets`]: a dead greenlet whose last
+    /// handle went on another thread, sent to its owner to be unregistered.
+    uncounted: AtomicBool,
+    local: UnsafeCell<Local>,
+}
+
+// SAFETY: everything but `local` is Send + Sync. `local` (which holds the
+// non-Send `run` closure and coroutine) is only accessed on the owner thread:
+// every access goes through `Record::local`, whose callers first check that the
+// calling thread owns the greenlet (or run inside that thread's dispatcher).
+// It is emptied on the owner thread before the owner lets go of the record:
+// the registry holds a reference until then (or, for a greenlet that just
+// finished with no handle left, `retiring` does, until the dispatcher has
+// dropped its coroutine and stack), so the record can only be dropped
+// elsewhere with an empty `local` (`Drop for Record` leaks it otherwise rather
+// than drop it on the wrong thread).
+unsafe impl Send for Record {}
+// SAFETY: see the `Send` impl: shared access from other threads never reaches
+// `local`.
+unsafe impl Sync for Record {}
+
+impl Record {
+    /// A record with `handles` handles (the caller makes them), counted
+    /// by the caller in [`live_greenlets`].
+    pub(crate) fn new(
+        id: u64,
+        name: Option<Box<str>>,
+        flags: Flags,
+        handles: usize,
+        thread: Arc<ThreadLink>,
+        parent: Option<Greenlet>,
+        local: Local,
+    ) -> Record {
+        Record {
+            id,
+            name,
+            handles: AtomicUsize::new(handles),
+            flags: AtomicU8::new(flags.0),
+            thread,
+            parent: Mutex::new(parent),
+            finalizers: Mutex::new(Some(Vec::new())),
+            has_finalizers: AtomicBool::new(false),
+            uncounted: AtomicBool::new(false),
+            local: UnsafeCell::new(local),
+        }
+    }
+
+    /// The main greenlet of `thread` (dead if that thread is gone).
+    pub(crate) fn new_main(thread: Arc<ThreadLink>) -> Arc<Record> {
+        let local = Local::empty();
+        let flags = Flags::main(thread.alive.load(Ordering::Relaxed));
+        count_records(1);
+        Arc::new(Record::new(
+            global_id(),
+            None,
+            flags,
+            0,
+            thread,
+            None,
+            local,
+        ))
+    }
+
+    /// A record with one handle (the caller makes it) of a greenlet created
+    /// where no thread state exists any more: it can never run, so it is
+    /// born dead and its closure is never kept.
+    pub(crate) fn new_dead(name: Option<Box<str>>) -> Arc<Record> {
+        count_records(1);
+        Arc::new(Record::new(
+            global_id(),
+            name,
+            Flags::BORN_DEAD,
+            1,
+            ThreadLink::exited(),
+            None,
+            Local::empty(),
+        ))
+    }
+
+    /// The owner-only part.
+    ///
+    /// # Safety
+    /// The caller runs on the owner thread and holds no other reference
+    /// into the same fields across user code or a stack switch.
+    #[inline]
+    pub(crate) unsafe fn local(&self) -> *mut Local {
+        self.local.get()
+    }
+
+    /// Its flags, as any thread sees them.
+    #[inline]
+    pub(crate) fn flags(&self) -> Flags {
+        Flags(self.flags.load(Ordering::Acquire))
+    }
+
+    /// Set a flag. Only the owner thread (or the thread tearing its state
+    /// down, which is the same thread) ever writes the flags, so a plain
+    /// load and store suffice; other threads only read them.
+    #[inline]
+    fn mark(&self, flag: u8) {
+        let flags = self.flags.load(Ordering::Relaxed);
+        self.flags.store(flags | flag, Ordering::Release);
+    }
+
+    /// It has been switched into: its body runs.
+    #[inline]
+    pub(crate) fn mark_started(&self) {
+        self.mark(Flags::STARTED);
+    }
+
+    /// It finished, was killed, or (a main greenlet) its thread exited.
+    #[inline]
+    pub(crate) fn mark_dead(&self) {
+        self.mark(Flags::DEAD);
+    }
+
+    /// It is being killed on drop, or ignored that kill (see [`Flags`]).
+    #[inline]
+    pub(crate) fn mark_leaked(&self) {
+        self.mark(Flags::LEAKED);
+    }
+
+    /// The parent, if it can receive a value as it is (started and alive):
+    /// no reference is taken, the parent being kept alive by its thread.
+    ///
+    /// # Safety
+    /// Called on the owner thread.
+    #[inline]
+    pub(crate) unsafe fn live_parent_ptr(&self) -> Option<*const Record> {
+        // SAFETY: the parent is written only on the owner thread (at
+        // creation, and by `set_parent` after its owner check, under the
+        // lock); other threads only read it, under the lock. So a read on the
+        // owner thread never overlaps a write and needs no lock.
+        let parent = unsafe { &*self.parent.data_ptr() };
+        let parent = parent.as_ref()?;
+        parent
+            .record
+            .flags()
+            .is_active()
+            .then_some(Arc::as_ptr(&parent.record))
+    }
+
+    /// Live handles (not counting internal references).
+    #[inline]
+    pub(crate) fn handles(&self) -> usize {
+        self.handles.load(Ordering::Acquire)
+    }
+
+    /// A new handle to `this`.
+    ///
+    /// Apart from cloning a handle, only ever called on the record's owner
+    /// thread (or for a record no other thread can reach yet): dropping an
+    /// only handle on the owner thread relies on it (see
+    /// `lifecycle::drop_only_handle`).
+    #[inline]
+    pub(crate) fn new_handle(this: Arc<Record>) -> Greenlet {
+        this.handles.fetch_add(1, Ordering::Relaxed);
+        Greenlet {
+            record: ManuallyDrop::new(this),
+        }
+    }
+
+    /// Drop one handle; true if it was the last one.
+    #[inline]
+    pub(crate) fn release_handle(&self) -> bool {
+        self.handles.fetch_sub(1, Ordering::AcqRel) == 1
+    }
+
+    /// The only handle went, on the owner thread: no other handle can be
+    /// made meanwhile, so the count is cleared without a read-modify-write
+    /// (see `lifecycle::drop_only_handle`).
+    #[inline]
+    pub(crate) fn clear_only_handle(&self) {
+        self.handles.store(0, Ordering::Relaxed);
+    }
+
+    /// Its name: the given one, `main`, or `greenlet-<id>`.
+    pub(crate) fn name(&self) -> String {
+        match &self.name {
+            Some(name) => name.to_string(),
+            None if self.flags().is_main() => "main".into(),
+            None => format!("greenlet-{}", self.id),
+        }
+    }
+
+    /// `'name' (id N)`, for messages.
+    pub(crate) fn label(&self) -> String {
+        format!("'{}' (id {})", self.name(), self.id)
+    }
+
+    /// Its process-unique id.
+    #[inline]
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The name given at creation, if any.
+    pub(crate) fn given_name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    /// Its parent's record.
+    pub(crate) fn parent_record(&self) -> Option<Arc<Record>> {
+        self.parent.lock().as_ref().map(|p| Arc::clone(&p.record))
+    }
+
+    /// A handle to its parent.
+    pub(crate) fn parent(&self) -> Option<Greenlet> {
+        self.parent.lock().clone()
+    }
+
+    /// Make `parent` its parent; returns the previous one (for the caller
+    /// to drop after the lock is released).
+    pub(crate) fn replace_parent(&self, parent: Greenlet) -> Option<Greenlet> {
+        self.parent.lock().replace(parent)
+    }
+
+    /// Register a finalizer, or hand it back if the greenlet was finalized
+    /// already.
+    pub(crate) fn add_finalizer(&self, finalizer: Finalizer) -> Result<(), Finalizer> {
+        let mut finalizers = self.finalizers.lock();
+        match finalizers.as_mut() {
+            Some(list) => {
+                list.push(finalizer);
+                self.has_finalizers.store(true, Ordering::Release);
+                Ok(())
+            }
+            None => Err(finalizer),
+        }
+    }
+
+    /// Take the finalizers, marking the greenlet finalized.
+    pub(crate) fn take_finalizers(&self) -> Vec<Finalizer> {
+        self.finalizers.lock().take().unwrap_or_default()
+    }
+
+    /// Run the finalizers now (once).
+    pub(crate) fn finalize(&self) {
+        let finalizers = self.take_finalizers();
+        if !finalizers.is_empty() {
+            // Reported already; a greenlet's finalization never panics.
+            drop(run_finalizers(finalizers, &self.label()));
+        }
+    }
+
+    /// [`finalize`](Self::finalize) for a record with no handle left, whose
+    /// caller holds `held` of its references and drops (or recycles) them
+    /// afterwards. When those are all the references, nobody can register a
+    /// finalizer any more or see whether the record was marked finalized, so
+    /// a record that never had a finalizer is left as it is, without taking
+    /// the lock.
+    pub(crate) fn finalize_unreachable(this: &Arc<Record>, held: usize) {
+        // The Acquire pairs with the Release store in `add_finalizer`; that
+        // thread's handle drop (AcqRel) also orders it before this call.
+        if Arc::strong_count(this) == held && !this.has_finalizers.load(Ordering::Acquire) {
+            return;
+        }
+        this.finalize();
+    }
+
+    /// A dead greenlet's last handle went on a thread other than its
+    /// owner's: take it out of [`live_greenlets`] now, before it is sent to
+    /// the owner (undone by [`Record::recount`] if it cannot be sent).
+    ///
+    /// Once only until a recount: its last handle may go elsewhere twice
+    /// before the owner reads its mail (a trace hook gets a new handle as
+    /// the origin of its finishing event and drops it on another thread),
+    /// and both must not count.
+    pub(crate) fn uncount(&self) {
+        if !self.uncounted.swap(true, Ordering::Relaxed) {
+            count_records(-1);
+        }
+    }
+
+    /// Undo [`Record::uncount`]: it is counted again (a handle was made
+    /// again, or it could not be sent to its owner).
+    pub(crate) fn recount(&self) {
+        if self.uncounted.swap(false, Ordering::Relaxed) {
+            count_records(1);
+        }
+    }
+
+    /// Clear what a dead record kept of its greenlet, for
+    /// `ThreadState::recycle`; returns whether it was still counted in
+    /// [`live_greenlets`] and the parent handle to release (none if that is
+    /// `main`'s, kept for the next greenlet: its handle count drives
+    /// nothing). `None`, with nothing changed, if its finalizers did not
+    /// run: it is not reused then.
+    #[inline(always)]
+    pub(crate) fn reset_for_reuse(
+        &mut self,
+        main: &Arc<Record>,
+    ) -> Option<(bool, Option<Greenlet>)> {
+        let finalizers = self.finalizers.get_mut();
+        if finalizers.as_ref().is_some_and(|list| !list.is_empty()) {
+            return None;
+        }
+        // `None` once finalized; else already the empty list.
+        finalizers.get_or_insert_with(Vec::new);
+        *self.has_finalizers.get_mut() = false;
+        let counted = !mem::replace(self.uncounted.get_mut(), false);
+        self.local.get_mut().yielder = ptr::null();
+        self.name = None;
+        let parent = self.parent.get_mut();
+        let keep = parent
+            .as_ref()
+            .is_some_and(|p| Arc::ptr_eq(&p.record, main));
+        Some((counted, if keep { None } else { parent.take() }))
+    }
+
+    /// Make a spare record (reset by [`reset_for_reuse`](Self::reset_for_reuse))
+    /// the record of a new greenlet with one handle. `parent` replaces the
+    /// parent it kept, if given (it keeps main's otherwise); returns the
+    /// parent handle it replaced.
+    #[inline(always)]
+    pub(crate) fn reuse(
+        &mut self,
+        id: u64,
+        name: Option<Box<str>>,
+        stack_size: usize,
+        parent: Option<Greenlet>,
+    ) -> Option<Greenlet> {
+        self.id = id;
+        self.name = name;
+        *self.handles.get_mut() = 1;
+        *self.flags.get_mut() = Flags::UNSTARTED.0;
+        self.local.get_mut().stack_size = stack_size;
+        parent.and_then(|p| self.parent.get_mut().replace(p))
+    }
+
+    /// Whether a spare record kept its parent (main's) for the next greenlet.
+    #[inline(always)]
+    pub(crate) fn kept_parent(&mut self) -> bool {
+        self.parent.get_mut().is_some()
+    }
+}
+
+impl Drop for Record {
+    fn drop(&mut self) {
+        if !*self.uncounted.get_mut() {
+            count_records(-1);
+        }
+        let local = self.local.get_mut();
+        if local.run.is_some() || local.co.is_some() {
+            // Unreachable by the registry invariant (see the Send impl); if it
+            // ever happens, leaking is the only sound choice on an unknown thread.
+            std::mem::forget(local.run.take());
+            std::mem::forget(local.co.take());
+            std::mem::forget(local.stack.take());
+        }
+    }
+}
+
+/// Run finalizers, each isolated: a panicking one is reported (`diag_error!`)
+/// and the others still run. Returns the first panic's payload, for a caller
+/// that wants to re-raise it (the cleanup queue counts finalizer panics).
+pub(crate) fn run_finalizers(
+    finalizers: Vec<Finalizer>,
+    label: &str,
+) -> Option<Box<dyn std::any::Any + Send>> {
+    let mut first_panic = None;
+    for finalizer in finalizers {
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(finalizer)) {
+            diag_error!(
+                "greenlet: a finalizer of {label} panicked: {}",
+                panic_message(&*payload)
+            );
+            first_panic.get_or_insert(payload);
+        }
+    }
+    first_panic
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::handle::Greenlet;
+    use super::super::thread_state;
+
+    #[test]
+    fn a_record_whose_last_handle_goes_elsewhere_twice_is_uncounted_once() {
+        std::thread::spawn(|| {
+            let g = Greenlet::new(Ok);
+            g.switch(()).unwrap();
+            assert!(g.is_dead());
+            let ts = thread_state::existing_state().unwrap();
+            // SAFETY: this thread's live state, whose count only this
+            // thread writes; short read.
+            let count = || unsafe { (*ts).records.get() };
+            let before = count();
+            // What two other threads' drops of its last handle do (the
+            // second with a handle a trace hook got meanwhile), with no
+            // owner step between them to recount it.
+            g.record.uncount();
+            g.record.uncount();
+            assert_eq!(count(), before - 1, "uncounted once");
+            g.record.recount();
+            assert_eq!(count(), before, "counted again once");
+            drop(g);
+            assert_eq!(count(), before - 1, "dropped (or kept for reuse)");
+        })
+        .join()
+        .unwrap();
+    }
+}

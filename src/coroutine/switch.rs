@@ -1,0 +1,522 @@
+//! The switch protocol: symmetric switching on top of corosensei's
+//! asymmetric coroutines, and the parent chain a value or error follows.
+//!
+//! Owns the transfer of a payload from the current greenlet to another one.
+//! The thread's native stack runs a loop ([`dispatch_loop`]) that alone
+//! resumes greenlets: main -> greenlet is one stack switch, greenlet ->
+//! greenlet is two (suspend to the loop, resume the other), and greenlet
+//! stacks never nest. One machine word crosses a stack switch (the next
+//! greenlet's record, or [`TO_MAIN`]); the payload travels through the
+//! thread state's [`Slot`](super::payload::Slot). Every greenlet's body runs
+//! under [`root`], which catches panics and hands the result up the parent
+//! chain ([`finish`]).
+//!
+//! User code never runs inside the loop itself: it runs either in a
+//! greenlet or in the main greenlet after the loop returned, so a context
+//! that gets control back first settles the pending work (trace events,
+//! released records, kills) with [`take_and_settle`].
+//!
+//! Uses the thread state, records, the stack pool, tracing, and the
+//! lifecycle: settling runs the deferred kills, and a greenlet that must die
+//! unstarted is killed there. The lifecycle calls back into [`transfer`]
+//! (a kill is a throw): this is the one pair of files that call each other.
+
+use std::mem;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::ptr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use corosensei::{CoroutineResult, Yielder};
+
+use super::error::{panic_message, GreenletError};
+use super::lifecycle;
+use super::payload::{exit_value, Kind, Payload, Raised};
+use super::record::{Co, Record, StackRef};
+use super::run::Run;
+use super::stack::{self, PooledStack};
+use super::thread_state::{self, ThreadState};
+use super::trace;
+use super::value::Value;
+
+/// The word a greenlet suspends with to hand control to the main greenlet.
+const TO_MAIN: usize = 0;
+
+/// `switch` / `throw` from the API.
+#[inline(always)]
+pub(crate) fn send(
+    target: &Arc<Record>,
+    payload: Payload,
+    kind: Kind,
+) -> Result<Value, GreenletError> {
+    let ts = thread_state::check_owner(target)?;
+    // SAFETY: `ts` is this thread's live state and `target` belongs to it;
+    // the mailed kills are run by whichever context receives control next
+    // (`take_and_settle`).
+    let result = unsafe { transfer(ts, target, payload, kind) };
+    result.map_err(Raised::into_error)
+}
+
+/// Where a transfer really goes.
+enum Resolved {
+    /// Resume (or start) this live greenlet with this payload.
+    Go(*const Record, Payload),
+    /// Nothing to switch to: this is the caller's result.
+    Back(Payload),
+}
+
+/// Send `payload` to `target` from the current greenlet, and return what
+/// comes back when some greenlet switches back to the current one.
+///
+/// The common case (a suspended target other than the current greenlet, no
+/// tracing) costs a few loads and compares on top of the stack switch; pending
+/// work and mail do not leave it, being settled by the receiving context
+/// ([`take_and_settle`]). Everything else goes through [`transfer_slow`].
+///
+/// # Safety
+/// `ts` is the calling thread's live state and `target` belongs to it.
+#[inline(always)]
+pub(crate) unsafe fn transfer(
+    ts: *mut ThreadState,
+    target: &Arc<Record>,
+    payload: Payload,
+    kind: Kind,
+) -> Payload {
+    let dest = Arc::as_ptr(target);
+    // SAFETY: `ts` is live (caller); short reads. `dest` is a started, live
+    // greenlet of this thread other than the current one, which is what
+    // `jump` needs; the slot is empty outside a transfer (`Slot::put`). The
+    // payload goes to the slot first, so that it is moved once.
+    unsafe {
+        (*ts).slot.put(payload);
+        if target.flags().is_active() && dest != (*ts).current && !needs_slow_path(ts) {
+            jump(ts, dest);
+            return take_and_settle(ts);
+        }
+        transfer_slow(ts, target, kind)
+    }
+}
+
+/// Whether a switch must take the slow path on the sending side: only
+/// tracing, whose event needs the sender's identity, and a forced unwind at
+/// thread exit, during which switches fail (see [`transfer_slow`]); both are
+/// folded into one flag of the thread state. Pending work (a retiring
+/// record, deferred kills, a trace event) and kills mailed by other threads
+/// are settled by the receiving context ([`take_and_settle`]).
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+#[inline(always)]
+unsafe fn needs_slow_path(ts: *mut ThreadState) -> bool {
+    // SAFETY: guaranteed by the caller; short reads.
+    unsafe { (*ts).slow_switch() | trace::global_on() }
+}
+
+/// Everything but the common case of [`transfer`]: unstarted, dead or
+/// current targets, and tracing. The payload is in the slot.
+///
+/// # Safety
+/// As for [`transfer`].
+#[inline(never)]
+unsafe fn transfer_slow(ts: *mut ThreadState, target: &Arc<Record>, kind: Kind) -> Payload {
+    // SAFETY: (whole function) `ts` is live; accesses are short; the record
+    // pointers used are kept alive by the registry or the state's `main`.
+    unsafe {
+        let payload = (*ts).slot.take();
+        if (*ts).current_is_unwinding() {
+            // A switch from a greenlet being force-unwound (a destructor run
+            // by the unwind): it cannot suspend (corosensei would unwind the
+            // suspended switch again, inside that destructor, and a panic in
+            // a destructor during unwinding aborts). It fails instead.
+            drop(payload);
+            return Err(Raised::Exit);
+        }
+        lifecycle::check_mail(ts);
+        let (dest, payload) = if target.flags().is_active() {
+            (Arc::as_ptr(target), payload)
+        } else {
+            match resolve(ts, target, payload, kind == Kind::Throw) {
+                Resolved::Go(dest, payload) => (dest, payload),
+                Resolved::Back(result) => return result,
+            }
+        };
+        if dest == (*ts).current {
+            return switch_to_self(ts, payload);
+        }
+        if trace::active(ts) {
+            (*ts).trace_pending = Some((Kind::of(&payload), (*ts).current_arc()));
+            (*ts).work = true;
+        }
+        (*ts).slot.put(payload);
+        jump(ts, dest);
+        take_and_settle(ts)
+    }
+}
+
+/// A switch to the running greenlet: the payload comes straight back (after
+/// a trace event, as in greenlet).
+#[cold]
+unsafe fn switch_to_self(ts: *mut ThreadState, mut payload: Payload) -> Payload {
+    // SAFETY: the caller's `ts` is live.
+    unsafe {
+        if trace::active(ts) {
+            let me = (*ts).current_arc();
+            if let Err(err) = trace::run_hooks(ts, Kind::of(&payload), me) {
+                payload = Err(Raised::new(err));
+            }
+        }
+    }
+    payload
+}
+
+/// Walk from `target` to the greenlet that really receives `payload`:
+/// skip dead ones, kill unstarted ones that would receive an error, and
+/// prepare the coroutine of an unstarted one that will start. Only the
+/// ancestors walked to are reference-counted (`target` is the caller's).
+///
+/// # Safety
+/// `ts` is the calling thread's live state and `target` belongs to it.
+unsafe fn resolve(
+    ts: *mut ThreadState,
+    target: &Arc<Record>,
+    mut payload: Payload,
+    throw: bool,
+) -> Resolved {
+    if throw && target.flags().is_dead() {
+        if let Err(err) = payload {
+            match err.into_error() {
+                GreenletError::GreenletExit(value) => return Resolved::Back(Ok(exit_value(value))),
+                other => payload = Err(Raised::new(other)),
+            }
+        }
+    }
+    // Keeps the ancestor `t` points to alive once the walk left `target`.
+    let mut held: Option<Arc<Record>> = None;
+    let mut t: &Arc<Record> = target;
+    loop {
+        let flags = t.flags();
+        if flags.is_dead() {
+            match t.parent_record() {
+                Some(parent) => t = held.insert(parent),
+                None => return Resolved::Back(payload),
+            }
+            continue;
+        }
+        if !flags.is_started() {
+            if payload.is_err() {
+                // It dies without running; the error goes up its chain.
+                // SAFETY: `t` is alive, hence in this thread's registry.
+                unsafe { lifecycle::kill_unstarted(ts, t) };
+                continue;
+            }
+            // SAFETY: as above.
+            if let Err(err) = unsafe { prepare(t) } {
+                payload = Err(Raised::new(err));
+                continue;
+            }
+        }
+        return Resolved::Go(Arc::as_ptr(t), payload);
+    }
+}
+
+/// Give an unstarted greenlet its stack and coroutine.
+///
+/// # Safety
+/// Called on `record`'s owner thread; `record` is alive and unstarted.
+unsafe fn prepare(record: &Arc<Record>) -> Result<(), GreenletError> {
+    // SAFETY: owner thread (caller); short accesses to `local`.
+    unsafe {
+        let local = record.local();
+        if (*local).co.is_some() {
+            return Ok(());
+        }
+        let size = (*local).stack_size;
+        let stack = stack::acquire(size).map_err(|source| GreenletError::StackAllocation {
+            greenlet: record.label(),
+            size,
+            source,
+        })?;
+        label_stack(&stack, record);
+        let stack = (*local).stack.insert(stack) as *const PooledStack;
+        let record_ptr = Arc::as_ptr(record);
+        (*local).co = Some(Co::with_stack(StackRef::new(stack), move |yielder, _| {
+            root(record_ptr, yielder)
+        }));
+        Ok(())
+    }
+}
+
+/// Name the stack after its greenlet (`'name' (id N)`, as in messages),
+/// without allocating or formatting: this runs at every start, and an
+/// unnamed greenlet's label is only spelled out if its stack overflows.
+fn label_stack(stack: &PooledStack, record: &Record) {
+    match record.given_name() {
+        Some(name) => stack.set_greenlet_label(name, record.id()),
+        None => stack.set_default_greenlet_label(record.id()),
+    }
+}
+
+/// Hand control to `dest` (a live, started or prepared greenlet, or main).
+///
+/// # Safety
+/// `ts` is live and `dest` is not the current greenlet.
+#[inline(always)]
+unsafe fn jump(ts: *mut ThreadState, dest: *const Record) {
+    // SAFETY: guaranteed by the caller; `current`'s yielder is set because a
+    // non-main current greenlet is running inside its `root`.
+    unsafe {
+        let main = Arc::as_ptr(&(*ts).main);
+        let current = (*ts).current;
+        if current == main {
+            dispatch_loop(ts, dest);
+            (*ts).current = main;
+        } else {
+            let word = if dest == main { TO_MAIN } else { dest as usize };
+            let yielder = (*(*current).local()).yielder;
+            (*yielder).suspend(word);
+        }
+    }
+}
+
+/// Resume `next` on the main greenlet's stack until it hands control on;
+/// returns the word it handed on (the next greenlet, or [`TO_MAIN`]).
+///
+/// # Safety
+/// Runs on the main greenlet's stack; `next` is a live, started or prepared
+/// greenlet of this thread, kept alive by the registry (or, once it
+/// finished, by `retiring`); its `co` field is borrowed only for the resume,
+/// while its code touches other fields.
+#[inline(always)]
+unsafe fn resume(ts: *mut ThreadState, next: *const Record) -> usize {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        (*ts).current = next;
+        let local = (*next).local();
+        let Some(co) = (*local).co.as_mut() else {
+            return TO_MAIN;
+        };
+        stack::running((*local).stack.as_ref());
+        let result = co.resume(0);
+        stack::running(None);
+        match result {
+            CoroutineResult::Yield(word) => word,
+            CoroutineResult::Return(word) => {
+                // Found again through `ts` (still `next`: nothing else
+                // resumes greenlets meanwhile), so that `next` need not
+                // stay in a register across the stack switch.
+                release_finished(ts);
+                word
+            }
+        }
+    }
+}
+
+/// A greenlet's coroutine returned: drop it and its stack (the record is
+/// kept by the registry while it has handles, else by `retiring`).
+///
+/// # Safety
+/// `ts` is the calling thread's live state, whose current greenlet's
+/// coroutine just returned.
+#[cold]
+#[inline(never)]
+unsafe fn release_finished(ts: *mut ThreadState) {
+    // SAFETY: guaranteed by the caller; the coroutine is dropped before the
+    // stack it ran on.
+    unsafe {
+        let local = (*(*ts).current).local();
+        drop((*local).co.take());
+        drop((*local).stack.take());
+    }
+}
+
+/// The loop on the thread's native stack: resume greenlets until one hands
+/// control to main (greenlet to greenlet switches pass through here).
+///
+/// # Safety
+/// Runs on the main greenlet's stack, called by [`jump`] with the main
+/// greenlet current (`jump` makes it current again afterwards); `next` is a
+/// live, started or prepared greenlet of this thread.
+#[inline(never)]
+unsafe fn dispatch_loop(ts: *mut ThreadState, mut next: *const Record) {
+    // SAFETY: as for `resume`, for every greenlet resumed.
+    unsafe {
+        loop {
+            let word = resume(ts, next);
+            if word == TO_MAIN {
+                break;
+            }
+            next = word as *const Record;
+        }
+    }
+}
+
+/// Take what the last transfer brought and do the pending work (trace
+/// event, released records, deferred kills) in this, the receiving context.
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+#[inline(always)]
+unsafe fn take_and_settle(ts: *mut ThreadState) -> Payload {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        let payload = (*ts).slot.take();
+        if (*ts).work | ThreadState::link(ts).has_mail.load(Ordering::Relaxed) {
+            // By value, not by reference: a payload whose address is taken
+            // lives in memory even on the fast path.
+            return settle(ts, payload);
+        }
+        payload
+    }
+}
+
+#[cold]
+#[inline(never)]
+unsafe fn settle(ts: *mut ThreadState, mut payload: Payload) -> Payload {
+    // SAFETY: the caller's `ts` is live; each access is short.
+    unsafe {
+        drop((*ts).retiring.take());
+        if let Some((kind, origin)) = (*ts).trace_pending.take() {
+            if let Err(err) = trace::run_hooks(ts, kind, origin) {
+                payload = Err(Raised::new(err));
+            }
+        }
+        lifecycle::do_pending_work(ts);
+        payload
+    }
+}
+
+/// The body every greenlet's coroutine runs (inlined into its one caller,
+/// the coroutine's entry closure, as before the split into modules).
+#[inline(always)]
+fn root(record_ptr: *const Record, yielder: &Yielder<usize, usize>) -> usize {
+    // SAFETY: the dispatcher resumed this coroutine on its owner thread, so
+    // the state exists and `record_ptr` is the live record of the current
+    // greenlet (kept by the registry); accesses to its `local` are short.
+    unsafe {
+        let Some(ts) = thread_state::existing_state() else {
+            return TO_MAIN;
+        };
+        let record = &*record_ptr;
+        let local = record.local();
+        (*local).yielder = yielder;
+        record.mark_started();
+        let payload = take_and_settle(ts);
+        let run = ptr::addr_of_mut!((*local).run);
+        // Matched without building a tuple, and the closure called where it
+        // is: every copy of a payload or closure through the stack lengthens
+        // this path.
+        let result: Payload = match payload {
+            // The closure is moved out of the record before it runs, and the
+            // record's `run` is not touched again.
+            Ok(value) => {
+                match catch_unwind(AssertUnwindSafe(move || Run::call_in_place(run, value))) {
+                    Ok(Ok(Ok(value))) => Ok(value),
+                    Ok(Ok(Err(err))) => Err(Raised::new(err)),
+                    // No closure to run (a prepared greenlet always has one):
+                    // the value is its result.
+                    Ok(Err(value)) => Ok(value),
+                    Err(panic) => {
+                        if (*ts).unwinding() == record_ptr {
+                            // corosensei's forced unwind: let it reach its root.
+                            resume_unwind(panic);
+                        }
+                        Err(Raised::new(GreenletError::Panic {
+                            greenlet: record.label(),
+                            message: panic_message(&*panic),
+                        }))
+                    }
+                }
+            }
+            Err(err) => {
+                lifecycle::drop_quietly((*run).take(), record);
+                Err(err)
+            }
+        };
+        finish(ts, record_ptr, result)
+    }
+}
+
+/// A greenlet's run ended with `result`: find who receives it, mark the
+/// greenlet dead, and return the word that tells the dispatcher where to go.
+///
+/// # Safety
+/// Runs at the end of `root`, on the greenlet's own stack.
+#[inline(always)]
+unsafe fn finish(ts: *mut ThreadState, record_ptr: *const Record, result: Payload) -> usize {
+    // SAFETY: as in `root`.
+    unsafe {
+        let record = &*record_ptr;
+        let local = record.local();
+        // Updated in place rather than moved through temporaries (see `root`).
+        let mut payload = result;
+        if matches!(&payload, Err(err) if err.is_exit()) {
+            payload = exit_to_value(payload);
+        }
+        let killer = (*local).return_to.take();
+        let fast = match &killer {
+            // The common case: a live, started parent takes the result as is.
+            None => record.live_parent_ptr(),
+            // A kill: the killer, suspended in `kill`, takes it (it stays
+            // alive after this reference goes: it is main or registered).
+            Some(killer) if killer.flags().is_active() => Some(Arc::as_ptr(killer)),
+            Some(_) => None,
+        };
+        let dest = match fast {
+            Some(parent) => parent,
+            None => {
+                let start = match killer {
+                    Some(killer) if !killer.flags().is_dead() => killer,
+                    _ => record
+                        .parent_record()
+                        .unwrap_or_else(|| Arc::clone(&(*ts).main)),
+                };
+                // May run user code (closures of unstarted ancestors being
+                // dropped); nothing after it does.
+                match resolve(ts, &start, payload, false) {
+                    Resolved::Go(dest, resolved) => {
+                        payload = resolved;
+                        dest
+                    }
+                    Resolved::Back(back) => {
+                        payload = back;
+                        Arc::as_ptr(&(*ts).main)
+                    }
+                }
+            }
+        };
+        record.mark_dead();
+        // With a handle left, it stays registered (which keeps the record
+        // alive past this stack) until its last handle goes (see `Record`).
+        // Without one, it leaves the registry now; `retiring` keeps it alive
+        // until the next context, where it is finalized.
+        if record.handles() == 0 {
+            let me = ThreadState::unregister(ts, record);
+            if let Some(me) = &me {
+                (*ts).deferred.push(Arc::clone(me));
+            }
+            drop(mem::replace(&mut (*ts).retiring, me));
+            (*ts).work = true;
+        }
+        if trace::active(ts) {
+            (*ts).trace_pending = Some((Kind::of(&payload), (*ts).current_arc()));
+            (*ts).work = true;
+        }
+        (*ts).slot.put(payload);
+        if dest == Arc::as_ptr(&(*ts).main) {
+            TO_MAIN
+        } else {
+            dest as usize
+        }
+    }
+}
+
+/// A greenlet ended with `GreenletExit`: its parent receives the exit's
+/// value (or the exit itself), not an error.
+#[cold]
+fn exit_to_value(payload: Payload) -> Payload {
+    match payload.map_err(Raised::into_error) {
+        Ok(value) => Ok(value),
+        Err(GreenletError::GreenletExit(value)) => Ok(exit_value(value)),
+        Err(other) => Err(Raised::new(other)),
+    }
+}
