@@ -35,7 +35,7 @@ enum Bit {
 
 /// One Python thread state, as far as the model needs it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct PyThread {
+struct ThreadStateModel {
     /// `tstate->c_tracefunc` is set (`sys.settrace`).
     trace: bool,
     /// `tstate->c_profilefunc` is set (`sys.setprofile`).
@@ -107,7 +107,7 @@ pub struct RingFull {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct InterpCore<C> {
     spec: VersionSpec,
-    threads: Vec<PyThread>,
+    threads: Vec<ThreadStateModel>,
     gil_holder: Option<ThreadIdx>,
     /// A thread that dropped the GIL on request and may not take it back
     /// before another thread has (`FORCE_SWITCHING` in `drop_gil`).
@@ -134,7 +134,7 @@ impl<C> InterpCore<C> {
     pub fn new(version: PyVersion) -> Self {
         InterpCore {
             spec: version.spec(),
-            threads: vec![PyThread {
+            threads: vec![ThreadStateModel {
                 trace: false,
                 profile: false,
                 tracing: 0,
@@ -154,7 +154,7 @@ impl<C> InterpCore<C> {
 
     /// A new thread state (`PyThreadState_New`); it does not hold the GIL.
     pub fn add_thread(&mut self) -> ThreadIdx {
-        self.threads.push(PyThread {
+        self.threads.push(ThreadStateModel {
             trace: false,
             profile: false,
             tracing: 0,

@@ -26,8 +26,8 @@ pub mod watchdog;
 
 pub use self::core::{RingFull, Summary, ThreadIdx, MAIN_THREAD};
 pub use self::runtime::{
-    CallId, Event, ExitOrder, Hook, Outcome, PendingCall, Py, PyErr, PyResult, PyThread, RunError,
-    Runtime, RuntimeStats, SignalHandler, SWITCH_INTERVAL,
+    CallId, Event, ExitOrder, Hook, Outcome, PendingCall, Py, PyErr, PyResult, RunError, Runtime,
+    RuntimeStats, SignalHandler, ThreadHandle, SWITCH_INTERVAL,
 };
 pub use self::scheduler::PendingCallScheduler;
 pub use self::version::{PyVersion, UnknownVersion, VersionSpec, MAX_CALLS_PER_MAKE};

@@ -24,7 +24,7 @@ use crate::coroutine::{getcurrent, Greenlet};
 
 use super::explore;
 use super::runtime::{
-    Event, Hook, Outcome, Py, PyErr, PyResult, PyThread, RunError, Runtime, RuntimeStats,
+    Event, Hook, Outcome, Py, PyErr, PyResult, RunError, Runtime, RuntimeStats, ThreadHandle,
 };
 use super::scheduler::PendingCallScheduler;
 use super::version::PyVersion;
@@ -734,7 +734,7 @@ pub fn ring_full(config: RingFullConfig) -> Result<ScenarioReport, RunError> {
 }
 
 /// Start a thread that touches its greenlet state and exits.
-fn spawn_dying(py: &Py, created: &Arc<AtomicU64>) -> PyResult<PyThread> {
+fn spawn_dying(py: &Py, created: &Arc<AtomicU64>) -> PyResult<ThreadHandle> {
     let c = Arc::clone(created);
     py.spawn("dies", move |py| {
         py.c_call(|| Harness::touch_greenlet(&c)).map(drop)
