@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::diag::diag_error;
+
 use super::super::core::{InterpCore, RingFull, Summary, ThreadIdx};
 use super::super::version::PyVersion;
 use super::super::watchdog::{HangReport, ThreadDump, Watchdog};
@@ -461,7 +463,9 @@ impl Runtime {
                 if self.shared.cond.wait_until(&mut st, deadline).timed_out() && !st.done {
                     let report = build_report(&st, timeout);
                     if matches!(watchdog, Watchdog::Exit(_)) {
-                        eprint!("{report}");
+                        // faulthandler's dump goes to stderr, then _exit(1)
+                        diag_error!("{}", report.to_string().trim_end_matches('\n'));
+                        log::logger().flush();
                         std::process::exit(1);
                     }
                     st.cancelled = true;

@@ -11,6 +11,8 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use crate::diag::{diag_error, diag_warn};
+
 use super::super::core::{CheckSite, ThreadIdx};
 use super::super::MAIN_THREAD;
 use super::error::{PyErr, PyResult};
@@ -115,7 +117,8 @@ fn thread_main(
     });
     if let Err(PyErr::Exception { kind, message }) = &result {
         let name = shared.state.lock().threads[idx].name.clone();
-        eprintln!("Exception in thread {name}:\n{kind}: {message}");
+        // threading.excepthook: the traceback goes to sys.stderr
+        diag_error!("Exception in thread {name}:\n{kind}: {message}");
     }
     // ThreadHandleState_Clear + _ThreadHandleState_DeleteCurrent: the tstate lock is
     // released (Thread.join returns) and the GIL dropped. The OS thread's
@@ -263,7 +266,7 @@ pub(super) fn shutdown(py: &Py) {
                 break;
             }
             if let Err(err) = run_pending_calls(py) {
-                eprintln!("Exception ignored while finishing pending calls: {err}");
+                diag_warn!("Exception ignored while finishing pending calls: {err}");
             }
             if !repeats {
                 break;
@@ -293,6 +296,6 @@ fn join_reporting(handle: JoinHandle<()>) {
             .map(|s| s.to_string())
             .or_else(|| panic.downcast_ref::<String>().cloned())
             .unwrap_or_default();
-        eprintln!("a simulated thread panicked: {what}");
+        diag_error!("a simulated thread panicked: {what}");
     }
 }
