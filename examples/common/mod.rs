@@ -15,24 +15,24 @@ use greenlet::interp_shim::PyVersion;
 
 /// The interpreter, cleanup policy and trace mode of one live run.
 #[derive(Args, Debug, Clone, Copy)]
-pub struct ModelFlags {
+pub(crate) struct ModelFlags {
     /// CPython version modelled: 3.11, 3.12 or 3.13.
     #[arg(long = "python", value_name = "VERSION", default_value = "3.11")]
-    pub version: PyVersion,
+    pub(crate) version: PyVersion,
     /// Cleanup policy: legacy, draining, scheduled, shielded or robust
     /// (the default; legacy shows the hang).
     #[arg(long, default_value_t = Policy::default())]
-    pub policy: Policy,
+    pub(crate) policy: Policy,
     /// What the main thread has installed: trace (a Python trace function,
     /// as in the seed), ctrace (coverage's C tracer), profile (cProfile),
     /// pyprofile (a Python profile function) or none.
     #[arg(long, default_value = "trace")]
-    pub mode: TraceMode,
+    pub(crate) mode: TraceMode,
 }
 
 /// A positive integer (`--runs`, `--threads`, ...).
 #[allow(dead_code)] // not every example takes a count
-pub fn positive(value: &str) -> Result<usize, String> {
+pub(crate) fn positive(value: &str) -> Result<usize, String> {
     value
         .parse::<usize>()
         .ok()
@@ -42,7 +42,7 @@ pub fn positive(value: &str) -> Result<usize, String> {
 
 /// A positive, finite number of seconds (`--timeout`).
 #[allow(dead_code)] // not every example takes a timeout
-pub fn seconds(value: &str) -> Result<Duration, String> {
+pub(crate) fn seconds(value: &str) -> Result<Duration, String> {
     value
         .parse::<f64>()
         .ok()

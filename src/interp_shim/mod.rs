@@ -24,7 +24,7 @@ pub mod watchdog;
 
 pub use self::core::{RingFull, Summary, ThreadIdx, MAIN_THREAD};
 pub use self::runtime::{
-    CallId, Event, ExitOrder, Hook, Outcome, PendingCall, Py, PyErr, PyResult, RunError, Runtime,
+    Event, ExitOrder, Hook, Outcome, PendingCall, Py, PyErr, PyResult, RunError, Runtime,
     RuntimeStats, SignalHandler, ThreadHandle, SWITCH_INTERVAL,
 };
 pub use self::scheduler::PendingCallScheduler;

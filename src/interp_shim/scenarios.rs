@@ -175,6 +175,7 @@ impl FromStr for TraceMode {
 /// assert_eq!((report.queue.schedules_requested, report.queue.states_destroyed), (2, 2));
 /// assert_eq!(report.states_never_destroyed, 0);
 /// ```
+#[non_exhaustive]
 #[derive(Debug)]
 pub struct ScenarioReport {
     /// The watchdog's report, if the run hung ([`Watchdog::Report`] mode).

@@ -72,6 +72,7 @@ pub enum Watchdog {
 ///     "Thread T0 \"MainThread\" (most recent call first):\n  File \"<simulated>\", in f\n  File \"<simulated>\", in <module>\n"
 /// ));
 /// ```
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ThreadDump {
     /// The model thread index (0 is the main thread).
@@ -117,6 +118,7 @@ pub struct ThreadDump {
 /// assert!(text.starts_with("Timeout (0:00:00.300000)!\nThread T0 \"MainThread\""));
 /// assert!(text.ends_with("\nqueue: 1 state\n"));
 /// ```
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HangReport {
     /// The watchdog's timeout.

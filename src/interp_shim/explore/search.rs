@@ -127,6 +127,7 @@ impl fmt::Display for Counterexample {
 /// assert!(verdict.traps > 0); // the livelocked states cannot reach quiescence
 /// assert!(verdict.stuck.is_none() && verdict.inconsistent == 0);
 /// ```
+#[non_exhaustive]
 #[derive(Debug, Clone)]
 pub struct Verdict {
     /// The cell.

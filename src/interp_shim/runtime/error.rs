@@ -17,6 +17,7 @@ use super::super::watchdog::HangReport;
 /// assert!(PyErr::Cancelled.to_string().contains("not a Python exception"));
 /// assert!(PyErr::ThreadExit.to_string().contains("finalizing"));
 /// ```
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PyErr {
     /// A Python exception raised by simulated code (`kind` is its type name).
@@ -106,6 +107,7 @@ pub enum Outcome<T> {
 /// assert!(matches!(err, RunError::AlreadyRan));
 /// assert!(err.to_string().contains("create a new Runtime"));
 /// ```
+#[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     /// `run` was called a second time on the same runtime.

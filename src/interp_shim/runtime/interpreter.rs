@@ -504,6 +504,7 @@ impl Runtime {
 /// assert_eq!((stats.pending_calls_added, stats.pending_calls_run), (1, 1));
 /// assert_eq!((stats.pending_calls_rejected, stats.redispatches), (0, 0));
 /// ```
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RuntimeStats {
     /// `Py_AddPendingCall` pushes that succeeded.

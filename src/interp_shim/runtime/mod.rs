@@ -76,7 +76,7 @@ pub use self::event::Event;
 pub use self::gil::{PendingCall, SignalHandler, SWITCH_INTERVAL};
 pub use self::interpreter::{Runtime, RuntimeStats};
 pub use self::py::Py;
-pub use self::state::CallId;
+
 pub(crate) use self::state::Shared;
 pub use self::threads::{ExitOrder, ThreadHandle};
 pub use self::tracing::Hook;

@@ -23,7 +23,7 @@ use super::threads::ExitOrder;
 use super::tracing::Hook;
 
 /// The id of a queued pending call (what the core's ring holds).
-pub type CallId = u64;
+pub(crate) type CallId = u64;
 
 pub(super) struct ThreadSlot {
     pub(super) name: String,
