@@ -742,3 +742,30 @@ fn racing_exits_let_python_code_run_during_a_dying_threads_destructors() {
     assert!(matches!(outcome, Outcome::Finished(Ok(0))), "{outcome:?}");
     assert_eq!(ended.load(Ordering::SeqCst), 1, "the gate was opened");
 }
+
+/// A thread whose body raises reports it as `threading.excepthook` would,
+/// through the crate's diagnostics (the capture here; stderr without a
+/// logger), and the main thread goes on.
+#[test]
+fn an_exception_in_a_thread_is_reported_like_threading_excepthook() {
+    let _serial = common::serial();
+    common::take_diagnostics();
+    let rt = Runtime::new(PyVersion::V3_12);
+    let outcome = rt
+        .run(GREEN, |py| {
+            let t = py.spawn("bad", |py| {
+                py.call("work", |_| {
+                    Err::<(), _>(PyErr::exception("ValueError", "x"))
+                })
+            })?;
+            py.join(&t)
+        })
+        .unwrap();
+    assert!(matches!(outcome, Outcome::Finished(Ok(()))), "{outcome:?}");
+    let reports = common::take_diagnostics();
+    assert_eq!(
+        reports,
+        ["ERROR greenlet::interp_shim::runtime::threads: Exception in thread Thread-1 (bad):\nValueError: x"],
+        "{reports:?}"
+    );
+}
