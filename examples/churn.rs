@@ -6,26 +6,52 @@
 //! ```text
 //! cargo run --release --example churn -- --python 3.11 --policy robust --threads 100 --waves 3 --runs 3
 //! ```
-//! `--policy` defaults to `Policy::default()` (robust); every policy (legacy,
-//! draining, scheduled, shielded, robust) and mode (trace, ctrace, profile,
-//! pyprofile, none) is accepted.
 //! Prints one line per run (hang or not, states leaked) and a summary; the
 //! first hang's watchdog report goes to stderr. Exits 0 when no run hung and
-//! no state leaked, 1 otherwise, 2 on bad flags.
+//! no state leaked, 1 otherwise; `--help` for the flags, 2 on a bad flag.
+
+mod common;
 
 use std::process::ExitCode;
+use std::time::Duration;
 
-use greenlet::interp_shim::cli::parse_churn_args;
-use greenlet::interp_shim::scenarios::churn;
+use clap::Parser;
+use greenlet::interp_shim::scenarios::{churn, ChurnConfig};
+use greenlet::interp_shim::Watchdog;
+
+/// A coverage.py-like load on the CPython model: waves of short-lived
+/// threads whose main greenlets have finalizers, while the traced main
+/// thread enters functions. Exits 0 when no run hung and no state leaked.
+#[derive(Parser, Debug)]
+#[command(name = "churn")]
+struct Cli {
+    #[command(flatten)]
+    model: common::ModelFlags,
+    /// Threads per wave.
+    #[arg(long, value_name = "N", default_value = "100", value_parser = common::positive)]
+    threads: usize,
+    /// Waves of threads per run.
+    #[arg(long, value_name = "N", default_value = "3", value_parser = common::positive)]
+    waves: usize,
+    /// Runs, each in a fresh interpreter.
+    #[arg(long, value_name = "N", default_value = "1", value_parser = common::positive)]
+    runs: usize,
+    /// Seconds per run until the watchdog reports a hang (the run is
+    /// counted and the next one starts).
+    #[arg(long, value_name = "SECONDS", default_value = "20", value_parser = common::seconds)]
+    timeout: Duration,
+}
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let (config, runs) = match parse_churn_args(&args) {
-        Ok(parsed) => parsed,
-        Err(err) => {
-            eprintln!("churn: {err}");
-            return ExitCode::from(2);
-        }
+    let cli = Cli::parse();
+    let runs = cli.runs;
+    let config = ChurnConfig {
+        version: cli.model.version,
+        policy: cli.model.policy,
+        mode: cli.model.mode,
+        threads: cli.threads,
+        waves: cli.waves,
+        watchdog: Watchdog::Report(cli.timeout),
     };
     println!(
         "python={} policy={} mode={} threads={}x{} runs={runs}",

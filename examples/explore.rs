@@ -9,101 +9,91 @@
 //! the live `pyprofile` is not modelled (see `explore::Mode`).
 //! `--max-states N` bounds each cell (default 4000000); `--churn-threads N`
 //! explores `churn` with N dying threads instead of 3 (one cell only).
+//! `--help` for the flags; a bad flag exits 2.
 
 use std::process::ExitCode;
 use std::time::Instant;
 
+use clap::{CommandFactory, Parser, ValueEnum};
 use greenlet::cleanup::Policy;
 use greenlet::interp_shim::explore::{
-    explore_cells, explore_scenario, scenario::churn, Cell, Mode, ScenarioName, DEFAULT_BOUND,
-    TSV_HEADER,
+    explore_cells, explore_scenario, scenario::churn_with_threads, Mode, ScenarioName, TableCell,
+    DEFAULT_BOUND, TSV_HEADER,
 };
 use greenlet::interp_shim::PyVersion;
 
-struct Args {
-    cell: Cell,
-    table: bool,
-    tsv: bool,
-    bound: usize,
+/// Explores every interleaving of greenlet's thread-exit cleanup over the
+/// CPython model: one cell (scenario x version x policy x mode) with its
+/// shortest counterexamples, or `--table` for every cell.
+#[derive(Parser, Debug)]
+#[command(name = "explore")]
+struct Cli {
+    /// Scenario: seed, churn, full-ring or finalization.
+    #[arg(long, default_value = "seed")]
+    scenario: ScenarioName,
+    /// CPython version modelled: 3.11, 3.12 or 3.13.
+    #[arg(long = "python", value_name = "VERSION", default_value = "3.11")]
+    version: PyVersion,
+    /// Cleanup policy: legacy, draining, scheduled, shielded or robust.
+    #[arg(long, default_value_t = Policy::default())]
+    policy: Policy,
+    /// trace (stands for the live trace and ctrace), profile (a C profiler)
+    /// or none; the live pyprofile is not modelled.
+    #[arg(long, default_value = "trace")]
+    mode: Mode,
+    /// Explore churn with N dying threads instead of 3 (one cell only).
+    #[arg(long, value_name = "N", conflicts_with = "table")]
     churn_threads: Option<usize>,
+    /// Every cell instead of one.
+    #[arg(long)]
+    table: bool,
+    /// With --table: aligned text, or `scenario python policy mode livelock
+    /// leak` rows separated by tabs.
+    #[arg(long, value_enum, default_value_t = Format::Text, requires = "table")]
+    format: Format,
+    /// The most states explored per cell before it is an error.
+    #[arg(long = "max-states", value_name = "N", default_value_t = DEFAULT_BOUND)]
+    bound: usize,
 }
 
-fn usage(problem: &str) -> ExitCode {
-    eprintln!("explore: {problem}");
-    eprintln!(
-        "usage: explore [--scenario seed|churn|full-ring|finalization] [--python 3.11|3.12|3.13] \
-         [--policy legacy|draining|scheduled|shielded|robust] [--mode trace|profile|none] \
-         [--churn-threads N] [--table [--format text|tsv]] [--max-states N]\n\
-         modes: trace = live trace and ctrace, profile = live profile (C profiler), none; \
-         live pyprofile is not modelled"
-    );
-    ExitCode::from(2)
+/// How `--table` prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Format {
+    /// Aligned columns with sizes and times.
+    Text,
+    /// Tab-separated verdicts with a header.
+    Tsv,
 }
 
-fn parse() -> Result<Args, String> {
-    let mut args = Args {
-        cell: Cell {
-            scenario: ScenarioName::Seed,
-            version: PyVersion::V3_11,
-            policy: Policy::default(),
-            mode: Mode::Trace,
-        },
-        table: false,
-        tsv: false,
-        bound: DEFAULT_BOUND,
-        churn_threads: None,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--scenario" => args.cell.scenario = value()?.parse().map_err(|e| format!("{e}"))?,
-            "--python" => args.cell.version = value()?.parse().map_err(|e| format!("{e}"))?,
-            "--policy" => args.cell.policy = value()?.parse().map_err(|e| format!("{e}"))?,
-            "--mode" => args.cell.mode = value()?.parse().map_err(|e| format!("{e}"))?,
-            "--max-states" => {
-                let v = value()?;
-                args.bound = v
-                    .parse()
-                    .map_err(|_| format!("--max-states wants a number of states, got {v:?}"))?
-            }
-            "--churn-threads" => {
-                let v = value()?;
-                args.churn_threads = Some(
-                    v.parse()
-                        .map_err(|_| format!("--churn-threads wants a number, got {v:?}"))?,
-                );
-            }
-            "--table" => args.table = true,
-            "--format" => match value()?.as_str() {
-                "tsv" => args.tsv = true,
-                "text" => args.tsv = false,
-                other => return Err(format!("unknown format {other:?}: expected text or tsv")),
-            },
-            other => return Err(format!("unknown argument {other:?}")),
-        }
-    }
-    Ok(args)
+/// A usage error about how flags combine: clap's message, exit 2.
+fn usage(problem: impl std::fmt::Display) -> ExitCode {
+    Cli::command()
+        .error(clap::error::ErrorKind::ArgumentConflict, problem)
+        .exit()
 }
 
 fn main() -> ExitCode {
-    let args = match parse() {
-        Ok(a) => a,
-        Err(problem) => return usage(&problem),
+    let cli = Cli::parse();
+    let cell = TableCell {
+        scenario: cli.scenario,
+        version: cli.version,
+        policy: cli.policy,
+        mode: cli.mode,
     };
-    if !args.table {
-        let scenario = match (args.cell.scenario, args.churn_threads) {
-            (ScenarioName::Churn, Some(n)) => match churn(n) {
+    let (table, tsv, bound) = (cli.table, cli.format == Format::Tsv, cli.bound);
+    if !table {
+        let scenario = match (cell.scenario, cli.churn_threads) {
+            (ScenarioName::Churn, Some(n)) => match churn_with_threads(n) {
                 Ok(s) => s,
-                Err(e) => return usage(&e.to_string()),
+                Err(e) => return usage(e),
             },
             (_, Some(_)) => return usage("--churn-threads applies to --scenario churn only"),
             (name, None) => name.build(),
         };
-        if let Some(n) = args.churn_threads {
+        if let Some(n) = cli.churn_threads {
             println!("churn with {n} dying threads");
         }
-        return match explore_scenario(args.cell, &scenario, args.bound) {
+        return match explore_scenario(cell, &scenario, bound) {
             Ok(v) => {
                 println!("{}", v.summary());
                 if let Some(c) = &v.livelock {
@@ -133,7 +123,7 @@ fn main() -> ExitCode {
         };
     }
     let started = Instant::now();
-    if args.tsv {
+    if tsv {
         println!("{TSV_HEADER}");
     } else {
         println!(
@@ -154,14 +144,14 @@ fn main() -> ExitCode {
     }
     let mut failed = false;
     let mut total_states = 0usize;
-    let cells = Cell::all();
+    let cells = TableCell::all();
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-    for result in explore_cells(&cells, args.bound, workers) {
+    for result in explore_cells(&cells, bound, workers) {
         match result {
             Ok(v) => {
                 total_states += v.states;
                 let cell = v.cell;
-                if args.tsv {
+                if tsv {
                     println!("{}", v.tsv_row());
                 } else {
                     let len = |c: &Option<greenlet::interp_shim::explore::Counterexample>| {
@@ -196,7 +186,7 @@ fn main() -> ExitCode {
             }
         }
     }
-    if !args.tsv {
+    if !tsv {
         let secs = started.elapsed().as_secs_f64();
         println!(
             "\n{} cells, {} states in {:.2} s wall on {workers} threads ({:.0} states/s)",

@@ -3,10 +3,11 @@
 //! `Iterator`. Dropping the iterator early kills the producer, whose
 //! destructors run.
 //!
-//! Run with `cargo run --example generator`.
+//! Run with `cargo run --example generator` (no flags; `--help` says so).
 
 use std::marker::PhantomData;
 
+use clap::Parser;
 use greenlet::{getcurrent, Greenlet, GreenletError, Value};
 
 /// What the producer gets to yield values of type `T`.
@@ -86,7 +87,14 @@ fn fibonacci(y: &Yield<u64>) -> Result<(), GreenletError> {
     }
 }
 
+/// Generators built from greenlets: squares, then the first Fibonacci
+/// numbers; dropping one early kills its producer. Takes no flags.
+#[derive(Parser, Debug)]
+#[command(name = "generator")]
+struct Cli {}
+
 fn main() {
+    Cli::parse();
     let squares = Generator::<u32>::new(|y| {
         for i in 1..=5 {
             y.give(i * i)?;

@@ -12,12 +12,13 @@
 //! compare with: `raw-round-trip` (one resume + one suspend) and
 //! `raw-ping-pong` (two coroutines resumed in turn by a loop on the native
 //! stack, one count per round of two resumes). Prints the mean wall time per operation on
-//! stderr; exits 2 on bad arguments.
+//! stderr; `--help` for the usage, exit 2 on a bad argument.
 
 use std::hint::black_box;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use clap::{Parser, ValueEnum};
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 use greenlet::coroutine::{acquire_stack, PooledStack, DEFAULT_STACK_SIZE};
 use greenlet::{getcurrent, Greenlet, GreenletError, Value};
@@ -116,31 +117,47 @@ fn kill(main: &Greenlet, count: u64) -> Result<(), GreenletError> {
     Ok(())
 }
 
+/// The benchmarked greenlet operations as plain loops, for callgrind:
+/// prints the mean wall time per operation on stderr.
+#[derive(Parser, Debug)]
+#[command(name = "hot_loops")]
+struct Cli {
+    /// The operation to loop.
+    #[arg(value_enum)]
+    op: Op,
+    /// How many operations.
+    #[arg(default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    count: u64,
+}
+
+/// The looped operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Op {
+    /// Main <-> greenlet, one count per round trip.
+    RoundTrip,
+    /// A <-> B, one count per round of two switches.
+    PingPong,
+    /// Create + run + finish + drop.
+    Create,
+    /// Kill and drop suspended greenlets (started 100 at a time).
+    Kill,
+    /// One corosensei resume + one suspend.
+    RawRoundTrip,
+    /// Two corosensei coroutines resumed in turn, one count per round.
+    RawPingPong,
+}
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let count = match args.get(1).map(|n| n.parse::<u64>()) {
-        None => 1_000_000,
-        Some(Ok(n)) if n > 0 => n,
-        Some(_) => {
-            eprintln!("the count must be a positive integer");
-            return ExitCode::from(2);
-        }
-    };
+    let Cli { op, count } = Cli::parse();
     let main = getcurrent();
     let start = Instant::now();
-    let result = match args.first().map(String::as_str) {
-        Some("round-trip") => round_trip(&main, count),
-        Some("ping-pong") => ping_pong(&main, count),
-        Some("create") => create(count),
-        Some("kill") => kill(&main, count),
-        Some("raw-round-trip") => raw_round_trip(count),
-        Some("raw-ping-pong") => raw_ping_pong(count),
-        _ => {
-            eprintln!(
-                "usage: hot_loops round-trip|ping-pong|create|kill|raw-round-trip|raw-ping-pong [COUNT]"
-            );
-            return ExitCode::from(2);
-        }
+    let result = match op {
+        Op::RoundTrip => round_trip(&main, count),
+        Op::PingPong => ping_pong(&main, count),
+        Op::Create => create(count),
+        Op::Kill => kill(&main, count),
+        Op::RawRoundTrip => raw_round_trip(count),
+        Op::RawPingPong => raw_ping_pong(count),
     };
     let elapsed = start.elapsed();
     if let Err(err) = result {
@@ -149,7 +166,8 @@ fn main() -> ExitCode {
     }
     eprintln!(
         "{}: {:.1} ns per operation ({count} operations)",
-        args[0],
+        op.to_possible_value()
+            .map_or_else(String::new, |v| v.get_name().to_string()),
         elapsed.as_nanos() as f64 / count as f64
     );
     ExitCode::SUCCESS

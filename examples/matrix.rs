@@ -11,20 +11,53 @@
 //! cores with the defaults (`--runs 1 --timeout 3`). Cells run two at a time. A cell "hangs" when the watchdog killed the
 //! subprocess (exit status 1 with its report); "green" counts `GREEN True`.
 //! `--format tsv` prints `python policy mode runs hangs green` rows for
-//! scripts. Exits 2 on bad flags or a missing `reproduce` binary.
+//! scripts. `--help` for the flags; exits 2 on a bad flag or a missing
+//! `reproduce` binary.
+
+mod common;
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::sync::{Arc, Mutex};
 
+use clap::{Parser, ValueEnum};
 use greenlet::cleanup::Policy;
 use greenlet::interp_shim::scenarios::TraceMode;
 use greenlet::interp_shim::PyVersion;
 
-const USAGE: &str = "usage: matrix [--runs N] [--timeout SECONDS] [--format table|tsv]\n\
-cells: python 3.11|3.12|3.13 x policy legacy|draining|scheduled|shielded|robust x \
-mode trace|ctrace|profile|pyprofile|none";
+/// Runs the `reproduce` example (built beside this one) in subprocesses
+/// over every CPython version x cleanup policy x trace mode, 75 cells, and
+/// prints how many runs of each hung and how many printed `GREEN True`.
+#[derive(Parser, Debug)]
+#[command(name = "matrix")]
+struct Cli {
+    /// Runs per cell.
+    #[arg(long, value_name = "N", default_value = "1", value_parser = common::positive)]
+    runs: usize,
+    /// Seconds until a run's watchdog dumps its threads and exits 1 (passed
+    /// to `reproduce --timeout`).
+    #[arg(long, value_name = "SECONDS", default_value = "3", value_parser = timeout_text)]
+    timeout: String,
+    /// Output: an aligned table, or `python policy mode runs hangs green`
+    /// rows separated by tabs for scripts.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+}
+
+/// How the results are printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Format {
+    /// Aligned columns with the queue metrics' ranges.
+    Table,
+    /// Tab-separated rows with a header.
+    Tsv,
+}
+
+/// A valid `--timeout`, kept as written so that `reproduce` gets it as is.
+fn timeout_text(value: &str) -> Result<String, String> {
+    common::seconds(value).map(|_| value.to_string())
+}
 
 #[derive(Clone, Copy)]
 struct Cell {
@@ -102,42 +135,6 @@ fn range(values: &[u64]) -> String {
     }
 }
 
-fn parse(args: &[String]) -> Result<(usize, String, bool), String> {
-    let (mut runs, mut timeout, mut tsv) = (1, "3".to_string(), false);
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        match flag.as_str() {
-            "--runs" => {
-                runs = value
-                    .parse()
-                    .ok()
-                    .filter(|n: &usize| *n > 0)
-                    .ok_or_else(|| format!("--runs {value:?}: expected a positive integer"))?
-            }
-            "--timeout" => {
-                value
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|s| s.is_finite() && *s > 0.0)
-                    .ok_or_else(|| {
-                        format!("--timeout {value:?}: expected a positive number of seconds")
-                    })?;
-                timeout = value.clone();
-            }
-            "--format" => {
-                tsv = match value.as_str() {
-                    "tsv" => true,
-                    "table" => false,
-                    other => return Err(format!("--format {other:?}: expected table or tsv")),
-                }
-            }
-            other => return Err(format!("unknown flag {other:?}")),
-        }
-    }
-    Ok((runs, timeout, tsv))
-}
-
 fn reproduce_path() -> Result<PathBuf, String> {
     let me = std::env::current_exe().map_err(|e| format!("cannot locate myself: {e}"))?;
     let path = me.with_file_name(format!("reproduce{}", std::env::consts::EXE_SUFFIX));
@@ -158,14 +155,8 @@ fn next_cell(work: &Mutex<VecDeque<(usize, usize)>>) -> Option<usize> {
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let (runs, timeout, tsv) = match parse(&args) {
-        Ok(parsed) => parsed,
-        Err(err) => {
-            eprintln!("matrix: {err}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+    let cli = Cli::parse();
+    let (runs, timeout, tsv) = (cli.runs, cli.timeout, cli.format == Format::Tsv);
     let exe = match reproduce_path() {
         Ok(exe) => exe,
         Err(err) => {

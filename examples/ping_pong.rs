@@ -1,16 +1,25 @@
 //! Two greenlets hand a ball back and forth, each switching directly to the
 //! other (no scheduler in between), then the game ends in the main greenlet.
 //!
-//! Run with `cargo run --example ping_pong`.
+//! Run with `cargo run --example ping_pong` (no flags; `--help` says so).
 
 use std::cell::RefCell;
 use std::rc::Rc;
+
+use clap::Parser;
 
 use greenlet::{Greenlet, GreenletError, Value};
 
 const RALLIES: u32 = 5;
 
+/// Two greenlets hand a ball back and forth, each switching directly to the
+/// other, then the game ends in the main greenlet. Takes no flags.
+#[derive(Parser, Debug)]
+#[command(name = "ping_pong")]
+struct Cli {}
+
 fn main() -> Result<(), GreenletError> {
+    Cli::parse();
     // Each player needs the other's handle; fill the slots after creating both.
     let ping_slot: Rc<RefCell<Option<Greenlet>>> = Rc::default();
     let pong_slot: Rc<RefCell<Option<Greenlet>>> = Rc::default();

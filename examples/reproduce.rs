@@ -1,31 +1,46 @@
 //! The seed report's reproducer on the CPython model (issue 3).
 //!
 //! ```text
-//! cargo run --example reproduce -- --python 3.11 --policy legacy --mode trace --timeout 20
+//! cargo run --release --example reproduce -- --python 3.11 --policy legacy --mode trace --timeout 20
 //! ```
-//! Defaults: `--python 3.11 --policy robust --mode trace --timeout 20` (the
-//! policy is `Policy::default()`, so without flags the fix is shown; pass
-//! `--policy legacy` for the hang). Policies: legacy, draining, scheduled,
-//! shielded, robust; modes: trace, ctrace, profile, pyprofile, none.
-//! Prints `GREEN True` (whether thread B was queued while the drain ran) and
-//! the queue metrics, and exits 0; on a livelock the watchdog prints each
-//! thread's simulated stack and the pending-call state, and the process exits
-//! 1 (like `faulthandler.dump_traceback_later(timeout, exit=True)`). Bad flags
-//! exit 2.
+//! Without flags the default policy (robust) shows the fix; `--policy
+//! legacy` shows the hang. Prints `GREEN True` (whether thread B was queued
+//! while the drain ran) and the queue metrics, and exits 0; on a livelock
+//! the watchdog prints each thread's simulated stack and the pending-call
+//! state, and the process exits 1 (like
+//! `faulthandler.dump_traceback_later(timeout, exit=True)`). `--help` for
+//! the flags; a bad flag exits 2.
+
+mod common;
 
 use std::process::ExitCode;
+use std::time::Duration;
 
-use greenlet::interp_shim::cli::parse_reproduce_args;
-use greenlet::interp_shim::scenarios::seed;
+use clap::Parser;
+use greenlet::interp_shim::scenarios::{seed, SeedConfig};
+use greenlet::interp_shim::Watchdog;
+
+/// The seed report's reproducer on the CPython model: prints `GREEN True`
+/// and the queue metrics (exit 0), or the watchdog's faulthandler-style
+/// dump of the livelock (exit 1).
+#[derive(Parser, Debug)]
+#[command(name = "reproduce")]
+struct Cli {
+    #[command(flatten)]
+    model: common::ModelFlags,
+    /// Seconds until the watchdog dumps every thread and exits 1 (the
+    /// seed's `faulthandler.dump_traceback_later(20, exit=True)`).
+    #[arg(long, value_name = "SECONDS", default_value = "20", value_parser = common::seconds)]
+    timeout: Duration,
+}
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let config = match parse_reproduce_args(&args) {
-        Ok(config) => config,
-        Err(err) => {
-            eprintln!("reproduce: {err}");
-            return ExitCode::from(2);
-        }
+    let cli = Cli::parse();
+    let config = SeedConfig {
+        version: cli.model.version,
+        policy: cli.model.policy,
+        mode: cli.model.mode,
+        watchdog: Watchdog::Exit(cli.timeout),
     };
     println!(
         "python={} policy={} mode={}",

@@ -9,6 +9,7 @@
 //! ```
 //! must print no "client switching stacks?" warning.
 
+use clap::Parser;
 use corosensei::{Coroutine, Yielder};
 use greenlet::coroutine::{acquire_stack, stack_stats, DEFAULT_STACK_SIZE};
 
@@ -22,7 +23,14 @@ fn sum_to(n: u64) -> u64 {
     }
 }
 
+/// Raw corosensei coroutines on the pooled, guard-paged stacks: runs,
+/// releases and reuses them, and prints the pool's counters. Takes no flags.
+#[derive(Parser, Debug)]
+#[command(name = "stack_pool")]
+struct Cli {}
+
 fn main() -> std::io::Result<()> {
+    Cli::parse();
     for round in 0..3 {
         let mut coroutines = Vec::new();
         for index in 0..8u64 {

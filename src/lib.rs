@@ -5,12 +5,15 @@
 //!   symmetric switch, parent chain, throw/kill, tracing, thread affinity).
 //! - [`cleanup`]: the interpreter-agnostic deferred-destruction queue that a
 //!   dying thread hands its remaining state to.
-//! - [`interp_shim`]: a model of CPython 3.11/3.12/3.13 pending calls, GIL,
-//!   eval breaker and tracing, used to reproduce and fix greenlet's livelock.
+//! - `interp_shim` (the `cpython-model` feature, on by default): a model of
+//!   CPython 3.11/3.12/3.13 pending calls, GIL, eval breaker and tracing,
+//!   used to reproduce and fix greenlet's livelock. Build with
+//!   `--no-default-features` for the greenlet core alone.
 
 pub mod cleanup;
 pub mod coroutine;
 pub mod diag;
+#[cfg(feature = "cpython-model")]
 pub mod interp_shim;
 
 pub use coroutine::{

@@ -1,27 +1,22 @@
-//! The main demo (`examples/demo.rs`) run in-process: its three parts
-//! behave as predicted and its output shows what the README promises; a
-//! bound the explorer cannot finish under is a typed error, not a wrong
-//! verdict.
+//! The main demo (`examples/demo/`) run as the user runs it, as a binary:
+//! its three parts behave as predicted and its output shows what the
+//! README promises; a bound the explorer cannot finish under is a typed
+//! error naming the cell, not a wrong verdict.
 
-use std::time::Duration;
+mod common;
 
-use greenlet::interp_shim::demo::{run, DemoConfig, DemoError};
-use parking_lot::Mutex;
-
-/// One demo at a time: its hang spins a core.
-static SERIAL: Mutex<()> = Mutex::new(());
+use std::process::Command;
 
 #[test]
 fn the_demo_shows_the_hang_the_fix_and_the_proof() {
-    let _serial = SERIAL.lock();
-    let config = DemoConfig {
-        hang_after: Duration::from_secs(2),
-        ..DemoConfig::default()
-    };
-    let mut out = Vec::new();
-    let outcome = run(&config, &mut out).expect("the demo runs");
-    let text = String::from_utf8(out).expect("utf-8");
-    assert!(outcome.as_predicted(), "{:?}\n{text}", outcome.surprises);
+    let _serial = common::serial();
+    let out = Command::new(common::example("demo"))
+        .args(["--hang-after", "2"])
+        .output()
+        .expect("run the demo");
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    let errors = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{errors}\n{text}");
     for heading in [
         "(a) THE HANG",
         "(b) THE FIX",
@@ -52,15 +47,17 @@ fn the_demo_shows_the_hang_the_fix_and_the_proof() {
 
 #[test]
 fn an_explorer_bound_too_small_is_an_error_naming_the_cell() {
-    let _serial = SERIAL.lock();
-    let config = DemoConfig {
-        hang_after: Duration::from_millis(200),
-        bound: 100,
-        ..DemoConfig::default()
-    };
-    let err = run(&config, &mut std::io::sink()).expect_err("100 states are not enough");
-    assert!(matches!(err, DemoError::Bound(_)), "{err:?}");
-    let message = err.to_string();
+    let _serial = common::serial();
+    let out = Command::new(common::example("demo"))
+        .args(["--hang-after", "0.2", "--max-states", "100"])
+        .output()
+        .expect("run the demo");
+    let message = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{message}");
+    assert!(
+        message.contains("demo: the explorer could not finish: "),
+        "{message}"
+    );
     assert!(
         message.contains("seed python 3.11 policy legacy"),
         "{message}"

@@ -9,6 +9,8 @@
 //! recommended policy ([`Policy::default`]) the same schedule finishes with
 //! every state destroyed.
 
+mod common;
+
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -22,9 +24,6 @@ use greenlet::interp_shim::{
     Runtime, Watchdog,
 };
 use parking_lot::Mutex;
-
-/// One live scenario at a time: the machine has two cores and a hang spins one.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 /// A hang is reported after this long; a passing replay finishes far sooner.
 const HANG: Duration = Duration::from_secs(2);
@@ -210,7 +209,7 @@ impl Replay {
 /// (`take_gil` sets the main thread's breaker: `calls_to_do` is 1) and
 /// enters a traced function: the RESUME re-dispatches forever.
 fn churn_replay(policy: Policy, timeout: Duration) -> Replay {
-    let _serial = SERIAL.lock();
+    let _serial = common::serial();
     let rt = Runtime::new(PyVersion::V3_11);
     rt.set_exit_order(ExitOrder::Racing);
     let queue = new_queue(&rt, policy);
@@ -294,7 +293,7 @@ fn churn_replay_passes_under_the_default_policy() {
 /// does nothing); then X reports the failure. Nothing will ever schedule a
 /// drain: the main thread idles forever waiting for the two states.
 fn full_ring_replay(policy: Policy, timeout: Duration) -> Replay {
-    let _serial = SERIAL.lock();
+    let _serial = common::serial();
     let version = PyVersion::V3_11;
     let rt = Runtime::new(version);
     rt.set_exit_order(ExitOrder::Racing);
@@ -406,7 +405,7 @@ fn full_ring_replay_passes_under_the_default_policy() {
 /// shield does. The other pending call here is C code that blocks (GIL
 /// held) until X has added its drain.
 fn busy_loop_replay(policy: Policy, timeout: Duration) -> Replay {
-    let _serial = SERIAL.lock();
+    let _serial = common::serial();
     let rt = Runtime::new(PyVersion::V3_11);
     rt.set_exit_order(ExitOrder::Racing);
     let queue = new_queue(&rt, policy);
@@ -467,7 +466,7 @@ fn busy_loop_replay_passes_under_the_default_policy() {
 /// force the explorer's schedule.
 #[test]
 fn seed_replay_livelocks_legacy_and_passes_the_default_policy() {
-    let _serial = SERIAL.lock();
+    let _serial = common::serial();
     let run = |policy, timeout| {
         seed(SeedConfig {
             version: PyVersion::V3_11,

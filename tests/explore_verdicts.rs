@@ -6,12 +6,12 @@
 
 use greenlet::cleanup::Policy;
 use greenlet::interp_shim::explore::{
-    explore, explore_cells, Cell, Counterexample, Mode, ScenarioName, Verdict, DEFAULT_BOUND,
+    explore, explore_cells, Counterexample, Mode, ScenarioName, TableCell, Verdict, DEFAULT_BOUND,
 };
 use greenlet::interp_shim::PyVersion;
 
 /// The expected verdict (livelock, leak) of a cell.
-fn expected(cell: Cell) -> (bool, bool) {
+fn expected(cell: TableCell) -> (bool, bool) {
     let traced = cell.mode != Mode::None;
     let on_311 = cell.version == PyVersion::V3_11;
     let weak = match cell.scenario {
@@ -28,8 +28,8 @@ fn expected(cell: Cell) -> (bool, bool) {
     (livelock, leak)
 }
 
-fn cells_of(scenario: ScenarioName) -> Vec<Cell> {
-    Cell::all()
+fn cells_of(scenario: ScenarioName) -> Vec<TableCell> {
+    TableCell::all()
         .into_iter()
         .filter(|c| c.scenario == scenario)
         .collect()
@@ -59,7 +59,7 @@ fn check(scenario: ScenarioName) -> Vec<Verdict> {
 
 fn cell(scenario: ScenarioName, version: PyVersion, policy: Policy) -> Verdict {
     explore(
-        Cell {
+        TableCell {
             scenario,
             version,
             policy,
@@ -96,7 +96,7 @@ fn finalization_table() {
 #[test]
 fn default_policy_is_proven() {
     assert_eq!(Policy::default(), Policy::Robust);
-    let cells: Vec<Cell> = Cell::all()
+    let cells: Vec<TableCell> = TableCell::all()
         .into_iter()
         .filter(|c| c.policy == Policy::default())
         .collect();

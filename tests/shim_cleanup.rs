@@ -2,6 +2,8 @@
 //! pending-call ring, finalization, panicking finalizers, and every
 //! `Scheduler` implementation destroying every state.
 
+mod common;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,16 +13,14 @@ use greenlet::interp_shim::scenarios::{
     finalization, panicking_finalizers, ring_full, RingFullConfig, ScenarioReport,
 };
 use greenlet::interp_shim::{Outcome, PendingCallScheduler, PyVersion, Runtime, Watchdog};
-use parking_lot::Mutex;
 
-static SERIAL: Mutex<()> = Mutex::new(());
 const WATCHDOG: Watchdog = Watchdog::Report(Duration::from_secs(30));
 
 /// Runs the full-ring scenario on every version under each of `policies`;
 /// each run must finish without a hang or an error, then `check` gets the
 /// report and its cell's name ("3.11 legacy").
 fn for_each_ring_full(policies: [Policy; 2], check: impl Fn(&ScenarioReport, &str)) {
-    let _serial = SERIAL.lock();
+    let _serial = common::serial();
     for version in PyVersion::ALL {
         for policy in policies {
             let r = ring_full(RingFullConfig {
@@ -65,7 +65,7 @@ fn full_ring_recovers_under_scheduled_and_shielded() {
 
 #[test]
 fn finalization_leaks_on_purpose_and_counts_it() {
-    let _serial = SERIAL.lock();
+    let _serial = common::serial();
     for version in PyVersion::ALL {
         for policy in Policy::ALL {
             let r = finalization(version, policy, WATCHDOG).unwrap();
@@ -81,7 +81,7 @@ fn finalization_leaks_on_purpose_and_counts_it() {
 
 #[test]
 fn panicking_finalizers_are_reported_and_the_drain_goes_on() {
-    let _serial = SERIAL.lock();
+    let _serial = common::serial();
     for policy in Policy::ALL {
         let r = panicking_finalizers(PyVersion::V3_12, policy, 6, WATCHDOG).unwrap();
         assert!(!r.hung() && r.error.is_none(), "{policy}: {r:?}");
@@ -153,7 +153,7 @@ fn every_host_free_scheduler_destroys_every_state() {
 
 #[test]
 fn pending_call_scheduler_destroys_every_state_from_model_and_foreign_threads() {
-    let _serial = SERIAL.lock();
+    let _serial = common::serial();
     for version in PyVersion::ALL {
         for policy in Policy::ALL {
             let rt = Runtime::new(version);

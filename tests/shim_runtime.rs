@@ -2,13 +2,14 @@
 //! pending call that adds a pending call), signal handlers, the GIL drop
 //! during a spin, `Py_MakePendingCalls`, the exiting watchdog.
 
+mod common;
+
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use greenlet::cleanup::Policy;
-use greenlet::interp_shim::cli::{parse_churn_args, parse_reproduce_args};
 use greenlet::interp_shim::scenarios::{seed, SeedConfig, TraceMode};
 use greenlet::interp_shim::{
     Event, ExitOrder, Hook, Outcome, Py, PyErr, PyResult, PyVersion, RunError, Runtime,
@@ -16,7 +17,6 @@ use greenlet::interp_shim::{
 };
 use parking_lot::Mutex;
 
-static SERIAL: Mutex<()> = Mutex::new(());
 const HANG: Watchdog = Watchdog::Report(Duration::from_secs(2));
 const GREEN: Watchdog = Watchdog::Report(Duration::from_secs(30));
 
@@ -43,7 +43,7 @@ fn nested_pending_call_under(py: &Py, install: impl FnOnce(&Py) -> PyResult<()>)
 
 #[test]
 fn a_pending_call_adding_a_pending_call_livelocks_only_on_311() {
-    let _serial = SERIAL.lock();
+    let _serial = common::serial();
     let rt = Runtime::new(PyVersion::V3_11);
     let Outcome::Hung(report) = rt.run(HANG, nested_pending_call).unwrap() else {
         panic!("3.11 traced must livelock");
@@ -73,7 +73,7 @@ fn a_pending_call_adding_a_pending_call_livelocks_only_on_311() {
 /// call with tracing suspended.
 #[test]
 fn which_hooks_livelock_on_311_matches_cpython() {
-    let _serial = SERIAL.lock();
+    let _serial = common::serial();
     type Install = fn(&Py) -> PyResult<()>;
     let cases: [(Install, bool); 4] = [
         (|py| py.settrace(Hook::Python), true),
@@ -106,7 +106,7 @@ fn which_hooks_livelock_on_311_matches_cpython() {
 /// another thread dumps `on_signal` ← `<lambda>` ← `first` ← `<module>`.
 #[test]
 fn a_signal_handler_entered_from_the_spin_livelocks_too() {
-    let _serial = SERIAL.lock();
+    let _serial = common::serial();
     let rt = Runtime::new(PyVersion::V3_11);
     rt.set_signal_handler("on_signal", |_: &Py| Ok(()));
     // The OS delivers the signal once the spin has started.
@@ -132,7 +132,7 @@ fn a_signal_handler_entered_from_the_spin_livelocks_too() {
 
 #[test]
 fn other_threads_get_the_gil_while_the_main_thread_spins() {
-    let _serial = SERIAL.lock();
+    let _serial = common::serial();
     let rt = Runtime::new(PyVersion::V3_11);
     let during_spin = Arc::new(AtomicU64::new(0));
     let (observer, progress) = (rt.clone(), Arc::clone(&during_spin));
@@ -161,7 +161,7 @@ fn other_threads_get_the_gil_while_the_main_thread_spins() {
 
 #[test]
 fn signal_handlers_run_on_the_main_thread_and_a_failing_one_raises() {
-    let _serial = SERIAL.lock();
+    let _serial = common::serial();
     for version in PyVersion::ALL {
         let rt = Runtime::new(version);
         let ran_on = Arc::new(Mutex::new(Vec::new()));
@@ -217,7 +217,7 @@ fn signal_handlers_run_on_the_main_thread_and_a_failing_one_raises() {
 
 #[test]
 fn py_make_pending_calls_is_a_no_op_off_the_main_thread() {
-    let _serial = SERIAL.lock();
+    let _serial = common::serial();
     for version in PyVersion::ALL {
         let rt = Runtime::new(version);
         let seen_by_worker = Arc::new(AtomicU64::new(u64::MAX));
@@ -247,7 +247,7 @@ fn py_make_pending_calls_is_a_no_op_off_the_main_thread() {
 
 #[test]
 fn a_foreign_thread_adding_a_call_does_not_set_the_main_breaker_before_3_13() {
-    let _serial = SERIAL.lock();
+    let _serial = common::serial();
     for version in PyVersion::ALL {
         let rt = Runtime::new(version);
         let adder = rt.clone();
@@ -327,7 +327,7 @@ fn run_child(cell: &str) -> std::process::Output {
 
 #[test]
 fn the_exiting_watchdog_prints_the_stack_and_exits_1() {
-    let _serial = SERIAL.lock();
+    let _serial = common::serial();
     let out = run_child("hang");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
@@ -348,38 +348,6 @@ fn the_exiting_watchdog_prints_the_stack_and_exits_1() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("GREEN True"));
 }
 
-#[test]
-fn bad_flags_are_reported_with_the_usage() {
-    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    for (bad, says) in [
-        (&["--python", "3.10"][..], "3.11, 3.12 and 3.13"),
-        (&["--policy", "fast"], "\"fast\""),
-        (&["--mode", "off"], "\"off\""),
-        (&["--timeout", "-1"], "positive number of seconds"),
-        (&["--python"], "--python needs a value"),
-        (&["--frobnicate", "1"], "unknown flag"),
-    ] {
-        let err = parse_reproduce_args(&args(bad)).unwrap_err();
-        assert!(err.to_string().contains(says), "{bad:?}: {err}");
-        assert!(err.to_string().contains("usage: reproduce"), "{err}");
-    }
-    for bad in [
-        &["--runs", "0"][..],
-        &["--threads", "many"],
-        &["--waves", "-2"],
-    ] {
-        let err = parse_churn_args(&args(bad)).unwrap_err();
-        assert!(
-            err.to_string().contains("positive integer"),
-            "{bad:?}: {err}"
-        );
-        assert!(err.to_string().contains("usage: churn"), "{err}");
-    }
-    let config = parse_reproduce_args(&args(&["--mode", "pyprofile", "--timeout", "2.5"])).unwrap();
-    assert_eq!(config.mode, TraceMode::PyProfile);
-    assert_eq!(config.watchdog, Watchdog::Exit(Duration::from_millis(2500)));
-}
-
 /// The ring and the per-make bound, as probed on CPython 3.11.7, 3.12.1 and
 /// 3.13.0 with `_testcapi._pending_threadfunc` (a running pending call adds
 /// calls until the push fails): capacity 31/31/32; the same
@@ -388,7 +356,7 @@ fn bad_flags_are_reported_with_the_usage() {
 /// check site with nothing added.
 #[test]
 fn ring_capacity_and_loop_bound_match_cpython() {
-    let _serial = SERIAL.lock();
+    let _serial = common::serial();
     for (version, expected) in [
         (PyVersion::V3_11, (31, 31, 31)),
         (PyVersion::V3_12, (31, 31, 31)),
@@ -444,7 +412,7 @@ fn ring_capacity_and_loop_bound_match_cpython() {
 /// neither; 3.12.1 and 3.13.0 complete in every mode.
 #[test]
 fn the_seed_shape_without_greenlet_matches_cpython() {
-    let _serial = SERIAL.lock();
+    let _serial = common::serial();
     type Install = fn(&Py) -> PyResult<()>;
     let modes: [(&str, Install); 4] = [
         ("settrace(py)", |py| py.settrace(Hook::Python)),
@@ -535,7 +503,7 @@ fn the_seed_shape_without_greenlet_matches_cpython() {
 /// first of them was the adder.
 #[test]
 fn finish_pending_calls_runs_every_queued_call() {
-    let _serial = SERIAL.lock();
+    let _serial = common::serial();
     for (version, capacity) in [
         (PyVersion::V3_11, 31),
         (PyVersion::V3_12, 31),
@@ -571,21 +539,28 @@ fn finish_pending_calls_runs_every_queued_call() {
 /// run the Python handler only after a `time.sleep`, 3.13 at once.
 #[test]
 fn a_signal_raised_on_another_thread_sets_the_main_breaker_only_on_3_13() {
-    let _serial = SERIAL.lock();
+    let _serial = common::serial();
     for version in PyVersion::ALL {
         let rt = Runtime::new(version);
         rt.set_signal_handler("on_signal", |_: &Py| Ok(()));
         let seen = Arc::new(Mutex::new(None));
         let record = Arc::clone(&seen);
+        // The raiser raises only once the main thread is on its way into
+        // join, so that the main thread does not compete for the GIL that
+        // raise_signal releases (it would handle the signal first).
+        let go = Event::new(&rt);
+        let went = go.clone();
         let outcome = rt
             .run(GREEN, move |py| {
                 let t = py.spawn("raiser", move |py| {
+                    py.wait(&went)?;
                     // signal.raise_signal: raise() runs the C handler on
                     // this thread (with the GIL released around it).
                     py.raise_signal()?;
                     *record.lock() = Some(py.runtime().summary().main_breaker);
                     Ok(())
                 })?;
+                py.c_call(|| go.set())?;
                 py.join(&t)?; // take_gil recomputes as main; the check site after join
                 Ok(py.runtime().stats().signal_handlers_run)
             })
@@ -637,7 +612,7 @@ fn run_in_a_pending_call(
 /// `make_pending_calls` for 50 sleeps, 3 when no call waits.
 #[test]
 fn on_3_13_each_gil_take_trips_again_while_a_call_waits() {
-    let _serial = SERIAL.lock();
+    let _serial = common::serial();
     let rt = Runtime::new(PyVersion::V3_13);
     let stats = run_in_a_pending_call(&rt, |py| {
         queue_a_call_behind(py)?;
@@ -658,7 +633,7 @@ fn on_3_13_each_gil_take_trips_again_while_a_call_waits() {
 /// `make_pending_calls` at the check site after the call.
 #[test]
 fn raise_signal_drops_and_takes_the_gil_around_raise() {
-    let _serial = SERIAL.lock();
+    let _serial = common::serial();
     let rt = Runtime::new(PyVersion::V3_13);
     rt.set_signal_handler("on_signal", |_: &Py| Ok(()));
     let trips = Arc::new(Mutex::new(None));
@@ -694,7 +669,7 @@ fn a_gil_take_waits_for_a_dying_threads_thread_local_destructors() {
     thread_local! {
         static SLOW: std::cell::RefCell<Option<Slow>> = const { std::cell::RefCell::new(None) };
     }
-    let _serial = SERIAL.lock();
+    let _serial = common::serial();
     let rt = Runtime::new(PyVersion::V3_11);
     let (go_first, go_second) = (Event::new(&rt), Event::new(&rt));
     let ended = Arc::new(AtomicUsize::new(0));
@@ -746,7 +721,7 @@ fn racing_exits_let_python_code_run_during_a_dying_threads_destructors() {
     thread_local! {
         static GATED: std::cell::RefCell<Option<Gated>> = const { std::cell::RefCell::new(None) };
     }
-    let _serial = SERIAL.lock();
+    let _serial = common::serial();
     let rt = Runtime::new(PyVersion::V3_11);
     rt.set_exit_order(ExitOrder::Racing);
     let ended = Arc::new(AtomicUsize::new(0));
@@ -766,4 +741,31 @@ fn racing_exits_let_python_code_run_during_a_dying_threads_destructors() {
         .unwrap();
     assert!(matches!(outcome, Outcome::Finished(Ok(0))), "{outcome:?}");
     assert_eq!(ended.load(Ordering::SeqCst), 1, "the gate was opened");
+}
+
+/// A thread whose body raises reports it as `threading.excepthook` would,
+/// through the crate's diagnostics (the capture here; stderr without a
+/// logger), and the main thread goes on.
+#[test]
+fn an_exception_in_a_thread_is_reported_like_threading_excepthook() {
+    let _serial = common::serial();
+    common::take_diagnostics();
+    let rt = Runtime::new(PyVersion::V3_12);
+    let outcome = rt
+        .run(GREEN, |py| {
+            let t = py.spawn("bad", |py| {
+                py.call("work", |_| {
+                    Err::<(), _>(PyErr::exception("ValueError", "x"))
+                })
+            })?;
+            py.join(&t)
+        })
+        .unwrap();
+    assert!(matches!(outcome, Outcome::Finished(Ok(()))), "{outcome:?}");
+    let reports = common::take_diagnostics();
+    assert_eq!(
+        reports,
+        ["ERROR greenlet::interp_shim::runtime::threads: Exception in thread Thread-1 (bad):\nValueError: x"],
+        "{reports:?}"
+    );
 }

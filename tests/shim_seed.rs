@@ -3,19 +3,17 @@
 //! `GREEN True`, 3.12 and 3.13 never hang although legacy schedules a second
 //! pending call, and 3.11 without tracing never hangs.
 
+mod common;
+
 use std::time::Duration;
 
 use greenlet::cleanup::Policy;
-use greenlet::interp_shim::explore::{explore, Cell, ScenarioName, DEFAULT_BOUND};
+use greenlet::interp_shim::explore::{explore, ScenarioName, TableCell, DEFAULT_BOUND};
 use greenlet::interp_shim::scenarios::{seed, ScenarioReport, SeedConfig, TraceMode};
 use greenlet::interp_shim::{PyVersion, Watchdog};
-use parking_lot::Mutex;
-
-/// One scenario at a time: the machine has two cores and a hang spins one.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 fn run(version: PyVersion, policy: Policy, mode: TraceMode, timeout: Duration) -> ScenarioReport {
-    let _serial = SERIAL.lock();
+    let _serial = common::serial();
     seed(SeedConfig {
         version,
         policy,
@@ -32,7 +30,7 @@ const GREEN: Duration = Duration::from_secs(30);
 /// The explorer's livelock verdict for the seed in the explorer's mode
 /// standing for `mode` (`None` for a mode it does not model).
 fn explorer_livelock(version: PyVersion, policy: Policy, mode: TraceMode) -> Option<bool> {
-    let cell = Cell {
+    let cell = TableCell {
         scenario: ScenarioName::Seed,
         version,
         policy,

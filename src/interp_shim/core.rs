@@ -35,7 +35,7 @@ enum Bit {
 
 /// One Python thread state, as far as the model needs it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct PyThread {
+struct ThreadStateModel {
     /// `tstate->c_tracefunc` is set (`sys.settrace`).
     trace: bool,
     /// `tstate->c_profilefunc` is set (`sys.setprofile`).
@@ -107,7 +107,7 @@ pub struct RingFull {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct InterpCore<C> {
     spec: VersionSpec,
-    threads: Vec<PyThread>,
+    threads: Vec<ThreadStateModel>,
     gil_holder: Option<ThreadIdx>,
     /// A thread that dropped the GIL on request and may not take it back
     /// before another thread has (`FORCE_SWITCHING` in `drop_gil`).
@@ -131,10 +131,10 @@ pub(crate) struct InterpCore<C> {
 impl<C> InterpCore<C> {
     /// A fresh interpreter of `version` with only its main thread, which
     /// holds the GIL (as after `Py_Initialize`).
-    pub fn new(version: PyVersion) -> Self {
+    pub(crate) fn new(version: PyVersion) -> Self {
         InterpCore {
             spec: version.spec(),
-            threads: vec![PyThread {
+            threads: vec![ThreadStateModel {
                 trace: false,
                 profile: false,
                 tracing: 0,
@@ -153,8 +153,8 @@ impl<C> InterpCore<C> {
     }
 
     /// A new thread state (`PyThreadState_New`); it does not hold the GIL.
-    pub fn add_thread(&mut self) -> ThreadIdx {
-        self.threads.push(PyThread {
+    pub(crate) fn add_thread(&mut self) -> ThreadIdx {
+        self.threads.push(ThreadStateModel {
             trace: false,
             profile: false,
             tracing: 0,
@@ -190,7 +190,7 @@ impl<C> InterpCore<C> {
 
     /// Whether thread `t` finds the eval breaker set at a check site
     /// (`CHECK_EVAL_BREAKER`).
-    pub fn breaker_set(&self, t: ThreadIdx) -> bool {
+    pub(crate) fn breaker_set(&self, t: ThreadIdx) -> bool {
         match self.spec.breaker {
             BreakerModel::SharedComputed => self.eval_breaker,
             BreakerModel::PerThreadBits => self.threads[t].bits != 0,
@@ -199,7 +199,7 @@ impl<C> InterpCore<C> {
 
     /// The `calls_to_do` flag of the queue `Py_AddPendingCall` targets (3.13:
     /// the main thread's `CALLS_TO_DO` bit).
-    pub fn calls_to_do(&self) -> bool {
+    pub(crate) fn calls_to_do(&self) -> bool {
         match self.spec.breaker {
             BreakerModel::SharedComputed => self.calls_to_do,
             BreakerModel::PerThreadBits => self.has_bit(MAIN_THREAD, Bit::CallsToDo),
@@ -210,7 +210,7 @@ impl<C> InterpCore<C> {
 
     /// `Py_AddPendingCall` step 1, from any thread, with or without the GIL:
     /// `_push_pending_call` under `pending->lock`. The ring keeps its order.
-    pub fn add_pending_push(&mut self, call: C) -> Result<(), RingFull> {
+    pub(crate) fn add_pending_push(&mut self, call: C) -> Result<(), RingFull> {
         if self.ring.len() >= self.spec.ring_capacity {
             return Err(RingFull {
                 capacity: self.spec.ring_capacity,
@@ -225,7 +225,7 @@ impl<C> InterpCore<C> {
     /// `calls_to_do = 1` then `COMPUTE_EVAL_BREAKER`, which a non-main caller
     /// computes without the main thread's calls, CPython issue #95820), or
     /// 3.13's `_Py_set_eval_breaker_bit(main_tstate, CALLS_TO_DO)`.
-    pub fn add_pending_signal(&mut self, caller: ThreadIdx) {
+    pub(crate) fn add_pending_signal(&mut self, caller: ThreadIdx) {
         match self.spec.breaker {
             BreakerModel::SharedComputed => {
                 self.calls_to_do = true;
@@ -236,7 +236,7 @@ impl<C> InterpCore<C> {
     }
 
     /// Calls waiting in the ring.
-    pub fn ring_len(&self) -> usize {
+    pub(crate) fn ring_len(&self) -> usize {
         self.ring.len()
     }
 
@@ -249,7 +249,7 @@ impl<C> InterpCore<C> {
     /// `receiver`, which stores 0 when it is not the main thread, so the main
     /// thread sees the signal at its next `take_gil`; 3.13 sets the main
     /// thread's `SIGNALS_PENDING` bit.
-    pub fn signal_received(&mut self, receiver: ThreadIdx) {
+    pub(crate) fn signal_received(&mut self, receiver: ThreadIdx) {
         match self.spec.breaker {
             BreakerModel::SharedComputed => {
                 self.signals_pending = true;
@@ -263,7 +263,7 @@ impl<C> InterpCore<C> {
     /// `_Py_HandlePending` 3.12/3.13): if signals are pending and `t` is the
     /// main thread, unsignal them (`UNSIGNAL_PENDING_SIGNALS`) and return
     /// true: the driver then runs the Python-level handlers.
-    pub fn take_signals(&mut self, t: ThreadIdx) -> bool {
+    pub(crate) fn take_signals(&mut self, t: ThreadIdx) -> bool {
         if t != MAIN_THREAD {
             return false;
         }
@@ -290,7 +290,7 @@ impl<C> InterpCore<C> {
     /// `signals_pending = 1` then `COMPUTE_EVAL_BREAKER` as `t`; 3.13
     /// `_Py_set_eval_breaker_bit(tstate, _PY_SIGNALS_PENDING_BIT)`), so the
     /// remaining tripped signals are handled at a later check site.
-    pub fn resignal_signals(&mut self, t: ThreadIdx) {
+    pub(crate) fn resignal_signals(&mut self, t: ThreadIdx) {
         match self.spec.breaker {
             BreakerModel::SharedComputed => {
                 self.signals_pending = true;
@@ -306,7 +306,7 @@ impl<C> InterpCore<C> {
     /// `make_pending_calls` (3.11 tests the `calls_to_do` flag on any thread;
     /// 3.12 only on the main thread for the main-thread queue; 3.13 the
     /// thread's own `CALLS_TO_DO` bit).
-    pub fn wants_pending_calls(&self, t: ThreadIdx) -> bool {
+    pub(crate) fn wants_pending_calls(&self, t: ThreadIdx) -> bool {
         match self.spec.version {
             PyVersion::V3_11 => self.calls_to_do,
             PyVersion::V3_12 => self.calls_to_do && t == MAIN_THREAD,
@@ -320,7 +320,7 @@ impl<C> InterpCore<C> {
     /// long as calls are queued. Real 3.12 and 3.13 also make one when
     /// nothing is queued; [`VersionSpec::finish_until_empty`] says why
     /// leaving those out changes nothing.
-    pub fn finish_pending_calls_wanted(&self) -> bool {
+    pub(crate) fn finish_pending_calls_wanted(&self) -> bool {
         if self.spec.finish_until_empty {
             !self.ring.is_empty()
         } else {
@@ -331,14 +331,14 @@ impl<C> InterpCore<C> {
     /// Whether `_Py_FinishPendingCalls` asks
     /// [`finish_pending_calls_wanted`](Self::finish_pending_calls_wanted)
     /// again after each `make_pending_calls` (3.13), instead of once.
-    pub fn finish_pending_calls_repeats(&self) -> bool {
+    pub(crate) fn finish_pending_calls_repeats(&self) -> bool {
         self.spec.finish_until_empty
     }
 
     /// `make_pending_calls` up to its loop: the main-thread check, the
     /// recursion guard, claiming it, and `UNSIGNAL_PENDING_CALLS` before any
     /// callback runs (so a call added meanwhile re-signals).
-    pub fn make_pending_calls_begin(&mut self, t: ThreadIdx) -> MakeBegin {
+    pub(crate) fn make_pending_calls_begin(&mut self, t: ThreadIdx) -> MakeBegin {
         if t != MAIN_THREAD {
             return MakeBegin::NotMain;
         }
@@ -364,7 +364,7 @@ impl<C> InterpCore<C> {
     /// One iteration of `make_pending_calls`' loop (`_pop_pending_call` under
     /// the lock): the next call, or `None` when the ring is empty or the
     /// loop has run [`MAX_CALLS_PER_MAKE`] times (`iteration` counts from 0).
-    pub fn make_pending_calls_pop(&mut self, iteration: u32) -> Option<C> {
+    pub(crate) fn make_pending_calls_pop(&mut self, iteration: u32) -> Option<C> {
         if iteration >= MAX_CALLS_PER_MAKE {
             return None;
         }
@@ -375,7 +375,7 @@ impl<C> InterpCore<C> {
     /// on a callback's error, `SIGNAL_PENDING_CALLS` again so the rest runs
     /// later. On a normal exit 3.11/3.12 do not re-signal, even if the loop
     /// bound left calls behind; 3.13 does (`npending > 0`).
-    pub fn make_pending_calls_end(&mut self, t: ThreadIdx, failed: bool) {
+    pub(crate) fn make_pending_calls_end(&mut self, t: ThreadIdx, failed: bool) {
         self.handler = None;
         let bound_hit = self.spec.resignal_after_bound && !self.ring.is_empty();
         if failed || bound_hit {
@@ -391,21 +391,21 @@ impl<C> InterpCore<C> {
 
     /// Whether a `make_pending_calls` is running (3.11/3.12 `busy`, 3.13
     /// `handling_thread != NULL`).
-    pub fn busy(&self) -> bool {
+    pub(crate) fn busy(&self) -> bool {
         self.handler.is_some()
     }
 
     // ---- the GIL ------------------------------------------------------------
 
     /// Who holds the GIL.
-    pub fn gil_holder(&self) -> Option<ThreadIdx> {
+    pub(crate) fn gil_holder(&self) -> Option<ThreadIdx> {
         self.gil_holder
     }
 
     /// Third step of handling the breaker: whether a drop request is pending
     /// for `t` (3.11/3.12 `gil_drop_request`; 3.13 the thread's bit). The
     /// driver then calls [`drop_gil`](Self::drop_gil) and takes it again.
-    pub fn drop_requested(&self, t: ThreadIdx) -> bool {
+    pub(crate) fn drop_requested(&self, t: ThreadIdx) -> bool {
         match self.spec.breaker {
             BreakerModel::SharedComputed => self.drop_request,
             BreakerModel::PerThreadBits => self.has_bit(t, Bit::GilDropRequest),
@@ -416,7 +416,7 @@ impl<C> InterpCore<C> {
     /// (`take_gil`'s `SET_GIL_DROP_REQUEST`): 3.11/3.12 set the flag and
     /// force the breaker to 1; 3.13 sets the holder's bit. Returns whether a
     /// request was made (someone else holds the GIL).
-    pub fn request_drop(&mut self, waiter: ThreadIdx) -> bool {
+    pub(crate) fn request_drop(&mut self, waiter: ThreadIdx) -> bool {
         let Some(holder) = self.gil_holder.filter(|&h| h != waiter) else {
             return false;
         };
@@ -434,7 +434,7 @@ impl<C> InterpCore<C> {
     /// dropper may not take the GIL back before another thread has
     /// (`FORCE_SWITCHING`). Returns false (and changes nothing) if `t` does
     /// not hold the GIL.
-    pub fn drop_gil(&mut self, t: ThreadIdx) -> bool {
+    pub(crate) fn drop_gil(&mut self, t: ThreadIdx) -> bool {
         if self.gil_holder != Some(t) {
             return false;
         }
@@ -446,7 +446,7 @@ impl<C> InterpCore<C> {
     }
 
     /// Whether `t` could take the GIL now.
-    pub fn can_take_gil(&self, t: ThreadIdx) -> bool {
+    pub(crate) fn can_take_gil(&self, t: ThreadIdx) -> bool {
         self.gil_holder.is_none() && self.forced_switch_from != Some(t)
     }
 
@@ -457,7 +457,7 @@ impl<C> InterpCore<C> {
     /// `t`'s drop bit and (`update_eval_breaker_for_thread`) sets the main
     /// thread's `CALLS_TO_DO` bit when the main-thread queue holds calls.
     /// Returns false (and changes nothing) if it cannot take it now.
-    pub fn take_gil(&mut self, t: ThreadIdx) -> bool {
+    pub(crate) fn take_gil(&mut self, t: ThreadIdx) -> bool {
         if !self.can_take_gil(t) {
             return false;
         }
@@ -483,7 +483,7 @@ impl<C> InterpCore<C> {
     /// Last step of `_Py_HandlePending` in 3.12: an unconditional
     /// `COMPUTE_EVAL_BREAKER` (so while `busy` with calls signalled, the main
     /// thread trips at every check site). Nothing in 3.11/3.13.
-    pub fn handle_pending_end(&mut self, t: ThreadIdx) {
+    pub(crate) fn handle_pending_end(&mut self, t: ThreadIdx) {
         if self.spec.final_recompute {
             self.compute(t);
         }
@@ -492,24 +492,24 @@ impl<C> InterpCore<C> {
     // ---- tracing ------------------------------------------------------------
 
     /// `sys.settrace` on thread `t` (`_PyEval_SetTrace`).
-    pub fn set_trace(&mut self, t: ThreadIdx, on: bool) {
+    pub(crate) fn set_trace(&mut self, t: ThreadIdx, on: bool) {
         self.threads[t].trace = on;
     }
 
     /// `sys.setprofile` on thread `t` (`_PyEval_SetProfile`).
-    pub fn set_profile(&mut self, t: ThreadIdx, on: bool) {
+    pub(crate) fn set_profile(&mut self, t: ThreadIdx, on: bool) {
         self.threads[t].profile = on;
     }
 
     /// `PyThreadState_EnterTracing`: code run until the matching leave is
     /// neither traced nor profiled.
-    pub fn enter_tracing(&mut self, t: ThreadIdx) {
+    pub(crate) fn enter_tracing(&mut self, t: ThreadIdx) {
         self.threads[t].tracing += 1;
     }
 
     /// `PyThreadState_LeaveTracing`. Returns false (and changes nothing)
     /// without a matching enter.
-    pub fn leave_tracing(&mut self, t: ThreadIdx) -> bool {
+    pub(crate) fn leave_tracing(&mut self, t: ThreadIdx) -> bool {
         let depth = &mut self.threads[t].tracing;
         if *depth == 0 {
             return false;
@@ -521,7 +521,7 @@ impl<C> InterpCore<C> {
     /// Whether `t`'s bytecode goes through the tracing path: a trace or
     /// profile function is set and `t` is not inside one (3.11
     /// `use_tracing == 255`; 3.12/3.13 instrumented code).
-    pub fn is_traced(&self, t: ThreadIdx) -> bool {
+    pub(crate) fn is_traced(&self, t: ThreadIdx) -> bool {
         let th = &self.threads[t];
         (th.trace || th.profile) && th.tracing == 0
     }
@@ -529,7 +529,7 @@ impl<C> InterpCore<C> {
     /// What `t` does at `site` after handling the breaker: a traced RESUME
     /// in 3.11 dispatches itself again (`DO_TRACING` checks before advancing
     /// `next_instr`); everything else continues.
-    pub fn continuation(&self, t: ThreadIdx, site: CheckSite) -> Continuation {
+    pub(crate) fn continuation(&self, t: ThreadIdx, site: CheckSite) -> Continuation {
         if site == CheckSite::Resume
             && self.is_traced(t)
             && self.spec.traced_resume == TracedResume::Redispatch
@@ -547,7 +547,7 @@ impl<C> InterpCore<C> {
     /// `TRACE_FUNCTION_ENTRY()`. It decides whether a pending call handled at
     /// a function entry runs inside a Python trace/profile function (tracing
     /// suspended) or in the traced frame.
-    pub fn call_event_before_check(&self) -> bool {
+    pub(crate) fn call_event_before_check(&self) -> bool {
         self.spec.traced_resume == TracedResume::Continue
     }
 
@@ -557,7 +557,7 @@ impl<C> InterpCore<C> {
     /// breaker are set. Handling changes none of these, so the re-dispatch
     /// repeats forever: only the outer `make_pending_calls` could clear
     /// `busy`, and it is below the stuck frame.
-    pub fn resume_livelocked(&self) -> bool {
+    pub(crate) fn resume_livelocked(&self) -> bool {
         self.continuation(MAIN_THREAD, CheckSite::Resume) == Continuation::Redispatch
             && self.busy()
             && self.calls_to_do()
@@ -567,17 +567,17 @@ impl<C> InterpCore<C> {
     // ---- finalization ---------------------------------------------------------
 
     /// `Py_FinalizeEx` has begun (`_PyRuntimeState_SetFinalizing`).
-    pub fn finalize(&mut self) {
+    pub(crate) fn finalize(&mut self) {
         self.finalizing = true;
     }
 
     /// `_Py_IsFinalizing()`.
-    pub fn is_finalizing(&self) -> bool {
+    pub(crate) fn is_finalizing(&self) -> bool {
         self.finalizing
     }
 
     /// The pending-call state in one line, for watchdog reports and traces.
-    pub fn summary(&self) -> Summary {
+    pub(crate) fn summary(&self) -> Summary {
         Summary {
             version: self.spec.version,
             busy: self.busy(),
@@ -604,6 +604,7 @@ impl<C> InterpCore<C> {
 ///     "py3.12 busy=0 calls_to_do=0 eval_breaker(main)=0 ring=0 gil=T0 drop_request=0 main_traced=0"
 /// );
 /// ```
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Summary {
     /// The version modelled.

@@ -5,18 +5,16 @@
 //! transition as one atomic step ([`core`]), the live driver of that core on
 //! real OS threads ([`runtime`]) with its [`watchdog`], the cleanup queue's
 //! pending-call scheduler ([`scheduler`]), the scenarios of issue 3
-//! ([`scenarios`]), the examples' flags ([`cli`]), the deterministic
-//! driver that explores every interleaving of that core ([`explore`]), and
-//! the main demo that shows the hang, the fix and the proof ([`demo`]).
+//! ([`scenarios`]), and the deterministic driver that explores every
+//! interleaving of that core ([`explore`]). The examples' flags and the main
+//! demo live with the examples (`examples/`).
 //!
 //! Uses [`crate::cleanup`]'s `Scheduler` trait to plug in as a scheduler;
 //! never the other way round. Only [`scenarios`] (which wires a scenario
 //! together, like an example would) also uses the greenlet API of
 //! [`crate::coroutine`]; the model itself knows nothing of greenlets.
 
-pub mod cli;
 pub mod core;
-pub mod demo;
 pub mod explore;
 pub mod runtime;
 pub mod scenarios;
@@ -26,8 +24,8 @@ pub mod watchdog;
 
 pub use self::core::{RingFull, Summary, ThreadIdx, MAIN_THREAD};
 pub use self::runtime::{
-    CallId, Event, ExitOrder, Hook, Outcome, PendingCall, Py, PyErr, PyResult, PyThread, RunError,
-    Runtime, RuntimeStats, SignalHandler, SWITCH_INTERVAL,
+    Event, ExitOrder, Hook, Outcome, PendingCall, Py, PyErr, PyResult, RunError, Runtime,
+    RuntimeStats, SignalHandler, ThreadHandle, SWITCH_INTERVAL,
 };
 pub use self::scheduler::PendingCallScheduler;
 pub use self::version::{PyVersion, UnknownVersion, VersionSpec, MAX_CALLS_PER_MAKE};

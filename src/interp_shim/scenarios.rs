@@ -21,10 +21,11 @@ use parking_lot::Mutex;
 
 use crate::cleanup::{self, CleanupQueue, Metrics, Policy};
 use crate::coroutine::{getcurrent, Greenlet};
+use crate::diag::diag_warn;
 
 use super::explore;
 use super::runtime::{
-    Event, Hook, Outcome, Py, PyErr, PyResult, PyThread, RunError, Runtime, RuntimeStats,
+    Event, Hook, Outcome, Py, PyErr, PyResult, RunError, Runtime, RuntimeStats, ThreadHandle,
 };
 use super::scheduler::PendingCallScheduler;
 use super::version::PyVersion;
@@ -130,26 +131,26 @@ impl fmt::Display for TraceMode {
 ///
 /// # Examples
 /// ```
-/// use greenlet::interp_shim::scenarios::{TraceMode, UnknownMode};
+/// use greenlet::interp_shim::scenarios::{TraceMode, UnknownTraceMode};
 ///
-/// let err: UnknownMode = "cprofile".parse::<TraceMode>().unwrap_err();
+/// let err: UnknownTraceMode = "cprofile".parse::<TraceMode>().unwrap_err();
 /// assert_eq!(err.given, "cprofile");
 /// assert!(err.to_string().contains("expected trace, ctrace, profile, pyprofile or none"));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown mode {given:?}: expected trace, ctrace, profile, pyprofile or none")]
-pub struct UnknownMode {
+pub struct UnknownTraceMode {
     /// What was given.
     pub given: String,
 }
 
 impl FromStr for TraceMode {
-    type Err = UnknownMode;
+    type Err = UnknownTraceMode;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         TraceMode::ALL
             .into_iter()
             .find(|m| m.name() == s)
-            .ok_or_else(|| UnknownMode {
+            .ok_or_else(|| UnknownTraceMode {
                 given: s.to_string(),
             })
     }
@@ -174,6 +175,7 @@ impl FromStr for TraceMode {
 /// assert_eq!((report.queue.schedules_requested, report.queue.states_destroyed), (2, 2));
 /// assert_eq!(report.states_never_destroyed, 0);
 /// ```
+#[non_exhaustive]
 #[derive(Debug)]
 pub struct ScenarioReport {
     /// The watchdog's report, if the run hung ([`Watchdog::Report`] mode).
@@ -377,12 +379,12 @@ impl Harness {
 /// "Exception ignored in" and swallowed (weakref callbacks cannot raise).
 fn python_finalizer(name: &'static str, code: impl FnOnce(&Py) -> PyResult<()>) {
     let Some(py) = Py::current() else {
-        eprintln!("Exception ignored in {name}: the drain runs outside the simulated interpreter");
+        diag_warn!("Exception ignored in {name}: the drain runs outside the simulated interpreter");
         return;
     };
     match py.call(name, code) {
         Ok(()) | Err(PyErr::Cancelled) => {}
-        Err(err) => eprintln!("Exception ignored in: <function {name}>\n{err}"),
+        Err(err) => diag_warn!("Exception ignored in: <function {name}>\n{err}"),
     }
 }
 
@@ -734,7 +736,7 @@ pub fn ring_full(config: RingFullConfig) -> Result<ScenarioReport, RunError> {
 }
 
 /// Start a thread that touches its greenlet state and exits.
-fn spawn_dying(py: &Py, created: &Arc<AtomicU64>) -> PyResult<PyThread> {
+fn spawn_dying(py: &Py, created: &Arc<AtomicU64>) -> PyResult<ThreadHandle> {
     let c = Arc::clone(created);
     py.spawn("dies", move |py| {
         py.c_call(|| Harness::touch_greenlet(&c)).map(drop)

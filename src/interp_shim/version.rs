@@ -110,6 +110,7 @@ pub enum TracedResume {
 /// assert_eq!(spec.ring_capacity, 32);
 /// assert!(spec.resignal_after_bound && !spec.final_recompute);
 /// ```
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct VersionSpec {
     /// Which version.

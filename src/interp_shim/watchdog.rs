@@ -55,23 +55,30 @@ pub enum Watchdog {
 ///
 /// # Examples
 /// ```
-/// # use std::time::Duration;
-/// use greenlet::interp_shim::{HangReport, PyVersion, Runtime, ThreadDump};
+/// use std::time::Duration;
+/// use greenlet::interp_shim::{Hook, Outcome, PyVersion, Runtime, Watchdog};
 ///
-/// let dump = ThreadDump { index: 0, name: "MainThread".into(), frames: vec!["f", "<module>"], redispatches: 0 };
-/// let report = HangReport {
-///     timeout: Duration::from_secs(1),
-///     threads: vec![dump],
-///     summary: Runtime::new(PyVersion::V3_12).summary(),
-///     livelock_predicate: false,
-///     redispatches: 0,
-///     extra: String::new(),
-/// };
+/// // The 3.11 spin of the `HangReport` example, in a function `f`.
+/// let rt = Runtime::new(PyVersion::V3_11);
+/// let outcome = rt
+///     .run(Watchdog::Report(Duration::from_millis(200)), |py| {
+///         py.settrace(Hook::C)?;
+///         let _ = py.add_pending_call(|py| {
+///             let _ = py.c_call(|| py.add_pending_call(|_| Ok(())))?;
+///             py.call("f", |_| Ok(()))
+///         });
+///         py.loop_iter()
+///     })
+///     .unwrap();
+/// let Outcome::Hung(report) = outcome else { panic!("3.11 spins") };
+/// let dump = &report.threads[0];
+/// assert_eq!((dump.index, dump.name.as_str()), (0, "MainThread"));
 /// // Most recent call first, as faulthandler prints it.
 /// assert!(report.to_string().contains(
 ///     "Thread T0 \"MainThread\" (most recent call first):\n  File \"<simulated>\", in f\n  File \"<simulated>\", in <module>\n"
 /// ));
 /// ```
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ThreadDump {
     /// The model thread index (0 is the main thread).
@@ -117,6 +124,7 @@ pub struct ThreadDump {
 /// assert!(text.starts_with("Timeout (0:00:00.300000)!\nThread T0 \"MainThread\""));
 /// assert!(text.ends_with("\nqueue: 1 state\n"));
 /// ```
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HangReport {
     /// The watchdog's timeout.
@@ -140,18 +148,25 @@ impl HangReport {
     ///
     /// # Examples
     /// ```
-    /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{HangReport, PyVersion, Runtime, ThreadDump};
+    /// use std::time::Duration;
+    /// use greenlet::interp_shim::{Event, Hook, Outcome, PyVersion, Runtime, Watchdog};
     ///
-    /// let dump = |index, name: &str| ThreadDump { index, name: name.into(), frames: vec![], redispatches: 0 };
-    /// let report = HangReport {
-    ///     timeout: Duration::from_secs(1),
-    ///     threads: vec![dump(0, "MainThread"), dump(2, "Thread-2 (_b)")],
-    ///     summary: Runtime::new(PyVersion::V3_11).summary(),
-    ///     livelock_predicate: false,
-    ///     redispatches: 0,
-    ///     extra: String::new(),
-    /// };
+    /// let rt = Runtime::new(PyVersion::V3_11);
+    /// let never = Event::new(&rt);
+    /// let outcome = rt
+    ///     .run(Watchdog::Report(Duration::from_millis(200)), move |py| {
+    ///         let done = py.spawn("a", |_| Ok(()))?;
+    ///         py.join(&done)?;
+    ///         py.spawn_daemon("_b", move |py| py.wait(&never))?;
+    ///         py.settrace(Hook::C)?;
+    ///         let _ = py.add_pending_call(|py| {
+    ///             let _ = py.c_call(|| py.add_pending_call(|_| Ok(())))?;
+    ///             py.call("stuck", |_| Ok(()))
+    ///         });
+    ///         py.loop_iter()
+    ///     })
+    ///     .unwrap();
+    /// let Outcome::Hung(report) = outcome else { panic!("3.11 spins") };
     /// assert_eq!(report.thread(2).unwrap().name, "Thread-2 (_b)");
     /// assert!(report.thread(1).is_none()); // thread 1 had finished
     /// ```

@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 /// process with `var=value` in its environment, and wait for it. For
 /// behaviour that ends the process (exit, abort, a stack overflow) or that
 /// shows on stderr, which the test harness captures in-process.
-#[allow(dead_code)]
+#[allow(dead_code)] // not every test binary uses every helper
 pub fn run_child_test(test: &str, var: &str, value: &str) -> Output {
     let exe = std::env::current_exe().expect("test binary path");
     Command::new(exe)
@@ -118,4 +118,42 @@ pub fn diagnostic<'a>(lines: &'a [String], prefix: &str, needles: &[&str]) -> &'
         .unwrap_or_else(|| panic!("no diagnostic with {needles:?} in {lines:#?}"));
     assert!(line.starts_with(prefix), "{line}");
     line
+}
+
+/// The path of example `name`'s binary, built beside this test binary: the
+/// first call in a test binary runs `cargo build --examples` once with this
+/// build's profile and features (a no-op when `cargo test` just built them),
+/// so a test never runs a stale example.
+#[allow(dead_code)]
+pub fn example(name: &str) -> std::path::PathBuf {
+    static BUILT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut build = Command::new(cargo);
+        build
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["build", "--examples", "--quiet"]);
+        if !cfg!(debug_assertions) {
+            build.arg("--release");
+        }
+        if !cfg!(feature = "cpython-model") {
+            build.arg("--no-default-features");
+        }
+        match build.status() {
+            Ok(status) if status.success() => Ok(()),
+            Ok(status) => Err(format!("cargo build --examples failed: {status}")),
+            Err(err) => Err(format!("could not run cargo: {err}")),
+        }
+    });
+    if let Err(err) = built {
+        panic!("{err}");
+    }
+    let exe = std::env::current_exe().expect("test binary path");
+    let profile_dir = exe
+        .parent()
+        .and_then(std::path::Path::parent)
+        .expect("target/<profile>/deps/<test>");
+    profile_dir
+        .join("examples")
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX))
 }

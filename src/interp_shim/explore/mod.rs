@@ -52,10 +52,10 @@
 //! # Example
 //! ```
 //! use greenlet::cleanup::Policy;
-//! use greenlet::interp_shim::explore::{explore, Cell, Mode, ScenarioName};
+//! use greenlet::interp_shim::explore::{explore, TableCell, Mode, ScenarioName};
 //! use greenlet::interp_shim::PyVersion;
 //!
-//! let cell = Cell {
+//! let cell = TableCell {
 //!     scenario: ScenarioName::Seed,
 //!     version: PyVersion::V3_11,
 //!     policy: Policy::Legacy,
@@ -170,9 +170,9 @@ impl fmt::Display for Mode {
 ///
 /// # Examples
 /// ```
-/// use greenlet::interp_shim::explore::{Mode, UnknownMode};
+/// use greenlet::interp_shim::explore::{Mode, UnknownExploreMode};
 ///
-/// let err: UnknownMode = "pyprofile".parse::<Mode>().unwrap_err();
+/// let err: UnknownExploreMode = "pyprofile".parse::<Mode>().unwrap_err();
 /// assert_eq!(err.given, "pyprofile");
 /// assert!(err.to_string().contains("pyprofile is not modelled"));
 /// ```
@@ -181,18 +181,18 @@ impl fmt::Display for Mode {
     "unknown mode {given:?}: expected one of trace, profile, none (the explorer's trace stands for \
      the live trace and ctrace, its profile for the live profile; pyprofile is not modelled)"
 )]
-pub struct UnknownMode {
+pub struct UnknownExploreMode {
     /// What was given.
     pub given: String,
 }
 
 impl FromStr for Mode {
-    type Err = UnknownMode;
+    type Err = UnknownExploreMode;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Mode::ALL
             .into_iter()
             .find(|m| m.name() == s)
-            .ok_or_else(|| UnknownMode {
+            .ok_or_else(|| UnknownExploreMode {
                 given: s.to_string(),
             })
     }
@@ -203,10 +203,10 @@ impl FromStr for Mode {
 /// # Examples
 /// ```
 /// use greenlet::cleanup::Policy;
-/// use greenlet::interp_shim::explore::{Cell, Mode, ScenarioName};
+/// use greenlet::interp_shim::explore::{TableCell, Mode, ScenarioName};
 /// use greenlet::interp_shim::PyVersion;
 ///
-/// let cell = Cell {
+/// let cell = TableCell {
 ///     scenario: ScenarioName::FullRing,
 ///     version: PyVersion::V3_13,
 ///     policy: Policy::Shielded,
@@ -215,7 +215,7 @@ impl FromStr for Mode {
 /// assert_eq!(cell.to_string(), "full-ring python 3.13 policy shielded mode none");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Cell {
+pub struct TableCell {
     /// The scenario.
     pub scenario: ScenarioName,
     /// The CPython version.
@@ -226,7 +226,7 @@ pub struct Cell {
     pub mode: Mode,
 }
 
-impl fmt::Display for Cell {
+impl fmt::Display for TableCell {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
@@ -236,21 +236,21 @@ impl fmt::Display for Cell {
     }
 }
 
-impl Cell {
+impl TableCell {
     /// Every cell: scenarios × versions × policies × modes.
     ///
     /// ```
     /// use greenlet::cleanup::Policy;
-    /// use greenlet::interp_shim::explore::Cell;
-    /// assert_eq!(Cell::all().len(), 4 * 3 * Policy::ALL.len() * 3);
+    /// use greenlet::interp_shim::explore::TableCell;
+    /// assert_eq!(TableCell::all().len(), 4 * 3 * Policy::ALL.len() * 3);
     /// ```
-    pub fn all() -> Vec<Cell> {
+    pub fn all() -> Vec<TableCell> {
         let mut cells = Vec::new();
         for scenario in ScenarioName::ALL {
             for version in PyVersion::ALL {
                 for policy in Policy::ALL {
                     for mode in Mode::ALL {
-                        cells.push(Cell {
+                        cells.push(TableCell {
                             scenario,
                             version,
                             policy,
@@ -269,12 +269,12 @@ impl Cell {
 ///
 /// ```
 /// use greenlet::cleanup::Policy;
-/// use greenlet::interp_shim::explore::{explore_cells, Cell, Mode, ScenarioName, DEFAULT_BOUND};
+/// use greenlet::interp_shim::explore::{explore_cells, TableCell, Mode, ScenarioName, DEFAULT_BOUND};
 /// use greenlet::interp_shim::PyVersion;
 ///
-/// let cells: Vec<Cell> = Policy::ALL
+/// let cells: Vec<TableCell> = Policy::ALL
 ///     .into_iter()
-///     .map(|policy| Cell { scenario: ScenarioName::Seed, version: PyVersion::V3_11,
+///     .map(|policy| TableCell { scenario: ScenarioName::Seed, version: PyVersion::V3_11,
 ///                          policy, mode: Mode::Trace })
 ///     .collect();
 /// let verdicts = explore_cells(&cells, DEFAULT_BOUND, 2);
@@ -283,7 +283,7 @@ impl Cell {
 /// assert_eq!(livelocks, [true, false, false, false, false]);
 /// ```
 pub fn explore_cells(
-    cells: &[Cell],
+    cells: &[TableCell],
     bound: usize,
     workers: usize,
 ) -> Vec<Result<Verdict, BoundExceeded>> {
@@ -326,10 +326,10 @@ impl Verdict {
     ///
     /// ```
     /// use greenlet::cleanup::Policy;
-    /// use greenlet::interp_shim::explore::{explore, Cell, Mode, ScenarioName, DEFAULT_BOUND};
+    /// use greenlet::interp_shim::explore::{explore, TableCell, Mode, ScenarioName, DEFAULT_BOUND};
     /// use greenlet::interp_shim::PyVersion;
     ///
-    /// let cell = Cell { scenario: ScenarioName::Seed, version: PyVersion::V3_12,
+    /// let cell = TableCell { scenario: ScenarioName::Seed, version: PyVersion::V3_12,
     ///                   policy: Policy::Legacy, mode: Mode::Trace };
     /// let row = explore(cell, DEFAULT_BOUND).unwrap().tsv_row();
     /// assert_eq!(row, "seed\t3.12\tlegacy\ttrace\tno\tno");
@@ -351,10 +351,10 @@ impl Verdict {
     /// # Examples
     /// ```
     /// use greenlet::cleanup::Policy;
-    /// use greenlet::interp_shim::explore::{explore, Cell, Mode, ScenarioName, DEFAULT_BOUND};
+    /// use greenlet::interp_shim::explore::{explore, TableCell, Mode, ScenarioName, DEFAULT_BOUND};
     /// use greenlet::interp_shim::PyVersion;
     ///
-    /// let cell = Cell { scenario: ScenarioName::Seed, version: PyVersion::V3_11,
+    /// let cell = TableCell { scenario: ScenarioName::Seed, version: PyVersion::V3_11,
     ///                   policy: Policy::Legacy, mode: Mode::Trace };
     /// let summary = explore(cell, DEFAULT_BOUND).unwrap().summary();
     /// assert!(summary.starts_with("seed python 3.11 policy legacy mode trace\n"));

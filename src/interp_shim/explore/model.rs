@@ -22,7 +22,7 @@ use super::Mode;
 
 /// A call in the pending-call ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum CallToken {
+pub(crate) enum CallToken {
     /// greenlet's `PendingCallback_DestroyQueue`: a drain of the cleanup queue.
     Drain,
     /// Another C-level pending call (not the cleanup queue's); returns at once.
@@ -30,11 +30,11 @@ pub enum CallToken {
 }
 
 /// A queued thread state: the index of the dying thread it belonged to.
-pub type StateToken = u8;
+pub(crate) type StateToken = u8;
 
 /// Which program a code frame runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ProgRef {
+pub(crate) enum ProgRef {
     /// The main thread's own program.
     Main,
     /// The finalizer of dying thread `n`'s state.
@@ -43,7 +43,7 @@ pub enum ProgRef {
 
 /// Where a code frame is inside its current operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Wait {
+pub(crate) enum Wait {
     /// About to run the operation (for a check site: about to test the
     /// eval breaker). The thread holds the GIL.
     Ready,
@@ -56,7 +56,7 @@ pub enum Wait {
 /// A stage of handling the eval breaker at a check site
 /// (`eval_frame_handle_pending` / `_Py_HandlePending`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum HandleStage {
+pub(crate) enum HandleStage {
     /// Signals were taken with the check; next, pending calls:
     /// `calls_to_do` tested and `make_pending_calls` entered.
     Calls,
@@ -70,7 +70,7 @@ pub enum HandleStage {
 
 /// A stage of the drain (`PendingCallback_DestroyQueue`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum DrainStage {
+pub(crate) enum DrainStage {
     /// Entered.
     Begin,
     /// About to take the next state.
@@ -85,7 +85,7 @@ pub enum DrainStage {
 
 /// A frame on the main thread's stack.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Frame {
+pub(crate) enum Frame {
     /// Simulated Python code.
     Code {
         /// Which program.
@@ -116,8 +116,8 @@ pub enum Frame {
 
 /// Where a dying thread is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Dying {
-    /// Its operation ([`ThreadSpec::ops`](super::ThreadSpec::ops)); finished at the end.
+pub(crate) struct Dying {
+    /// Its operation ([`ThreadSpec::ops`](super::scenario::ThreadSpec::ops)); finished at the end.
     pub pc: u8,
     /// Where inside it.
     pub sub: u8,
@@ -135,7 +135,7 @@ const DIE_FAILED: u8 = 4;
 
 /// One explored state.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct State {
+pub(crate) struct State {
     /// The interpreter.
     pub py: InterpCore<CallToken>,
     /// The cleanup queue.
@@ -150,7 +150,7 @@ pub struct State {
 
 /// What one step did: the thread and the action, for counterexamples.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Step {
+pub(crate) struct Step {
     /// The interpreter thread that took the step.
     pub thread: ThreadIdx,
     /// What it did.
@@ -159,7 +159,7 @@ pub struct Step {
 
 /// The actions, each one atomic step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Action {
+pub(crate) enum Action {
     /// A check site found the breaker clear and went on.
     CheckClear(CheckSite),
     /// A check site found the breaker set and began handling it with
@@ -227,7 +227,7 @@ pub enum Action {
 
 /// What [`QueueCore::push`] answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum PushOutcome {
+pub(crate) enum PushOutcome {
     /// Schedule a drain.
     Schedule,
     /// Nothing to do.
@@ -238,14 +238,14 @@ pub enum PushOutcome {
 
 /// The transition relation of one scenario: the initial state, and every
 /// step any thread can take from a state.
-pub struct Model<'a> {
+pub(crate) struct Model<'a> {
     /// The scenario.
     pub scenario: &'a Scenario,
 }
 
 impl<'a> Model<'a> {
     /// The initial state.
-    pub fn initial(
+    pub(crate) fn initial(
         &self,
         version: crate::interp_shim::PyVersion,
         policy: Policy,
@@ -286,7 +286,7 @@ impl<'a> Model<'a> {
     }
 
     /// The frame name of a program.
-    pub fn prog_name(&self, prog: ProgRef) -> &'a str {
+    pub(crate) fn prog_name(&self, prog: ProgRef) -> &'a str {
         match prog {
             ProgRef::Main => self.scenario.main.name,
             ProgRef::Finalizer(n) => self.scenario.threads[n as usize].finalizer.name,
@@ -294,7 +294,7 @@ impl<'a> Model<'a> {
     }
 
     /// The display name of interpreter thread `t`.
-    pub fn thread_name(&self, t: ThreadIdx) -> &'a str {
+    pub(crate) fn thread_name(&self, t: ThreadIdx) -> &'a str {
         if t == MAIN_THREAD {
             "main"
         } else {
@@ -303,7 +303,7 @@ impl<'a> Model<'a> {
     }
 
     /// Whether dying thread `t` (0-based) has finished.
-    pub fn finished(&self, st: &State, t: usize) -> bool {
+    pub(crate) fn finished(&self, st: &State, t: usize) -> bool {
         st.dying[t].pc as usize >= self.scenario.threads[t].ops.len()
     }
 
@@ -323,14 +323,14 @@ impl<'a> Model<'a> {
     }
 
     /// The main thread has finished its program.
-    pub fn main_done(&self, st: &State) -> bool {
+    pub(crate) fn main_done(&self, st: &State) -> bool {
         st.main.is_empty()
     }
 
     /// Quiescence: every dying thread finished; the main thread is in its
     /// idle loop with nothing below (no handler, no pending call running) and
     /// the ring is empty, so nothing will ever run a drain again.
-    pub fn quiescent(&self, st: &State) -> bool {
+    pub(crate) fn quiescent(&self, st: &State) -> bool {
         let idle = match (st.main.as_slice(), self.scenario.idle_from) {
             (
                 [Frame::Code {
@@ -348,7 +348,7 @@ impl<'a> Model<'a> {
     }
 
     /// If the main thread is ready at a `RESUME`, the index of that code frame.
-    pub fn main_at_resume(&self, st: &State) -> Option<usize> {
+    pub(crate) fn main_at_resume(&self, st: &State) -> Option<usize> {
         let idx = st.main.len().checked_sub(1)?;
         match st.main[idx] {
             Frame::Code {
@@ -361,7 +361,7 @@ impl<'a> Model<'a> {
     }
 
     /// Every step any thread can take from `st`, with the state after it.
-    pub fn successors(&self, st: &State, out: &mut Vec<(Step, State)>) {
+    pub(crate) fn successors(&self, st: &State, out: &mut Vec<(Step, State)>) {
         out.clear();
         self.main_steps(st, out);
         for t in 0..st.dying.len() {
@@ -371,7 +371,7 @@ impl<'a> Model<'a> {
 
     /// The steps the main thread can take (at most two: take the GIL, or ask
     /// for it).
-    pub fn main_steps(&self, st: &State, out: &mut Vec<(Step, State)>) {
+    pub(crate) fn main_steps(&self, st: &State, out: &mut Vec<(Step, State)>) {
         let Some(&top) = st.main.last() else { return };
         let mut push = |action: Action, next: State| {
             out.push((
@@ -622,7 +622,7 @@ impl<'a> Model<'a> {
     }
 
     /// The steps dying thread `t` (0-based; interpreter thread `t + 1`) can take.
-    pub fn dying_steps(&self, st: &State, t: usize, out: &mut Vec<(Step, State)>) {
+    pub(crate) fn dying_steps(&self, st: &State, t: usize, out: &mut Vec<(Step, State)>) {
         let tid = t + 1;
         let Dying { pc, sub } = st.dying[t];
         let Some(&op) = self.scenario.threads[t].ops.get(pc as usize) else {
@@ -713,13 +713,13 @@ impl<'a> Model<'a> {
     }
 
     /// One line describing a step.
-    pub fn describe(&self, step: Step) -> String {
+    pub(crate) fn describe(&self, step: Step) -> String {
         let who = format!("T{} {}", step.thread, self.thread_name(step.thread));
         format!("{who}: {}", ActionText(step.action))
     }
 
     /// The main thread's stack, innermost first, as frame names.
-    pub fn main_stack(&self, st: &State) -> String {
+    pub(crate) fn main_stack(&self, st: &State) -> String {
         if st.main.is_empty() {
             return "(finished)".into();
         }
@@ -744,7 +744,7 @@ impl<'a> Model<'a> {
     }
 
     /// The state in one line: the interpreter, the queue, the threads.
-    pub fn describe_state(&self, st: &State) -> String {
+    pub(crate) fn describe_state(&self, st: &State) -> String {
         let dying: Vec<String> = st
             .dying
             .iter()

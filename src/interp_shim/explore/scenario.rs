@@ -4,7 +4,7 @@
 //!
 //! Owns: the operations (`Op`, `ThreadOp`, `Cond`), `Program`,
 //! `ThreadSpec`, [`Scenario`] and the built-in scenarios
-//! ([`ScenarioName`], [`churn`]). Uses only `std`: scenarios are data, the
+//! ([`ScenarioName`], [`churn_with_threads`]). Uses only `std`: scenarios are data, the
 //! explorer's model gives them meaning. Only a scenario as a whole is public:
 //! its parts are the explorer's internals.
 
@@ -100,13 +100,13 @@ pub(crate) struct ThreadSpec {
 /// # Examples
 /// ```
 /// use greenlet::cleanup::Policy;
-/// use greenlet::interp_shim::explore::scenario::churn;
-/// use greenlet::interp_shim::explore::{explore_scenario, Cell, Mode, ScenarioName, DEFAULT_BOUND};
+/// use greenlet::interp_shim::explore::scenario::churn_with_threads;
+/// use greenlet::interp_shim::explore::{explore_scenario, TableCell, Mode, ScenarioName, DEFAULT_BOUND};
 /// use greenlet::interp_shim::PyVersion;
 ///
-/// let scenario = churn(1).unwrap();
+/// let scenario = churn_with_threads(1).unwrap();
 /// assert_eq!((scenario.name, scenario.dying_threads()), ("churn", 1));
-/// let cell = Cell { scenario: ScenarioName::Churn, version: PyVersion::V3_11,
+/// let cell = TableCell { scenario: ScenarioName::Churn, version: PyVersion::V3_11,
 ///                   policy: Policy::Robust, mode: Mode::Trace };
 /// let verdict = explore_scenario(cell, &scenario, DEFAULT_BOUND).unwrap();
 /// assert!(!verdict.livelock_reachable() && !verdict.leak_reachable());
@@ -341,7 +341,7 @@ fn sleepy_finalizer() -> Program {
     }
 }
 
-/// The most dying threads [`churn`] takes.
+/// The most dying threads [`churn_with_threads`] takes.
 pub const MAX_CHURN_THREADS: usize = 8;
 
 /// `threads` threads (the built-in `churn` has 3; at most
@@ -354,11 +354,11 @@ pub const MAX_CHURN_THREADS: usize = 8;
 /// about tenfold per thread).
 ///
 /// ```
-/// use greenlet::interp_shim::explore::scenario::churn;
-/// assert_eq!(churn(2).unwrap().dying_threads(), 2);
-/// assert!(churn(9).is_err());
+/// use greenlet::interp_shim::explore::scenario::churn_with_threads;
+/// assert_eq!(churn_with_threads(2).unwrap().dying_threads(), 2);
+/// assert!(churn_with_threads(9).is_err());
 /// ```
-pub fn churn(threads: usize) -> Result<Scenario, TooManyThreads> {
+pub fn churn_with_threads(threads: usize) -> Result<Scenario, TooManyThreads> {
     if threads > MAX_CHURN_THREADS {
         return Err(TooManyThreads { given: threads });
     }
@@ -384,13 +384,13 @@ fn churn_of(names: &[&'static str]) -> Scenario {
     }
 }
 
-/// [`churn`] was asked for more threads than it explores.
+/// [`churn_with_threads`] was asked for more threads than it explores.
 ///
 /// # Examples
 /// ```
-/// use greenlet::interp_shim::explore::scenario::{churn, TooManyThreads, MAX_CHURN_THREADS};
+/// use greenlet::interp_shim::explore::scenario::{churn_with_threads, TooManyThreads, MAX_CHURN_THREADS};
 ///
-/// let err: TooManyThreads = churn(MAX_CHURN_THREADS + 1).unwrap_err();
+/// let err: TooManyThreads = churn_with_threads(MAX_CHURN_THREADS + 1).unwrap_err();
 /// assert_eq!(err.given, 9);
 /// assert!(err.to_string().contains("at most 8"));
 /// ```

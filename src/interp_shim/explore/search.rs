@@ -13,17 +13,17 @@ use std::time::{Duration, Instant};
 
 use super::model::{Model, State, Step};
 use super::scenario::Scenario;
-use super::Cell;
+use super::TableCell;
 
 /// A cell's state space grew past the bound it was given.
 ///
 /// # Examples
 /// ```
 /// use greenlet::cleanup::Policy;
-/// use greenlet::interp_shim::explore::{explore, BoundExceeded, Cell, Mode, ScenarioName};
+/// use greenlet::interp_shim::explore::{explore, BoundExceeded, TableCell, Mode, ScenarioName};
 /// use greenlet::interp_shim::PyVersion;
 ///
-/// let cell = Cell { scenario: ScenarioName::Churn, version: PyVersion::V3_11,
+/// let cell = TableCell { scenario: ScenarioName::Churn, version: PyVersion::V3_11,
 ///                   policy: Policy::Legacy, mode: Mode::Trace };
 /// let err: BoundExceeded = explore(cell, 100).unwrap_err();
 /// assert_eq!((err.cell, err.bound), (cell, 100));
@@ -33,7 +33,7 @@ use super::Cell;
 #[error("{cell}: more than {bound} states; the verdict would not be a proof. Raise the bound (--max-states) or shrink the scenario")]
 pub struct BoundExceeded {
     /// The cell.
-    pub cell: Cell,
+    pub cell: TableCell,
     /// The bound.
     pub bound: usize,
 }
@@ -70,10 +70,10 @@ impl Counterexample {
     /// # Examples
     /// ```
     /// use greenlet::cleanup::Policy;
-    /// use greenlet::interp_shim::explore::{explore, Cell, Mode, ScenarioName, DEFAULT_BOUND};
+    /// use greenlet::interp_shim::explore::{explore, TableCell, Mode, ScenarioName, DEFAULT_BOUND};
     /// use greenlet::interp_shim::PyVersion;
     ///
-    /// let cell = Cell { scenario: ScenarioName::Seed, version: PyVersion::V3_11,
+    /// let cell = TableCell { scenario: ScenarioName::Seed, version: PyVersion::V3_11,
     ///                   policy: Policy::Legacy, mode: Mode::Trace };
     /// let schedule = explore(cell, DEFAULT_BOUND).unwrap().livelock.unwrap();
     /// assert_eq!(schedule.len(), schedule.steps.len());
@@ -116,10 +116,10 @@ impl fmt::Display for Counterexample {
 /// # Examples
 /// ```
 /// use greenlet::cleanup::Policy;
-/// use greenlet::interp_shim::explore::{explore, Cell, Mode, ScenarioName, Verdict, DEFAULT_BOUND};
+/// use greenlet::interp_shim::explore::{explore, TableCell, Mode, ScenarioName, Verdict, DEFAULT_BOUND};
 /// use greenlet::interp_shim::PyVersion;
 ///
-/// let cell = Cell { scenario: ScenarioName::Seed, version: PyVersion::V3_11,
+/// let cell = TableCell { scenario: ScenarioName::Seed, version: PyVersion::V3_11,
 ///                   policy: Policy::Legacy, mode: Mode::Trace };
 /// let verdict: Verdict = explore(cell, DEFAULT_BOUND).unwrap();
 /// assert_eq!(verdict.cell, cell);
@@ -127,10 +127,11 @@ impl fmt::Display for Counterexample {
 /// assert!(verdict.traps > 0); // the livelocked states cannot reach quiescence
 /// assert!(verdict.stuck.is_none() && verdict.inconsistent == 0);
 /// ```
+#[non_exhaustive]
 #[derive(Debug, Clone)]
 pub struct Verdict {
     /// The cell.
-    pub cell: Cell,
+    pub cell: TableCell,
     /// Distinct states reached.
     pub states: usize,
     /// Transitions taken (edges of the state graph, including those into
@@ -167,10 +168,10 @@ impl Verdict {
     /// # Examples
     /// ```
     /// use greenlet::cleanup::Policy;
-    /// use greenlet::interp_shim::explore::{explore, Cell, Mode, ScenarioName, DEFAULT_BOUND};
+    /// use greenlet::interp_shim::explore::{explore, TableCell, Mode, ScenarioName, DEFAULT_BOUND};
     /// use greenlet::interp_shim::PyVersion;
     ///
-    /// let seed = |policy| Cell { scenario: ScenarioName::Seed, version: PyVersion::V3_11, policy, mode: Mode::Trace };
+    /// let seed = |policy| TableCell { scenario: ScenarioName::Seed, version: PyVersion::V3_11, policy, mode: Mode::Trace };
     /// assert!(explore(seed(Policy::Legacy), DEFAULT_BOUND).unwrap().livelock_reachable());
     /// assert!(!explore(seed(Policy::Draining), DEFAULT_BOUND).unwrap().livelock_reachable());
     /// ```
@@ -183,11 +184,11 @@ impl Verdict {
     /// # Examples
     /// ```
     /// use greenlet::cleanup::Policy;
-    /// use greenlet::interp_shim::explore::{explore, Cell, Mode, ScenarioName, DEFAULT_BOUND};
+    /// use greenlet::interp_shim::explore::{explore, TableCell, Mode, ScenarioName, DEFAULT_BOUND};
     /// use greenlet::interp_shim::PyVersion;
     ///
     /// // A full ring strands the shielded queue; the robust one retries.
-    /// let full_ring = |policy| Cell { scenario: ScenarioName::FullRing, version: PyVersion::V3_11, policy, mode: Mode::Trace };
+    /// let full_ring = |policy| TableCell { scenario: ScenarioName::FullRing, version: PyVersion::V3_11, policy, mode: Mode::Trace };
     /// assert!(explore(full_ring(Policy::Shielded), DEFAULT_BOUND).unwrap().leak_reachable());
     /// assert!(!explore(full_ring(Policy::Robust), DEFAULT_BOUND).unwrap().leak_reachable());
     /// ```
@@ -302,10 +303,10 @@ impl Seen {
 /// # Example
 /// ```
 /// use greenlet::cleanup::Policy;
-/// use greenlet::interp_shim::explore::{explore, Cell, Mode, ScenarioName};
+/// use greenlet::interp_shim::explore::{explore, TableCell, Mode, ScenarioName};
 /// use greenlet::interp_shim::PyVersion;
 ///
-/// let cell = Cell {
+/// let cell = TableCell {
 ///     scenario: ScenarioName::Churn,
 ///     version: PyVersion::V3_11,
 ///     policy: Policy::Scheduled,
@@ -316,7 +317,7 @@ impl Seen {
 /// // Too small a bound is an error, not a verdict.
 /// assert!(explore(cell, 100).is_err());
 /// ```
-pub fn explore(cell: Cell, bound: usize) -> Result<Verdict, BoundExceeded> {
+pub fn explore(cell: TableCell, bound: usize) -> Result<Verdict, BoundExceeded> {
     explore_scenario(cell, &cell.scenario.build(), bound)
 }
 
@@ -328,22 +329,22 @@ pub fn explore(cell: Cell, bound: usize) -> Result<Verdict, BoundExceeded> {
 ///
 /// ```
 /// use greenlet::cleanup::Policy;
-/// use greenlet::interp_shim::explore::scenario::churn;
-/// use greenlet::interp_shim::explore::{explore_scenario, Cell, Mode, ScenarioName};
+/// use greenlet::interp_shim::explore::scenario::churn_with_threads;
+/// use greenlet::interp_shim::explore::{explore_scenario, TableCell, Mode, ScenarioName};
 /// use greenlet::interp_shim::PyVersion;
 ///
-/// let cell = Cell { scenario: ScenarioName::Churn, version: PyVersion::V3_11,
+/// let cell = TableCell { scenario: ScenarioName::Churn, version: PyVersion::V3_11,
 ///                   policy: Policy::Draining, mode: Mode::Trace };
 /// // One dying thread cannot livelock draining: it needs a second death.
-/// let one = explore_scenario(cell, &churn(1).unwrap(), 1_000_000).unwrap();
+/// let one = explore_scenario(cell, &churn_with_threads(1).unwrap(), 1_000_000).unwrap();
 /// assert!(!one.livelock_reachable());
-/// let two = explore_scenario(cell, &churn(2).unwrap(), 1_000_000).unwrap();
+/// let two = explore_scenario(cell, &churn_with_threads(2).unwrap(), 1_000_000).unwrap();
 /// assert!(two.livelock_reachable());
 /// ```
 ///
-/// [`churn`]: super::scenario::churn
+/// [`churn`]: super::scenario::churn_with_threads
 pub fn explore_scenario(
-    cell: Cell,
+    cell: TableCell,
     scenario: &Scenario,
     bound: usize,
 ) -> Result<Verdict, BoundExceeded> {

@@ -1,117 +1,58 @@
-//! The crate's main demo (`cargo run --release --example demo`): greenlet's
-//! CPython 3.11 livelock, its fix, and the explorer's proof, in one run and
-//! in one process.
+//! The demo's three parts: greenlet's CPython 3.11 livelock, its fix, and
+//! the explorer's proof, in one run and in one process.
 //!
 //! Owns: [`run`], [`DemoConfig`], [`DemoOutcome`], [`DemoError`] and the
 //! demo's predictions ([`PREDICTED_VERDICTS`]). Uses the seed scenario of
-//! [`scenarios`](super::scenarios) on the live runtime with the watchdog in
-//! report mode (so the hang is caught and printed without ending the
-//! process), and the explorer ([`explore`](super::explore)). Every part
+//! `greenlet::interp_shim::scenarios` on the live runtime with the watchdog
+//! in report mode (so the hang is caught and printed without ending the
+//! process), and the explorer (`greenlet::interp_shim::explore`). Every part
 //! checks its outcome against what the README predicts; a run that differs
 //! is reported in [`DemoOutcome::surprises`], never hidden.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use crate::cleanup::Policy;
-
-use super::explore::{
-    explore_cells, BoundExceeded, Cell, Counterexample, Mode, ScenarioName, Verdict, DEFAULT_BOUND,
+use greenlet::cleanup::Policy;
+use greenlet::interp_shim::explore::{
+    explore_cells, BoundExceeded, Counterexample, Mode, ScenarioName, TableCell, Verdict,
 };
-use super::runtime::RunError;
-use super::scenarios::{seed, ScenarioReport, SeedConfig, TraceMode};
-use super::version::PyVersion;
-use super::watchdog::Watchdog;
+use greenlet::interp_shim::scenarios::{seed, ScenarioReport, SeedConfig, TraceMode};
+use greenlet::interp_shim::{PyVersion, RunError, Watchdog};
 
 /// How long each part may take.
-///
-/// # Examples
-/// ```
-/// use std::time::Duration;
-/// use greenlet::interp_shim::demo::DemoConfig;
-/// use greenlet::interp_shim::explore::DEFAULT_BOUND;
-///
-/// let config = DemoConfig::default();
-/// assert_eq!((config.hang_after, config.green_within), (Duration::from_secs(3), Duration::from_secs(30)));
-/// assert_eq!((config.bound, config.workers), (DEFAULT_BOUND, 2));
-/// let quick = DemoConfig { hang_after: Duration::from_millis(500), ..config };
-/// assert!(quick.hang_after < config.hang_after);
-/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DemoConfig {
+pub(crate) struct DemoConfig {
     /// The watchdog's timeout for the run that hangs (the seed uses 20 s;
     /// the spin starts within milliseconds).
-    pub hang_after: Duration,
+    pub(crate) hang_after: Duration,
     /// The watchdog's timeout for the run that must finish (far longer than
     /// it takes: reaching it would be a hang, reported as a surprise).
-    pub green_within: Duration,
+    pub(crate) green_within: Duration,
     /// The explorer's bound on states per cell.
-    pub bound: usize,
+    pub(crate) bound: usize,
     /// Threads exploring cells in parallel.
-    pub workers: usize,
-}
-
-impl Default for DemoConfig {
-    /// A 3 s hang timeout, 30 s for the green run, the explorer's default
-    /// bound, two workers.
-    fn default() -> Self {
-        DemoConfig {
-            hang_after: Duration::from_secs(3),
-            green_within: Duration::from_secs(30),
-            bound: DEFAULT_BOUND,
-            workers: 2,
-        }
-    }
+    pub(crate) workers: usize,
 }
 
 /// What the demo found.
-///
-/// # Examples
-/// ```
-/// use greenlet::interp_shim::demo::DemoOutcome;
-///
-/// let mut outcome = DemoOutcome::default();
-/// assert!(outcome.as_predicted());
-/// outcome.surprises.push("seed/robust: a livelock is reachable".into());
-/// assert!(!outcome.as_predicted());
-/// ```
 #[derive(Debug, Default)]
-pub struct DemoOutcome {
+pub(crate) struct DemoOutcome {
     /// Each way the run differed from the predictions, in words.
-    pub surprises: Vec<String>,
+    pub(crate) surprises: Vec<String>,
 }
 
 impl DemoOutcome {
     /// Whether everything behaved as predicted: a hang where one is
     /// predicted, `GREEN True` where the fix is, every explorer verdict as
     /// in [`PREDICTED_VERDICTS`].
-    ///
-    /// # Examples
-    /// ```
-    /// use greenlet::interp_shim::demo::DemoOutcome;
-    ///
-    /// let calm = DemoOutcome { surprises: Vec::new() };
-    /// let odd = DemoOutcome { surprises: vec!["the 3.11 run did not hang".into()] };
-    /// assert!(calm.as_predicted() && !odd.as_predicted());
-    /// ```
-    pub fn as_predicted(&self) -> bool {
+    pub(crate) fn as_predicted(&self) -> bool {
         self.surprises.is_empty()
     }
 }
 
 /// Why the demo could not run to the end.
-///
-/// # Examples
-/// ```
-/// use greenlet::interp_shim::demo::DemoError;
-/// use greenlet::interp_shim::RunError;
-///
-/// let err = DemoError::from(RunError::AlreadyRan);
-/// assert!(matches!(err, DemoError::Run(RunError::AlreadyRan)));
-/// assert!(err.to_string().starts_with("the CPython model could not run the seed scenario: "));
-/// ```
 #[derive(Debug, thiserror::Error)]
-pub enum DemoError {
+pub(crate) enum DemoError {
     /// Writing the demo's output failed (e.g. a closed pipe).
     #[error("could not write the demo's output: {0}")]
     Write(#[from] std::io::Error),
@@ -129,7 +70,7 @@ pub enum DemoError {
 /// adds the livelock window after a drain clears its flag; `shielded` closes
 /// it but leaks when the ring is full; only `robust` (the default) has
 /// neither anywhere.
-pub const PREDICTED_VERDICTS: [(ScenarioName, Policy, bool, bool); 15] = [
+pub(crate) const PREDICTED_VERDICTS: [(ScenarioName, Policy, bool, bool); 15] = [
     (ScenarioName::Seed, Policy::Legacy, true, false),
     (ScenarioName::Seed, Policy::Draining, false, false),
     (ScenarioName::Seed, Policy::Scheduled, false, false),
@@ -166,20 +107,7 @@ fn yes_no(b: bool) -> &'static str {
 /// # Errors
 /// [`DemoError`] if the output cannot be written, the runtime cannot start,
 /// or an explorer cell outgrows `config.bound`.
-///
-/// # Example
-/// ```
-/// use std::time::Duration;
-/// use greenlet::interp_shim::demo::{run, DemoConfig};
-///
-/// let config = DemoConfig { hang_after: Duration::from_secs(2), ..DemoConfig::default() };
-/// let mut out = Vec::new();
-/// let outcome = run(&config, &mut out).unwrap();
-/// assert!(outcome.as_predicted(), "{:?}", outcome.surprises);
-/// let text = String::from_utf8(out).unwrap();
-/// assert!(text.contains("in <lambda>") && text.contains("GREEN True"));
-/// ```
-pub fn run(config: &DemoConfig, out: &mut dyn Write) -> Result<DemoOutcome, DemoError> {
+pub(crate) fn run(config: &DemoConfig, out: &mut dyn Write) -> Result<DemoOutcome, DemoError> {
     let started = Instant::now();
     let mut outcome = DemoOutcome::default();
     let hang = the_hang(config, out, &mut outcome)?;
@@ -371,9 +299,9 @@ fn the_proof(
         "Same as `explore --scenario S --python 3.11 --policy P --mode trace` per row.\n"
     )?;
     out.flush()?;
-    let cells: Vec<Cell> = PREDICTED_VERDICTS
+    let cells: Vec<TableCell> = PREDICTED_VERDICTS
         .iter()
-        .map(|&(scenario, policy, _, _)| Cell {
+        .map(|&(scenario, policy, _, _)| TableCell {
             scenario,
             version: PyVersion::V3_11,
             policy,

@@ -1,0 +1,552 @@
+//! The [`Runtime`] and its lifetime: creating an interpreter, its settings
+//! and hooks, its counters ([`RuntimeStats`]), and [`Runtime::run`], which
+//! starts the main thread, acts as the [`Watchdog`] and builds the
+//! [`HangReport`] when it fires.
+//!
+//! Uses the shared state (`state.rs`), the main thread's body
+//! (`threads.rs`) and `Py_AddPendingCall` (`gil.rs`).
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::diag::diag_error;
+
+use super::super::core::{InterpCore, RingFull, Summary, ThreadIdx};
+use super::super::version::PyVersion;
+use super::super::watchdog::{HangReport, ThreadDump, Watchdog};
+use super::super::MAIN_THREAD;
+use super::error::{Outcome, PyResult, RunError};
+use super::gil::{add_pending_call_as, trip_signal};
+use super::state::{Shared, State, ThreadSlot, MODEL_THREAD, NEXT_RUNTIME_ID, REGISTRY};
+use super::threads::{main_thread, ExitOrder};
+use super::Py;
+
+/// One simulated CPython interpreter of one version. Cheap to clone (an
+/// `Arc`).
+///
+/// # Example
+/// ```
+/// use std::time::Duration;
+/// use greenlet::interp_shim::{Outcome, PyVersion, Runtime, Watchdog};
+///
+/// let rt = Runtime::new(PyVersion::V3_12);
+/// let outcome = rt
+///     .run(Watchdog::Report(Duration::from_secs(20)), |py| {
+///         let worker = py.spawn("work", |py| py.call("f", |_| Ok(())))?;
+///         py.add_pending_call(|py| py.call("callback", |_| Ok(())))
+///             .expect("ring has room");
+///         py.sleep(Duration::from_millis(1))?; // the main thread runs the call
+///         py.join(&worker)?;
+///         Ok(7)
+///     })
+///     .unwrap();
+/// assert!(matches!(outcome, Outcome::Finished(Ok(7))));
+/// assert_eq!(rt.stats().pending_calls_run, 1);
+/// ```
+#[derive(Clone)]
+pub struct Runtime {
+    pub(super) shared: Arc<Shared>,
+}
+
+impl fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runtime")
+            .field("version", &self.shared.version)
+            .field("summary", &self.summary())
+            .finish()
+    }
+}
+
+impl Runtime {
+    /// A fresh interpreter whose main thread (index 0) holds the GIL.
+    ///
+    /// # Examples
+    /// ```
+    /// use greenlet::interp_shim::{PyVersion, Runtime, MAIN_THREAD};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_11);
+    /// assert_eq!(rt.version(), PyVersion::V3_11);
+    /// assert_eq!(rt.summary().gil_holder, Some(MAIN_THREAD));
+    /// assert!(!rt.is_finalizing());
+    /// ```
+    pub fn new(version: PyVersion) -> Runtime {
+        let id = NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed);
+        let shared = Arc::new(Shared {
+            id,
+            version,
+            state: Mutex::new(State {
+                core: InterpCore::new(version),
+                callbacks: HashMap::new(),
+                next_call: 0,
+                threads: vec![ThreadSlot::new("MainThread".into(), false, false)],
+                foreign: None,
+                signal_handler: None,
+                tripped: false,
+                stats: RuntimeStats::default(),
+                os_threads: Vec::new(),
+                thread_init: None,
+                finalize_hooks: Vec::new(),
+                report_hook: None,
+                done: false,
+                cancelled: false,
+                exit_order: ExitOrder::default(),
+            }),
+            cond: Condvar::new(),
+            ran: AtomicBool::new(false),
+        });
+        REGISTRY.lock().push((id, Arc::downgrade(&shared)));
+        Runtime { shared }
+    }
+
+    pub(crate) fn downgrade(&self) -> Weak<Shared> {
+        Arc::downgrade(&self.shared)
+    }
+
+    pub(crate) fn from_shared(shared: Arc<Shared>) -> Runtime {
+        Runtime { shared }
+    }
+
+    /// Whether `py` is a thread of this runtime.
+    pub(crate) fn owns(&self, py: &Py) -> bool {
+        Arc::ptr_eq(&self.shared, &py.shared)
+    }
+
+    /// The modelled version.
+    ///
+    /// # Examples
+    /// ```
+    /// use greenlet::interp_shim::{PyVersion, Runtime};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_13);
+    /// assert_eq!(rt.version().name(), "3.13");
+    /// assert_eq!(rt.clone().version(), rt.version());
+    /// ```
+    pub fn version(&self) -> PyVersion {
+        self.shared.version
+    }
+
+    /// The pending-call state now.
+    ///
+    /// # Examples
+    /// ```
+    /// use greenlet::interp_shim::{PyVersion, Runtime};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// assert_eq!((rt.summary().ring, rt.summary().calls_to_do), (0, false));
+    /// // Added from this OS thread (no model thread: a non-main thread state).
+    /// rt.add_pending_call(|_| Ok(())).unwrap();
+    /// let s = rt.summary();
+    /// assert_eq!((s.ring, s.calls_to_do, s.busy), (1, true, false));
+    /// ```
+    pub fn summary(&self) -> Summary {
+        self.shared.state.lock().core.summary()
+    }
+
+    /// The runtime's counters now.
+    ///
+    /// # Examples
+    /// ```
+    /// use greenlet::interp_shim::{PyVersion, Runtime};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_11);
+    /// rt.add_pending_call(|_| Ok(())).unwrap();
+    /// assert_eq!(rt.stats().pending_calls_added, 1);
+    /// assert_eq!(rt.stats().pending_calls_run, 0); // nothing ran the interpreter yet
+    /// ```
+    pub fn stats(&self) -> RuntimeStats {
+        self.shared.state.lock().stats
+    }
+
+    /// Whether `Py_FinalizeEx` has begun (`_Py_IsFinalizing`).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let seen = rt.clone();
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), move |_| {
+    ///     assert!(!seen.is_finalizing()); // still running the main body
+    ///     Ok(())
+    /// })
+    /// .unwrap();
+    /// assert!(rt.is_finalizing()); // run() ends with Py_FinalizeEx
+    /// ```
+    pub fn is_finalizing(&self) -> bool {
+        self.shared.state.lock().core.is_finalizing()
+    }
+
+    /// Where dying threads' thread-local destructors fall relative to the
+    /// other threads' GIL takes ([`ExitOrder::Settled`] unless set).
+    ///
+    /// # Examples
+    /// ```
+    /// use greenlet::interp_shim::{ExitOrder, PyVersion, Runtime};
+    ///
+    /// assert_eq!(Runtime::new(PyVersion::V3_13).exit_order(), ExitOrder::Settled);
+    /// ```
+    pub fn exit_order(&self) -> ExitOrder {
+        self.shared.state.lock().exit_order
+    }
+
+    /// Set where dying threads' thread-local destructors fall relative to
+    /// the other threads' GIL takes; from the next GIL take on.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{ExitOrder, PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// rt.set_exit_order(ExitOrder::Racing);
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
+    ///     let worker = py.spawn("worker", |_| Ok(()))?;
+    ///     py.join(&worker) // may return while the worker's destructors run
+    /// })
+    /// .unwrap();
+    /// ```
+    pub fn set_exit_order(&self, order: ExitOrder) {
+        self.shared.state.lock().exit_order = order;
+        self.shared.cond.notify_all();
+    }
+
+    /// Code run on every model thread (the main one included) as it starts,
+    /// before it takes the GIL; e.g. `cleanup::set_thread_queue`.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::atomic::{AtomicUsize, Ordering};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let started = Arc::new(AtomicUsize::new(0));
+    /// let count = Arc::clone(&started);
+    /// rt.set_thread_init(move || {
+    ///     count.fetch_add(1, Ordering::SeqCst);
+    /// });
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
+    ///     let worker = py.spawn("worker", |_| Ok(()))?;
+    ///     py.join(&worker)
+    /// })
+    /// .unwrap();
+    /// assert_eq!(started.load(Ordering::SeqCst), 2); // MainThread and the worker
+    /// ```
+    pub fn set_thread_init(&self, init: impl Fn() + Send + Sync + 'static) {
+        self.shared.state.lock().thread_init = Some(Arc::new(init));
+    }
+
+    /// Code run once when the interpreter is finalized (after the last
+    /// pending calls, like an `atexit` hook registered before finalization).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::atomic::{AtomicBool, Ordering};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_13);
+    /// let finalized = Arc::new(AtomicBool::new(false));
+    /// let (flag, runtime) = (Arc::clone(&finalized), rt.clone());
+    /// rt.at_finalize(move || flag.store(runtime.is_finalizing(), Ordering::SeqCst));
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), |_| Ok(())).unwrap();
+    /// assert!(finalized.load(Ordering::SeqCst));
+    /// ```
+    pub fn at_finalize(&self, hook: impl FnOnce() + Send + 'static) {
+        self.shared.state.lock().finalize_hooks.push(Box::new(hook));
+    }
+
+    /// Extra lines for the watchdog's report (called while the scenario
+    /// hangs, so it must not wait for the GIL).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{Hook, Outcome, PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_11);
+    /// rt.set_report_hook(|| "queue: 2 states waiting".to_string());
+    /// // The 3.11 spin of the `Watchdog` example, cut short.
+    /// let outcome = rt
+    ///     .run(Watchdog::Report(Duration::from_millis(200)), |py| {
+    ///         py.settrace(Hook::C)?;
+    ///         let _ = py.c_call(|| {
+    ///             py.add_pending_call(|py| {
+    ///                 let _ = py.c_call(|| py.add_pending_call(|_| Ok(())))?;
+    ///                 py.call("stuck", |_| Ok(()))
+    ///             })
+    ///         })?;
+    ///         Ok(())
+    ///     })
+    ///     .unwrap();
+    /// let Outcome::Hung(report) = outcome else { panic!("3.11 spins") };
+    /// assert_eq!(report.extra, "queue: 2 states waiting");
+    /// assert!(report.to_string().ends_with("queue: 2 states waiting\n"));
+    /// ```
+    pub fn set_report_hook(&self, hook: impl Fn() -> String + Send + Sync + 'static) {
+        self.shared.state.lock().report_hook = Some(Arc::new(hook));
+    }
+
+    /// `signal.signal(signum, handler)`: install the Python-level handler,
+    /// a function named `name`, that the main thread runs when the signal is
+    /// pending.
+    ///
+    /// # Example
+    /// ```
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use greenlet::interp_shim::{Outcome, PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_13);
+    /// let handled = Arc::new(AtomicBool::new(false));
+    /// let flag = Arc::clone(&handled);
+    /// rt.set_signal_handler("on_sigusr1", move |py| {
+    ///     assert_eq!(py.thread_index(), 0); // always the main thread
+    ///     flag.store(true, Ordering::SeqCst);
+    ///     Ok(())
+    /// });
+    /// let seen = Arc::clone(&handled);
+    /// let outcome = rt
+    ///     .run(Watchdog::Report(Duration::from_secs(20)), move |py| {
+    ///         let t = py.spawn("kill", |py| py.raise_signal())?;
+    ///         py.join(&t)?;
+    ///         while !seen.load(Ordering::SeqCst) {
+    ///             py.loop_iter()?;
+    ///         }
+    ///         Ok(())
+    ///     })
+    ///     .unwrap();
+    /// assert!(matches!(outcome, Outcome::Finished(Ok(()))));
+    /// assert!(handled.load(Ordering::SeqCst));
+    /// ```
+    pub fn set_signal_handler(
+        &self,
+        name: &'static str,
+        handler: impl Fn(&Py) -> PyResult<()> + Send + Sync + 'static,
+    ) {
+        self.shared.state.lock().signal_handler = Some((name, Arc::new(handler)));
+    }
+
+    /// An OS signal sent to the process (`os.kill(os.getpid(), sig)`, or
+    /// `signal.pthread_kill` to the main thread), from any OS thread: its C
+    /// handler (`trip_signal` → `_PyEval_SignalReceived`) runs on the main
+    /// thread, as Linux hands a process-directed signal to the main thread
+    /// first when it does not block it. For `signal.raise_signal`, whose C
+    /// handler runs on the raising thread, see [`Py::raise_signal`].
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// rt.set_signal_handler("on_signal", |_| Ok(()));
+    /// rt.raise_signal(); // from this OS thread, before the interpreter runs
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| py.loop_iter())
+    ///     .unwrap();
+    /// assert_eq!(rt.stats().signal_handlers_run, 1);
+    /// ```
+    pub fn raise_signal(&self) {
+        trip_signal(&self.shared, MAIN_THREAD);
+    }
+
+    /// `Py_AddPendingCall` as the calling OS thread, with or without the GIL:
+    /// the push under the pending lock, then `SIGNAL_PENDING_CALLS` as the
+    /// caller in a second step (even if the push failed). An OS thread that is
+    /// no model thread of this runtime counts as a non-main thread.
+    ///
+    /// # Errors
+    /// [`RingFull`] when the ring has no room (`Py_AddPendingCall` returned
+    /// -1); the callback is dropped without running.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::atomic::{AtomicUsize, Ordering};
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_11);
+    /// let ran_on = Arc::new(AtomicUsize::new(usize::MAX));
+    /// let record = Arc::clone(&ran_on);
+    /// rt.add_pending_call(move |py| {
+    ///     record.store(py.thread_index(), Ordering::SeqCst);
+    ///     Ok(())
+    /// })
+    /// .expect("an empty ring has room");
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| py.loop_iter())
+    ///     .unwrap();
+    /// assert_eq!(ran_on.load(Ordering::SeqCst), 0); // on the main thread
+    /// ```
+    pub fn add_pending_call(
+        &self,
+        call: impl FnOnce(&Py) -> PyResult<()> + Send + 'static,
+    ) -> Result<(), RingFull> {
+        let caller = self.calling_thread();
+        add_pending_call_as(&self.shared, caller, Box::new(call))
+    }
+
+    /// The model thread of the calling OS thread in this runtime (a
+    /// dedicated non-main thread state for foreign OS threads).
+    fn calling_thread(&self) -> ThreadIdx {
+        let (id, idx) = MODEL_THREAD.with(Cell::get);
+        if id == self.shared.id {
+            return idx;
+        }
+        let mut st = self.shared.state.lock();
+        if let Some(foreign) = st.foreign {
+            return foreign;
+        }
+        let idx = st.core.add_thread();
+        st.threads
+            .push(ThreadSlot::new("<foreign OS thread>".into(), false, true));
+        st.foreign = Some(idx);
+        idx
+    }
+
+    /// Run `main` as the body of the main thread (`<module>`) on a new OS
+    /// thread named `MainThread`, then shut the interpreter down: wait for
+    /// every thread, run the last pending calls (`_Py_FinishPendingCalls`),
+    /// finalize (`Py_FinalizeEx`), run the [`at_finalize`](Self::at_finalize)
+    /// hooks. Blocks the caller, which acts as the watchdog.
+    ///
+    /// # Errors
+    /// [`RunError`] if this runtime already ran or the OS refused a thread.
+    ///
+    /// # Panics
+    /// Re-raises a panic of the main body.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{Outcome, PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let outcome = rt
+    ///     .run(Watchdog::Report(Duration::from_secs(20)), |py| {
+    ///         py.call("answer", |_| Ok(40 + 2))
+    ///     })
+    ///     .unwrap();
+    /// assert!(matches!(outcome, Outcome::Finished(Ok(42))));
+    /// ```
+    pub fn run<T, F>(&self, watchdog: Watchdog, main: F) -> Result<Outcome<T>, RunError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Py) -> PyResult<T> + Send + 'static,
+    {
+        if self.shared.ran.swap(true, Ordering::SeqCst) {
+            return Err(RunError::AlreadyRan);
+        }
+        let shared = Arc::clone(&self.shared);
+        let handle = std::thread::Builder::new()
+            .name("MainThread".into())
+            .spawn(move || main_thread(shared, main))?;
+        let timeout = match watchdog {
+            Watchdog::Off => None,
+            Watchdog::Exit(t) | Watchdog::Report(t) => Some(t),
+        };
+        let mut hung = None;
+        if let Some(timeout) = timeout {
+            let deadline = Instant::now() + timeout;
+            let mut st = self.shared.state.lock();
+            while !st.done {
+                if self.shared.cond.wait_until(&mut st, deadline).timed_out() && !st.done {
+                    let report = build_report(&st, timeout);
+                    if matches!(watchdog, Watchdog::Exit(_)) {
+                        // faulthandler's dump goes to stderr, then _exit(1)
+                        diag_error!("{}", report.to_string().trim_end_matches('\n'));
+                        log::logger().flush();
+                        std::process::exit(1);
+                    }
+                    st.cancelled = true;
+                    self.shared.cond.notify_all();
+                    hung = Some(Box::new(report));
+                    break;
+                }
+            }
+        }
+        let result = match handle.join() {
+            Ok(result) => result,
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        Ok(match hung {
+            Some(report) => Outcome::Hung(report),
+            None => Outcome::Finished(result),
+        })
+    }
+}
+
+/// Counters of the live runtime.
+///
+/// # Examples
+/// ```
+/// # use std::time::Duration;
+/// use greenlet::interp_shim::{PyVersion, Runtime, RuntimeStats, Watchdog};
+///
+/// let rt = Runtime::new(PyVersion::V3_12);
+/// assert_eq!(rt.stats(), RuntimeStats::default());
+/// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
+///     py.add_pending_call(|_| Ok(())).expect("the ring has room");
+///     py.loop_iter()
+/// })
+/// .unwrap();
+/// let stats = rt.stats();
+/// assert_eq!((stats.pending_calls_added, stats.pending_calls_run), (1, 1));
+/// assert_eq!((stats.pending_calls_rejected, stats.redispatches), (0, 0));
+/// ```
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RuntimeStats {
+    /// `Py_AddPendingCall` pushes that succeeded.
+    pub pending_calls_added: u64,
+    /// `Py_AddPendingCall` pushes refused because the ring was full.
+    pub pending_calls_rejected: u64,
+    /// Pending calls run by `make_pending_calls`.
+    pub pending_calls_run: u64,
+    /// `make_pending_calls` that started draining.
+    pub makes_started: u64,
+    /// `make_pending_calls` that returned at once because one was running
+    /// (the 3.12 "extra trips", the 3.11 spin).
+    pub makes_recursive: u64,
+    /// Traced RESUME re-dispatches (3.11 `DO_TRACING`).
+    pub redispatches: u64,
+    /// GIL hand-overs (`take_gil` successes).
+    pub gil_switches: u64,
+    /// Drop requests made by waiters that timed out.
+    pub drop_requests: u64,
+    /// Python-level signal handler runs.
+    pub signal_handlers_run: u64,
+}
+
+fn build_report(st: &State, timeout: Duration) -> HangReport {
+    let threads = st
+        .threads
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| !t.finished)
+        .map(|(index, t)| ThreadDump {
+            index,
+            name: t.name.clone(),
+            frames: t.frames.iter().rev().copied().collect(),
+            redispatches: t.redispatches,
+        })
+        .collect();
+    HangReport {
+        timeout,
+        threads,
+        summary: st.core.summary(),
+        livelock_predicate: st.core.resume_livelocked(),
+        redispatches: st.stats.redispatches,
+        extra: st.report_hook.as_ref().map(|h| h()).unwrap_or_default(),
+    }
+}

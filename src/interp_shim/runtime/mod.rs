@@ -1,0 +1,82 @@
+//! The live driver of the CPython model: real OS threads, a real GIL with a
+//! switch interval, `Py_AddPendingCall` from any thread, and simulated Python
+//! code as Rust closures on a [`Py`] context handle.
+//!
+//! Owns, one concern per file: the [`Runtime`] (one interpreter of one
+//! [`PyVersion`](super::PyVersion)), its counters, running it under the [`Watchdog`](super::Watchdog) and
+//! building its [`HangReport`](super::HangReport) (`interpreter.rs`); the [`Py`] handle of a
+//! model thread and its operations (`py.rs`); the GIL, the eval breaker's
+//! check sites, `Py_AddPendingCall` and `make_pending_calls` (`gil.rs`);
+//! trace and profile functions (`tracing.rs`); model threads, their start,
+//! their exit and the interpreter's shutdown order (`threads.rs`);
+//! [`Event`] (`threading.Event`, `event.rs`); the errors and outcomes
+//! (`error.rs`); and the state all of them share under one lock, with the
+//! thread-local that records which model thread the calling OS thread is
+//! (`state.rs`). State that CPython
+//! keeps outside ceval also lives here, not in the core: the signal module's
+//! tripped flag, and whether a trace or profile function is written in C or
+//! in Python ([`Hook`]; a Python one runs as a simulated frame at each event,
+//! with tracing suspended).
+//!
+//! Uses: the semantic core (`core::InterpCore`), the one copy of the rules.
+//! The runtime keeps the core behind one `parking_lot::Mutex` with one
+//! `Condvar`; every core method call is one atomic step under that lock, and
+//! the runtime never decides a rule itself: it only blocks, sleeps, runs
+//! callbacks and handlers where the core's answers say CPython would.
+//!
+//! # Harness escapes (not interpreter state)
+//! - A watchdog in [`Watchdog::Report`](super::Watchdog::Report) mode sets a harness-level *cancel*
+//!   flag when it fires. From then on every operation of simulated Python
+//!   code (check sites, GIL takes, sleeps, waits, joins) returns
+//!   [`PyErr::Cancelled`], so the spinning thread's simulated frames unwind
+//!   with an `Err` and [`Runtime::run`] can return the report as a value. No
+//!   CPython thread could do this; it exists so tests can observe a livelock
+//!   without killing the test process. Rust code of a scenario that never
+//!   calls into its [`Py`] (a plain `loop {}`) cannot be cancelled.
+//! - At shutdown, [`Runtime::run`] joins every OS thread it started (so their
+//!   thread-local destructors, where greenlet queues a dying thread's state,
+//!   have run) before `_Py_FinishPendingCalls`. CPython's
+//!   `threading._shutdown` waits only for the thread states, so a real
+//!   interpreter may race here and leak such a state at exit.
+//! - Once finalization has begun, a daemon thread blocked in a sleep, wait
+//!   or join stops blocking and ends at its GIL take, as it would in CPython
+//!   when it next woke; the harness then joins its OS thread.
+//!
+//! # One schedule rule (a choice among CPython's schedules)
+//! A thread whose thread state is deleted still runs its OS thread's
+//! thread-local destructors, without the GIL; greenlet queues the dying
+//! thread's state there and may call `Py_AddPendingCall`. In CPython another
+//! thread can take the GIL and run Python code meanwhile, so whether that code
+//! sees the queued state before or after the pending call was added depends
+//! on the OS scheduler: on an idle machine the destructors take microseconds
+//! and a `time.sleep(0.001)` outlasts them, on a loaded one they may not. The
+//! live runtime fixes that order by default ([`ExitOrder::Settled`]): a GIL
+//! take waits while another thread is still in its thread-local destructors.
+//! Every live run therefore follows the idle machine's order, and the seed's
+//! livelock reproduces on every run, not only on most; the
+//! [explorer](super::explore) covers the other orders. The end of the
+//! destructors is seen by a thread-local set first on each model thread,
+//! whose destructor runs last. A destructor that waits for another model
+//! thread to take the GIL would hang under this rule (the watchdog fires);
+//! greenlet's never does, but a test that replays one of the explorer's
+//! other orders with gates in the destructors does, and runs with
+//! [`ExitOrder::Racing`].
+
+mod error;
+mod event;
+mod gil;
+mod interpreter;
+mod py;
+mod state;
+mod threads;
+mod tracing;
+
+pub use self::error::{Outcome, PyErr, PyResult, RunError};
+pub use self::event::Event;
+pub use self::gil::{PendingCall, SignalHandler, SWITCH_INTERVAL};
+pub use self::interpreter::{Runtime, RuntimeStats};
+pub use self::py::Py;
+
+pub(crate) use self::state::Shared;
+pub use self::threads::{ExitOrder, ThreadHandle};
+pub use self::tracing::Hook;

@@ -1,0 +1,126 @@
+//! The state a runtime's threads share: one lock over the semantic core and
+//! what the harness keeps beside it (thread names and frames, callbacks,
+//! hooks, counters, the cancel flag), one condition variable, the registry
+//! of live runtimes and the thread-local naming the calling OS thread's
+//! model thread.
+//!
+//! Uses the core (`core::InterpCore`); every other file of the runtime uses
+//! this one.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+
+use parking_lot::{Condvar, Mutex};
+
+use super::super::core::{InterpCore, ThreadIdx};
+use super::super::version::PyVersion;
+use super::gil::{PendingCall, SignalHandler};
+use super::interpreter::RuntimeStats;
+use super::threads::ExitOrder;
+use super::tracing::Hook;
+
+/// The id of a queued pending call (what the core's ring holds).
+pub(crate) type CallId = u64;
+
+pub(super) struct ThreadSlot {
+    pub(super) name: String,
+    pub(super) daemon: bool,
+    pub(super) trace: Hook,
+    pub(super) profile: Hook,
+    pub(super) frames: Vec<&'static str>,
+    /// The thread state was deleted (`Thread.join` returns).
+    pub(super) finished: bool,
+    /// Its thread state is deleted and its OS thread is running its
+    /// thread-local destructors (where greenlet queues a dying thread's
+    /// state); under [`ExitOrder::Settled`] other threads' GIL takes wait for
+    /// it to end.
+    pub(super) exiting: bool,
+    pub(super) redispatches: u64,
+}
+
+impl ThreadSlot {
+    pub(super) fn new(name: String, daemon: bool, finished: bool) -> ThreadSlot {
+        ThreadSlot {
+            name,
+            daemon,
+            trace: Hook::Off,
+            profile: Hook::Off,
+            frames: Vec::new(),
+            finished,
+            exiting: false,
+            redispatches: 0,
+        }
+    }
+}
+
+pub(super) type FinalizeHook = Box<dyn FnOnce() + Send>;
+pub(super) type ReportHook = Arc<dyn Fn() -> String + Send + Sync>;
+pub(super) type ThreadInit = Arc<dyn Fn() + Send + Sync>;
+
+pub(super) struct State {
+    pub(super) core: InterpCore<CallId>,
+    pub(super) callbacks: HashMap<CallId, PendingCall>,
+    pub(super) next_call: CallId,
+    pub(super) threads: Vec<ThreadSlot>,
+    /// Model thread used by OS threads that are no model thread.
+    pub(super) foreign: Option<ThreadIdx>,
+    pub(super) signal_handler: Option<(&'static str, SignalHandler)>,
+    /// The signal module's `Handlers[signum].tripped` (not ceval state):
+    /// set by the C-level handler, cleared before the Python handler runs.
+    pub(super) tripped: bool,
+    pub(super) stats: RuntimeStats,
+    pub(super) os_threads: Vec<(JoinHandle<()>, bool)>,
+    pub(super) thread_init: Option<ThreadInit>,
+    pub(super) finalize_hooks: Vec<FinalizeHook>,
+    pub(super) report_hook: Option<ReportHook>,
+    /// The scenario (main body and shutdown) is over.
+    pub(super) done: bool,
+    /// The harness's cancel flag (see the module documentation).
+    pub(super) cancelled: bool,
+    pub(super) exit_order: ExitOrder,
+}
+
+impl State {
+    /// Under [`ExitOrder::Settled`], whether thread `idx`'s GIL take waits:
+    /// another thread is in its thread-local destructors.
+    pub(super) fn gil_waits_for_an_exit(&self, idx: ThreadIdx) -> bool {
+        self.exit_order == ExitOrder::Settled
+            && self
+                .threads
+                .iter()
+                .enumerate()
+                .any(|(i, t)| t.exiting && i != idx)
+    }
+}
+
+/// The runtime's state shared by its threads (held weakly by schedulers and
+/// events).
+pub(crate) struct Shared {
+    pub(super) id: u64,
+    pub(super) version: PyVersion,
+    pub(super) state: Mutex<State>,
+    pub(super) cond: Condvar,
+    pub(super) ran: AtomicBool,
+}
+
+/// Live runtimes, so that code finding its model thread through the
+/// thread-local can reach its runtime. Holds weak references only.
+pub(super) static REGISTRY: Mutex<Vec<(u64, Weak<Shared>)>> = Mutex::new(Vec::new());
+pub(super) static NEXT_RUNTIME_ID: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// The calling OS thread's (runtime id, model thread index); runtime id 0
+    /// means none. A `Cell` of plain integers: const-initialized and without a
+    /// destructor, so it stays readable from other thread-local destructors
+    /// during thread teardown (where a dying thread queues its greenlet state).
+    pub(super) static MODEL_THREAD: Cell<(u64, ThreadIdx)> = const { Cell::new((0, 0)) };
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        REGISTRY.lock().retain(|(id, _)| *id != self.id);
+    }
+}

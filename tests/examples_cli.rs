@@ -1,0 +1,170 @@
+//! Every example behaves like a Rust command-line tool: `--help` prints its
+//! usage and exits 0, an unknown flag is a clear error with exit 2, and a
+//! bad value names the flag and what it expected. The examples are found in
+//! `examples/` (a new one is covered without editing this file) and built
+//! once per run.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// The examples' names: `examples/NAME.rs` and `examples/NAME/main.rs`.
+fn examples() -> Vec<String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .expect("read examples/")
+        .filter_map(|entry| {
+            let path = entry.ok()?.path();
+            if path.extension().is_some_and(|e| e == "rs") {
+                return Some(path.file_stem()?.to_str()?.to_string());
+            }
+            if path.join("main.rs").is_file() {
+                return Some(path.file_name()?.to_str()?.to_string());
+            }
+            None
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// The examples that Cargo.toml gives `required-features` (built only
+/// with the CPython model).
+fn needing_features() -> Vec<String> {
+    let manifest =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+            .expect("read Cargo.toml");
+    let mut names = Vec::new();
+    for block in manifest.split("[[example]]").skip(1) {
+        let block = block.split("\n[").next().unwrap_or_default();
+        let name = block
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("name = "))
+            .map(|n| n.trim_matches('"').to_string());
+        if let (Some(name), true) = (name, block.contains("required-features")) {
+            names.push(name);
+        }
+    }
+    names
+}
+
+fn run(name: &str, args: &[&str]) -> Output {
+    Command::new(common::example(name))
+        .args(args)
+        .output()
+        .unwrap_or_else(|err| panic!("run example {name}: {err}"))
+}
+
+/// The examples this build has.
+fn built_examples() -> Vec<String> {
+    let gated = needing_features();
+    let all = examples();
+    assert!(all.len() >= 10, "examples/ lists {all:?}");
+    all.into_iter()
+        .filter(|name| cfg!(feature = "cpython-model") || !gated.contains(name))
+        .collect()
+}
+
+#[test]
+fn every_example_answers_help_and_rejects_a_bogus_flag() {
+    for name in built_examples() {
+        let help = run(&name, &["--help"]);
+        let text = String::from_utf8_lossy(&help.stdout);
+        assert_eq!(help.status.code(), Some(0), "{name} --help: {help:?}");
+        assert!(text.contains("Usage: "), "{name} --help:\n{text}");
+        assert!(text.contains(&name), "{name} --help names it:\n{text}");
+
+        let bad = run(&name, &["--no-such-flag"]);
+        let err = String::from_utf8_lossy(&bad.stderr);
+        assert_eq!(bad.status.code(), Some(2), "{name} --no-such-flag: {bad:?}");
+        assert!(
+            err.contains("error: unexpected argument '--no-such-flag'"),
+            "{name}:\n{err}"
+        );
+        assert!(err.contains("--help"), "{name} points to --help:\n{err}");
+        assert!(bad.stdout.is_empty(), "{name} ran anyway: {bad:?}");
+    }
+}
+
+#[cfg(feature = "cpython-model")]
+#[test]
+fn a_bad_value_names_the_flag_and_what_was_expected() {
+    for (name, args, says) in [
+        (
+            "reproduce",
+            &["--python", "3.10"][..],
+            "3.11, 3.12 and 3.13",
+        ),
+        ("reproduce", &["--policy", "fast"], "\"fast\""),
+        ("reproduce", &["--mode", "off"], "expected trace, ctrace"),
+        (
+            "reproduce",
+            &["--timeout", "0"],
+            "positive number of seconds",
+        ),
+        ("reproduce", &["--python"], "a value is required"),
+        ("churn", &["--runs", "0"], "expected a positive integer"),
+        (
+            "churn",
+            &["--threads", "many"],
+            "expected a positive integer",
+        ),
+        (
+            "matrix",
+            &["--format", "csv"],
+            "possible values: table, tsv",
+        ),
+        ("explore", &["--scenario", "nope"], "nope"),
+        ("explore", &["--format", "tsv"], "--table"),
+        (
+            "explore",
+            &["--churn-threads", "2", "--table"],
+            "cannot be used with",
+        ),
+        (
+            "explore",
+            &["--scenario", "seed", "--churn-threads", "2"],
+            "churn only",
+        ),
+        (
+            "explore",
+            &["--scenario", "churn", "--churn-threads", "9"],
+            "at most 8",
+        ),
+        ("demo", &["--workers", "0"], "expected a positive integer"),
+        ("hot_loops", &["spin"], "possible values: round-trip"),
+        ("hot_loops", &["create", "0"], "0"),
+    ] {
+        let out = run(name, args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name} {args:?}: {err}");
+        assert!(
+            err.contains(says),
+            "{name} {args:?} should say {says:?}:\n{err}"
+        );
+    }
+}
+
+#[cfg(feature = "cpython-model")]
+#[test]
+fn good_values_reach_the_run() {
+    let out = run(
+        "reproduce",
+        &[
+            "--python",
+            "3.12",
+            "--mode",
+            "pyprofile",
+            "--timeout",
+            "20.5",
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        text.starts_with("python=3.12 policy=robust mode=pyprofile\n"),
+        "{text}"
+    );
+    assert!(text.contains("GREEN True"), "{text}");
+}
