@@ -75,7 +75,11 @@ fn ns(value: f64) -> String {
 }
 
 fn ratio(value: f64) -> String {
-    if value < 10.0 {
+    if value < 0.1 {
+        // Two significant digits: 0.021×, 0.0032×.
+        let decimals = (1.0 - value.log10().floor()).max(0.0) as usize;
+        format!("{value:.decimals$}×")
+    } else if value < 10.0 {
         format!("{value:.2}×")
     } else {
         format!("{value:.0}×")
@@ -317,5 +321,22 @@ pub(crate) fn render(r: &Results) -> String {
         show(rss, |b| format!("{} B", thousands(b.round() as u64))),
         rss.map(|b| b <= 4608.0),
     );
+    let python_threads = r.python.as_ref().and_then(|p| {
+        let bare: f64 = p.get("thread_bare_ns")?.parse().ok()?;
+        let loaded: f64 = p.get("thread_10_greenlets_ns")?.parse().ok()?;
+        Some((bare, loaded))
+    });
+    if let Some((bare, loaded)) = python_threads {
+        let _ = writeln!(
+            out,
+            "\nCPython greenlet, 1,000 short-lived threads one after another (the load of \
+             `cargo bench --bench cleanup`'s last group): {:.1} µs per bare thread, {:.1} µs \
+             per thread leaving 10 suspended greenlets with a weakref callback each ({:.1} µs \
+             more).",
+            bare / 1000.0,
+            loaded / 1000.0,
+            (loaded - bare) / 1000.0
+        );
+    }
     out
 }
