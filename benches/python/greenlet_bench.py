@@ -4,12 +4,22 @@ benches/lifecycle.rs and examples/memory.rs measure in Rust.
 Run through run.sh (which installs greenlet==3.5.6 in a venv). Each figure is
 the best of several repeats of a timed loop, in nanoseconds per operation,
 and includes the cost of the Python loop that drives it.
+
+    greenlet_bench.py            the table benches/compare.sh reads
+    greenlet_bench.py --kv       every figure as `key value` lines, for
+                                 benches/peers (adds start+kill, the most
+                                 greenlets alive at once, thread exits)
+    greenlet_bench.py --most-alive CAP
+                                 (the child --kv runs) suspended greenlets
+                                 until CAP or a failure; prints the count
 """
 
 import gc
 import os
 import platform
+import subprocess
 import sys
+import threading
 import time
 
 import greenlet
@@ -113,6 +123,135 @@ def kill_suspended(batch=1_000, batches=20):
     return best / (batch * batches)
 
 
+def start_kill(n=20_000):
+    """Create a greenlet, switch into it (it switches back to main), throw
+    GreenletExit into it (it ends), drop it: the peers' "start + kill"."""
+    main = getcurrent()
+
+    def body():
+        main.switch()
+
+    def run():
+        make = greenlet.greenlet
+        for _ in range(n):
+            g = make(body)
+            g.switch()
+            g.throw()
+
+    return best_ns_per_op(run, n)
+
+
+def most_alive_child(cap):
+    """Suspended greenlets until `cap` or a failure; prints `alive N` every
+    thousand, then the count and why it stopped. Ends without tearing down."""
+    main = getcurrent()
+
+    def body():
+        main.switch()
+
+    alive = []
+    reason = "the cap"
+    try:
+        while len(alive) < cap:
+            g = greenlet.greenlet(body)
+            g.switch()
+            alive.append(g)
+            if len(alive) % 1000 == 0:
+                print(f"alive {len(alive)}", flush=True)
+    except BaseException as err:  # MemoryError, RecursionError, ...
+        reason = f"then: {type(err).__name__}: {err}"
+    print(f"alive {len(alive)}", flush=True)
+    print(f"how {reason}", flush=True)
+    os._exit(0)
+
+
+def most_alive(cap=300_000, limit=300):
+    """Runs most_alive_child in a child interpreter (killed after `limit`
+    seconds); returns (count, how it stopped)."""
+    try:
+        out = subprocess.run(
+            [sys.executable, __file__, "--most-alive", str(cap)],
+            capture_output=True, text=True, timeout=limit,
+        )
+        text, failure = out.stdout, (None if out.returncode == 0 else f"exit {out.returncode}")
+    except subprocess.TimeoutExpired as err:
+        text = err.stdout.decode() if isinstance(err.stdout, bytes) else (err.stdout or "")
+        failure = f"killed after {limit} s"
+    count, how = 0, None
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "alive":
+            count = int(value)
+        elif key == "how":
+            how = value
+    return count, how or f"then the child died: {failure}"
+
+
+def thread_exits(threads=1_000, per_thread=10):
+    """Short-lived threads, one after another: each starts `per_thread`
+    greenlets that suspend back to the thread's main greenlet, registers a
+    weakref callback (a finalizer) on each, and ends with them suspended.
+    Returns (ns per bare thread start+join, ns per such thread)."""
+    import weakref
+
+    finalized = []
+    # The weakrefs outlive their greenlets, so that their callbacks run.
+    refs = []
+
+    def bare():
+        pass
+
+    def with_greenlets():
+        main = getcurrent()
+
+        def body():
+            main.switch()
+
+        kept = []
+        for _ in range(per_thread):
+            g = greenlet.greenlet(body)
+            g.switch()
+            kept.append(g)
+            refs.append(weakref.ref(g, finalized.append))
+
+    def per_thread_ns(target):
+        best = None
+        for _ in range(3):
+            start = time.perf_counter_ns()
+            for _ in range(threads):
+                t = threading.Thread(target=target)
+                t.start()
+                t.join()
+            elapsed = time.perf_counter_ns() - start
+            best = elapsed if best is None else min(best, elapsed)
+        return best / threads
+
+    bare_ns = per_thread_ns(bare)
+    loaded_ns = per_thread_ns(with_greenlets)
+    gc.collect()
+    return bare_ns, loaded_ns, len(finalized)
+
+
+def key_values():
+    """Every figure, one `key value` line each (benches/peers reads them)."""
+    print(f"python {platform.python_version()}")
+    print(f"greenlet {greenlet.__version__}")
+    print(f"round_trip_ns {switch_round_trip():.1f}")
+    print(f"switch_ns {ping_pong():.1f}")
+    print(f"create_ns {create_run_finish():.1f}")
+    print(f"kill_ns {kill_suspended():.1f}")
+    print(f"start_kill_ns {start_kill():.1f}")
+    print(f"rss_per_bytes {memory_per_suspended():.0f}")
+    bare, loaded, finalized = thread_exits()
+    print(f"thread_bare_ns {bare:.0f}")
+    print(f"thread_10_greenlets_ns {loaded:.0f}")
+    print(f"thread_10_greenlets_finalized {finalized}")
+    count, how = most_alive()
+    print(f"most_alive {count}")
+    print(f"most_alive_how {how}")
+    return 0
+
+
 def resident_bytes():
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * PAGE_SIZE
@@ -156,4 +295,10 @@ def main():
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--kv"]:
+        sys.exit(key_values())
+    if len(sys.argv) == 3 and sys.argv[1] == "--most-alive":
+        most_alive_child(int(sys.argv[2]))
+    if sys.argv[1:]:
+        sys.exit(__doc__.strip())
     sys.exit(main())

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Times CPython's greenlet 3.5.6 on the operations the Rust benches measure.
-# Usage (from anywhere): benches/python/run.sh   (PYTHON=/path/to/python to choose)
+# Usage (from anywhere): benches/python/run.sh [--kv]   (PYTHON=/path/to/python to choose;
+# --kv: every figure as `key value` lines, for benches/peers)
 # Creates the venv <repo>/bench-venv (gitignored) on first use.
 set -euo pipefail
 
@@ -27,4 +28,4 @@ fi
 if ! "$venv/bin/python" -c 'import greenlet, sys; sys.exit(greenlet.__version__ != "3.5.6")' 2>/dev/null; then
     "$venv/bin/python" -m pip install --quiet 'greenlet==3.5.6'
 fi
-exec "$venv/bin/python" "$repo/benches/python/greenlet_bench.py"
+exec "$venv/bin/python" "$repo/benches/python/greenlet_bench.py" "$@"
