@@ -26,7 +26,7 @@ use greenlet::{getcurrent, live_greenlets, Greenlet, Value};
 
 /// How the guard page below each stack is made.
 #[derive(Clone, Copy, Debug, ValueEnum)]
-enum Guard {
+enum GuardFlag {
     /// Whatever the process chose (GREENLET_STACK_GUARD, else the best the kernel has).
     Auto,
     /// `MADV_GUARD_INSTALL` guard regions (Linux 6.13+): no kernel mapping per stack.
@@ -37,7 +37,7 @@ enum Guard {
 
 /// Creates many suspended greenlets and reports what they cost.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version)]
 struct Args {
     /// How many greenlets to keep alive at once.
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
@@ -46,8 +46,8 @@ struct Args {
     #[arg(long)]
     stack_size: Option<usize>,
     /// Guard strategy of the stacks.
-    #[arg(long, value_enum, default_value_t = Guard::Auto)]
-    guard: Guard,
+    #[arg(long, value_enum, default_value_t = GuardFlag::Auto)]
+    guard: GuardFlag,
 }
 
 /// A snapshot of what the process costs the kernel.
@@ -121,9 +121,9 @@ fn sysctl(name: &str) -> String {
 fn main() -> ExitCode {
     let args = Args::parse();
     let chosen = match args.guard {
-        Guard::Auto => Ok(stack_guard()),
-        Guard::GuardRegion => set_stack_guard(StackGuard::GuardRegion).map(|_| stack_guard()),
-        Guard::Mprotect => set_stack_guard(StackGuard::Mprotect).map(|_| stack_guard()),
+        GuardFlag::Auto => Ok(stack_guard()),
+        GuardFlag::GuardRegion => set_stack_guard(StackGuard::GuardRegion).map(|_| stack_guard()),
+        GuardFlag::Mprotect => set_stack_guard(StackGuard::Mprotect).map(|_| stack_guard()),
     };
     let guard = match chosen {
         Ok(guard) => guard,

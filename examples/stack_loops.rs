@@ -29,7 +29,7 @@ enum Loop {
 
 /// Loops over one path of the stack pool (for callgrind).
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version)]
 struct Args {
     /// The path to loop over.
     #[arg(value_enum)]

@@ -31,10 +31,12 @@ pub(super) enum Step {
 pub(super) fn explain(error: io::Error, step: Step, stack_bytes: usize) -> io::Error {
     let what = match step {
         Step::Reserve { bytes } => format!(
-            "could not reserve {bytes} bytes of address space for greenlet stacks of {stack_bytes} bytes"
+            "could not reserve {bytes} bytes of address space for greenlet stacks \
+             ({stack_bytes} bytes each with guard page and header)"
         ),
         Step::Guard(guard) => format!(
-            "could not install the {guard:?} guard page of a greenlet stack of {stack_bytes} bytes"
+            "could not install the {guard:?} guard page of a greenlet stack \
+             ({stack_bytes} bytes with guard page and header)"
         ),
     };
     if error.raw_os_error() != Some(libc::ENOMEM) {
