@@ -275,6 +275,37 @@ fn address_space() {
     );
 }
 
+/// The `locked` case: in a process whose memory is locked, the kernel
+/// refuses guard regions (EINVAL); stacks get mprotect guard pages instead.
+/// Prints `locked=1` when it could lock, `locked=0` when not allowed.
+fn locked() {
+    // SAFETY: mlockall has no memory-safety preconditions.
+    if unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) } != 0 {
+        println!("locked=0 ({})", std::io::Error::last_os_error());
+        return;
+    }
+    let before = mappings();
+    let stacks: Vec<_> = (0..4)
+        .map(|_| acquire_stack(64 * 1024).expect("a stack in locked memory"))
+        .collect();
+    let maps = std::fs::read_to_string("/proc/self/maps").expect("read /proc/self/maps");
+    for stack in &stacks {
+        let limit = corosensei::stack::Stack::limit(stack).get();
+        let guard = format!("{limit:x}-{:x} ---p", limit + 4096);
+        assert!(
+            maps.lines().any(|line| line.starts_with(&guard)),
+            "a PROT_NONE page at {limit:#x}:\n{maps}"
+        );
+    }
+    assert!(
+        mappings() >= before + 2 * stacks.len(),
+        "mprotect guard pages, two mappings per stack"
+    );
+    let g = Greenlet::new(Ok);
+    assert_eq!(g.switch(7u8).expect("run").downcast::<u8>().expect("u8"), 7);
+    println!("locked=1");
+}
+
 /// Started by `run_child` only (it is ignored in normal runs).
 #[test]
 #[ignore = "child process of the tests in this file; does nothing without GREENLET_MILLION_TEST_CHILD"]
@@ -283,6 +314,7 @@ fn child_process() {
         Ok("many") => many(),
         Ok("overflow") => overflow(),
         Ok("address-space") => address_space(),
+        Ok("locked") => locked(),
         Ok("guard") => println!(
             "guard={:?} supported={}",
             stack_guard(),
@@ -409,4 +441,16 @@ fn the_guard_comes_from_the_environment() {
         stderr.contains("GREENLET_STACK_GUARD=\"bogus\" is not a guard strategy"),
         "a warning names the bad value: {stderr}"
     );
+}
+
+#[test]
+fn where_the_kernel_refuses_a_guard_region_the_guard_is_an_mprotect_page() {
+    let output = run_child("locked", Some("guard-region"));
+    assert!(output.status.success(), "{}", describe(&output));
+    if reported(&output, "locked") == 0 {
+        println!(
+            "skipped: mlockall is not allowed here: {}",
+            describe(&output)
+        );
+    }
 }

@@ -195,23 +195,31 @@ fn best_available() -> StackGuard {
 
 /// Makes the page at `page_start` (page-aligned, inside a private anonymous
 /// read-write mapping that nothing else uses) a guard page with `guard`.
+/// A guard region the kernel refuses with `EINVAL` (it does on locked
+/// memory, after `mlockall(MCL_FUTURE)`) becomes an mprotect guard page.
 ///
 /// # Errors
-/// The OS error: `ENOMEM` from mprotect when the process is at its limit of
-/// kernel mappings; from madvise when page tables cannot be allocated.
-pub(super) fn install(guard: StackGuard, page_start: usize) -> io::Result<()> {
+/// The OS error and the strategy that failed: `ENOMEM` from mprotect when
+/// the process is at its limit of kernel mappings; from madvise when page
+/// tables cannot be allocated.
+pub(super) fn install(guard: StackGuard, page_start: usize) -> Result<(), (io::Error, StackGuard)> {
     let page = page_size();
     let address = page_start as *mut libc::c_void;
-    let done = match guard {
+    if guard == StackGuard::GuardRegion {
         // SAFETY: the caller owns the page, which holds nothing; discarding
         // it and marking it as a guard region affects nothing else.
-        StackGuard::GuardRegion => unsafe { libc::madvise(address, page, MADV_GUARD_INSTALL) },
-        // SAFETY: as above: only the caller's page becomes inaccessible.
-        StackGuard::Mprotect => unsafe { libc::mprotect(address, page, libc::PROT_NONE) },
-    };
-    if done == 0 {
+        if unsafe { libc::madvise(address, page, MADV_GUARD_INSTALL) } == 0 {
+            return Ok(());
+        }
+        let error = io::Error::last_os_error();
+        if error.raw_os_error() != Some(libc::EINVAL) {
+            return Err((error, guard));
+        }
+    }
+    // SAFETY: as above: only the caller's page becomes inaccessible.
+    if unsafe { libc::mprotect(address, page, libc::PROT_NONE) } == 0 {
         Ok(())
     } else {
-        Err(io::Error::last_os_error())
+        Err((io::Error::last_os_error(), StackGuard::Mprotect))
     }
 }

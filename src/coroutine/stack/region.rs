@@ -151,7 +151,7 @@ fn carve_locked(slot_len: usize, guard: StackGuard) -> Result<Slot, Failed> {
         region.start + index as usize * slot_len
     } else {
         let start = region.start + region.carved * slot_len;
-        if let Err(error) = guard::install(guard, start) {
+        if let Err((error, guard)) = guard::install(guard, start) {
             if region.out == 0 {
                 let (start, len) = regions.remove(key);
                 drop(regions);

@@ -110,7 +110,9 @@ fn both_guard_strategies_fault_and_only_mprotect_splits_the_mapping() {
         let len = 4 * page();
         let start = map_noreserve(len).expect("map");
         assert_eq!(mappings_over(start, start + len), 1);
-        guard::install(strategy, start + page()).expect("install the guard");
+        guard::install(strategy, start + page())
+            .map_err(|(error, _)| error)
+            .expect("install the guard");
         assert!(readable(start) && !readable(start + page()) && readable(start + 2 * page()));
         let lines = mappings_over(start, start + len);
         match strategy {
