@@ -572,7 +572,7 @@ pub fn trim_stack_pool() -> usize {
 /// Stacks handed out and not yet released by threads without a cache, plus
 /// the final `live` counts of the caches that were dropped.
 static LIVE: AtomicIsize = AtomicIsize::new(0);
-/// Stacks ever mapped / unmapped.
+/// Stacks ever prepared / given back to their region.
 static CREATED: AtomicU64 = AtomicU64::new(0);
 static DESTROYED: AtomicU64 = AtomicU64::new(0);
 /// Stacks in the global pool (changed under its lock, read by stats).
@@ -765,8 +765,8 @@ fn refill_from_global(map_len: usize, into: &mut Vec<RawStack>, most: usize) {
     GLOBAL_POOLED.fetch_sub(take, Ordering::Relaxed);
 }
 
-/// Puts `stacks` (all of `map_len`) into the global pool and unmaps those
-/// beyond its cap.
+/// Puts `stacks` (all of `map_len`) into the global pool and gives those
+/// beyond its cap back to their region.
 fn give_to_global(map_len: usize, mut stacks: Vec<RawStack>) {
     {
         let mut global = GLOBAL.lock();

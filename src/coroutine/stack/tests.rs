@@ -226,7 +226,7 @@ fn stacks_are_pooled_per_size_class() {
 }
 
 #[test]
-fn the_pool_is_capped_and_unmaps_the_excess() {
+fn the_pool_is_capped_and_gives_back_the_excess() {
     let _serial = GLOBAL_POOL_TESTS.lock();
     let size = 17 * 4096;
     let map_len = mapping_len(size).expect("valid size");
@@ -250,7 +250,7 @@ fn the_pool_is_capped_and_unmaps_the_excess() {
     let destroyed = stack_stats().destroyed - destroyed_before;
     assert!(
         destroyed >= (count - GLOBAL_POOL_CAP) as u64,
-        "only {destroyed} unmapped"
+        "only {destroyed} given back"
     );
 }
 
@@ -640,7 +640,7 @@ fn stacks_used_during_thread_exit_end_in_the_global_pool() {
 }
 
 #[test]
-fn trimming_unmaps_this_threads_cache_and_the_global_pool() {
+fn trimming_gives_back_this_threads_cache_and_the_global_pool() {
     let _serial = GLOBAL_POOL_TESTS.lock();
     let size = 41 * 4096;
     let map_len = mapping_len(size).expect("valid size");
