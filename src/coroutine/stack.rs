@@ -854,7 +854,10 @@ fn map_noreserve(len: usize) -> io::Result<usize> {
 /// kernel mappings (with [`StackGuard::Mprotect`] each stack is two), the
 /// address-space limit (`ulimit -v`), the commit limit
 /// (`vm.overcommit_memory = 2`), or virtual address space. The pool and the
-/// stacks already handed out are unaffected.
+/// stacks already handed out are unaffected. Memory itself is committed
+/// when a stack's pages are first touched, so a process that touches more
+/// than the machine has meets the kernel's OOM killer there, as with any
+/// lazily committed memory; `acquire` cannot see that coming.
 ///
 /// ```
 /// let stack = greenlet::coroutine::acquire_stack(100_000)?;
