@@ -1,34 +1,55 @@
-//! Guard-paged, pooled stacks for greenlets.
+//! Guarded, pooled stacks for greenlets.
 //!
 //! Owns: the memory greenlets run on ([`PooledStack`], which implements
 //! corosensei's [`Stack`] trait), the pool that recycles stacks (a per-thread
 //! cache, whose last released stack waits in a thread-local slot of its own
 //! for the next acquire, in front of a global free list, capped so that
-//! memory is unmapped beyond it), the stack counters ([`stack_stats`]), the valgrind
-//! registration of every stack, and stack-overflow reporting: the thread-local
-//! mark of the stack that is running (set by the dispatcher through
-//! [`running`]) and the fault handler that turns a guard-page hit into a
-//! message naming the greenlet instead of a bare SIGSEGV.
+//! stacks beyond it go back to their region), the stack counters
+//! ([`stack_stats`]), the valgrind registration of every stack, and
+//! stack-overflow reporting: the thread-local mark of the stack that is
+//! running (set by the dispatcher through [`running`]) and the fault handler
+//! that turns a guard-page hit into a message naming the greenlet instead of
+//! a bare SIGSEGV.
 //!
-//! Uses: `libc` (mmap, mprotect, munmap, signals), `parking_lot`, corosensei's
-//! `Stack` trait. Nothing else of this crate.
+//! Uses: `libc` (signals, sysconf), `parking_lot`, corosensei's `Stack`
+//! trait, the crate's diagnostics. Submodules: `region` (the address space
+//! stacks are carved from), `guard` (how a guard page is made), `exhausted`
+//! (what to say when memory, mappings or address space run out), `overflow`
+//! (the fault handler), `valgrind`.
 //!
 //! # Layout of one stack
 //! ```text
 //! low addresses                                                high addresses
-//! | guard page (PROT_NONE) | usable stack, grows downwards <-- | Header |
-//! ^ limit()                ^ guard_end                         ^ base()
+//! | guard page | usable stack, grows downwards <-- | Header |
+//! ^ limit()    ^ guard_end                         ^ base()
 //! ```
-//! The header (size, label, valgrind id) lives at the top of the mapping, in
-//! the page the coroutine's first frame touches anyway, so it costs no extra
-//! memory and travels with the stack through the pool. Each stack is two
-//! kernel mappings (the guard page and the rest): Linux's default
-//! `vm.max_map_count` of 65530 caps a process near 32,000 live stacks.
+//! A stack is one slot of a region: many stacks of one size share a
+//! `MAP_NORESERVE` mapping (see `region`). The guard page is a guard region
+//! (`MADV_GUARD_INSTALL`, Linux 6.13+), which leaves the mapping whole, or
+//! on older kernels a `PROT_NONE` page, which costs two kernel mappings per
+//! stack: Linux's default `vm.max_map_count` of 65530 then caps a process
+//! near 32,700 live stacks (see [`StackGuard`]). The header (size, label,
+//! valgrind id) lives at the top of the slot, in the page the coroutine's
+//! first frame touches anyway, so it costs no extra memory and travels with
+//! the stack through the pool.
+//!
+//! # Lifetime of a slot
+//! Carved (guard installed, once per slot) and given a header when no pool
+//! has a stack of its size; then handed out and released to the pool, any
+//! number of times, keeping its touched pages; given back to its region
+//! (header forgotten, pages discarded with `MADV_DONTNEED`) by
+//! [`trim_stack_pool`] or when the global pool is full; a region none of
+//! whose slots is out is unmapped.
 
+mod exhausted;
+mod guard;
 mod overflow;
+mod region;
 #[cfg(test)]
 mod tests;
 mod valgrind;
+
+pub use self::guard::{set_stack_guard, stack_guard, StackGuard};
 
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::fmt;
@@ -53,7 +74,10 @@ use parking_lot::Mutex;
 /// (a panic that captures and prints a backtrace fits in 32 KiB) and for
 /// moderately deep recursion; a greenlet that needs more asks for it when it
 /// is created. Rust threads get 2 MiB, which would also let transparent huge
-/// pages back a stack with 2 MiB of memory.
+/// pages back a stack with 2 MiB of memory. A million greenlets with this
+/// default reserve about 252 GiB of address space (264 KiB each with the
+/// guard page and the header): far below the 128 TiB of x86_64's user
+/// space, and not charged against memory unless `vm.overcommit_memory` is 2.
 ///
 /// ```
 /// use greenlet::coroutine::{acquire_stack, DEFAULT_STACK_SIZE};
@@ -119,16 +143,19 @@ const LABEL_CAPACITY: usize = 96;
 /// them move to the global pool.
 const THREAD_CACHE_CAP: usize = 64;
 /// Most free stacks of one size the global pool keeps; beyond it a released
-/// stack is unmapped, returning its memory to the system.
+/// stack goes back to its region, returning its memory to the system.
 const GLOBAL_POOL_CAP: usize = 1024;
 
-/// Metadata of one stack, stored at the top of its own mapping.
+/// Metadata of one stack, stored at the top of its slot.
 #[repr(C, align(64))]
 struct Header {
-    /// Lowest address of the mapping: the start of the guard page.
+    /// Lowest address of the slot: the start of the guard page.
     map_start: usize,
-    /// Length of the whole mapping (guard page, usable stack, header).
+    /// Length of the whole slot (guard page, usable stack, header): the
+    /// stack's size class.
     map_len: usize,
+    /// Key of the region that holds the slot.
+    region: usize,
     /// First address above the guard page: the lowest usable stack byte.
     guard_end: usize,
     /// Id valgrind gave the stack when it was registered (0 outside valgrind).
@@ -180,17 +207,17 @@ unsafe impl Send for RawStack {}
 impl RawStack {
     fn header(&self) -> &Header {
         // SAFETY: a RawStack always points to the initialised header of a
-        // live mapping; headers are only unmapped by `destroy`, which
-        // consumes the RawStack.
+        // slot that is out of its region; headers are only forgotten by
+        // `retire`, which consumes the RawStack.
         unsafe { self.0.as_ref() }
     }
 }
 
-/// A guard-paged stack from the pool; dropping it returns it to the pool.
+/// A guarded stack from the pool; dropping it returns it to the pool.
 ///
 /// It implements corosensei's [`Stack`] trait, so any corosensei coroutine can
 /// run on it. [`size`](PooledStack::size) usable bytes lie between
-/// [`base`](Stack::base) and a `PROT_NONE` guard page just above
+/// [`base`](Stack::base) and a guard page (see [`StackGuard`]) just above
 /// [`limit`](Stack::limit).
 ///
 /// # Example
@@ -380,10 +407,9 @@ impl fmt::Write for LabelWriter<'_> {
 }
 
 // SAFETY: base() is the header's address: the top of the usable area, aligned
-// to 64 (so to STACK_ALIGNMENT) because the mapping is page-aligned and the
+// to 64 (so to STACK_ALIGNMENT) because the slot is page-aligned and the
 // header's size is a multiple of its 64-byte alignment. limit() is the start
-// of the mapping, which includes the PROT_NONE guard page below the usable
-// area. The usable area is at least MIN_STACK_SIZE bytes (see `mapping_len`).
+// of the slot, which includes the guard page below the usable area. The usable area is at least MIN_STACK_SIZE bytes (see `mapping_len`).
 // Both stay valid for as long as the PooledStack exists.
 unsafe impl Stack for PooledStack {
     #[inline]
@@ -393,7 +419,7 @@ unsafe impl Stack for PooledStack {
 
     #[inline]
     fn limit(&self) -> StackPointer {
-        StackPointer::new(self.raw.header().map_start).expect("mapping address is not null")
+        StackPointer::new(self.raw.header().map_start).expect("slot address is not null")
     }
 }
 
@@ -447,16 +473,21 @@ pub(crate) fn running(stack: Option<&PooledStack>) {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StackStats {
     /// Stacks handed out and not yet dropped (greenlets holding a stack).
     pub live: usize,
     /// Free stacks kept for reuse (global pool plus every thread's cache).
     pub pooled: usize,
-    /// Stacks ever mapped.
+    /// Stacks ever prepared (a slot of a region given its guard page, the
+    /// first time, and a header).
     pub created: u64,
-    /// Stacks ever unmapped (released beyond the pool's cap, or dropped
-    /// during a thread's exit when the pool was full).
+    /// Stacks ever given back to their region, their memory returned to the
+    /// system (by [`trim_stack_pool`], or released beyond the pool's cap).
     pub destroyed: u64,
+    /// Regions of address space mapped now, each holding many stacks of one
+    /// size (unmapped when none of its stacks is live or pooled).
+    pub regions: usize,
 }
 
 /// The stack pool's counters now.
@@ -492,24 +523,27 @@ pub fn stack_stats() -> StackStats {
         pooled,
         created: CREATED.load(Ordering::Relaxed),
         destroyed: DESTROYED.load(Ordering::Relaxed),
+        regions: region::count(),
     }
 }
 
-/// Unmaps every free stack in the global pool and in the calling thread's
-/// cache, and returns how many it unmapped.
+/// Gives every free stack in the global pool and in the calling thread's
+/// cache back to its region, returning its memory to the system, and
+/// returns how many it gave back. Regions left with no live or pooled
+/// stack are unmapped.
 ///
 /// A pooled stack keeps the pages it touched while it was in use, so after a
-/// burst of greenlets that used deep stacks the pool can hold on to memory
-/// (at most 1,024 stacks per size in the global pool and 64 per size in each
-/// thread's cache). Call this after such a burst to give it back now. Other
-/// threads' caches are theirs and stay as they are.
+/// burst of greenlets (or of greenlets that used deep stacks) the pool can
+/// hold on to memory (at most 1,024 stacks per size in the global pool and
+/// 64 per size in each thread's cache). Call this after such a burst to give
+/// it back now. Other threads' caches are theirs and stay as they are.
 ///
 /// ```
 /// use greenlet::coroutine::{acquire_stack, stack_stats, trim_stack_pool};
 ///
 /// drop(acquire_stack(96 * 1024)?);
-/// let unmapped = trim_stack_pool();
-/// assert!(unmapped >= 1);
+/// let given_back = trim_stack_pool();
+/// assert!(given_back >= 1);
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn trim_stack_pool() -> usize {
@@ -530,15 +564,15 @@ pub fn trim_stack_pool() -> usize {
             free.append(&mut class.free);
         }
     }
-    let unmapped = free.len();
-    free.into_iter().for_each(destroy);
-    unmapped
+    let given_back = free.len();
+    retire(free);
+    given_back
 }
 
 /// Stacks handed out and not yet released by threads without a cache, plus
 /// the final `live` counts of the caches that were dropped.
 static LIVE: AtomicIsize = AtomicIsize::new(0);
-/// Stacks ever mapped / unmapped.
+/// Stacks ever prepared / given back to their region.
 static CREATED: AtomicU64 = AtomicU64::new(0);
 static DESTROYED: AtomicU64 = AtomicU64::new(0);
 /// Stacks in the global pool (changed under its lock, read by stats).
@@ -731,8 +765,8 @@ fn refill_from_global(map_len: usize, into: &mut Vec<RawStack>, most: usize) {
     GLOBAL_POOLED.fetch_sub(take, Ordering::Relaxed);
 }
 
-/// Puts `stacks` (all of `map_len`) into the global pool and unmaps those
-/// beyond its cap.
+/// Puts `stacks` (all of `map_len`) into the global pool and gives those
+/// beyond its cap back to their region.
 fn give_to_global(map_len: usize, mut stacks: Vec<RawStack>) {
     {
         let mut global = GLOBAL.lock();
@@ -742,12 +776,10 @@ fn give_to_global(map_len: usize, mut stacks: Vec<RawStack>) {
         free.extend(stacks.drain(keep..));
         GLOBAL_POOLED.fetch_add(room, Ordering::Relaxed);
     }
-    for raw in stacks {
-        destroy(raw);
-    }
+    retire(stacks);
 }
 
-/// Length of the mapping that holds a stack of at least `size` usable bytes:
+/// Length of the slot that holds a stack of at least `size` usable bytes:
 /// the guard page plus the usable bytes and the header, rounded up to pages.
 /// This length is also the pool's size class.
 fn mapping_len(size: usize) -> io::Result<usize> {
@@ -786,16 +818,46 @@ fn page_size() -> usize {
     }
 }
 
-/// Takes a stack of at least `size` usable bytes from the pool, or maps a new
-/// one. `size` is rounded up to whole pages (with room for a small header);
-/// stacks are pooled per rounded size. The first call on a thread also
-/// prepares it to report overflows (see [`PooledStack`]).
+/// Maps `len` bytes of fresh, private, anonymous read-write memory without
+/// reserving swap for it (`MAP_NORESERVE`: pages are committed when first
+/// touched); returns its address.
+fn map_noreserve(len: usize) -> io::Result<usize> {
+    // SAFETY: a fresh anonymous private mapping of new address space; no
+    // existing memory is affected.
+    let start = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if start == libc::MAP_FAILED {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(start as usize)
+    }
+}
+
+/// Takes a stack of at least `size` usable bytes from the pool, or prepares
+/// a new one in a region of address space (reserving a region when none has
+/// room). `size` is rounded up to whole pages (with room for a small
+/// header); stacks are pooled per rounded size. The first call on a thread
+/// also prepares it to report overflows (see [`PooledStack`]).
 ///
 /// # Errors
-/// `InvalidInput` if `size` cannot be mapped at all; the OS error of mmap or
-/// mprotect (typically `ENOMEM`: out of address space or, more often, over
-/// the `vm.max_map_count` limit of mappings, each stack being two) with a
-/// message saying so.
+/// `InvalidInput` if `size` cannot be mapped at all; the OS error of mmap,
+/// madvise or mprotect (typically `ENOMEM`) with a message saying which
+/// resource ran out and what to change: the `vm.max_map_count` limit of
+/// kernel mappings (with [`StackGuard::Mprotect`] each stack is two), the
+/// address-space limit (`ulimit -v`), the commit limit
+/// (`vm.overcommit_memory = 2`), or virtual address space. The pool and the
+/// stacks already handed out are unaffected. Memory itself is committed
+/// when a stack's pages are first touched, so a process that touches more
+/// than the machine has meets the kernel's OOM killer there, as with any
+/// lazily committed memory; `acquire` cannot see that coming.
 ///
 /// ```
 /// let stack = greenlet::coroutine::acquire_stack(100_000)?;
@@ -899,59 +961,22 @@ fn release_cold(raw: RawStack) {
     }
 }
 
-/// Maps a new stack of `map_len` bytes: guard page, usable area, header.
+/// Prepares a new stack in a slot of `map_len` bytes: guard page, usable
+/// area, header.
 fn create(map_len: usize) -> io::Result<RawStack> {
-    let page = page_size();
-    let explain = |error: io::Error| {
-        io::Error::new(
-            error.kind(),
-            format!(
-                "could not map a greenlet stack of {map_len} bytes: {error}; each stack is two \
-                 memory mappings, so check `vm.max_map_count` and the number of live greenlets, \
-                 or use smaller stacks"
-            ),
-        )
-    };
-    // SAFETY: a fresh anonymous private mapping of new address space; no
-    // existing memory is affected.
-    let start = unsafe {
-        libc::mmap(
-            ptr::null_mut(),
-            map_len,
-            libc::PROT_NONE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    if start == libc::MAP_FAILED {
-        return Err(explain(io::Error::last_os_error()));
-    }
-    let start = start as usize;
-    let guard_end = start + page;
-    // SAFETY: [guard_end, start + map_len) lies inside the mapping just made.
-    let protected = unsafe {
-        libc::mprotect(
-            guard_end as *mut libc::c_void,
-            map_len - page,
-            libc::PROT_READ | libc::PROT_WRITE,
-        )
-    };
-    if protected != 0 {
-        let error = io::Error::last_os_error();
-        // SAFETY: unmapping the mapping made above, which nothing refers to.
-        unsafe { libc::munmap(start as *mut libc::c_void, map_len) };
-        return Err(explain(error));
-    }
+    let slot = region::carve(map_len)?;
+    let start = slot.start;
+    let guard_end = start + page_size();
     let header = (start + map_len - std::mem::size_of::<Header>()) as *mut Header;
     let valgrind_id = valgrind::register(guard_end, start + map_len - 1);
-    // SAFETY: `header` is inside the writable part of the mapping, aligned to
-    // 64 (the mapping is page-aligned, its length a multiple of the page and
+    // SAFETY: `header` is inside the writable part of the slot, aligned to
+    // 64 (the slot is page-aligned, its length a multiple of the page and
     // the header's size a multiple of 64), and nothing else refers to it yet.
     unsafe {
         header.write(Header {
             map_start: start,
             map_len,
+            region: slot.region,
             guard_end,
             valgrind_id,
             label_len: AtomicUsize::new(0),
@@ -961,21 +986,30 @@ fn create(map_len: usize) -> io::Result<RawStack> {
     }
     CREATED.fetch_add(1, Ordering::Relaxed);
     Ok(RawStack(
-        NonNull::new(header).expect("mapping addresses are not null"),
+        NonNull::new(header).expect("slot addresses are not null"),
     ))
 }
 
-/// Unmaps a free stack.
-fn destroy(raw: RawStack) {
-    let (start, len, valgrind_id) = {
-        let header = raw.header();
-        (header.map_start, header.map_len, header.valgrind_id)
-    };
-    valgrind::deregister(valgrind_id);
-    // SAFETY: the stack is free (owned by the caller, which consumed it), so
-    // no coroutine runs on it and no reference into it remains; the range is
-    // exactly the mapping `create` made.
-    let result = unsafe { libc::munmap(start as *mut libc::c_void, len) };
-    debug_assert_eq!(result, 0, "munmap of a greenlet stack failed");
-    DESTROYED.fetch_add(1, Ordering::Relaxed);
+/// Gives free stacks back to their regions (which discard their pages).
+fn retire(stacks: Vec<RawStack>) {
+    if stacks.is_empty() {
+        return;
+    }
+    let count = stacks.len();
+    let mut slots: Vec<region::Slot> = stacks
+        .into_iter()
+        .map(|raw| {
+            let header = raw.header();
+            valgrind::deregister(header.valgrind_id);
+            region::Slot {
+                start: header.map_start,
+                len: header.map_len,
+                region: header.region,
+            }
+        })
+        .collect();
+    // The headers are forgotten from here on: the stacks were free (owned
+    // by the caller, which gave them up), so no coroutine runs on them.
+    region::give_back(&mut slots);
+    DESTROYED.fetch_add(count as u64, Ordering::Relaxed);
 }

@@ -4,17 +4,21 @@
 //! the handlers it displaced (to which it chains), the per-thread alternate
 //! signal stack it runs on when the thread has none, and the overflow message.
 //!
-//! Uses: `libc` (sigaction, sigaltstack, mmap, write, abort) and, from the
-//! parent module, the [`Header`] of the stack that `running` marked on the
-//! faulting thread.
+//! Uses: `libc` (sigaction, sigaltstack, mmap, write, abort), nothing
+//! architecture-specific, and from the parent module the [`Header`] of the
+//! stack that `running` marked on the faulting thread.
 //!
 //! The handler only does async-signal-safe work: it reads a const-initialised
 //! thread-local pointer and the header it points to, formats into a buffer on
-//! its own (alternate) stack, calls write(2) and abort(3). A fault outside the
-//! marked stack's guard page is handed to the previous handler (Rust's runtime
-//! installs one that reports overflows of thread stacks), or, when there was
-//! none, the default action is restored and the handler returns, so that the
-//! faulting instruction runs again and the fault kills the process as usual.
+//! its own (alternate) stack, calls write(2) and abort(3). The guard page is
+//! the lowest page of the stack's slot, whichever way it was made (a guard
+//! region or a `PROT_NONE` page, see `guard`), and its bounds are in the
+//! header, so a slot in the middle of a region is recognised like any other.
+//! A fault outside the marked stack's guard page is handed to the previous
+//! handler (Rust's runtime installs one that reports overflows of thread
+//! stacks), or, when there was none, the default action is restored and the
+//! handler returns, so that the faulting instruction runs again and the
+//! fault kills the process as usual.
 
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;

@@ -1,0 +1,288 @@
+//! The address space greenlet stacks are carved from.
+//!
+//! Owns: the regions (large `MAP_NORESERVE` mappings, each divided into
+//! slots of one stack size), which slots of a region are in use, free or
+//! not yet carved, guard installation when a slot is first carved, giving a
+//! returned slot's pages back to the kernel, and unmapping a region once
+//! none of its slots is out.
+//!
+//! Uses: `libc` (madvise, munmap), `slab`, `parking_lot`, and from the
+//! parent module `map_noreserve`, the guard strategies ([`super::guard`]) and
+//! the error messages ([`super::exhausted`]). It knows nothing of stack
+//! headers: the parent writes a slot's header when it gets the slot and
+//! gives the slot back once it has forgotten it.
+//!
+//! # Layout of a region
+//! ```text
+//! low addresses                                               high addresses
+//! | guard | stack 0 ... header | guard | stack 1 ... header | ... | not carved |
+//! ^ start   slot_len bytes per slot                                          ^ start + len
+//! ```
+//! A region holds `slots` slots of `slot_len` bytes. Slots below `carved`
+//! have their guard page; the rest are untouched address space. A free slot
+//! (carved, back from the pool) keeps its guard and has no pages. Regions of
+//! a size class grow geometrically: the first holds 32 slots, each next one
+//! as many as the class has already, up to 1 GiB per region, so a million
+//! stacks of the default size take about 260 regions (fewer lines in
+//! `/proc/self/maps`: the kernel merges adjacent regions).
+
+use std::io;
+
+use parking_lot::Mutex;
+use slab::Slab;
+
+use super::exhausted::{self, Step};
+use super::guard::{self, StackGuard};
+use super::map_noreserve;
+
+/// Slots in the first region of a size class.
+pub(super) const FIRST_REGION_SLOTS: usize = 32;
+/// Most bytes of one region (unless one slot is larger).
+const REGION_MAX_BYTES: usize = 1 << 30;
+
+/// A slot handed out: the address of its guard page and its region's key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Slot {
+    /// Lowest address of the slot: the start of its guard page.
+    pub(super) start: usize,
+    /// Length of the slot (guard page, stack, header): its size class.
+    pub(super) len: usize,
+    /// Key of the region that holds it.
+    pub(super) region: usize,
+}
+
+/// One mapping of `slots` slots.
+struct Region {
+    start: usize,
+    slot_len: usize,
+    slots: usize,
+    /// Slots `0..carved` have their guard page.
+    carved: usize,
+    /// Carved slots that are not out, by index.
+    free: Vec<u32>,
+    /// Slots handed out and not given back.
+    out: usize,
+    /// Whether the region's key is in its class's `with_room`.
+    listed: bool,
+}
+
+impl Region {
+    fn len(&self) -> usize {
+        self.slots * self.slot_len
+    }
+
+    fn has_room(&self) -> bool {
+        !self.free.is_empty() || self.carved < self.slots
+    }
+}
+
+/// The regions of one slot length.
+struct Class {
+    slot_len: usize,
+    /// Keys of this class's regions that have a free or uncarved slot.
+    with_room: Vec<usize>,
+    /// Slots of all this class's regions.
+    reserved_slots: usize,
+}
+
+struct Regions {
+    all: Slab<Region>,
+    classes: Vec<Class>,
+}
+
+impl Regions {
+    fn class(&mut self, slot_len: usize) -> &mut Class {
+        let index = match self.classes.iter().position(|c| c.slot_len == slot_len) {
+            Some(index) => index,
+            None => {
+                self.classes.push(Class {
+                    slot_len,
+                    with_room: Vec::new(),
+                    reserved_slots: 0,
+                });
+                self.classes.len() - 1
+            }
+        };
+        &mut self.classes[index]
+    }
+
+    /// Forgets region `key` (its slots all back) and returns its mapping.
+    fn remove(&mut self, key: usize) -> (usize, usize) {
+        let region = self.all.remove(key);
+        let class = self.class(region.slot_len);
+        class.reserved_slots -= region.slots;
+        if region.listed {
+            class.with_room.retain(|&k| k != key);
+        }
+        (region.start, region.len())
+    }
+}
+
+static REGIONS: Mutex<Regions> = Mutex::new(Regions {
+    all: Slab::new(),
+    classes: Vec::new(),
+});
+
+/// What went wrong while the lock was held, explained once it is released
+/// (explaining reads `/proc`).
+struct Failed(io::Error, Step);
+
+/// Takes a slot of `slot_len` bytes (a multiple of the page, its first page
+/// becoming the guard): a free one, else the next uncarved one of a region
+/// with room, else one of a new region.
+///
+/// # Errors
+/// The OS error of the mmap or guard installation that failed, with a
+/// message saying which resource ran out and what to change.
+pub(super) fn carve(slot_len: usize) -> io::Result<Slot> {
+    let guard = guard::stack_guard();
+    carve_locked(slot_len, guard)
+        .map_err(|Failed(error, step)| exhausted::explain(error, step, slot_len))
+}
+
+fn carve_locked(slot_len: usize, guard: StackGuard) -> Result<Slot, Failed> {
+    let mut regions = REGIONS.lock();
+    let key = match regions.class(slot_len).with_room.last() {
+        Some(&key) => key,
+        None => reserve(&mut regions, slot_len)?,
+    };
+    let region = &mut regions.all[key];
+    let start = if let Some(index) = region.free.pop() {
+        region.start + index as usize * slot_len
+    } else {
+        let start = region.start + region.carved * slot_len;
+        if let Err((error, guard)) = guard::install(guard, start) {
+            if region.out == 0 {
+                let (start, len) = regions.remove(key);
+                drop(regions);
+                unmap(start, len);
+            }
+            return Err(Failed(error, Step::Guard(guard)));
+        }
+        region.carved += 1;
+        start
+    };
+    region.out += 1;
+    if !region.has_room() {
+        region.listed = false;
+        regions.class(slot_len).with_room.retain(|&k| k != key);
+    }
+    Ok(Slot {
+        start,
+        len: slot_len,
+        region: key,
+    })
+}
+
+/// Maps a new region for `slot_len` and lists it as having room; halves
+/// the region while the kernel refuses it for want of memory, down to one
+/// slot.
+fn reserve(regions: &mut Regions, slot_len: usize) -> Result<usize, Failed> {
+    let class = regions.class(slot_len);
+    let most = (REGION_MAX_BYTES / slot_len).max(1);
+    let mut slots = class.reserved_slots.max(FIRST_REGION_SLOTS).min(most);
+    let start = loop {
+        let len = slots * slot_len;
+        match map_noreserve(len) {
+            Ok(start) => break start,
+            Err(error) if slots > 1 && error.raw_os_error() == Some(libc::ENOMEM) => slots /= 2,
+            Err(error) => return Err(Failed(error, Step::Reserve { bytes: len })),
+        }
+    };
+    let key = regions.all.insert(Region {
+        start,
+        slot_len,
+        slots,
+        carved: 0,
+        free: Vec::new(),
+        out: 0,
+        listed: true,
+    });
+    let class = regions.class(slot_len);
+    class.reserved_slots += slots;
+    class.with_room.push(key);
+    Ok(key)
+}
+
+/// Takes back `slots` (out and no longer used by anyone): gives their pages
+/// back to the kernel, makes them free, and unmaps the regions none of whose
+/// slots is out any more. Empties `slots`.
+pub(super) fn give_back(slots: &mut Vec<Slot>) {
+    slots.sort_unstable_by_key(|slot| slot.start);
+    // Adjacent slots of one region are discarded in one call: guard regions
+    // survive MADV_DONTNEED and PROT_NONE pages have nothing to discard.
+    let mut run: Option<(usize, usize)> = None;
+    for slot in slots.iter() {
+        run = match run {
+            Some((first, end)) if end == slot.start => Some((first, end + slot.len)),
+            Some((first, end)) => {
+                discard(first, end);
+                Some((slot.start, slot.start + slot.len))
+            }
+            None => Some((slot.start, slot.start + slot.len)),
+        };
+    }
+    if let Some((first, end)) = run {
+        discard(first, end);
+    }
+    let mut empty = Vec::new();
+    {
+        let mut regions = REGIONS.lock();
+        for slot in slots.drain(..) {
+            let region = &mut regions.all[slot.region];
+            let index = (slot.start - region.start) / slot.len;
+            region.free.push(index as u32);
+            region.out -= 1;
+            if region.out == 0 {
+                empty.push(regions.remove(slot.region));
+            } else if !region.listed {
+                region.listed = true;
+                regions.class(slot.len).with_room.push(slot.region);
+            }
+        }
+    }
+    for (start, len) in empty {
+        unmap(start, len);
+    }
+}
+
+/// Regions mapped now.
+pub(super) fn count() -> usize {
+    REGIONS.lock().all.len()
+}
+
+/// Gives the pages of `[start, end)` (inside a region, unused) back to the
+/// kernel; they read as zero when touched again.
+fn discard(start: usize, end: usize) {
+    // SAFETY: the range covers slots that were handed back and that nothing
+    // uses; discarding their pages affects nothing else.
+    let result =
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
+    debug_assert_eq!(result, 0, "MADV_DONTNEED of free greenlet stacks failed");
+}
+
+/// Unmaps a region that has been forgotten. At the mapping limit the
+/// kernel can refuse (unmapping part of a larger mapping splits it): the
+/// address space then stays reserved, unused.
+fn unmap(start: usize, len: usize) {
+    // SAFETY: the region was removed from `REGIONS` with no slot out, so
+    // nothing refers to its memory; the range is exactly its mapping.
+    if unsafe { libc::munmap(start as *mut libc::c_void, len) } != 0 {
+        crate::diag::diag_warn!(
+            "could not unmap a region of greenlet stacks ({len} bytes at {start:#x}): {}; its \
+             address space stays reserved",
+            io::Error::last_os_error()
+        );
+    }
+}
+
+/// Whether a region of slots of `slot_len` bytes covers `address` (for the
+/// tests: a size class of their own tells their region from others').
+#[cfg(test)]
+pub(super) fn holds(address: usize, slot_len: usize) -> bool {
+    REGIONS
+        .lock()
+        .all
+        .iter()
+        .any(|(_, r)| r.slot_len == slot_len && (r.start..r.start + r.len()).contains(&address))
+}
