@@ -8,6 +8,7 @@
 //! 1 µs per state; a thread exit with 10 suspended greenlets at most 10 µs
 //! more than a bare thread's. `benches/python/run.sh --kv` gives the same
 //! short-lived-thread load on CPython's greenlet (`thread_*` lines).
+#![allow(missing_docs)] // criterion_group! defines an undocumented `pub fn`
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -3,6 +3,7 @@
 //! pooled stack (the floor) side by side with greenlets.
 //!
 //! Run: `cargo bench --bench lifecycle`.
+#![allow(missing_docs)] // criterion_group! defines an undocumented `pub fn`
 
 use std::hint::black_box;
 use std::time::Duration;

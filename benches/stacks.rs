@@ -4,6 +4,7 @@
 //! hot path, a pooled acquire + release, is `pool/` in `benches/lifecycle.rs`.
 //!
 //! Run: `cargo bench --bench stacks`.
+#![allow(missing_docs)] // criterion_group! defines an undocumented `pub fn`
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

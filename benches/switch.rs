@@ -3,6 +3,7 @@
 //! `()`, which cross a switch without allocating.
 //!
 //! Run: `cargo bench --bench switch`.
+#![allow(missing_docs)] // criterion_group! defines an undocumented `pub fn`
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

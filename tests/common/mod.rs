@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 /// behaviour that ends the process (exit, abort, a stack overflow) or that
 /// shows on stderr, which the test harness captures in-process.
 #[allow(dead_code)] // not every test binary uses every helper
-pub fn run_child_test(test: &str, var: &str, value: &str) -> Output {
+pub(crate) fn run_child_test(test: &str, var: &str, value: &str) -> Output {
     let exe = std::env::current_exe().expect("test binary path");
     Command::new(exe)
         .args([
@@ -26,14 +26,14 @@ pub fn run_child_test(test: &str, var: &str, value: &str) -> Output {
 /// everything thrown into it, `GreenletExit` included; it switches to its
 /// parent each time.
 #[allow(dead_code)] // not every test binary uses every helper
-pub fn stubborn(name: &str) -> greenlet::Greenlet {
+pub(crate) fn stubborn(name: &str) -> greenlet::Greenlet {
     stubborn_holding(name, ())
 }
 
 /// [`stubborn`], with `guard` as a local of its body: dropped only if its
 /// stack is unwound.
 #[allow(dead_code)]
-pub fn stubborn_holding<T: 'static>(name: &str, guard: T) -> greenlet::Greenlet {
+pub(crate) fn stubborn_holding<T: 'static>(name: &str, guard: T) -> greenlet::Greenlet {
     let g = greenlet::Greenlet::builder()
         .name(name)
         .spawn(move |_| {
@@ -51,7 +51,7 @@ pub fn stubborn_holding<T: 'static>(name: &str, guard: T) -> greenlet::Greenlet 
 /// Recurses without end (a 512-byte frame per call): overflows the stack.
 #[allow(dead_code)]
 #[inline(never)]
-pub fn recurse(depth: u64) -> u64 {
+pub(crate) fn recurse(depth: u64) -> u64 {
     let frame = std::hint::black_box([depth as u8; 512]);
     if depth == u64::MAX {
         return 0;
@@ -64,7 +64,7 @@ pub fn recurse(depth: u64) -> u64 {
 /// guard for the whole test. A test that panicked while holding it does
 /// not poison the others.
 #[allow(dead_code)]
-pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+pub(crate) fn serial() -> std::sync::MutexGuard<'static, ()> {
     static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
     SERIAL
         .lock()
@@ -75,7 +75,7 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
 /// a capturing logger on first use (once per test binary) and returns the
 /// reports made since the last call, as `LEVEL target: message` lines.
 #[allow(dead_code)]
-pub fn take_diagnostics() -> Vec<String> {
+pub(crate) fn take_diagnostics() -> Vec<String> {
     use std::sync::{Mutex, Once};
     static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
     struct Capture;
@@ -111,7 +111,7 @@ pub fn take_diagnostics() -> Vec<String> {
 /// The one line of [`take_diagnostics`]'s `lines` that contains every one
 /// of `needles`; it must start with `prefix` (`LEVEL target`).
 #[allow(dead_code)]
-pub fn diagnostic<'a>(lines: &'a [String], prefix: &str, needles: &[&str]) -> &'a str {
+pub(crate) fn diagnostic<'a>(lines: &'a [String], prefix: &str, needles: &[&str]) -> &'a str {
     let line = lines
         .iter()
         .find(|l| needles.iter().all(|n| l.contains(n)))
@@ -125,7 +125,7 @@ pub fn diagnostic<'a>(lines: &'a [String], prefix: &str, needles: &[&str]) -> &'
 /// build's profile and features (a no-op when `cargo test` just built them),
 /// so a test never runs a stale example.
 #[allow(dead_code)]
-pub fn example(name: &str) -> std::path::PathBuf {
+pub(crate) fn example(name: &str) -> std::path::PathBuf {
     static BUILT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
     let built = BUILT.get_or_init(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
