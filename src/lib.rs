@@ -7,10 +7,13 @@
 //!   dying thread hands its remaining state to.
 //! - [`interp_shim`]: a model of CPython 3.11/3.12/3.13 pending calls, GIL,
 //!   eval breaker and tracing, used to reproduce and fix greenlet's livelock.
+//! - [`hub`]: green threads scheduled over OS threads (spawn, join, sleep,
+//!   channels, sync, timeouts, a blocking pool, a watchdog, shutdown).
 
 pub mod cleanup;
 pub mod coroutine;
 pub mod diag;
+pub mod hub;
 pub mod interp_shim;
 
 pub use coroutine::{
