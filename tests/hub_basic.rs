@@ -1,8 +1,6 @@
 //! The hub's core: runtime, spawn/join, yield, sleep, timeouts, cancel,
 //! panics, spawn_local, stealing, thread affinity, wakes from plain threads.
 
-mod common;
-
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -38,7 +38,7 @@ pub(crate) fn park(wait: Wait, deadline: Option<Instant>) {
             drop(w);
             if resumed.is_err() {
                 drop(resumed);
-                raise(&task.scopes, CancelUnwind);
+                raise(CancelUnwind);
             }
             check_scopes(&task.scopes);
         }
@@ -63,15 +63,17 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
 /// Unwind with the outermost elapsed timeout scope's payload, if any.
 fn check_scopes(scopes: &Scopes) {
     if let Some(id) = scopes.expired(Instant::now()) {
-        raise(scopes, TimeoutUnwind(id));
+        raise(TimeoutUnwind(id));
     }
 }
 
 /// Start an unwind from a parking point, unless one is already under way
 /// (a destructor that parks while its stack unwinds): a second unwind
-/// would abort the process.
-fn raise<P: Send + 'static>(scopes: &Scopes, payload: P) {
-    if std::thread::panicking() || scopes.begin_unwind() {
+/// would abort the process. (The panic count is per OS thread, so while
+/// another green thread of this worker is suspended in the middle of an
+/// unwind, this one's cancellation waits for that unwind to end.)
+fn raise<P: Send + 'static>(payload: P) {
+    if std::thread::panicking() {
         return;
     }
     resume_unwind(Box::new(payload));

@@ -10,7 +10,7 @@
 //! [`Elapsed`]. Code that never parks is not interrupted.
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -20,12 +20,10 @@ use super::park::{park, TimeoutUnwind};
 use super::task::Wait;
 use super::worker;
 
-/// Active `timeout` deadlines of one task or plain thread, outermost first,
-/// and whether an unwind started at a parking point is under way.
+/// Active `timeout` deadlines of one task or plain thread, outermost first.
 pub(crate) struct Scopes {
     depth: AtomicUsize,
     list: Mutex<Vec<(u64, Instant)>>,
-    unwinding: AtomicBool,
 }
 
 impl Default for Scopes {
@@ -39,7 +37,6 @@ impl Scopes {
         Scopes {
             depth: AtomicUsize::new(0),
             list: Mutex::new(Vec::new()),
-            unwinding: AtomicBool::new(false),
         }
     }
 
@@ -53,7 +50,7 @@ impl Scopes {
 
     /// The outermost scope whose deadline is at or before `now`.
     pub(crate) fn expired(&self, now: Instant) -> Option<u64> {
-        if self.depth.load(Ordering::Relaxed) == 0 || self.unwinding.load(Ordering::Relaxed) {
+        if self.depth.load(Ordering::Relaxed) == 0 {
             return None;
         }
         self.list
@@ -61,11 +58,6 @@ impl Scopes {
             .iter()
             .find(|(_, at)| *at <= now)
             .map(|(id, _)| *id)
-    }
-
-    /// Mark an unwind as started; whether one already was.
-    pub(crate) fn begin_unwind(&self) -> bool {
-        self.unwinding.swap(true, Ordering::Relaxed)
     }
 
     fn push(&self, id: u64, at: Instant) {
@@ -79,10 +71,6 @@ impl Scopes {
             list.remove(pos);
             self.depth.fetch_sub(1, Ordering::Relaxed);
         }
-    }
-
-    fn end_unwind(&self) {
-        self.unwinding.store(false, Ordering::Relaxed);
     }
 }
 
@@ -214,10 +202,7 @@ pub fn timeout_at<T>(deadline: Instant, f: impl FnOnce() -> T) -> Result<T, Elap
     match out {
         Ok(v) => Ok(v),
         Err(payload) => match payload.downcast::<TimeoutUnwind>() {
-            Ok(t) if t.0 == id => {
-                with_scopes(Scopes::end_unwind);
-                Err(Elapsed)
-            }
+            Ok(t) if t.0 == id => Err(Elapsed),
             Ok(other) => resume_unwind(other),
             Err(payload) => resume_unwind(payload),
         },

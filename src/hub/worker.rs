@@ -290,11 +290,9 @@ impl Worker {
                 self.cancel_all();
             }
             let has_ready = !self.ready.borrow().is_empty();
-            if !has_ready || burst < START_BURST {
-                if self.start_next() {
-                    burst += 1;
-                    continue;
-                }
+            if (!has_ready || burst < START_BURST) && self.start_next() {
+                burst += 1;
+                continue;
             }
             burst = 0;
             let next = self.ready.borrow_mut().pop_front();

@@ -6,6 +6,7 @@ use std::process::{Command, Output};
 /// process with `var=value` in its environment, and wait for it. For
 /// behaviour that ends the process (exit, abort, a stack overflow) or that
 /// shows on stderr, which the test harness captures in-process.
+#[allow(dead_code)] // not every test binary uses every helper
 pub fn run_child_test(test: &str, var: &str, value: &str) -> Output {
     let exe = std::env::current_exe().expect("test binary path");
     Command::new(exe)
