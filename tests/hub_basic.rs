@@ -26,7 +26,11 @@ fn rt(workers: usize) -> Runtime {
 fn until_parked<T>(h: &hub::JoinHandle<T>, wait: Wait) {
     let start = Instant::now();
     while h.state() != TaskState::Parked(wait) {
-        assert!(start.elapsed() < HANG, "never parked on {wait}: {}", h.state());
+        assert!(
+            start.elapsed() < HANG,
+            "never parked on {wait}: {}",
+            h.state()
+        );
         hub::yield_now();
     }
 }
@@ -134,7 +138,9 @@ fn timeout_elapses_at_a_parking_point_and_runs_destructors() {
         let ok = hub::timeout(Duration::from_secs(3600), || 3);
         // The inner deadline is the later one: the outer scope elapses.
         let nested = hub::timeout(Duration::from_millis(5), || {
-            hub::timeout(Duration::from_secs(3600), || hub::sleep(Duration::from_secs(3600)))
+            hub::timeout(Duration::from_secs(3600), || {
+                hub::sleep(Duration::from_secs(3600))
+            })
         });
         (r, ok, nested)
     })
@@ -148,7 +154,10 @@ fn timeout_elapses_at_a_parking_point_and_runs_destructors() {
 #[test]
 fn timeout_works_on_a_plain_thread() {
     let (_tx, rx) = hub::unbounded::<u8>();
-    assert_eq!(hub::timeout(Duration::from_millis(5), || rx.recv()), Err(Elapsed));
+    assert_eq!(
+        hub::timeout(Duration::from_millis(5), || rx.recv()),
+        Err(Elapsed)
+    );
 }
 
 #[test]
@@ -299,7 +308,8 @@ fn stealing_balances_unstarted_work_across_two_workers() {
     let rt = rt(2);
     let per_worker = rt
         .block_on(|| {
-            let counts: Arc<[AtomicUsize; 2]> = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
+            let counts: Arc<[AtomicUsize; 2]> =
+                Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
             let both = Arc::new(hub::Event::new());
             let hs: Vec<_> = (0..1000)
                 .map(|_| {
@@ -318,7 +328,10 @@ fn stealing_balances_unstarted_work_across_two_workers() {
                 .collect();
             let all_saw_both = hs.into_iter().all(|h| h.join().unwrap());
             assert!(all_saw_both, "the other worker never stole any task");
-            [counts[0].load(Ordering::SeqCst), counts[1].load(Ordering::SeqCst)]
+            [
+                counts[0].load(Ordering::SeqCst),
+                counts[1].load(Ordering::SeqCst),
+            ]
         })
         .unwrap();
     assert_eq!(per_worker[0] + per_worker[1], 1000);
@@ -405,7 +418,10 @@ fn a_stack_that_cannot_be_mapped_is_a_clear_error_and_the_runtime_goes_on() {
         .unwrap();
     assert!(matches!(err, JoinError::NoStack { .. }), "{err}");
     let msg = err.to_string();
-    assert!(msg.contains("vm.max_map_count") && msg.contains("huge"), "{msg}");
+    assert!(
+        msg.contains("vm.max_map_count") && msg.contains("huge"),
+        "{msg}"
+    );
     assert_eq!(after, 4);
 }
 
@@ -429,7 +445,10 @@ fn dump_lists_every_green_thread_with_state_and_spawn_site() {
     assert_eq!(napper.state, TaskState::Parked(Wait::Sleep));
     assert_eq!(napper.worker, Some(0));
     assert!(napper.spawned_at.contains("hub_basic.rs"), "{napper}");
-    let me = lines.iter().find(|t| t.name == "block_on").expect("caller listed");
+    let me = lines
+        .iter()
+        .find(|t| t.name == "block_on")
+        .expect("caller listed");
     assert_eq!(me.state, TaskState::Running);
     assert!(napper.to_string().contains("parked on sleep"));
 }

@@ -34,7 +34,11 @@ fn bounded<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static
 fn until_parked<T>(h: &hub::JoinHandle<T>, wait: Wait) {
     let start = Instant::now();
     while h.state() != TaskState::Parked(wait) {
-        assert!(start.elapsed() < HANG, "never parked on {wait}: {}", h.state());
+        assert!(
+            start.elapsed() < HANG,
+            "never parked on {wait}: {}",
+            h.state()
+        );
         hub::yield_now();
     }
 }
@@ -186,7 +190,10 @@ fn the_pending_call_slot_is_bounded() {
             .unwrap();
     }
     let full = rt.handle().add_pending_call(|| ()).unwrap_err();
-    assert!(matches!(full, HubError::PendingCallsFull { capacity: 2 }), "{full}");
+    assert!(
+        matches!(full, HubError::PendingCallsFull { capacity: 2 }),
+        "{full}"
+    );
     assert!(full.to_string().contains("retry"));
     hold.store(false, Ordering::SeqCst);
     holder.join().unwrap();
@@ -340,14 +347,17 @@ fn shutdown_reports_a_green_thread_that_refuses_to_die() {
     let report = rt.shutdown_timeout(Duration::from_millis(20));
     assert_eq!(report.refused.len(), 1, "{:?}", report.refused);
     assert_eq!(report.refused[0].name, "stubborn");
-    assert_eq!(dropped.load(Ordering::SeqCst), 1, "its destructor ran in the end");
+    assert_eq!(
+        dropped.load(Ordering::SeqCst),
+        1,
+        "its destructor ran in the end"
+    );
     assert_eq!(refusals.load(Ordering::SeqCst), 2);
     assert!(stubborn.join().unwrap_err().is_cancelled());
     let lines = common::take_diagnostics();
     assert!(
-        lines
-            .iter()
-            .any(|l| l.contains("'stubborn'") && l.contains("did not finish within the shutdown timeout")),
+        lines.iter().any(|l| l.contains("'stubborn'")
+            && l.contains("did not finish within the shutdown timeout")),
         "{lines:?}"
     );
 }

@@ -24,7 +24,11 @@ fn rt(workers: usize) -> Runtime {
 fn until_parked<T>(h: &hub::JoinHandle<T>, wait: Wait) {
     let start = Instant::now();
     while h.state() != TaskState::Parked(wait) {
-        assert!(start.elapsed() < HANG, "never parked on {wait}: {}", h.state());
+        assert!(
+            start.elapsed() < HANG,
+            "never parked on {wait}: {}",
+            h.state()
+        );
         hub::yield_now();
     }
 }

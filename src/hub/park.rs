@@ -12,9 +12,9 @@ use std::task::{Wake, Waker};
 use std::thread::Thread;
 use std::time::Instant;
 
-use super::task::Wait;
+use super::task::{Task, Wait};
 use super::time::{with_scopes, Scopes};
-use super::worker;
+use super::worker::{self, Worker};
 
 /// The unwind payload of a cancellation delivered at a parking point.
 pub(crate) struct CancelUnwind;
@@ -27,21 +27,7 @@ pub(crate) struct TimeoutUnwind(pub(crate) u64);
 /// pending cancellation or an elapsed `timeout` unwinds from here.
 pub(crate) fn park(wait: Wait, deadline: Option<Instant>) {
     match worker::current_task() {
-        Some((w, task)) => {
-            let deadline = earliest(deadline, task.scopes.earliest());
-            check_scopes(&task.scopes);
-            if let Some(at) = deadline {
-                w.timers.borrow_mut().arm(at, Arc::clone(&task));
-            }
-            task.set_parked(wait);
-            let resumed = w.hub.switch(());
-            drop(w);
-            if resumed.is_err() {
-                drop(resumed);
-                raise(CancelUnwind);
-            }
-            check_scopes(&task.scopes);
-        }
+        Some((w, task)) => park_green(&w, &task, wait, deadline),
         None => with_scopes(|scopes| {
             check_scopes(scopes);
             match earliest(deadline, scopes.earliest()) {
@@ -53,6 +39,21 @@ pub(crate) fn park(wait: Wait, deadline: Option<Instant>) {
     }
 }
 
+/// [`park`] for the green thread `task`, running on its worker `w`.
+pub(crate) fn park_green(w: &Worker, task: &Arc<Task>, wait: Wait, deadline: Option<Instant>) {
+    check_scopes(&task.scopes);
+    if let Some(at) = earliest(deadline, task.scopes.earliest()) {
+        w.timers.borrow_mut().arm(at, Arc::clone(task));
+    }
+    task.set_parked(wait);
+    let resumed = w.hub.switch(());
+    if resumed.is_err() {
+        drop(resumed);
+        raise(CancelUnwind);
+    }
+    check_scopes(&task.scopes);
+}
+
 fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
@@ -62,7 +63,7 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
 
 /// Unwind with the outermost elapsed timeout scope's payload, if any.
 fn check_scopes(scopes: &Scopes) {
-    if let Some(id) = scopes.expired(Instant::now()) {
+    if let Some(id) = scopes.expired() {
         raise(TimeoutUnwind(id));
     }
 }

@@ -238,9 +238,8 @@ impl Builder {
             rt.threads.push(t);
         }
         if let Some(threshold) = self.watchdog {
-            rt.watchdog = Some(
-                Watchdog::start(&shared, threshold).map_err(os("start the watchdog thread"))?,
-            );
+            rt.watchdog =
+                Some(Watchdog::start(&shared, threshold).map_err(os("start the watchdog thread"))?);
         }
         Ok(rt)
     }

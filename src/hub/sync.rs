@@ -142,7 +142,9 @@ impl Event {
 
 impl fmt::Debug for Event {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Event").field("set", &self.is_set()).finish()
+        f.debug_struct("Event")
+            .field("set", &self.is_set())
+            .finish()
     }
 }
 
@@ -264,9 +266,9 @@ impl<T: ?Sized> Mutex<T> {
         }
         st.locked = true;
         Some(MutexGuard {
-                    mutex: self,
-                    _value: PhantomData,
-                })
+            mutex: self,
+            _value: PhantomData,
+        })
     }
 }
 

@@ -63,7 +63,10 @@ impl Wait {
     ];
 
     fn from_code(code: u8) -> Wait {
-        Wait::ALL.get(usize::from(code)).copied().unwrap_or(Wait::Sleep)
+        Wait::ALL
+            .get(usize::from(code))
+            .copied()
+            .unwrap_or(Wait::Sleep)
     }
 
     fn code(self) -> u8 {
@@ -278,6 +281,16 @@ impl Task {
         }
         self.state.store(READY, Ordering::Relaxed);
         worker::push_ready(Arc::clone(self), owner);
+    }
+
+    /// [`schedule`](Self::schedule) from the owner worker `w`'s own
+    /// thread (the task's owner is `w`).
+    pub(crate) fn schedule_on(self: &Arc<Task>, w: &worker::Worker) {
+        if self.scheduled.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.state.store(READY, Ordering::Relaxed);
+        w.push_ready_local(Arc::clone(self));
     }
 
     pub(crate) fn is_done(&self) -> bool {

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::error::Elapsed;
-use super::park::{park, TimeoutUnwind};
+use super::park::{park, park_green, TimeoutUnwind};
 use super::task::Wait;
 use super::worker;
 
@@ -48,11 +48,12 @@ impl Scopes {
         self.list.lock().iter().map(|(_, at)| *at).min()
     }
 
-    /// The outermost scope whose deadline is at or before `now`.
-    pub(crate) fn expired(&self, now: Instant) -> Option<u64> {
+    /// The outermost scope whose deadline has passed.
+    pub(crate) fn expired(&self) -> Option<u64> {
         if self.depth.load(Ordering::Relaxed) == 0 {
             return None;
         }
+        let now = Instant::now();
         self.list
             .lock()
             .iter()
@@ -142,10 +143,9 @@ pub fn sleep_until(deadline: Instant) {
 /// ```
 pub fn yield_now() {
     match worker::current_task() {
-        Some((_, task)) => {
-            task.schedule();
-            drop(task);
-            park(Wait::Yield, None);
+        Some((w, task)) => {
+            task.schedule_on(&w);
+            park_green(&w, &task, Wait::Yield, None);
         }
         None => std::thread::yield_now(),
     }

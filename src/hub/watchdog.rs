@@ -87,7 +87,12 @@ fn check(shared: &Shared, threshold: Duration, seen: &mut Vec<Option<Seen>>) {
         }
         s.reported = true;
         let who = match shared.registry.find(running) {
-            Some(t) => format!("green thread '{}' (id {}, spawned at {})", t.name(), t.id, t.site),
+            Some(t) => format!(
+                "green thread '{}' (id {}, spawned at {})",
+                t.name(),
+                t.id,
+                t.site
+            ),
             None => format!("green thread id {running}"),
         };
         diag_warn!(

@@ -297,14 +297,18 @@ impl Worker {
             burst = 0;
             let next = self.ready.borrow_mut().pop_front();
             if let Some(task) = next {
-                self.resume(&task);
+                self.resume(task);
                 continue;
             }
             if shutting_down {
                 if self.live_count() == 0 {
                     break;
                 }
-                if self.shared.shutdown_deadline().is_some_and(|d| Instant::now() >= d) {
+                if self
+                    .shared
+                    .shutdown_deadline()
+                    .is_some_and(|d| Instant::now() >= d)
+                {
                     self.report_refusals();
                     break;
                 }
@@ -332,8 +336,20 @@ impl Worker {
     }
 
     fn find_unstarted(&self) -> Option<Unstarted> {
-        if let Some(u) = self.deque.pop() {
-            return Some(u);
+        if !self.deque.is_empty() {
+            if let Some(u) = self.deque.pop() {
+                return Some(u);
+            }
+        }
+        if self.shared.injector.is_empty()
+            && self
+                .shared
+                .workers
+                .iter()
+                .enumerate()
+                .all(|(i, r)| i == self.index || r.stealer.is_empty())
+        {
+            return None;
         }
         loop {
             match self.shared.injector.steal_batch_and_pop(&self.deque) {
@@ -402,7 +418,8 @@ impl Worker {
 
     fn take_remote(&self) {
         let remote = self.remote();
-        if remote.has_remote.load(Ordering::Relaxed) && remote.has_remote.swap(false, Ordering::AcqRel)
+        if remote.has_remote.load(Ordering::Relaxed)
+            && remote.has_remote.swap(false, Ordering::AcqRel)
         {
             let woken = std::mem::take(&mut *remote.queue.lock());
             self.ready.borrow_mut().extend(woken);
@@ -444,53 +461,72 @@ impl Worker {
         };
         let key = self.live.borrow_mut().insert((Arc::clone(&task), g));
         task.live_key.store(key, Ordering::Relaxed);
-        self.resume(&task);
+        self.resume(task);
     }
 
     /// Switch into a started task until it parks or ends.
-    fn resume(&self, task: &Arc<Task>) {
+    fn resume(&self, task: Arc<Task>) {
         task.take_scheduled();
         if task.is_done() {
             return;
         }
         let key = task.live_key.load(Ordering::Relaxed);
-        let g = match self.live.borrow().get(key) {
-            Some((t, g)) if Arc::ptr_eq(t, task) => g.clone(),
+        // Held across the switch: only this loop borrows `live` mutably
+        // (start, cancel_all, teardown), and it is suspended meanwhile.
+        let live = self.live.borrow();
+        let g = match live.get(key) {
+            Some((t, g)) if Arc::ptr_eq(t, &task) => g,
             _ => return,
         };
-        task.park_seq.fetch_add(1, Ordering::Relaxed);
+        // Only this thread writes these two counters.
+        let seq = task.park_seq.load(Ordering::Relaxed);
+        task.park_seq.store(seq.wrapping_add(1), Ordering::Relaxed);
         task.set_running();
-        *self.current.borrow_mut() = Some(Arc::clone(task));
         let remote = self.remote();
         remote.running.store(task.id, Ordering::Relaxed);
-        remote.tick.fetch_add(1, Ordering::Relaxed);
-        let result = if task.take_cancel() {
+        let tick = remote.tick.load(Ordering::Relaxed);
+        remote.tick.store(tick.wrapping_add(1), Ordering::Relaxed);
+        let cancel = task.take_cancel();
+        *self.current.borrow_mut() = Some(task);
+        let result = if cancel {
             g.throw(GreenletError::exit())
         } else {
             g.switch(())
         };
+        let dead = g.is_dead();
+        drop(live);
         remote.running.store(0, Ordering::Relaxed);
-        *self.current.borrow_mut() = None;
-        match result {
-            Ok(_) => {}
-            Err(GreenletError::StackAllocation { size, source, .. }) => {
-                task.finish(Some(JoinError::NoStack {
+        let Some(task) = self.current.borrow_mut().take() else {
+            return;
+        };
+        if let Err(e) = result {
+            match e {
+                GreenletError::StackAllocation { size, source, .. } => {
+                    task.finish(Some(JoinError::NoStack {
+                        name: task.name(),
+                        size,
+                        reason: source.to_string(),
+                    }));
+                }
+                e if e.is_exit() => {}
+                e => task.finish(Some(JoinError::Panicked {
                     name: task.name(),
-                    size,
-                    reason: source.to_string(),
-                }));
+                    message: e.to_string(),
+                })),
             }
-            Err(e) if e.is_exit() => {}
-            Err(e) => task.finish(Some(JoinError::Panicked {
-                name: task.name(),
-                message: e.to_string(),
-            })),
         }
-        if g.is_dead() {
+        if dead {
             let entry = self.live.borrow_mut().try_remove(key);
-            task.finish(Some(JoinError::Cancelled { name: task.name() }));
+            if !task.is_done() {
+                task.finish(Some(JoinError::Cancelled { name: task.name() }));
+            }
             drop(entry);
         }
+    }
+
+    /// Queue `task`, a task of this worker, on the ready queue.
+    pub(crate) fn push_ready_local(&self, task: Arc<Task>) {
+        self.ready.borrow_mut().push_back(task);
     }
 
     /// Shutdown began: cancel every started task, drop every unstarted one.
