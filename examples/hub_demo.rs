@@ -93,8 +93,10 @@ fn sleepers(count: usize, sleep_ms: u64) -> Result<(), String> {
             })
         })
         .collect();
-    while parked.load(Ordering::Relaxed) < count {
-        hub::yield_now();
+    // All parked (or failed to start: no stack) before the RSS is read.
+    while parked.load(Ordering::Relaxed) + handles.iter().filter(|h| h.is_finished()).count() < count
+    {
+        hub::sleep(Duration::from_millis(1));
     }
     let during = resident_bytes();
     let mut failed = 0;
