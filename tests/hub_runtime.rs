@@ -398,3 +398,40 @@ fn a_parked_join_is_a_cancellation_point_too() {
     })
     .unwrap();
 }
+
+#[test]
+fn dropping_the_runtime_inside_one_of_its_green_threads_shuts_it_down_in_the_background() {
+    let rt = rt(2);
+    let handle = rt.handle().clone();
+    let (rt_tx, rt_rx) = hub::oneshot::<Runtime>();
+    let h = handle.spawn(move || {
+        let rt = rt_rx.recv().unwrap();
+        drop(rt); // cannot join its own worker: goes on in the background
+        hub::sleep(Duration::from_secs(3600)); // cancelled here
+    });
+    rt_tx.send(rt).map_err(|_| "the receiver is gone").unwrap();
+    let err = bounded("background shutdown", move || h.join());
+    assert!(err.unwrap_err().is_cancelled());
+    assert!(handle.spawn(|| ()).join().unwrap_err().is_cancelled());
+}
+
+#[test]
+fn a_blocking_thread_that_outlives_the_runtime_still_has_its_state_cleaned_up() {
+    let rt = rt(1);
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let (fin_tx, fin_rx) = mpsc::channel::<()>();
+    let (started_tx, started_rx) = mpsc::channel::<()>();
+    let job = rt.handle().spawn_blocking(move || {
+        greenlet::getcurrent().on_finalize(move || fin_tx.send(()).unwrap());
+        started_tx.send(()).unwrap();
+        release_rx.recv().unwrap();
+    });
+    started_rx.recv_timeout(HANG).unwrap();
+    let report = rt.shutdown_timeout(HANG);
+    assert_eq!(report.blocking_still_running, 1);
+    release_tx.send(()).unwrap();
+    job.join().unwrap();
+    // The pool thread exits now that the runtime is gone; its greenlet
+    // state is drained on that thread.
+    fin_rx.recv_timeout(HANG).expect("the finalizer ran");
+}

@@ -44,7 +44,10 @@
 //! The cleanup queue of [`Handle::cleanup_queue`] (policy `Robust`)
 //! schedules its drains here: `schedule(queue)` adds a call that runs
 //! `queue.drain()`, and a full slot is a failed schedule, retried by the
-//! policy.
+//! policy. Once the runtime is shutting down (or gone), `schedule` drains
+//! on the calling thread instead, as the `Inline` scheduler does: a thread
+//! that outlives the runtime (a blocking call still running at shutdown)
+//! still has its state cleaned up.
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
@@ -233,14 +236,20 @@ impl Scheduler for HubScheduler {
             scheduler: self.name().into(),
             reason,
         };
-        let shared = self
-            .shared
-            .upgrade()
-            .ok_or_else(|| refuse("the runtime has been dropped".into()))?;
+        let Some(shared) = self.shared.upgrade() else {
+            // No hub will run it any more: drain here, as `Inline` does.
+            queue.drain();
+            return Ok(());
+        };
         let q = Arc::clone(queue);
-        Handle { shared }
-            .add_pending_call(move || q.drain())
-            .map_err(|e| refuse(e.to_string()))
+        match (Handle { shared }).add_pending_call(move || q.drain()) {
+            Ok(()) => Ok(()),
+            Err(HubError::ShuttingDown) => {
+                queue.drain();
+                Ok(())
+            }
+            Err(e) => Err(refuse(e.to_string())),
+        }
     }
 
     fn name(&self) -> &str {

@@ -353,6 +353,10 @@ impl Runtime {
     /// what is left (reported as refused, through the log facade and in the
     /// report) and join the worker threads. Unstarted blocking calls are
     /// cancelled; running ones are left to finish on detached threads.
+    /// Called from a green thread of this runtime (or dropping the runtime
+    /// there), it cannot join that thread's own worker: the shutdown goes on
+    /// in a thread of its own, this green thread is cancelled at its next
+    /// parking point, and the report returned is empty.
     ///
     /// ```
     /// use std::time::Duration;
@@ -368,35 +372,64 @@ impl Runtime {
 
     fn shutdown(&mut self, timeout: Duration) -> ShutdownReport {
         self.done = true;
-        let shared = &self.handle.shared;
+        let shared = Arc::clone(&self.handle.shared);
         *shared.deadline.lock() = Some(Instant::now() + timeout);
         shared.shutdown.store(true, Ordering::SeqCst);
         for r in shared.workers.iter() {
             r.unpark();
         }
-        for t in self.threads.drain(..) {
-            let name = t.thread().name().unwrap_or("hub-worker").to_string();
-            if t.join().is_err() {
-                diag_error!("hub: worker thread {name} panicked; its green threads are lost");
+        let on_own_worker = worker::current().is_some_and(|w| Arc::ptr_eq(&w.shared, &shared));
+        if on_own_worker {
+            // A worker cannot join itself: finish the shutdown on a thread
+            // of its own, and let this green thread be cancelled with the
+            // others at its next parking point.
+            let threads = std::mem::take(&mut self.threads);
+            let watchdog = self.watchdog.take();
+            let spawned = thread::Builder::new()
+                .name("hub-shutdown".into())
+                .spawn(move || finish_shutdown(&shared, threads, watchdog));
+            if let Err(e) = spawned {
+                diag_error!("hub: could not start the thread that finishes a shutdown begun on a worker: {e}");
             }
+            return ShutdownReport::default();
         }
-        loop {
-            match shared.injector.steal() {
-                Steal::Success(u) => drop(u),
-                Steal::Retry => continue,
-                Steal::Empty => break,
-            }
+        let threads = std::mem::take(&mut self.threads);
+        finish_shutdown(&shared, threads, self.watchdog.take())
+    }
+}
+
+/// Join the workers and settle what they left: queued tasks, blocking
+/// calls, pending calls, the cleanup queue.
+fn finish_shutdown(
+    shared: &Arc<Shared>,
+    threads: Vec<thread::JoinHandle<()>>,
+    watchdog: Option<Watchdog>,
+) -> ShutdownReport {
+    for t in threads {
+        let name = t.thread().name().unwrap_or("hub-worker").to_string();
+        if t.join().is_err() {
+            diag_error!("hub: worker thread {name} panicked; its green threads are lost");
         }
-        let blocking_still_running = shared.blocking.shutdown();
-        let pending_calls_run_at_shutdown = shared.pending.run_all_here();
-        if let Some(w) = self.watchdog.take() {
-            w.stop();
+    }
+    loop {
+        match shared.injector.steal() {
+            Steal::Success(u) => drop(u),
+            Steal::Retry => continue,
+            Steal::Empty => break,
         }
-        ShutdownReport {
-            refused: std::mem::take(&mut *shared.refused.lock()),
-            blocking_still_running,
-            pending_calls_run_at_shutdown,
-        }
+    }
+    let blocking_still_running = shared.blocking.shutdown();
+    let pending_calls_run_at_shutdown = shared.pending.run_all_here();
+    if let Some(q) = shared.cleanup.get() {
+        q.drain();
+    }
+    if let Some(w) = watchdog {
+        w.stop();
+    }
+    ShutdownReport {
+        refused: std::mem::take(&mut *shared.refused.lock()),
+        blocking_still_running,
+        pending_calls_run_at_shutdown,
     }
 }
 
