@@ -94,7 +94,8 @@ fn sleepers(count: usize, sleep_ms: u64) -> Result<(), String> {
         })
         .collect();
     // All parked (or failed to start: no stack) before the RSS is read.
-    while parked.load(Ordering::Relaxed) + handles.iter().filter(|h| h.is_finished()).count() < count
+    while parked.load(Ordering::Relaxed) + handles.iter().filter(|h| h.is_finished()).count()
+        < count
     {
         hub::sleep(Duration::from_millis(1));
     }

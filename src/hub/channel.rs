@@ -44,12 +44,27 @@ fn send_list<T>(s: &mut State<T>) -> &mut WaitList {
 }
 
 /// The sending end of a channel; clone it for more producers.
+///
+/// ```
+/// let (tx, rx) = greenlet::hub::unbounded();
+/// let tx2 = tx.clone();
+/// tx.send(1).unwrap();
+/// tx2.send(2).unwrap();
+/// assert_eq!(rx.try_recv(), Ok(1));
+/// ```
 pub struct Sender<T> {
     chan: Arc<Chan<T>>,
 }
 
 /// The receiving end of a channel. `recv` takes `&self`, so it can be
 /// shared (in an `Arc`) by several consumers.
+///
+/// ```
+/// let (tx, rx) = greenlet::hub::channel(4);
+/// tx.send("a").unwrap();
+/// drop(tx);
+/// assert_eq!(rx.into_iter().collect::<Vec<_>>(), ["a"]);
+/// ```
 pub struct Receiver<T> {
     chan: Arc<Chan<T>>,
 }

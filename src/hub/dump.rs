@@ -10,6 +10,14 @@ use super::runtime::Handle;
 use super::task::{Task, TaskState, NO_OWNER};
 
 /// One green thread (or blocking call) as [`dump`] sees it.
+///
+/// ```
+/// greenlet::hub::run(|| {
+///     let me = greenlet::hub::dump().unwrap().into_iter().find(|t| t.name == "block_on").unwrap();
+///     assert!(me.to_string().starts_with(&format!("#{} block_on [running]", me.id)));
+/// })
+/// .unwrap();
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct TaskInfo {

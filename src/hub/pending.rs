@@ -217,6 +217,24 @@ impl Handle {
 }
 
 /// Runs cleanup drains as hub pending calls (see the module doc).
+///
+/// ```
+/// use std::sync::Arc;
+/// use greenlet::cleanup::{CleanupQueue, Policy, Remains};
+/// struct Note(std::sync::mpsc::Sender<String>);
+/// impl Remains for Note {
+///     fn destroy(self: Box<Self>) {
+///         let name = std::thread::current().name().unwrap_or("").to_string();
+///         self.0.send(name).unwrap();
+///     }
+///     fn label(&self) -> String { "a note".into() }
+/// }
+/// let rt = greenlet::hub::Runtime::new().unwrap();
+/// let q = CleanupQueue::new(Policy::Robust, Arc::new(rt.handle().cleanup_scheduler()));
+/// let (tx, rx) = std::sync::mpsc::channel();
+/// q.push(Box::new(Note(tx)));
+/// assert!(rx.recv().unwrap().starts_with("hub-worker")); // drained on a hub
+/// ```
 #[derive(Debug)]
 pub struct HubScheduler {
     shared: Weak<Shared>,

@@ -272,6 +272,12 @@ pub struct Runtime {
 }
 
 /// What a shutdown found.
+///
+/// ```
+/// let rt = greenlet::hub::Runtime::new().unwrap();
+/// let report = rt.shutdown_timeout(std::time::Duration::from_secs(1));
+/// assert!(report.refused.is_empty() && report.blocking_still_running == 0);
+/// ```
 #[derive(Debug, Default)]
 #[non_exhaustive]
 pub struct ShutdownReport {
