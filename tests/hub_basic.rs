@@ -94,17 +94,20 @@ fn yield_interleaves_two_green_threads_on_one_worker() {
 }
 
 #[test]
-fn sleep_waits_at_least_its_duration_and_sleepers_wake_in_deadline_order() {
+fn sleepers_wake_in_deadline_order() {
     let rt = rt(1);
     let order = rt
         .block_on(|| {
             let (tx, rx) = hub::unbounded();
+            // One base instant: the deadlines' order does not depend on
+            // when each green thread gets to run.
+            let base = Instant::now();
             for ms in [30u64, 10, 20] {
                 let tx = tx.clone();
                 hub::spawn(move || {
-                    let start = Instant::now();
-                    hub::sleep(Duration::from_millis(ms));
-                    assert!(start.elapsed() >= Duration::from_millis(ms));
+                    let at = base + Duration::from_millis(ms);
+                    hub::sleep_until(at);
+                    assert!(Instant::now() >= at);
                     tx.send(ms).unwrap();
                 });
             }
@@ -116,8 +119,14 @@ fn sleep_waits_at_least_its_duration_and_sleepers_wake_in_deadline_order() {
 }
 
 #[test]
-fn sleep_until_a_past_instant_returns_at_once() {
-    hub::run(|| hub::sleep_until(Instant::now() - Duration::from_millis(1))).unwrap();
+fn sleep_waits_at_least_its_duration_and_a_past_instant_returns_at_once() {
+    hub::run(|| {
+        let start = Instant::now();
+        hub::sleep(Duration::from_millis(2));
+        assert!(start.elapsed() >= Duration::from_millis(2));
+        hub::sleep_until(Instant::now() - Duration::from_millis(1));
+    })
+    .unwrap();
 }
 
 #[test]
@@ -301,28 +310,33 @@ fn functions_outside_a_runtime_say_what_to_do() {
 
 #[test]
 fn stealing_balances_unstarted_work_across_two_workers() {
-    // One green thread spawns 1,000 tasks onto its worker's deque. Each task
-    // notes its worker, then parks until both workers have run one: if the
-    // other worker never stole, they would all park on the spawner's worker
-    // and the bounded wait below fails.
+    // One green thread spawns 1,000 tasks onto its worker's deque. A task
+    // that runs before any has run on the other worker holds its worker
+    // (spinning, without parking, bounded by HANG) until one has: its own
+    // worker cannot start the rest meanwhile, so they run on the other
+    // worker only if it steals them. However slowly the OS schedules the
+    // other worker's thread, it gets there; if it never stole, the spinner
+    // gives up and the assertion below fails.
     let rt = rt(2);
     let per_worker = rt
         .block_on(|| {
             let counts: Arc<[AtomicUsize; 2]> =
                 Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
-            let both = Arc::new(hub::Event::new());
             let hs: Vec<_> = (0..1000)
                 .map(|_| {
                     let c = Arc::clone(&counts);
-                    let both = Arc::clone(&both);
                     hub::spawn(move || {
                         let name = thread::current().name().unwrap_or("").to_string();
-                        let i = usize::from(name.ends_with('1'));
-                        c[i].fetch_add(1, Ordering::SeqCst);
-                        if c[0].load(Ordering::SeqCst) > 0 && c[1].load(Ordering::SeqCst) > 0 {
-                            both.set();
+                        let mine = usize::from(name.ends_with('1'));
+                        c[mine].fetch_add(1, Ordering::SeqCst);
+                        let start = Instant::now();
+                        while c[1 - mine].load(Ordering::SeqCst) == 0 {
+                            if start.elapsed() > HANG {
+                                return false;
+                            }
+                            std::hint::spin_loop();
                         }
-                        both.wait_timeout(HANG).is_ok()
+                        true
                     })
                 })
                 .collect();

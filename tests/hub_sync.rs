@@ -126,25 +126,27 @@ fn dropping_every_sender_ends_iteration_and_dropping_the_receiver_fails_sends() 
 
 #[test]
 fn nothing_sent_is_lost_when_a_parked_receiver_is_cancelled() {
-    hub::run(|| {
-        let (tx, rx) = hub::unbounded::<u32>();
-        let rx = Arc::new(rx);
-        let r = Arc::clone(&rx);
-        let victim = hub::spawn(move || r.recv());
-        let r = Arc::clone(&rx);
-        let survivor = hub::spawn(move || r.recv());
-        until_parked(&victim, Wait::Recv);
-        until_parked(&survivor, Wait::Recv);
-        // The send notifies the first waiter (the victim); it is cancelled
-        // before it runs, so the notification must pass to the survivor.
-        tx.send(42).unwrap();
-        victim.cancel();
-        assert!(victim.join().unwrap_err().is_cancelled());
-        assert_eq!(survivor.join().unwrap(), Ok(42));
-        tx.send(43).unwrap();
-        assert_eq!(rx.recv(), Ok(43));
-    })
-    .unwrap();
+    // One worker: the victim cannot run between the send and the cancel.
+    rt(1)
+        .block_on(|| {
+            let (tx, rx) = hub::unbounded::<u32>();
+            let rx = Arc::new(rx);
+            let r = Arc::clone(&rx);
+            let victim = hub::spawn(move || r.recv());
+            let r = Arc::clone(&rx);
+            let survivor = hub::spawn(move || r.recv());
+            until_parked(&victim, Wait::Recv);
+            until_parked(&survivor, Wait::Recv);
+            // The send notifies the first waiter (the victim); it is cancelled
+            // before it runs, so the notification must pass to the survivor.
+            tx.send(42).unwrap();
+            victim.cancel();
+            assert!(victim.join().unwrap_err().is_cancelled());
+            assert_eq!(survivor.join().unwrap(), Ok(42));
+            tx.send(43).unwrap();
+            assert_eq!(rx.recv(), Ok(43));
+        })
+        .unwrap();
 }
 
 #[test]
@@ -254,22 +256,25 @@ fn mutex_excludes_across_parks_and_workers() {
 
 #[test]
 fn a_cancelled_lock_waiter_passes_the_lock_on() {
-    hub::run(|| {
-        let m = Arc::new(Mutex::new(()));
-        let g = m.lock();
-        let m1 = Arc::clone(&m);
-        let first = hub::spawn(move || drop(m1.lock()));
-        let m2 = Arc::clone(&m);
-        let second = hub::spawn(move || drop(m2.lock()));
-        until_parked(&first, Wait::Mutex);
-        until_parked(&second, Wait::Mutex);
-        drop(g); // notifies `first`...
-        first.cancel(); // ...which is cancelled before it takes the lock
-        assert!(first.join().unwrap_err().is_cancelled());
-        second.join().unwrap();
-        assert!(m.try_lock().is_some());
-    })
-    .unwrap();
+    // One worker: `first` cannot take the lock between the unlock and the
+    // cancel.
+    rt(1)
+        .block_on(|| {
+            let m = Arc::new(Mutex::new(()));
+            let g = m.lock();
+            let m1 = Arc::clone(&m);
+            let first = hub::spawn(move || drop(m1.lock()));
+            let m2 = Arc::clone(&m);
+            let second = hub::spawn(move || drop(m2.lock()));
+            until_parked(&first, Wait::Mutex);
+            until_parked(&second, Wait::Mutex);
+            drop(g); // notifies `first`...
+            first.cancel(); // ...which is cancelled before it takes the lock
+            assert!(first.join().unwrap_err().is_cancelled());
+            second.join().unwrap();
+            assert!(m.try_lock().is_some());
+        })
+        .unwrap();
 }
 
 #[test]

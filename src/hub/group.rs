@@ -30,16 +30,18 @@ impl Drop for Ended {
 ///
 /// ```
 /// use greenlet::hub::{self, TaskGroup};
-/// let mut firsts = hub::run(|| {
+/// let firsts = hub::run(|| {
+///     let (go, wait) = hub::oneshot::<()>();
 ///     let mut g = TaskGroup::new();
-///     g.spawn(|| { hub::sleep(std::time::Duration::from_millis(20)); "slow" }).unwrap();
-///     g.spawn(|| "fast").unwrap();
+///     g.spawn(move || { wait.recv().unwrap(); "waits" }).unwrap();
+///     g.spawn(|| "at once").unwrap();
 ///     let first = g.join_next().unwrap().unwrap();
+///     go.send(()).unwrap();
 ///     let rest = g.join_all();
 ///     (first, rest.len())
 /// })
 /// .unwrap();
-/// assert_eq!(firsts, ("fast", 1));
+/// assert_eq!(firsts, ("at once", 1));
 /// ```
 pub struct TaskGroup<T> {
     members: HashMap<usize, JoinHandle<T>>,

@@ -484,8 +484,9 @@ impl<T> JoinHandle<T> {
     /// use greenlet::hub::{self, TaskState, Wait};
     /// hub::run(|| {
     ///     let h = hub::spawn(|| hub::sleep(std::time::Duration::from_secs(3600)));
-    ///     hub::yield_now();
-    ///     assert_eq!(h.state(), TaskState::Parked(Wait::Sleep));
+    ///     while h.state() != TaskState::Parked(Wait::Sleep) {
+    ///         hub::yield_now();
+    ///     }
     ///     h.cancel();
     /// })
     /// .unwrap();
