@@ -9,10 +9,13 @@
 //!   CPython 3.11/3.12/3.13 pending calls, GIL, eval breaker and tracing,
 //!   used to reproduce and fix greenlet's livelock. Build with
 //!   `--no-default-features` for the greenlet core alone.
+//! - [`hub`]: green threads scheduled over OS threads (spawn, join, sleep,
+//!   channels, sync, timeouts, a blocking pool, a watchdog, shutdown).
 
 pub mod cleanup;
 pub mod coroutine;
 pub mod diag;
+pub mod hub;
 #[cfg(feature = "cpython-model")]
 pub mod interp_shim;
 

@@ -1,0 +1,71 @@
+//! One hub operation in a loop, for exact per-operation costs under
+//! callgrind: run it twice with different `--iters` and divide the
+//! difference in instructions by the difference in iterations (the
+//! runtime's start and shutdown cancel out).
+//!
+//! `valgrind --tool=callgrind --callgrind-out-file=/dev/null
+//! target/release/examples/hub_hot_loops --op yield --iters 100000`
+//! prints the total; see `--help` for the operations.
+
+use clap::{Parser, ValueEnum};
+use greenlet::hub::{self, Runtime};
+
+/// One hub operation, repeated.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// The operation.
+    #[arg(long, value_enum)]
+    op: Op,
+    /// How many times.
+    #[arg(long, default_value_t = 100_000)]
+    iters: u64,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum Op {
+    /// yield_now of a green thread alone on its worker (park + resume).
+    Yield,
+    /// Two green threads yielding to each other (count: yields of one).
+    YieldPair,
+    /// spawn + join of an empty task.
+    Spawn,
+    /// A round trip over two bounded channels to an echo green thread.
+    PingPong,
+}
+
+fn main() {
+    let args = Args::parse();
+    let rt = Runtime::builder()
+        .worker_threads(1)
+        .watchdog(None)
+        .build()
+        .expect("runtime");
+    let n = args.iters;
+    let op = args.op;
+    rt.block_on(move || match op {
+        Op::Yield => (0..n).for_each(|_| hub::yield_now()),
+        Op::YieldPair => {
+            let other = hub::spawn(move || (0..n).for_each(|_| hub::yield_now()));
+            (0..n).for_each(|_| hub::yield_now());
+            other.join().unwrap();
+        }
+        Op::Spawn => (0..n).for_each(|_| hub::spawn(|| ()).join().unwrap()),
+        Op::PingPong => {
+            let (to_echo, from_main) = hub::channel::<u64>(1);
+            let (to_main, from_echo) = hub::channel::<u64>(1);
+            let echo = hub::spawn(move || {
+                for v in from_main.iter() {
+                    to_main.send(v).unwrap();
+                }
+            });
+            for i in 0..n {
+                to_echo.send(i).unwrap();
+                assert_eq!(from_echo.recv().unwrap(), i);
+            }
+            drop(to_echo);
+            echo.join().unwrap();
+        }
+    })
+    .expect("the loop");
+}

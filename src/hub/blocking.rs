@@ -1,0 +1,210 @@
+//! The blocking pool: a bounded set of OS threads for calls that block
+//! ([`spawn_blocking`]). A green thread joins the result by parking, so its
+//! hub keeps running other green threads meanwhile.
+//!
+//! Owns: [`BlockingPool`] and [`spawn_blocking`]. Uses the task header (a
+//! blocking call is a task without a greenlet, so it has a `JoinHandle`,
+//! shows in `dump`, and can be cancelled before it starts), the runtime's
+//! thread-local context, and the cleanup queue (each pool thread's greenlet
+//! state goes to the runtime's queue when the thread exits).
+
+use std::collections::VecDeque;
+use std::panic::Location;
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::cleanup::set_thread_queue;
+
+use super::error::JoinError;
+use super::runtime::{self, Handle, Shared};
+use super::spawn::{body, new_task};
+use super::task::JoinHandle;
+use super::worker::Unstarted;
+
+/// How long an idle pool thread waits for work before it exits.
+const KEEP_ALIVE: Duration = Duration::from_secs(10);
+
+struct PoolState {
+    jobs: VecDeque<Unstarted>,
+    threads: usize,
+    idle: usize,
+    shutdown: bool,
+    started: usize,
+}
+
+/// A runtime's blocking threads.
+pub(crate) struct BlockingPool {
+    state: Mutex<PoolState>,
+    work: Condvar,
+    max: usize,
+}
+
+impl BlockingPool {
+    pub(crate) fn new(max: usize) -> BlockingPool {
+        BlockingPool {
+            state: Mutex::new(PoolState {
+                jobs: VecDeque::new(),
+                threads: 0,
+                idle: 0,
+                shutdown: false,
+                started: 0,
+            }),
+            work: Condvar::new(),
+            max,
+        }
+    }
+
+    fn submit(&self, shared: &Arc<Shared>, job: Unstarted) {
+        let mut st = self.state.lock();
+        if st.shutdown {
+            drop(st);
+            drop(job);
+            return;
+        }
+        st.jobs.push_back(job);
+        if st.idle > 0 {
+            self.work.notify_one();
+            return;
+        }
+        if st.threads >= self.max {
+            return;
+        }
+        st.threads += 1;
+        st.started += 1;
+        let n = st.started;
+        drop(st);
+        let s = Arc::clone(shared);
+        let spawned = thread::Builder::new()
+            .name(format!("hub-blocking-{n}"))
+            .spawn(move || pool_thread(s));
+        if let Err(e) = spawned {
+            let mut st = self.state.lock();
+            st.threads -= 1;
+            if st.threads == 0 {
+                let failed: Vec<Unstarted> = st.jobs.drain(..).collect();
+                drop(st);
+                for job in failed {
+                    let (task, _body) = job.into_parts();
+                    task.finish(Some(JoinError::NoThread {
+                        name: task.name(),
+                        reason: e.to_string(),
+                    }));
+                }
+            }
+        }
+    }
+
+    /// Refuse new calls, cancel the queued ones, let idle threads go; how
+    /// many calls are still running.
+    pub(crate) fn shutdown(&self) -> usize {
+        let mut st = self.state.lock();
+        st.shutdown = true;
+        let queued: Vec<Unstarted> = st.jobs.drain(..).collect();
+        let running = st.threads - st.idle;
+        self.work.notify_all();
+        drop(st);
+        drop(queued);
+        running
+    }
+}
+
+fn pool_thread(shared: Arc<Shared>) {
+    set_thread_queue(shared.cleanup.get().cloned());
+    runtime::enter(&shared);
+    let pool = &shared.blocking;
+    loop {
+        let job = {
+            let mut st = pool.state.lock();
+            loop {
+                if let Some(job) = st.jobs.pop_front() {
+                    break Some(job);
+                }
+                if st.shutdown {
+                    break None;
+                }
+                st.idle += 1;
+                let timed_out = pool.work.wait_for(&mut st, KEEP_ALIVE).timed_out();
+                st.idle -= 1;
+                if timed_out && st.jobs.is_empty() {
+                    break None;
+                }
+            }
+        };
+        let Some(job) = job else { break };
+        if job.task().cancel_requested() {
+            drop(job);
+            continue;
+        }
+        let (task, body) = job.into_parts();
+        task.set_blocking();
+        if let Some(body) = body {
+            body();
+        }
+    }
+    pool.state.lock().threads -= 1;
+}
+
+/// Run the blocking `f` on the runtime's blocking pool (a bounded set of OS
+/// threads, started on demand); join its handle from a green thread to
+/// park until it is done without holding up the hub. `cancel()` on the
+/// handle only stops a call that has not started.
+///
+/// # Panics
+/// Outside a runtime; [`Handle::spawn_blocking`] never does.
+///
+/// ```
+/// let v = greenlet::hub::run(|| {
+///     let h = greenlet::hub::spawn_blocking(|| std::fs::metadata("/").is_ok());
+///     h.join().unwrap()
+/// })
+/// .unwrap();
+/// assert!(v);
+/// ```
+#[track_caller]
+pub fn spawn_blocking<F, T>(f: F) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let site = Location::caller();
+    match Handle::current() {
+        Ok(h) => h.spawn_blocking_at(f, site),
+        Err(e) => panic!("greenlet::hub::spawn_blocking: {e}"),
+    }
+}
+
+impl Handle {
+    /// Run `f` on this runtime's blocking pool (see [`spawn_blocking`]).
+    ///
+    /// ```
+    /// let rt = greenlet::hub::Runtime::new().unwrap();
+    /// assert_eq!(rt.handle().spawn_blocking(|| 2 + 2).join().unwrap(), 4);
+    /// ```
+    #[track_caller]
+    pub fn spawn_blocking<F, T>(&self, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.spawn_blocking_at(f, Location::caller())
+    }
+
+    fn spawn_blocking_at<F, T>(&self, f: F, site: &'static Location<'static>) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let shared = &self.shared;
+        let shard = shared.workers.len();
+        let (task, slot) = new_task(shared, Some("blocking".into()), None, site, shard);
+        let job = Unstarted::new(
+            Arc::clone(&task),
+            Box::new(body(Arc::clone(&task), Arc::clone(&slot), f)),
+        );
+        shared.blocking.submit(shared, job);
+        JoinHandle { task, slot }
+    }
+}

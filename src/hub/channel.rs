@@ -1,0 +1,606 @@
+//! Channels between green threads on any workers and plain threads:
+//! multi-producer [`channel`] (bounded) and [`unbounded`], and [`oneshot`].
+//! A receive or a send on a full channel parks a green thread and blocks a
+//! plain thread.
+//!
+//! Owns: the channel state and its ends, their errors, and the hooks
+//! [`select`](super::select) uses. Uses [`WaitList`] / [`wait_on`].
+//!
+//! Closing: when every [`Sender`] is gone, receives return what is queued,
+//! then [`RecvError`] (so iteration ends); when the [`Receiver`] is gone,
+//! sends fail with the value back. Nothing sent is lost to a receiver that
+//! is cancelled (or times out) while parked: a value is only taken off the
+//! queue by a receive that returns it.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use super::task::Wait;
+use super::wait::{wait_on, wake_all, WaitList, Waiter};
+
+pub(crate) struct State<T> {
+    queue: VecDeque<T>,
+    capacity: Option<usize>,
+    senders: usize,
+    receiver: bool,
+    recv: WaitList,
+    send: WaitList,
+}
+
+pub(crate) struct Chan<T> {
+    state: Mutex<State<T>>,
+}
+
+fn recv_list<T>(s: &mut State<T>) -> &mut WaitList {
+    &mut s.recv
+}
+
+fn send_list<T>(s: &mut State<T>) -> &mut WaitList {
+    &mut s.send
+}
+
+/// The sending end of a channel; clone it for more producers.
+///
+/// ```
+/// let (tx, rx) = greenlet::hub::unbounded();
+/// let tx2 = tx.clone();
+/// tx.send(1).unwrap();
+/// tx2.send(2).unwrap();
+/// assert_eq!(rx.try_recv(), Ok(1));
+/// ```
+pub struct Sender<T> {
+    chan: Arc<Chan<T>>,
+}
+
+/// The receiving end of a channel. `recv` takes `&self`, so it can be
+/// shared (in an `Arc`) by several consumers.
+///
+/// ```
+/// let (tx, rx) = greenlet::hub::channel(4);
+/// tx.send("a").unwrap();
+/// drop(tx);
+/// assert_eq!(rx.into_iter().collect::<Vec<_>>(), ["a"]);
+/// ```
+pub struct Receiver<T> {
+    chan: Arc<Chan<T>>,
+}
+
+fn new_chan<T>(capacity: Option<usize>) -> (Sender<T>, Receiver<T>) {
+    let chan = Arc::new(Chan {
+        state: Mutex::new(State {
+            queue: VecDeque::new(),
+            capacity,
+            senders: 1,
+            receiver: true,
+            recv: WaitList::default(),
+            send: WaitList::default(),
+        }),
+    });
+    (
+        Sender {
+            chan: Arc::clone(&chan),
+        },
+        Receiver { chan },
+    )
+}
+
+/// A channel holding at most `capacity` values (0 is taken as 1): a send on
+/// a full channel parks until there is room.
+///
+/// ```
+/// use greenlet::hub;
+/// let got = hub::run(|| {
+///     let (tx, rx) = hub::channel(2);
+///     let producer = hub::spawn(move || (0..5).for_each(|i| tx.send(i).unwrap()));
+///     let all: Vec<i32> = rx.iter().collect(); // ends when tx is dropped
+///     producer.join().unwrap();
+///     all
+/// })
+/// .unwrap();
+/// assert_eq!(got, [0, 1, 2, 3, 4]);
+/// ```
+pub fn channel<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
+    new_chan(Some(capacity.max(1)))
+}
+
+/// A channel without a bound: sends never park.
+///
+/// ```
+/// let (tx, rx) = greenlet::hub::unbounded();
+/// tx.send(1).unwrap();
+/// drop(tx);
+/// assert_eq!(rx.recv(), Ok(1));
+/// assert!(rx.recv().is_err());
+/// ```
+pub fn unbounded<T>() -> (Sender<T>, Receiver<T>) {
+    new_chan(None)
+}
+
+impl<T> Sender<T> {
+    /// Send `value`, parking while a bounded channel is full.
+    ///
+    /// # Errors
+    /// [`SendError`] with the value when the receiver is gone.
+    ///
+    /// ```
+    /// let (tx, rx) = greenlet::hub::channel(1);
+    /// drop(rx);
+    /// assert_eq!(tx.send(5).unwrap_err().0, 5);
+    /// ```
+    pub fn send(&self, value: T) -> Result<(), SendError<T>> {
+        let mut value = value;
+        loop {
+            match self.try_send(value) {
+                Ok(()) => return Ok(()),
+                Err(TrySendError::Disconnected(v)) => return Err(SendError(v)),
+                Err(TrySendError::Full(v)) => {
+                    value = v;
+                    let st = self.chan.state.lock();
+                    if st.receiver && st.capacity.is_some_and(|c| st.queue.len() >= c) {
+                        wait_on(&self.chan.state, st, send_list, Wait::Send, None);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Send without parking.
+    ///
+    /// # Errors
+    /// [`TrySendError::Full`] or [`TrySendError::Disconnected`], with the
+    /// value.
+    ///
+    /// ```
+    /// use greenlet::hub::TrySendError;
+    /// let (tx, _rx) = greenlet::hub::channel(1);
+    /// tx.try_send(1).unwrap();
+    /// assert!(matches!(tx.try_send(2), Err(TrySendError::Full(2))));
+    /// ```
+    pub fn try_send(&self, value: T) -> Result<(), TrySendError<T>> {
+        let mut st = self.chan.state.lock();
+        if !st.receiver {
+            return Err(TrySendError::Disconnected(value));
+        }
+        if st.capacity.is_some_and(|c| st.queue.len() >= c) {
+            return Err(TrySendError::Full(value));
+        }
+        st.queue.push_back(value);
+        let w = st.recv.notify_one();
+        drop(st);
+        if let Some(w) = w {
+            w.wake();
+        }
+        Ok(())
+    }
+
+    /// Whether the receiver is gone.
+    ///
+    /// ```
+    /// let (tx, rx) = greenlet::hub::unbounded::<()>();
+    /// assert!(!tx.is_closed());
+    /// drop(rx);
+    /// assert!(tx.is_closed());
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        !self.chan.state.lock().receiver
+    }
+}
+
+impl<T> Clone for Sender<T> {
+    fn clone(&self) -> Self {
+        self.chan.state.lock().senders += 1;
+        Sender {
+            chan: Arc::clone(&self.chan),
+        }
+    }
+}
+
+impl<T> Drop for Sender<T> {
+    fn drop(&mut self) {
+        let mut st = self.chan.state.lock();
+        st.senders -= 1;
+        let wakers = if st.senders == 0 {
+            st.recv.notify_all()
+        } else {
+            Vec::new()
+        };
+        drop(st);
+        wake_all(wakers);
+    }
+}
+
+impl<T> Receiver<T> {
+    /// Receive the next value, parking while the channel is empty.
+    ///
+    /// # Errors
+    /// [`RecvError`] once every sender is gone and the queue is empty.
+    ///
+    /// ```
+    /// let (tx, rx) = greenlet::hub::unbounded();
+    /// std::thread::spawn(move || tx.send("from a plain thread").unwrap());
+    /// assert_eq!(rx.recv().unwrap(), "from a plain thread");
+    /// ```
+    pub fn recv(&self) -> Result<T, RecvError> {
+        self.recv_until(None).map_err(|_| RecvError)
+    }
+
+    /// [`recv`](Self::recv), giving up after `d`.
+    ///
+    /// # Errors
+    /// [`RecvTimeoutError::Timeout`] or [`RecvTimeoutError::Disconnected`].
+    ///
+    /// ```
+    /// use greenlet::hub::RecvTimeoutError;
+    /// let (_tx, rx) = greenlet::hub::unbounded::<u8>();
+    /// let r = rx.recv_timeout(std::time::Duration::from_millis(1));
+    /// assert_eq!(r, Err(RecvTimeoutError::Timeout));
+    /// ```
+    pub fn recv_timeout(&self, d: Duration) -> Result<T, RecvTimeoutError> {
+        self.recv_until(Instant::now().checked_add(d))
+    }
+
+    /// [`recv`](Self::recv), giving up at `deadline`.
+    ///
+    /// # Errors
+    /// [`RecvTimeoutError::Timeout`] or [`RecvTimeoutError::Disconnected`].
+    ///
+    /// ```
+    /// let (_tx, rx) = greenlet::hub::unbounded::<u8>();
+    /// assert!(rx.recv_deadline(std::time::Instant::now()).is_err());
+    /// ```
+    pub fn recv_deadline(&self, deadline: Instant) -> Result<T, RecvTimeoutError> {
+        self.recv_until(Some(deadline))
+    }
+
+    fn recv_until(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
+        loop {
+            let mut st = self.chan.state.lock();
+            if let Some(v) = st.queue.pop_front() {
+                let w = st.send.notify_one();
+                drop(st);
+                if let Some(w) = w {
+                    w.wake();
+                }
+                return Ok(v);
+            }
+            if st.senders == 0 {
+                return Err(RecvTimeoutError::Disconnected);
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(RecvTimeoutError::Timeout);
+            }
+            wait_on(&self.chan.state, st, recv_list, Wait::Recv, deadline);
+        }
+    }
+
+    /// Receive without parking.
+    ///
+    /// # Errors
+    /// [`TryRecvError::Empty`] or [`TryRecvError::Disconnected`].
+    ///
+    /// ```
+    /// use greenlet::hub::TryRecvError;
+    /// let (tx, rx) = greenlet::hub::unbounded::<u8>();
+    /// assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+    /// drop(tx);
+    /// assert_eq!(rx.try_recv(), Err(TryRecvError::Disconnected));
+    /// ```
+    pub fn try_recv(&self) -> Result<T, TryRecvError> {
+        let mut st = self.chan.state.lock();
+        match st.queue.pop_front() {
+            Some(v) => {
+                let w = st.send.notify_one();
+                drop(st);
+                if let Some(w) = w {
+                    w.wake();
+                }
+                Ok(v)
+            }
+            None if st.senders == 0 => Err(TryRecvError::Disconnected),
+            None => Err(TryRecvError::Empty),
+        }
+    }
+
+    /// How many values are queued.
+    ///
+    /// ```
+    /// let (tx, rx) = greenlet::hub::unbounded();
+    /// tx.send(1).unwrap();
+    /// assert_eq!(rx.len(), 1);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.chan.state.lock().queue.len()
+    }
+
+    /// Whether no value is queued.
+    ///
+    /// ```
+    /// let (_tx, rx) = greenlet::hub::unbounded::<u8>();
+    /// assert!(rx.is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Values until every sender is gone (parking between them).
+    ///
+    /// ```
+    /// let (tx, rx) = greenlet::hub::unbounded();
+    /// tx.send(1).unwrap();
+    /// tx.send(2).unwrap();
+    /// drop(tx);
+    /// assert_eq!(rx.iter().sum::<i32>(), 3);
+    /// ```
+    pub fn iter(&self) -> Iter<'_, T> {
+        Iter { rx: self }
+    }
+
+    /// Whether a receive would return now (a value, or the end).
+    pub(crate) fn is_ready(&self) -> bool {
+        let st = self.chan.state.lock();
+        !st.queue.is_empty() || st.senders == 0
+    }
+
+    pub(crate) fn watch(&self) -> Arc<Waiter> {
+        self.chan.state.lock().recv.push()
+    }
+
+    /// Stop watching; when `w` was notified and `pass_on`, hand the
+    /// notification to the next receiver.
+    pub(crate) fn unwatch(&self, w: &Arc<Waiter>, pass_on: bool) {
+        let mut st = self.chan.state.lock();
+        let waiting = st.recv.remove(w);
+        let next = if !waiting && pass_on && !st.queue.is_empty() {
+            st.recv.notify_one()
+        } else {
+            None
+        };
+        drop(st);
+        if let Some(n) = next {
+            n.wake();
+        }
+    }
+}
+
+impl<T> Drop for Receiver<T> {
+    fn drop(&mut self) {
+        let mut st = self.chan.state.lock();
+        st.receiver = false;
+        let queued = std::mem::take(&mut st.queue);
+        let wakers = st.send.notify_all();
+        drop(st);
+        drop(queued);
+        wake_all(wakers);
+    }
+}
+
+/// Iterator over received values: see [`Receiver::iter`].
+pub struct Iter<'a, T> {
+    rx: &'a Receiver<T>,
+}
+
+impl<T> Iterator for Iter<'_, T> {
+    type Item = T;
+    fn next(&mut self) -> Option<T> {
+        self.rx.recv().ok()
+    }
+}
+
+impl<'a, T> IntoIterator for &'a Receiver<T> {
+    type Item = T;
+    type IntoIter = Iter<'a, T>;
+    fn into_iter(self) -> Iter<'a, T> {
+        self.iter()
+    }
+}
+
+/// Owning iterator over received values.
+pub struct IntoIter<T> {
+    rx: Receiver<T>,
+}
+
+impl<T> Iterator for IntoIter<T> {
+    type Item = T;
+    fn next(&mut self) -> Option<T> {
+        self.rx.recv().ok()
+    }
+}
+
+impl<T> IntoIterator for Receiver<T> {
+    type Item = T;
+    type IntoIter = IntoIter<T>;
+    fn into_iter(self) -> IntoIter<T> {
+        IntoIter { rx: self }
+    }
+}
+
+/// The sending half of a [`oneshot`] channel.
+pub struct OneshotSender<T> {
+    tx: Sender<T>,
+}
+
+/// The receiving half of a [`oneshot`] channel.
+pub struct OneshotReceiver<T> {
+    rx: Receiver<T>,
+}
+
+/// A channel for exactly one value.
+///
+/// ```
+/// let (tx, rx) = greenlet::hub::oneshot();
+/// std::thread::spawn(move || tx.send(9).unwrap());
+/// assert_eq!(rx.recv(), Ok(9));
+/// ```
+pub fn oneshot<T>() -> (OneshotSender<T>, OneshotReceiver<T>) {
+    let (tx, rx) = new_chan(Some(1));
+    (OneshotSender { tx }, OneshotReceiver { rx })
+}
+
+impl<T> OneshotSender<T> {
+    /// Send the value (never parks).
+    ///
+    /// # Errors
+    /// The value back, when the receiver is gone.
+    ///
+    /// ```
+    /// let (tx, rx) = greenlet::hub::oneshot();
+    /// drop(rx);
+    /// assert_eq!(tx.send(1), Err(1));
+    /// ```
+    pub fn send(self, value: T) -> Result<(), T> {
+        self.tx.try_send(value).map_err(TrySendError::into_inner)
+    }
+}
+
+impl<T> OneshotReceiver<T> {
+    /// Wait for the value.
+    ///
+    /// # Errors
+    /// [`RecvError`] when the sender was dropped without sending.
+    ///
+    /// ```
+    /// let (tx, rx) = greenlet::hub::oneshot::<u8>();
+    /// drop(tx);
+    /// assert!(rx.recv().is_err());
+    /// ```
+    pub fn recv(self) -> Result<T, RecvError> {
+        self.rx.recv()
+    }
+
+    /// Take the value if it has come.
+    ///
+    /// # Errors
+    /// [`TryRecvError::Empty`] or [`TryRecvError::Disconnected`].
+    ///
+    /// ```
+    /// let (tx, rx) = greenlet::hub::oneshot();
+    /// tx.send(3).unwrap();
+    /// assert_eq!(rx.try_recv(), Ok(3));
+    /// ```
+    pub fn try_recv(&self) -> Result<T, TryRecvError> {
+        self.rx.try_recv()
+    }
+
+    /// [`recv`](Self::recv), giving up after `d`.
+    ///
+    /// # Errors
+    /// [`RecvTimeoutError::Timeout`] or [`RecvTimeoutError::Disconnected`].
+    ///
+    /// ```
+    /// let (_tx, rx) = greenlet::hub::oneshot::<u8>();
+    /// assert!(rx.recv_timeout(std::time::Duration::from_millis(1)).is_err());
+    /// ```
+    pub fn recv_timeout(&self, d: Duration) -> Result<T, RecvTimeoutError> {
+        self.rx.recv_timeout(d)
+    }
+
+    pub(crate) fn receiver(&self) -> &Receiver<T> {
+        &self.rx
+    }
+}
+
+macro_rules! opaque_debug {
+    ($($t:ident),*) => {$(
+        impl<T> fmt::Debug for $t<T> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(concat!(stringify!($t), " { .. }"))
+            }
+        }
+    )*};
+}
+opaque_debug!(Sender, Receiver, OneshotSender, OneshotReceiver, IntoIter);
+
+impl<T> fmt::Debug for Iter<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Iter { .. }")
+    }
+}
+
+/// A send failed because the receiver is gone; holds the value.
+#[derive(PartialEq, Eq, Clone, Copy)]
+pub struct SendError<T>(pub T);
+
+impl<T> fmt::Debug for SendError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SendError(..)")
+    }
+}
+impl<T> fmt::Display for SendError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("sending on a channel whose receiver was dropped")
+    }
+}
+impl<T> std::error::Error for SendError<T> {}
+
+/// Why [`Sender::try_send`] did not send; holds the value.
+#[derive(PartialEq, Eq, Clone, Copy)]
+pub enum TrySendError<T> {
+    /// The bounded channel is full.
+    Full(T),
+    /// The receiver is gone.
+    Disconnected(T),
+}
+
+impl<T> TrySendError<T> {
+    /// The value that was not sent.
+    ///
+    /// ```
+    /// assert_eq!(greenlet::hub::TrySendError::Full(4).into_inner(), 4);
+    /// ```
+    pub fn into_inner(self) -> T {
+        match self {
+            TrySendError::Full(v) | TrySendError::Disconnected(v) => v,
+        }
+    }
+}
+
+impl<T> fmt::Debug for TrySendError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TrySendError::Full(_) => f.write_str("Full(..)"),
+            TrySendError::Disconnected(_) => f.write_str("Disconnected(..)"),
+        }
+    }
+}
+impl<T> fmt::Display for TrySendError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TrySendError::Full(_) => f.write_str("the channel is full"),
+            TrySendError::Disconnected(_) => {
+                f.write_str("sending on a channel whose receiver was dropped")
+            }
+        }
+    }
+}
+impl<T> std::error::Error for TrySendError<T> {}
+
+/// Every sender is gone and the channel is empty.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("receiving on a channel whose senders were all dropped, with nothing queued")]
+pub struct RecvError;
+
+/// Why [`Receiver::try_recv`] returned no value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TryRecvError {
+    /// Nothing is queued now.
+    #[error("the channel is empty")]
+    Empty,
+    /// Every sender is gone and nothing is queued.
+    #[error("receiving on a channel whose senders were all dropped, with nothing queued")]
+    Disconnected,
+}
+
+/// Why a receive with a deadline returned no value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RecvTimeoutError {
+    /// The deadline passed.
+    #[error("the deadline passed with nothing received")]
+    Timeout,
+    /// Every sender is gone and nothing is queued.
+    #[error("receiving on a channel whose senders were all dropped, with nothing queued")]
+    Disconnected,
+}

@@ -1,0 +1,201 @@
+//! [`TaskGroup`]: green threads spawned together, joined all at once
+//! ([`TaskGroup::join_all`]) or as they finish ([`TaskGroup::join_next`],
+//! like gevent's `iwait` or tokio's `JoinSet`). Dropping a group cancels
+//! what is still running in it.
+//!
+//! Owns: [`TaskGroup`]. Uses `spawn`, `JoinHandle` and an unbounded channel
+//! on which each member reports that it ended.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::panic::Location;
+
+use super::channel::{unbounded, Receiver, Sender};
+use super::error::{HubError, JoinError};
+use super::runtime::Handle;
+use super::task::JoinHandle;
+
+/// Sends the member's index when dropped: at the end of its closure,
+/// whether it returned, panicked or was cancelled, or when the closure is
+/// dropped unrun.
+struct Ended(Sender<usize>, usize);
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        let _ = self.0.send(self.1);
+    }
+}
+
+/// A set of green threads with one result type.
+///
+/// ```
+/// use greenlet::hub::{self, TaskGroup};
+/// let firsts = hub::run(|| {
+///     let (go, wait) = hub::oneshot::<()>();
+///     let mut g = TaskGroup::new();
+///     g.spawn(move || { wait.recv().unwrap(); "waits" }).unwrap();
+///     g.spawn(|| "at once").unwrap();
+///     let first = g.join_next().unwrap().unwrap();
+///     go.send(()).unwrap();
+///     let rest = g.join_all();
+///     (first, rest.len())
+/// })
+/// .unwrap();
+/// assert_eq!(firsts, ("at once", 1));
+/// ```
+pub struct TaskGroup<T> {
+    members: HashMap<usize, JoinHandle<T>>,
+    next: usize,
+    tx: Sender<usize>,
+    rx: Receiver<usize>,
+}
+
+impl<T: Send + 'static> Default for TaskGroup<T> {
+    fn default() -> Self {
+        TaskGroup::new()
+    }
+}
+
+impl<T: Send + 'static> TaskGroup<T> {
+    /// An empty group.
+    ///
+    /// ```
+    /// let g = greenlet::hub::TaskGroup::<()>::new();
+    /// assert!(g.is_empty());
+    /// ```
+    pub fn new() -> TaskGroup<T> {
+        let (tx, rx) = unbounded();
+        TaskGroup {
+            members: HashMap::new(),
+            next: 0,
+            tx,
+            rx,
+        }
+    }
+
+    /// Spawn `f` into the group on the current runtime.
+    ///
+    /// # Errors
+    /// [`HubError::NoRuntime`] outside a runtime.
+    ///
+    /// ```
+    /// let mut g = greenlet::hub::TaskGroup::new();
+    /// assert!(g.spawn(|| 1).is_err()); // no runtime here
+    /// ```
+    #[track_caller]
+    pub fn spawn<F>(&mut self, f: F) -> Result<u64, HubError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+    {
+        let site = Location::caller();
+        let handle = Handle::current()?;
+        let index = self.next;
+        self.next += 1;
+        let ended = Ended(self.tx.clone(), index);
+        let h = handle.spawn_at(
+            move || {
+                let _ended = ended;
+                f()
+            },
+            None,
+            None,
+            site,
+        );
+        let id = h.id();
+        self.members.insert(index, h);
+        Ok(id)
+    }
+
+    /// How many members have not been joined.
+    ///
+    /// ```
+    /// assert_eq!(greenlet::hub::TaskGroup::<u8>::new().len(), 0);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    /// Whether every member has been joined.
+    ///
+    /// ```
+    /// assert!(greenlet::hub::TaskGroup::<u8>::new().is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// The result of the first member to finish (parking until one does);
+    /// `None` when none is left. A parking point.
+    ///
+    /// ```
+    /// greenlet::hub::run(|| {
+    ///     let mut g = greenlet::hub::TaskGroup::new();
+    ///     g.spawn(|| 3).unwrap();
+    ///     assert_eq!(g.join_next().unwrap().unwrap(), 3);
+    ///     assert!(g.join_next().is_none());
+    /// })
+    /// .unwrap();
+    /// ```
+    pub fn join_next(&mut self) -> Option<Result<T, JoinError>> {
+        while !self.members.is_empty() {
+            let Ok(index) = self.rx.recv() else { break };
+            if let Some(h) = self.members.remove(&index) {
+                return Some(h.join());
+            }
+        }
+        None
+    }
+
+    /// Every member's result, in the order they were spawned. A parking
+    /// point.
+    ///
+    /// ```
+    /// let v = greenlet::hub::run(|| {
+    ///     let mut g = greenlet::hub::TaskGroup::new();
+    ///     for i in 0..3 {
+    ///         g.spawn(move || i).unwrap();
+    ///     }
+    ///     g.join_all().into_iter().map(Result::unwrap).collect::<Vec<_>>()
+    /// })
+    /// .unwrap();
+    /// assert_eq!(v, [0, 1, 2]);
+    /// ```
+    pub fn join_all(mut self) -> Vec<Result<T, JoinError>> {
+        let mut members: Vec<_> = self.members.drain().collect();
+        members.sort_by_key(|(i, _)| *i);
+        members.into_iter().map(|(_, h)| h.join()).collect()
+    }
+
+    /// Cancel every member still running.
+    ///
+    /// ```
+    /// greenlet::hub::run(|| {
+    ///     let mut g = greenlet::hub::TaskGroup::new();
+    ///     g.spawn(|| greenlet::hub::sleep(std::time::Duration::from_secs(3600))).unwrap();
+    ///     g.cancel_all();
+    ///     assert!(g.join_next().unwrap().unwrap_err().is_cancelled());
+    /// })
+    /// .unwrap();
+    /// ```
+    pub fn cancel_all(&self) {
+        for h in self.members.values() {
+            h.cancel();
+        }
+    }
+}
+
+impl<T> Drop for TaskGroup<T> {
+    fn drop(&mut self) {
+        for h in self.members.values() {
+            h.cancel();
+        }
+    }
+}
+
+impl<T> fmt::Debug for TaskGroup<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TaskGroup")
+            .field("members", &self.members.len())
+            .finish()
+    }
+}

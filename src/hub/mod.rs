@@ -1,0 +1,133 @@
+//! The hub: green threads scheduled over OS threads.
+//!
+//! A [`Runtime`] runs worker OS threads, each with one hub: a scheduler loop
+//! on the thread's own stack (its main greenlet). Green threads are
+//! greenlets whose parent is their hub; they run blocking-style code, and
+//! wherever they would block — [`sleep`], a channel receive, a join, a
+//! [`Mutex`], a future in [`block_on`] — they **park**: switch to their hub,
+//! which runs another. A **wake** (a [`std::task::Waker`], `Send + Sync`)
+//! puts the green thread back on its hub's ready queue: directly from its
+//! own worker, through the worker's remote queue (and an unpark of its
+//! `mio` poller, if it sleeps) from anywhere else.
+//!
+//! ```
+//! use greenlet::hub;
+//! let total = hub::run(|| {
+//!     let (tx, rx) = hub::channel(16);
+//!     for i in 0..4u64 {
+//!         let tx = tx.clone();
+//!         hub::spawn(move || {
+//!             hub::sleep(std::time::Duration::from_millis(1));
+//!             tx.send(i).unwrap();
+//!         });
+//!     }
+//!     drop(tx);
+//!     rx.iter().sum::<u64>()
+//! })
+//! .unwrap();
+//! assert_eq!(total, 6);
+//! ```
+//!
+//! # Where green threads run
+//! **A started green thread never leaves its worker thread**, so its stack
+//! may hold `Rc`s, `RefCell` borrows and thread-local references. Only
+//! closures that have not started move: [`spawn`] takes a `Send` closure,
+//! queued on the spawning worker's `crossbeam-deque` (or the runtime's
+//! injector, from outside the runtime), where idle workers steal it in
+//! batches; [`spawn_local`] takes any closure and starts it on the calling
+//! worker.
+//!
+//! # Parking points and cancellation
+//! The parking points are: [`sleep`], [`sleep_until`], [`yield_now`],
+//! [`JoinHandle::join`], [`TaskGroup::join_next`]/[`join_all`](TaskGroup::join_all),
+//! channel `recv`/`recv_timeout`/`send` (when a bounded channel is full),
+//! [`select`], [`Event::wait`], [`Mutex::lock`], [`Semaphore::acquire`],
+//! and [`block_on`] while its future is pending. They are the **only**
+//! cancellation points: [`JoinHandle::cancel`] (a kill) raises
+//! `GreenletExit` at the green thread's parking point, which unwinds its
+//! stack (its destructors run) and ends it with [`JoinError::Cancelled`]; a
+//! green thread that never parks is never interrupted. A [`timeout`]
+//! elapses the same way, at a parking point inside it. A destructor run by
+//! that unwind may itself park (to lock a `Mutex`, say): it is not
+//! cancelled again.
+//!
+//! A green thread that holds its worker without parking (a blocking system
+//! call, a long computation) stops every other green thread of that worker;
+//! move such work to [`spawn_blocking`]. The watchdog
+//! ([`Builder::watchdog`]) reports it through the log facade, naming the
+//! green thread and where it was spawned.
+//!
+//! # Timers and the poller
+//! Each worker has its own timers (a binary heap, see `timer`) and its own
+//! `mio::Poll`. An idle worker sleeps in `poll` until the next timer's
+//! deadline or a wake; a busy one polls without waiting every 61 rounds so
+//! I/O sources registered with it are not starved. The network layer
+//! registers sockets with the poller of the worker their green thread lives
+//! on.
+//!
+//! # Errors
+//! A green thread whose stack cannot be mapped (the kernel's
+//! `vm.max_map_count` caps guarded stacks near 32k) ends with
+//! [`JoinError::NoStack`], which names the limit and the sysctl; the
+//! runtime keeps running. A panic in a green thread is caught at its root
+//! and reaches its [`JoinHandle`] as [`JoinError::Panicked`], never the
+//! worker. Functions that need a runtime return [`HubError::NoRuntime`]
+//! outside one (`task().spawn(..)`, [`Handle::current`], [`dump`]); those
+//! whose signature cannot carry it ([`spawn`], [`spawn_local`],
+//! [`spawn_blocking`]) panic with a message saying what to call instead.
+//! Parking functions work on plain threads too (they block the thread).
+//!
+//! # Shutdown
+//! [`Runtime::shutdown_timeout`] (and dropping the runtime) cancels every
+//! green thread, waits for them to unwind, kills what is left after the
+//! timeout (reported, not dropped silently), and joins the workers.
+//!
+//! # The pending-call slot
+//! [`Handle::add_pending_call`] queues a call from any thread to run at a
+//! hub's next scheduling point, and the runtime's cleanup queue drains on
+//! it; see `pending` for the rules.
+//!
+//! Module map: `runtime` (builder, runtime, handle), `worker` (the hub
+//! loop), `task` (task header, join handle), `spawn`, `park`, `time`,
+//! `timer`, `wait`, `channel`, `select`, `sync`, `future`, `blocking`,
+//! `group`, `dump`, `watchdog`, `pending`, `registry`, `error`.
+//!
+//! Uses [`crate::coroutine`]'s public API and [`crate::cleanup`]; knows
+//! nothing of the CPython model.
+
+mod blocking;
+mod channel;
+mod dump;
+mod error;
+mod future;
+mod group;
+mod park;
+mod pending;
+mod registry;
+mod runtime;
+mod select;
+mod spawn;
+mod sync;
+mod task;
+mod time;
+mod timer;
+mod wait;
+mod watchdog;
+mod worker;
+
+pub use self::blocking::spawn_blocking;
+pub use self::channel::{
+    channel, oneshot, unbounded, IntoIter, Iter, OneshotReceiver, OneshotSender, Receiver,
+    RecvError, RecvTimeoutError, SendError, Sender, TryRecvError, TrySendError,
+};
+pub use self::dump::{dump, TaskInfo};
+pub use self::error::{Elapsed, HubError, JoinError};
+pub use self::future::block_on;
+pub use self::group::TaskGroup;
+pub use self::pending::HubScheduler;
+pub use self::runtime::{run, Builder, Handle, Runtime, ShutdownReport, DROP_SHUTDOWN_TIMEOUT};
+pub use self::select::{select, Selectable, Watch};
+pub use self::spawn::{spawn, spawn_local, task, TaskBuilder};
+pub use self::sync::{Event, Mutex, MutexGuard, Semaphore, SemaphorePermit};
+pub use self::task::{JoinHandle, TaskState, Wait};
+pub use self::time::{sleep, sleep_until, timeout, timeout_at, yield_now};

@@ -1,0 +1,106 @@
+//! Parking and waking the caller, whatever it is: a green thread parks by
+//! switching to its hub (arming a timer for a deadline), a plain thread by
+//! `std::thread::park`. Also the unwinds that deliver a cancellation or an
+//! elapsed `timeout` at a parking point.
+//!
+//! Owns: [`park`], [`current_waker`], the unwind payloads. Uses the worker
+//! (current task, timers, the hub greenlet) and the task's timeout scopes.
+
+use std::panic::resume_unwind;
+use std::sync::Arc;
+use std::task::{Wake, Waker};
+use std::thread::Thread;
+use std::time::Instant;
+
+use super::task::{Task, Wait};
+use super::time::{with_scopes, Scopes};
+use super::worker::{self, Worker};
+
+/// The unwind payload of a cancellation delivered at a parking point.
+pub(crate) struct CancelUnwind;
+
+/// The unwind payload of an elapsed `timeout` scope (its id).
+pub(crate) struct TimeoutUnwind(pub(crate) u64);
+
+/// Park the caller until it is woken (or `deadline` passes). May return
+/// spuriously: callers re-check their condition. A parking point: a
+/// pending cancellation or an elapsed `timeout` unwinds from here.
+pub(crate) fn park(wait: Wait, deadline: Option<Instant>) {
+    match worker::current_task() {
+        Some((w, task)) => park_green(&w, &task, wait, deadline),
+        None => with_scopes(|scopes| {
+            check_scopes(scopes);
+            match earliest(deadline, scopes.earliest()) {
+                Some(at) => std::thread::park_timeout(at.saturating_duration_since(Instant::now())),
+                None => std::thread::park(),
+            }
+            check_scopes(scopes);
+        }),
+    }
+}
+
+/// [`park`] for the green thread `task`, running on its worker `w`.
+pub(crate) fn park_green(w: &Worker, task: &Arc<Task>, wait: Wait, deadline: Option<Instant>) {
+    check_scopes(&task.scopes);
+    if let Some(at) = earliest(deadline, task.scopes.earliest()) {
+        w.timers.borrow_mut().arm(at, Arc::clone(task));
+    }
+    task.set_parked(wait);
+    let resumed = w.hub.switch(());
+    if resumed.is_err() {
+        drop(resumed);
+        raise(CancelUnwind);
+    }
+    check_scopes(&task.scopes);
+}
+
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Unwind with the outermost elapsed timeout scope's payload, if any.
+fn check_scopes(scopes: &Scopes) {
+    if let Some(id) = scopes.expired() {
+        raise(TimeoutUnwind(id));
+    }
+}
+
+/// Start an unwind from a parking point, unless one is already under way
+/// (a destructor that parks while its stack unwinds): a second unwind
+/// would abort the process. (The panic count is per OS thread, so while
+/// another green thread of this worker is suspended in the middle of an
+/// unwind, this one's cancellation waits for that unwind to end.)
+fn raise<P: Send + 'static>(payload: P) {
+    if std::thread::panicking() {
+        return;
+    }
+    resume_unwind(Box::new(payload));
+}
+
+/// Wakes a plain thread parked in [`park`].
+struct ThreadWaker(Thread);
+
+impl Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+thread_local! {
+    static THREAD_WAKER: Waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+}
+
+/// A waker that wakes the caller from [`park`]: the current green thread's,
+/// or the current plain thread's.
+pub(crate) fn current_waker() -> Waker {
+    match worker::current_task() {
+        Some((_, task)) => Waker::from(task),
+        None => THREAD_WAKER.with(Waker::clone),
+    }
+}

@@ -1,0 +1,567 @@
+//! The runtime: [`Builder`], [`Runtime`] (owns the worker threads, the
+//! watchdog and the blocking pool; shuts them down), [`Handle`] (a cheap,
+//! `Send + Sync` reference usable from any thread), and the state they
+//! share ([`Shared`]).
+//!
+//! Owns: building, `block_on`, shutdown and its [`ShutdownReport`], and the
+//! idle-worker notification. Uses the worker (threads, remote parts),
+//! `crossbeam-deque`'s injector, `mio` (a poller and waker per worker),
+//! the registry, the pending-call slot, the blocking pool, the watchdog.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::panic::Location;
+use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crossbeam_deque::{Injector, Steal};
+use parking_lot::Mutex;
+
+use crate::cleanup::{CleanupQueue, Policy};
+use crate::coroutine::default_stack_size;
+use crate::diag::diag_error;
+
+use super::blocking::BlockingPool;
+use super::dump::TaskInfo;
+use super::error::{HubError, JoinError};
+use super::pending::{HubScheduler, PendingCalls};
+use super::registry::Registry;
+use super::task::{JoinHandle, Task};
+use super::watchdog::Watchdog;
+use super::worker::{self, Remote, Seed, Unstarted, WAKE_TOKEN};
+
+/// How long dropping a [`Runtime`] waits for cancelled green threads.
+pub const DROP_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What every worker, handle and task of one runtime shares.
+pub(crate) struct Shared {
+    pub(crate) workers: Box<[Remote]>,
+    pub(crate) injector: Injector<Unstarted>,
+    /// Workers in (or entering) their idle poll.
+    pub(crate) idle: AtomicUsize,
+    shutdown: AtomicBool,
+    deadline: Mutex<Option<Instant>>,
+    pub(crate) stack_size: usize,
+    pub(crate) registry: Registry,
+    pub(crate) pending: PendingCalls,
+    pub(crate) blocking: BlockingPool,
+    pub(crate) cleanup: OnceLock<Arc<CleanupQueue>>,
+    refused: Mutex<Vec<TaskInfo>>,
+    next_notify: AtomicUsize,
+}
+
+impl Shared {
+    pub(crate) fn is_shutting_down(&self) -> bool {
+        self.shutdown.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn shutdown_deadline(&self) -> Option<Instant> {
+        *self.deadline.lock()
+    }
+
+    /// New unstarted work was queued: wake one idle worker to take it.
+    pub(crate) fn notify_idle(&self) {
+        fence(Ordering::SeqCst);
+        if self.idle.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let n = self.workers.len();
+        let start = self.next_notify.fetch_add(1, Ordering::Relaxed);
+        for k in 0..n {
+            if self.workers[(start + k) % n].unpark_if_sleeping() {
+                return;
+            }
+        }
+    }
+
+    pub(crate) fn record_refusal(&self, task: &Task) {
+        self.refused.lock().push(TaskInfo::of(task));
+    }
+}
+
+thread_local! {
+    /// The runtime of a blocking-pool thread (workers find theirs through
+    /// the worker thread-local).
+    static CONTEXT: RefCell<Option<Arc<Shared>>> = const { RefCell::new(None) };
+}
+
+/// Make `shared` the calling (blocking-pool) thread's runtime.
+pub(crate) fn enter(shared: &Arc<Shared>) {
+    CONTEXT.with(|c| *c.borrow_mut() = Some(Arc::clone(shared)));
+}
+
+/// Settings for a [`Runtime`]: see [`Runtime::builder`].
+#[derive(Debug, Clone)]
+pub struct Builder {
+    workers: usize,
+    stack_size: usize,
+    blocking_threads: usize,
+    watchdog: Option<Duration>,
+    pending_capacity: usize,
+}
+
+impl Builder {
+    /// Worker OS threads, each with its own hub (default: the number of
+    /// CPUs).
+    ///
+    /// ```
+    /// let rt = greenlet::hub::Runtime::builder().worker_threads(2).build().unwrap();
+    /// assert_eq!(rt.handle().worker_threads(), 2);
+    /// ```
+    pub fn worker_threads(mut self, n: usize) -> Self {
+        self.workers = n;
+        self
+    }
+
+    /// Each green thread's stack size in bytes (default: the greenlet
+    /// default, [`default_stack_size`]).
+    ///
+    /// ```
+    /// let rt = greenlet::hub::Runtime::builder().stack_size(64 * 1024).build().unwrap();
+    /// # drop(rt);
+    /// ```
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.stack_size = bytes;
+        self
+    }
+
+    /// Most OS threads the [`spawn_blocking`](super::spawn_blocking) pool
+    /// runs at once (default 16).
+    ///
+    /// ```
+    /// let rt = greenlet::hub::Runtime::builder().max_blocking_threads(2).build().unwrap();
+    /// # drop(rt);
+    /// ```
+    pub fn max_blocking_threads(mut self, n: usize) -> Self {
+        self.blocking_threads = n;
+        self
+    }
+
+    /// Report a worker that has not come back to its hub for longer than
+    /// `threshold` (default 1 s; `None`: no watchdog thread).
+    ///
+    /// ```
+    /// let rt = greenlet::hub::Runtime::builder().watchdog(None).build().unwrap();
+    /// # drop(rt);
+    /// ```
+    pub fn watchdog(mut self, threshold: Option<Duration>) -> Self {
+        self.watchdog = threshold;
+        self
+    }
+
+    /// How many calls the pending-call slot holds (default 32, as CPython's
+    /// ring).
+    ///
+    /// ```
+    /// let rt = greenlet::hub::Runtime::builder().pending_call_capacity(4).build().unwrap();
+    /// # drop(rt);
+    /// ```
+    pub fn pending_call_capacity(mut self, n: usize) -> Self {
+        self.pending_capacity = n;
+        self
+    }
+
+    /// Start the runtime: its workers, and its watchdog.
+    ///
+    /// # Errors
+    /// [`HubError::InvalidConfig`] for zero workers, blocking threads or
+    /// pending-call capacity, or a stack under 16 KiB;
+    /// [`HubError::Os`] when a poller or thread cannot be created.
+    ///
+    /// ```
+    /// let err = greenlet::hub::Runtime::builder().worker_threads(0).build().unwrap_err();
+    /// assert!(err.to_string().contains("worker_threads"));
+    /// ```
+    pub fn build(self) -> Result<Runtime, HubError> {
+        if self.workers == 0 {
+            return Err(HubError::InvalidConfig(
+                "worker_threads must be at least 1".into(),
+            ));
+        }
+        if self.blocking_threads == 0 || self.pending_capacity == 0 {
+            return Err(HubError::InvalidConfig(
+                "max_blocking_threads and pending_call_capacity must be at least 1".into(),
+            ));
+        }
+        if self.stack_size < 16 * 1024 {
+            return Err(HubError::InvalidConfig(format!(
+                "stack_size {} is below the 16 KiB minimum",
+                self.stack_size
+            )));
+        }
+        let os = |what| move |source| HubError::Os { what, source };
+        let mut seeds = Vec::with_capacity(self.workers);
+        let mut remotes = Vec::with_capacity(self.workers);
+        for index in 0..self.workers {
+            let poll = mio::Poll::new().map_err(os("create a worker's poller"))?;
+            let waker = mio::Waker::new(poll.registry(), WAKE_TOKEN)
+                .map_err(os("create a worker's waker"))?;
+            let deque = crossbeam_deque::Worker::new_fifo();
+            remotes.push(Remote::new(waker, deque.stealer()));
+            seeds.push(Seed { index, poll, deque });
+        }
+        let shared = Arc::new(Shared {
+            workers: remotes.into_boxed_slice(),
+            injector: Injector::new(),
+            idle: AtomicUsize::new(0),
+            shutdown: AtomicBool::new(false),
+            deadline: Mutex::new(None),
+            stack_size: self.stack_size,
+            registry: Registry::new(self.workers + 1),
+            pending: PendingCalls::new(self.pending_capacity),
+            blocking: BlockingPool::new(self.blocking_threads),
+            cleanup: OnceLock::new(),
+            refused: Mutex::new(Vec::new()),
+            next_notify: AtomicUsize::new(0),
+        });
+        let scheduler = Arc::new(HubScheduler::new(&shared));
+        // A fresh OnceLock: this cannot fail.
+        let _ = shared
+            .cleanup
+            .set(CleanupQueue::new(Policy::Robust, scheduler));
+        let mut rt = Runtime {
+            handle: Handle {
+                shared: Arc::clone(&shared),
+            },
+            threads: Vec::with_capacity(self.workers),
+            watchdog: None,
+            done: false,
+        };
+        for seed in seeds {
+            let s = Arc::clone(&shared);
+            let t = thread::Builder::new()
+                .name(format!("hub-worker-{}", seed.index))
+                .spawn(move || worker::main(s, seed))
+                .map_err(os("start a worker thread"))?;
+            rt.threads.push(t);
+        }
+        if let Some(threshold) = self.watchdog {
+            rt.watchdog =
+                Some(Watchdog::start(&shared, threshold).map_err(os("start the watchdog thread"))?);
+        }
+        Ok(rt)
+    }
+}
+
+/// A green-thread runtime: worker OS threads, each with a hub scheduling
+/// green threads on it. Dropping it shuts it down (see
+/// [`shutdown_timeout`](Runtime::shutdown_timeout), with
+/// [`DROP_SHUTDOWN_TIMEOUT`]).
+///
+/// # Example
+/// ```
+/// use greenlet::hub::{self, Runtime};
+/// let rt = Runtime::builder().worker_threads(2).build().unwrap();
+/// let total = rt
+///     .block_on(|| {
+///         let hs: Vec<_> = (0..10u64).map(|i| hub::spawn(move || i * i)).collect();
+///         hs.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
+///     })
+///     .unwrap();
+/// assert_eq!(total, 285);
+/// let report = rt.shutdown_timeout(std::time::Duration::from_secs(5));
+/// assert!(report.refused.is_empty());
+/// ```
+pub struct Runtime {
+    handle: Handle,
+    threads: Vec<thread::JoinHandle<()>>,
+    watchdog: Option<Watchdog>,
+    done: bool,
+}
+
+/// What a shutdown found.
+///
+/// ```
+/// let rt = greenlet::hub::Runtime::new().unwrap();
+/// let report = rt.shutdown_timeout(std::time::Duration::from_secs(1));
+/// assert!(report.refused.is_empty() && report.blocking_still_running == 0);
+/// ```
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    /// Green threads still alive when the timeout passed after they were
+    /// cancelled: killed then, force-unwound if they refused again (each
+    /// also reported through the log facade).
+    pub refused: Vec<TaskInfo>,
+    /// Blocking-pool calls still running (their threads are detached).
+    pub blocking_still_running: usize,
+    /// Pending calls left in the slot, run on the shutting-down thread.
+    pub pending_calls_run_at_shutdown: usize,
+}
+
+impl Runtime {
+    /// Settings for a new runtime.
+    ///
+    /// ```
+    /// let rt = greenlet::hub::Runtime::builder().worker_threads(1).build().unwrap();
+    /// assert_eq!(rt.block_on(|| 1 + 1).unwrap(), 2);
+    /// ```
+    pub fn builder() -> Builder {
+        Builder {
+            workers: thread::available_parallelism().map_or(1, usize::from),
+            stack_size: default_stack_size(),
+            blocking_threads: 16,
+            watchdog: Some(Duration::from_secs(1)),
+            pending_capacity: 32,
+        }
+    }
+
+    /// A runtime with the default settings.
+    ///
+    /// # Errors
+    /// As [`Builder::build`].
+    ///
+    /// ```
+    /// let rt = greenlet::hub::Runtime::new().unwrap();
+    /// # drop(rt);
+    /// ```
+    pub fn new() -> Result<Runtime, HubError> {
+        Runtime::builder().build()
+    }
+
+    /// A handle for spawning and inspecting from anywhere.
+    ///
+    /// ```
+    /// let rt = greenlet::hub::Runtime::new().unwrap();
+    /// let h = rt.handle().spawn(|| 3);
+    /// assert_eq!(h.join().unwrap(), 3); // a plain thread: blocks
+    /// ```
+    pub fn handle(&self) -> &Handle {
+        &self.handle
+    }
+
+    /// Run `f` as a green thread and wait for its result (blocking the
+    /// calling thread, or parking it if it is itself a green thread).
+    ///
+    /// # Errors
+    /// [`JoinError`] if `f` panicked or was cancelled.
+    ///
+    /// ```
+    /// let rt = greenlet::hub::Runtime::new().unwrap();
+    /// assert!(rt.block_on(|| panic!("x")).unwrap_err().is_panic());
+    /// ```
+    #[track_caller]
+    pub fn block_on<F, T>(&self, f: F) -> Result<T, JoinError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.handle
+            .spawn_at(f, Some("block_on".into()), None, Location::caller())
+            .join()
+    }
+
+    /// Shut down: cancel every green thread (unstarted ones never start;
+    /// started ones get `GreenletExit` at their parking points, so their
+    /// destructors run), wait up to `timeout` for them to finish, then kill
+    /// what is left (reported as refused, through the log facade and in the
+    /// report) and join the worker threads. Unstarted blocking calls are
+    /// cancelled; running ones are left to finish on detached threads.
+    /// Called from a green thread of this runtime (or dropping the runtime
+    /// there), it cannot join that thread's own worker: the shutdown goes on
+    /// in a thread of its own, this green thread is cancelled at its next
+    /// parking point, and the report returned is empty.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let rt = greenlet::hub::Runtime::new().unwrap();
+    /// let h = rt.handle().spawn(|| greenlet::hub::sleep(Duration::from_secs(3600)));
+    /// let report = rt.shutdown_timeout(Duration::from_secs(5));
+    /// assert!(report.refused.is_empty());
+    /// assert!(h.join().unwrap_err().is_cancelled());
+    /// ```
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> ShutdownReport {
+        self.shutdown(timeout)
+    }
+
+    fn shutdown(&mut self, timeout: Duration) -> ShutdownReport {
+        self.done = true;
+        let shared = Arc::clone(&self.handle.shared);
+        *shared.deadline.lock() = Some(Instant::now() + timeout);
+        shared.shutdown.store(true, Ordering::SeqCst);
+        for r in shared.workers.iter() {
+            r.unpark();
+        }
+        let on_own_worker = worker::current().is_some_and(|w| Arc::ptr_eq(&w.shared, &shared));
+        if on_own_worker {
+            // A worker cannot join itself: finish the shutdown on a thread
+            // of its own, and let this green thread be cancelled with the
+            // others at its next parking point.
+            let threads = std::mem::take(&mut self.threads);
+            let watchdog = self.watchdog.take();
+            let spawned = thread::Builder::new()
+                .name("hub-shutdown".into())
+                .spawn(move || finish_shutdown(&shared, threads, watchdog));
+            if let Err(e) = spawned {
+                diag_error!("hub: could not start the thread that finishes a shutdown begun on a worker: {e}");
+            }
+            return ShutdownReport::default();
+        }
+        let threads = std::mem::take(&mut self.threads);
+        finish_shutdown(&shared, threads, self.watchdog.take())
+    }
+}
+
+/// Join the workers and settle what they left: queued tasks, blocking
+/// calls, pending calls, the cleanup queue.
+fn finish_shutdown(
+    shared: &Arc<Shared>,
+    threads: Vec<thread::JoinHandle<()>>,
+    watchdog: Option<Watchdog>,
+) -> ShutdownReport {
+    for t in threads {
+        let name = t.thread().name().unwrap_or("hub-worker").to_string();
+        if t.join().is_err() {
+            diag_error!("hub: worker thread {name} panicked; its green threads are lost");
+        }
+    }
+    loop {
+        match shared.injector.steal() {
+            Steal::Success(u) => drop(u),
+            Steal::Retry => continue,
+            Steal::Empty => break,
+        }
+    }
+    let blocking_still_running = shared.blocking.shutdown();
+    let pending_calls_run_at_shutdown = shared.pending.run_all_here();
+    if let Some(q) = shared.cleanup.get() {
+        q.drain();
+    }
+    if let Some(w) = watchdog {
+        w.stop();
+    }
+    ShutdownReport {
+        refused: std::mem::take(&mut *shared.refused.lock()),
+        blocking_still_running,
+        pending_calls_run_at_shutdown,
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        if !self.done {
+            self.shutdown(DROP_SHUTDOWN_TIMEOUT);
+        }
+    }
+}
+
+impl fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runtime")
+            .field("workers", &self.handle.shared.workers.len())
+            .finish()
+    }
+}
+
+/// A reference to a runtime, usable from any thread: spawn, add pending
+/// calls, dump, reach its cleanup queue.
+///
+/// ```
+/// let rt = greenlet::hub::Runtime::new().unwrap();
+/// let h = rt.handle().clone();
+/// let v = std::thread::spawn(move || h.spawn(|| 5).join().unwrap()).join().unwrap();
+/// assert_eq!(v, 5);
+/// ```
+#[derive(Clone)]
+pub struct Handle {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl Handle {
+    /// The runtime of the calling green thread, worker or blocking-pool
+    /// thread.
+    ///
+    /// # Errors
+    /// [`HubError::NoRuntime`] elsewhere.
+    ///
+    /// ```
+    /// greenlet::hub::run(|| assert!(greenlet::hub::Handle::current().is_ok())).unwrap();
+    /// assert!(greenlet::hub::Handle::current().is_err());
+    /// ```
+    pub fn current() -> Result<Handle, HubError> {
+        if let Some(w) = worker::current() {
+            return Ok(Handle {
+                shared: Arc::clone(&w.shared),
+            });
+        }
+        CONTEXT
+            .try_with(|c| c.borrow().clone())
+            .ok()
+            .flatten()
+            .map(|shared| Handle { shared })
+            .ok_or(HubError::NoRuntime)
+    }
+
+    /// Spawn `f` on this runtime from any thread (see [`spawn`](super::spawn)).
+    ///
+    /// ```
+    /// let rt = greenlet::hub::Runtime::new().unwrap();
+    /// assert_eq!(rt.handle().spawn(|| "hi").join().unwrap(), "hi");
+    /// ```
+    #[track_caller]
+    pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.spawn_at(f, None, None, Location::caller())
+    }
+
+    /// How many worker threads it has.
+    ///
+    /// ```
+    /// let rt = greenlet::hub::Runtime::builder().worker_threads(3).build().unwrap();
+    /// assert_eq!(rt.handle().worker_threads(), 3);
+    /// ```
+    pub fn worker_threads(&self) -> usize {
+        self.shared.workers.len()
+    }
+
+    /// The cleanup queue whose drains run on this runtime's pending-call
+    /// slot ([`Policy::Robust`]). A thread that may die with greenlet state
+    /// while the runtime runs calls
+    /// [`set_thread_queue`](crate::cleanup::set_thread_queue)`(Some(q))`
+    /// first; the blocking pool's threads do.
+    ///
+    /// ```
+    /// let rt = greenlet::hub::Runtime::new().unwrap();
+    /// assert_eq!(rt.handle().cleanup_queue().policy(), greenlet::cleanup::Policy::Robust);
+    /// ```
+    pub fn cleanup_queue(&self) -> Arc<CleanupQueue> {
+        match self.shared.cleanup.get() {
+            Some(q) => Arc::clone(q),
+            None => crate::cleanup::default_queue(),
+        }
+    }
+}
+
+impl fmt::Debug for Handle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Handle")
+            .field("workers", &self.shared.workers.len())
+            .field("tasks", &self.shared.registry.len())
+            .finish()
+    }
+}
+
+/// Run `f` as a green thread on a new runtime with the default settings,
+/// return its result, and shut the runtime down.
+///
+/// # Errors
+/// [`HubError`] if the runtime cannot start or `f` panicked.
+///
+/// ```
+/// assert_eq!(greenlet::hub::run(|| 40 + 2).unwrap(), 42);
+/// ```
+#[track_caller]
+pub fn run<F, T>(f: F) -> Result<T, HubError>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let rt = Runtime::new()?;
+    let out = rt.block_on(f)?;
+    Ok(out)
+}

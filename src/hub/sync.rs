@@ -1,0 +1,440 @@
+//! Synchronisation for green threads (and plain threads, which block):
+//! [`Event`], [`Mutex`], [`Semaphore`]. Waiting on any of them is a parking
+//! point.
+//!
+//! Owns: the three types and their guards. Uses [`WaitList`] / [`wait_on`].
+
+use std::cell::UnsafeCell;
+use std::fmt;
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex as Lock;
+
+use super::error::Elapsed;
+use super::task::Wait;
+use super::wait::{wait_on, wake_all, WaitList};
+
+struct EventState {
+    set: bool,
+    waiters: WaitList,
+}
+
+fn event_list(s: &mut EventState) -> &mut WaitList {
+    &mut s.waiters
+}
+
+/// A flag green threads can wait for (gevent's `Event`): `set` wakes every
+/// waiter and lets later waits through until `clear`.
+///
+/// ```
+/// use std::sync::Arc;
+/// use greenlet::hub::{self, Event};
+/// hub::run(|| {
+///     let ev = Arc::new(Event::new());
+///     let e = Arc::clone(&ev);
+///     let waiter = hub::spawn(move || e.wait());
+///     ev.set();
+///     waiter.join().unwrap();
+///     assert!(ev.is_set());
+/// })
+/// .unwrap();
+/// ```
+pub struct Event {
+    state: Lock<EventState>,
+}
+
+impl Default for Event {
+    fn default() -> Self {
+        Event::new()
+    }
+}
+
+impl Event {
+    /// A cleared event.
+    ///
+    /// ```
+    /// assert!(!greenlet::hub::Event::new().is_set());
+    /// ```
+    pub fn new() -> Event {
+        Event {
+            state: Lock::new(EventState {
+                set: false,
+                waiters: WaitList::default(),
+            }),
+        }
+    }
+
+    /// Set it and wake every waiter.
+    ///
+    /// ```
+    /// let e = greenlet::hub::Event::new();
+    /// e.set();
+    /// e.wait(); // returns at once
+    /// ```
+    pub fn set(&self) {
+        let mut st = self.state.lock();
+        st.set = true;
+        let w = st.waiters.notify_all();
+        drop(st);
+        wake_all(w);
+    }
+
+    /// Clear it.
+    ///
+    /// ```
+    /// let e = greenlet::hub::Event::new();
+    /// e.set();
+    /// e.clear();
+    /// assert!(!e.is_set());
+    /// ```
+    pub fn clear(&self) {
+        self.state.lock().set = false;
+    }
+
+    /// Whether it is set.
+    ///
+    /// ```
+    /// assert!(!greenlet::hub::Event::default().is_set());
+    /// ```
+    pub fn is_set(&self) -> bool {
+        self.state.lock().set
+    }
+
+    /// Park until it is set.
+    ///
+    /// ```
+    /// let e = greenlet::hub::Event::new();
+    /// e.set();
+    /// e.wait();
+    /// ```
+    pub fn wait(&self) {
+        let _ = self.wait_until(None);
+    }
+
+    /// Park until it is set or `d` passes.
+    ///
+    /// # Errors
+    /// [`Elapsed`] if `d` passed first.
+    ///
+    /// ```
+    /// let e = greenlet::hub::Event::new();
+    /// assert!(e.wait_timeout(std::time::Duration::from_millis(1)).is_err());
+    /// ```
+    pub fn wait_timeout(&self, d: Duration) -> Result<(), Elapsed> {
+        self.wait_until(Instant::now().checked_add(d))
+    }
+
+    fn wait_until(&self, deadline: Option<Instant>) -> Result<(), Elapsed> {
+        loop {
+            let st = self.state.lock();
+            if st.set {
+                return Ok(());
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(Elapsed);
+            }
+            wait_on(&self.state, st, event_list, Wait::Event, deadline);
+        }
+    }
+}
+
+impl fmt::Debug for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Event")
+            .field("set", &self.is_set())
+            .finish()
+    }
+}
+
+struct LockState {
+    locked: bool,
+    waiters: WaitList,
+}
+
+fn lock_list(s: &mut LockState) -> &mut WaitList {
+    &mut s.waiters
+}
+
+/// A mutual-exclusion lock whose `lock` parks a green thread (instead of
+/// blocking its worker) while another holds it.
+///
+/// ```
+/// use std::sync::Arc;
+/// use greenlet::hub::{self, Mutex};
+/// let n = hub::run(|| {
+///     let m = Arc::new(Mutex::new(0));
+///     let hs: Vec<_> = (0..10)
+///         .map(|_| {
+///             let m = Arc::clone(&m);
+///             hub::spawn(move || {
+///                 let mut g = m.lock();
+///                 hub::yield_now(); // parks while holding it
+///                 *g += 1;
+///             })
+///         })
+///         .collect();
+///     hs.into_iter().for_each(|h| h.join().unwrap());
+///     let v = *m.lock();
+///     v
+/// })
+/// .unwrap();
+/// assert_eq!(n, 10);
+/// ```
+pub struct Mutex<T: ?Sized> {
+    state: Lock<LockState>,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: the value is only reached through a guard, and `lock` hands out
+// one guard at a time (the `locked` flag under `state`'s lock), so sharing
+// the Mutex shares `T` exclusively, as std's Mutex does: `T: Send` is
+// enough.
+unsafe impl<T: ?Sized + Send> Sync for Mutex<T> {}
+// SAFETY: moving the Mutex moves `T`.
+unsafe impl<T: ?Sized + Send> Send for Mutex<T> {}
+
+/// Access to a [`Mutex`]'s value; unlocks when dropped.
+pub struct MutexGuard<'a, T: ?Sized> {
+    mutex: &'a Mutex<T>,
+    /// Shared across threads only where `&mut T` may be (`T: Sync`).
+    _value: PhantomData<&'a mut T>,
+}
+
+impl<T> Mutex<T> {
+    /// An unlocked mutex holding `value`.
+    ///
+    /// ```
+    /// let m = greenlet::hub::Mutex::new(5);
+    /// assert_eq!(*m.lock(), 5);
+    /// ```
+    pub fn new(value: T) -> Mutex<T> {
+        Mutex {
+            state: Lock::new(LockState {
+                locked: false,
+                waiters: WaitList::default(),
+            }),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    /// The value, consuming the mutex.
+    ///
+    /// ```
+    /// assert_eq!(greenlet::hub::Mutex::new(3).into_inner(), 3);
+    /// ```
+    pub fn into_inner(self) -> T {
+        self.value.into_inner()
+    }
+}
+
+impl<T: ?Sized> Mutex<T> {
+    /// Lock it, parking while another holds it. A parking point.
+    ///
+    /// ```
+    /// let m = greenlet::hub::Mutex::new(vec![1]);
+    /// m.lock().push(2);
+    /// assert_eq!(*m.lock(), [1, 2]);
+    /// ```
+    pub fn lock(&self) -> MutexGuard<'_, T> {
+        loop {
+            let mut st = self.state.lock();
+            if !st.locked {
+                st.locked = true;
+                return MutexGuard {
+                    mutex: self,
+                    _value: PhantomData,
+                };
+            }
+            wait_on(&self.state, st, lock_list, Wait::Mutex, None);
+        }
+    }
+
+    /// Lock it if it is free.
+    ///
+    /// ```
+    /// let m = greenlet::hub::Mutex::new(());
+    /// let g = m.try_lock().unwrap();
+    /// assert!(m.try_lock().is_none());
+    /// drop(g);
+    /// ```
+    pub fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+        let mut st = self.state.lock();
+        if st.locked {
+            return None;
+        }
+        st.locked = true;
+        Some(MutexGuard {
+            mutex: self,
+            _value: PhantomData,
+        })
+    }
+}
+
+impl<T: ?Sized> Deref for MutexGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: this guard is the only one (see `Mutex`'s Sync impl).
+        unsafe { &*self.mutex.value.get() }
+    }
+}
+
+impl<T: ?Sized> DerefMut for MutexGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: this guard is the only one, and `&mut self` is unique.
+        unsafe { &mut *self.mutex.value.get() }
+    }
+}
+
+impl<T: ?Sized> Drop for MutexGuard<'_, T> {
+    fn drop(&mut self) {
+        let mut st = self.mutex.state.lock();
+        st.locked = false;
+        let w = st.waiters.notify_one();
+        drop(st);
+        if let Some(w) = w {
+            w.wake();
+        }
+    }
+}
+
+impl<T: ?Sized> fmt::Debug for Mutex<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Mutex")
+            .field("locked", &self.state.lock().locked)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for MutexGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+struct SemState {
+    permits: usize,
+    waiters: WaitList,
+}
+
+fn sem_list(s: &mut SemState) -> &mut WaitList {
+    &mut s.waiters
+}
+
+/// A counting semaphore: `acquire` parks while no permit is left.
+///
+/// ```
+/// use greenlet::hub::Semaphore;
+/// let s = Semaphore::new(1);
+/// let p = s.acquire();
+/// assert!(s.try_acquire().is_none());
+/// drop(p);
+/// assert!(s.try_acquire().is_some());
+/// ```
+pub struct Semaphore {
+    state: Lock<SemState>,
+}
+
+/// One permit of a [`Semaphore`], given back when dropped.
+pub struct SemaphorePermit<'a> {
+    sem: &'a Semaphore,
+}
+
+impl Semaphore {
+    /// A semaphore with `permits` permits.
+    ///
+    /// ```
+    /// assert_eq!(greenlet::hub::Semaphore::new(3).available(), 3);
+    /// ```
+    pub fn new(permits: usize) -> Semaphore {
+        Semaphore {
+            state: Lock::new(SemState {
+                permits,
+                waiters: WaitList::default(),
+            }),
+        }
+    }
+
+    /// Take a permit, parking while there is none. A parking point.
+    ///
+    /// ```
+    /// let s = greenlet::hub::Semaphore::new(1);
+    /// let _p = s.acquire();
+    /// assert_eq!(s.available(), 0);
+    /// ```
+    pub fn acquire(&self) -> SemaphorePermit<'_> {
+        loop {
+            let mut st = self.state.lock();
+            if st.permits > 0 {
+                st.permits -= 1;
+                return SemaphorePermit { sem: self };
+            }
+            wait_on(&self.state, st, sem_list, Wait::Semaphore, None);
+        }
+    }
+
+    /// Take a permit if one is free.
+    ///
+    /// ```
+    /// assert!(greenlet::hub::Semaphore::new(0).try_acquire().is_none());
+    /// ```
+    pub fn try_acquire(&self) -> Option<SemaphorePermit<'_>> {
+        let mut st = self.state.lock();
+        if st.permits == 0 {
+            return None;
+        }
+        st.permits -= 1;
+        Some(SemaphorePermit { sem: self })
+    }
+
+    /// Add `n` permits (waking as many waiters).
+    ///
+    /// ```
+    /// let s = greenlet::hub::Semaphore::new(0);
+    /// s.add_permits(2);
+    /// assert_eq!(s.available(), 2);
+    /// ```
+    pub fn add_permits(&self, n: usize) {
+        let mut st = self.state.lock();
+        st.permits += n;
+        let mut wakers = Vec::new();
+        for _ in 0..n {
+            match st.waiters.notify_one() {
+                Some(w) => wakers.push(w),
+                None => break,
+            }
+        }
+        drop(st);
+        wake_all(wakers);
+    }
+
+    /// Free permits now.
+    ///
+    /// ```
+    /// assert_eq!(greenlet::hub::Semaphore::new(2).available(), 2);
+    /// ```
+    pub fn available(&self) -> usize {
+        self.state.lock().permits
+    }
+}
+
+impl Drop for SemaphorePermit<'_> {
+    fn drop(&mut self) {
+        self.sem.add_permits(1);
+    }
+}
+
+impl fmt::Debug for Semaphore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Semaphore")
+            .field("available", &self.available())
+            .finish()
+    }
+}
+
+impl fmt::Debug for SemaphorePermit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SemaphorePermit")
+    }
+}

@@ -1,0 +1,505 @@
+//! A green thread's shared header ([`Task`]: identity, state, wake and
+//! cancel flags, join waiters), its waker, and the typed [`JoinHandle`].
+//!
+//! Owns the task's state machine as seen from other threads. Uses the
+//! worker's `push_ready` to route a wake, the registry to deregister a
+//! finished task, and `park` for a join that must wait.
+
+use std::fmt;
+use std::panic::Location;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Wake, Waker};
+
+use parking_lot::Mutex;
+
+use super::error::JoinError;
+use super::park::park;
+use super::runtime::Shared;
+use super::time::Scopes;
+use super::worker;
+
+/// `owner` of a task that has not started on any worker.
+pub(crate) const NO_OWNER: usize = usize::MAX;
+
+/// What a parked green thread waits for, as [`dump`](super::dump) shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Wait {
+    /// `sleep` / `sleep_until`.
+    Sleep,
+    /// `yield_now` (it is also on the ready queue).
+    Yield,
+    /// Joining another green thread (or a task group's next result).
+    Join,
+    /// Receiving on a channel.
+    Recv,
+    /// Sending on a full bounded channel.
+    Send,
+    /// `select` over several receivers.
+    Select,
+    /// Locking a hub `Mutex`.
+    Mutex,
+    /// Acquiring a `Semaphore` permit.
+    Semaphore,
+    /// Waiting for an `Event`.
+    Event,
+    /// A future polled by `block_on`.
+    Future,
+}
+
+impl Wait {
+    const ALL: [Wait; 10] = [
+        Wait::Sleep,
+        Wait::Yield,
+        Wait::Join,
+        Wait::Recv,
+        Wait::Send,
+        Wait::Select,
+        Wait::Mutex,
+        Wait::Semaphore,
+        Wait::Event,
+        Wait::Future,
+    ];
+
+    fn from_code(code: u8) -> Wait {
+        Wait::ALL
+            .get(usize::from(code))
+            .copied()
+            .unwrap_or(Wait::Sleep)
+    }
+
+    fn code(self) -> u8 {
+        Wait::ALL.iter().position(|w| *w == self).unwrap_or(0) as u8
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Wait::Sleep => "sleep",
+            Wait::Yield => "yield",
+            Wait::Join => "join",
+            Wait::Recv => "channel receive",
+            Wait::Send => "channel send",
+            Wait::Select => "select",
+            Wait::Mutex => "mutex",
+            Wait::Semaphore => "semaphore",
+            Wait::Event => "event",
+            Wait::Future => "future",
+        }
+    }
+}
+
+impl fmt::Display for Wait {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
+/// Where a green thread is in its life, as [`dump`](super::dump) shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TaskState {
+    /// Spawned, not started yet (its closure may still move to any worker).
+    Queued,
+    /// Started and on its worker's ready queue.
+    Ready,
+    /// Running on its worker now.
+    Running,
+    /// Parked, waiting for the given thing.
+    Parked(Wait),
+    /// A `spawn_blocking` call running on a blocking-pool thread.
+    Blocking,
+    /// Finished (returned, panicked, or cancelled).
+    Finished,
+}
+
+impl fmt::Display for TaskState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TaskState::Queued => f.write_str("queued"),
+            TaskState::Ready => f.write_str("ready"),
+            TaskState::Running => f.write_str("running"),
+            TaskState::Parked(w) => write!(f, "parked on {w}"),
+            TaskState::Blocking => f.write_str("blocking"),
+            TaskState::Finished => f.write_str("finished"),
+        }
+    }
+}
+
+const QUEUED: u8 = 0;
+const READY: u8 = 1;
+const RUNNING: u8 = 2;
+const PARKED: u8 = 3;
+const BLOCKING: u8 = 4;
+const FINISHED: u8 = 5;
+
+/// The part of a green thread that any thread may see. Its greenlet handle
+/// stays on the owner worker (see `worker::Worker::live`).
+pub(crate) struct Task {
+    pub(crate) id: u64,
+    name: Option<Box<str>>,
+    pub(crate) site: &'static Location<'static>,
+    pub(crate) shared: Arc<Shared>,
+    /// The worker it started on (`NO_OWNER` before): written once, by that
+    /// worker, before the task can be woken.
+    owner: AtomicUsize,
+    state: AtomicU8,
+    wait: AtomicU8,
+    /// On a ready queue (or about to be): a second wake pushes nothing.
+    scheduled: AtomicBool,
+    /// Cancellation requested and not yet delivered at a parking point.
+    cancel: AtomicBool,
+    /// Bumped at every resume: a timer armed for an older park is stale.
+    pub(crate) park_seq: AtomicU64,
+    /// The key in the owner worker's table of live greenlets.
+    pub(crate) live_key: AtomicUsize,
+    /// The key in the runtime's registry shard `shard`.
+    pub(crate) registry_key: AtomicUsize,
+    pub(crate) shard: usize,
+    /// The stack size its greenlet asks for.
+    pub(crate) stack_size: usize,
+    /// Set once the outcome is recorded (under `finish`'s lock).
+    done: AtomicBool,
+    /// The outcome when it is not a value (the value is in the typed slot).
+    error: Mutex<Option<JoinError>>,
+    join_waiters: Mutex<Vec<Waker>>,
+    /// Its `timeout` scopes.
+    pub(crate) scopes: Scopes,
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+impl Task {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        name: Option<Box<str>>,
+        site: &'static Location<'static>,
+        stack_size: usize,
+        shard: usize,
+    ) -> Task {
+        Task {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            name,
+            site,
+            shared,
+            owner: AtomicUsize::new(NO_OWNER),
+            state: AtomicU8::new(QUEUED),
+            wait: AtomicU8::new(0),
+            scheduled: AtomicBool::new(false),
+            cancel: AtomicBool::new(false),
+            park_seq: AtomicU64::new(0),
+            live_key: AtomicUsize::new(usize::MAX),
+            registry_key: AtomicUsize::new(usize::MAX),
+            shard,
+            stack_size,
+            done: AtomicBool::new(false),
+            error: Mutex::new(None),
+            join_waiters: Mutex::new(Vec::new()),
+            scopes: Scopes::default(),
+        }
+    }
+
+    /// Its name: the one given to [`task()`](super::task), else `task-<id>`.
+    pub(crate) fn name(&self) -> String {
+        match &self.name {
+            Some(n) => n.to_string(),
+            None => format!("task-{}", self.id),
+        }
+    }
+
+    pub(crate) fn has_name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    pub(crate) fn owner(&self) -> usize {
+        self.owner.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_owner(&self, worker: usize) {
+        self.owner.store(worker, Ordering::Release);
+    }
+
+    pub(crate) fn state(&self) -> TaskState {
+        match self.state.load(Ordering::Relaxed) {
+            QUEUED => TaskState::Queued,
+            READY => TaskState::Ready,
+            RUNNING => TaskState::Running,
+            PARKED => TaskState::Parked(Wait::from_code(self.wait.load(Ordering::Relaxed))),
+            BLOCKING => TaskState::Blocking,
+            _ => TaskState::Finished,
+        }
+    }
+
+    pub(crate) fn set_running(&self) {
+        self.state.store(RUNNING, Ordering::Relaxed);
+    }
+
+    pub(crate) fn set_blocking(&self) {
+        self.state.store(BLOCKING, Ordering::Relaxed);
+    }
+
+    pub(crate) fn set_parked(&self, wait: Wait) {
+        self.wait.store(wait.code(), Ordering::Relaxed);
+        self.state.store(PARKED, Ordering::Relaxed);
+    }
+
+    /// Clear the wake flag before resuming it: a wake from now on queues it
+    /// again.
+    pub(crate) fn take_scheduled(&self) {
+        self.scheduled.store(false, Ordering::Release);
+    }
+
+    /// Whether a cancellation is waiting to be delivered; clears it.
+    pub(crate) fn take_cancel(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed) && self.cancel.swap(false, Ordering::AcqRel)
+    }
+
+    pub(crate) fn cancel_requested(&self) -> bool {
+        self.cancel.load(Ordering::Acquire)
+    }
+
+    /// Ask for cancellation and wake it so its parking point sees it.
+    pub(crate) fn request_cancel(self: &Arc<Task>) {
+        if self.is_done() {
+            return;
+        }
+        self.cancel.store(true, Ordering::Release);
+        if self.owner() != NO_OWNER {
+            self.schedule();
+        }
+    }
+
+    /// Queue it on its worker's ready queue unless it already is. A task not
+    /// started on a worker (queued, or a blocking call) has nothing to queue.
+    pub(crate) fn schedule(self: &Arc<Task>) {
+        if self.scheduled.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let owner = self.owner();
+        if owner == NO_OWNER || self.is_done() {
+            return;
+        }
+        self.state.store(READY, Ordering::Relaxed);
+        worker::push_ready(Arc::clone(self), owner);
+    }
+
+    /// [`schedule`](Self::schedule) from the owner worker `w`'s own
+    /// thread (the task's owner is `w`).
+    pub(crate) fn schedule_on(self: &Arc<Task>, w: &worker::Worker) {
+        if self.scheduled.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.state.store(READY, Ordering::Relaxed);
+        w.push_ready_local(Arc::clone(self));
+    }
+
+    pub(crate) fn is_done(&self) -> bool {
+        self.done.load(Ordering::Acquire)
+    }
+
+    /// Record the outcome (`None`: the value is in the typed slot), wake the
+    /// joiners, and leave the registry. Only the first call counts.
+    pub(crate) fn finish(&self, error: Option<JoinError>) {
+        let waiters = {
+            let mut list = self.join_waiters.lock();
+            if self.done.load(Ordering::Acquire) {
+                return;
+            }
+            if let Some(e) = error {
+                *self.error.lock() = Some(e);
+            }
+            self.done.store(true, Ordering::Release);
+            std::mem::take(&mut *list)
+        };
+        self.state.store(FINISHED, Ordering::Relaxed);
+        self.shared.registry.remove(self);
+        for w in waiters {
+            w.wake();
+        }
+    }
+
+    /// Register `waker` to be woken when it finishes; `false` if it already
+    /// has (nothing registered).
+    pub(crate) fn add_join_waiter(&self, waker: &Waker) -> bool {
+        let mut list = self.join_waiters.lock();
+        if self.is_done() {
+            return false;
+        }
+        if !list.iter().any(|w| w.will_wake(waker)) {
+            list.push(waker.clone());
+        }
+        true
+    }
+
+    pub(crate) fn take_error(&self) -> Option<JoinError> {
+        self.error.lock().take()
+    }
+}
+
+impl Wake for Task {
+    fn wake(self: Arc<Self>) {
+        self.schedule();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.schedule();
+    }
+}
+
+impl fmt::Debug for Task {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Task")
+            .field("id", &self.id)
+            .field("name", &self.name())
+            .field("state", &self.state())
+            .finish()
+    }
+}
+
+/// The typed result slot a green thread's closure writes its value into.
+pub(crate) type Slot<T> = Arc<Mutex<Option<T>>>;
+
+/// Owns the right to wait for a green thread's result (or a blocking call's).
+///
+/// Dropping it detaches the green thread: it runs on, its result dropped.
+///
+/// # Example
+/// ```
+/// use greenlet::hub;
+/// let sum = hub::run(|| {
+///     let a = hub::spawn(|| 20);
+///     let b = hub::spawn(|| 22);
+///     a.join().unwrap() + b.join().unwrap()
+/// })
+/// .unwrap();
+/// assert_eq!(sum, 42);
+/// ```
+pub struct JoinHandle<T> {
+    pub(crate) task: Arc<Task>,
+    pub(crate) slot: Slot<T>,
+}
+
+impl<T> JoinHandle<T> {
+    /// Wait for it to finish and take its result. Parks a green thread;
+    /// blocks a plain thread. A parking point (so a cancellation point).
+    ///
+    /// # Errors
+    /// [`JoinError`] if it panicked, was cancelled, or could not start.
+    ///
+    /// ```
+    /// let v = greenlet::hub::run(|| greenlet::hub::spawn(|| "done").join().unwrap()).unwrap();
+    /// assert_eq!(v, "done");
+    /// ```
+    pub fn join(self) -> Result<T, JoinError> {
+        while !self.task.is_done() {
+            let waker = super::park::current_waker();
+            if !self.task.add_join_waiter(&waker) {
+                break;
+            }
+            park(Wait::Join, None);
+        }
+        self.take_result()
+    }
+
+    /// The result of a finished task (call only once it is done).
+    pub(crate) fn take_result(&self) -> Result<T, JoinError> {
+        if let Some(v) = self.slot.lock().take() {
+            return Ok(v);
+        }
+        Err(self
+            .task
+            .take_error()
+            .unwrap_or_else(|| JoinError::Cancelled {
+                name: self.task.name(),
+            }))
+    }
+
+    /// Whether it has finished (its result can be taken without waiting).
+    ///
+    /// ```
+    /// greenlet::hub::run(|| {
+    ///     let h = greenlet::hub::spawn(|| ());
+    ///     while !h.is_finished() {
+    ///         greenlet::hub::yield_now();
+    ///     }
+    ///     h.join().unwrap();
+    /// })
+    /// .unwrap();
+    /// ```
+    pub fn is_finished(&self) -> bool {
+        self.task.is_done()
+    }
+
+    /// Cancel it: if it has not started it never will; if it is parked,
+    /// `GreenletExit` is raised at its parking point (the blocking call it is
+    /// parked in unwinds its stack, so its destructors run); if it is running
+    /// it is cancelled at its next parking point. Parking points are the
+    /// only cancellation points: a green thread that never parks runs to
+    /// its end. Its `join` then returns [`JoinError::Cancelled`]. A running
+    /// blocking-pool call cannot be cancelled.
+    ///
+    /// ```
+    /// use greenlet::hub;
+    /// let err = hub::run(|| {
+    ///     let h = hub::spawn(|| hub::sleep(std::time::Duration::from_secs(3600)));
+    ///     hub::yield_now(); // let it start and park
+    ///     h.cancel();
+    ///     h.join().unwrap_err()
+    /// })
+    /// .unwrap();
+    /// assert!(err.is_cancelled());
+    /// ```
+    pub fn cancel(&self) {
+        self.task.request_cancel();
+    }
+
+    /// Its id (unique in the process).
+    ///
+    /// ```
+    /// greenlet::hub::run(|| {
+    ///     let (a, b) = (greenlet::hub::spawn(|| ()), greenlet::hub::spawn(|| ()));
+    ///     assert_ne!(a.id(), b.id());
+    /// })
+    /// .unwrap();
+    /// ```
+    pub fn id(&self) -> u64 {
+        self.task.id
+    }
+
+    /// Its name (`task-<id>` unless named through [`task()`](super::task)).
+    ///
+    /// ```
+    /// greenlet::hub::run(|| {
+    ///     let h = greenlet::hub::task().name("fetch").spawn(|| ()).unwrap();
+    ///     assert_eq!(h.name(), "fetch");
+    /// })
+    /// .unwrap();
+    /// ```
+    pub fn name(&self) -> String {
+        self.task.name()
+    }
+
+    /// Its state now (see [`TaskState`]).
+    ///
+    /// ```
+    /// use greenlet::hub::{self, TaskState, Wait};
+    /// hub::run(|| {
+    ///     let h = hub::spawn(|| hub::sleep(std::time::Duration::from_secs(3600)));
+    ///     while h.state() != TaskState::Parked(Wait::Sleep) {
+    ///         hub::yield_now();
+    ///     }
+    ///     h.cancel();
+    /// })
+    /// .unwrap();
+    /// ```
+    pub fn state(&self) -> TaskState {
+        self.task.state()
+    }
+}
+
+impl<T> fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JoinHandle")
+            .field("task", &*self.task)
+            .finish()
+    }
+}

@@ -1,0 +1,210 @@
+//! Time on the hub: [`sleep`], [`sleep_until`], [`yield_now`], and
+//! [`timeout`] / [`timeout_at`] with the per-task deadline scopes they use.
+//!
+//! Owns: these functions and [`Scopes`] (a task's, or a plain thread's,
+//! stack of active `timeout` deadlines). Uses `park` and the current task.
+//!
+//! A `timeout` is delivered like a cancellation, at a parking point: when
+//! its deadline passes, the innermost parking point inside it unwinds (so
+//! destructors run) up to the `timeout` call, which returns
+//! [`Elapsed`]. Code that never parks is not interrupted.
+
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use super::error::Elapsed;
+use super::park::{park, park_green, TimeoutUnwind};
+use super::task::Wait;
+use super::worker;
+
+/// Active `timeout` deadlines of one task or plain thread, outermost first.
+pub(crate) struct Scopes {
+    depth: AtomicUsize,
+    list: Mutex<Vec<(u64, Instant)>>,
+}
+
+impl Default for Scopes {
+    fn default() -> Self {
+        Scopes::new()
+    }
+}
+
+impl Scopes {
+    pub(crate) const fn new() -> Scopes {
+        Scopes {
+            depth: AtomicUsize::new(0),
+            list: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The earliest active deadline.
+    pub(crate) fn earliest(&self) -> Option<Instant> {
+        if self.depth.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        self.list.lock().iter().map(|(_, at)| *at).min()
+    }
+
+    /// The outermost scope whose deadline has passed.
+    pub(crate) fn expired(&self) -> Option<u64> {
+        if self.depth.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let now = Instant::now();
+        self.list
+            .lock()
+            .iter()
+            .find(|(_, at)| *at <= now)
+            .map(|(id, _)| *id)
+    }
+
+    fn push(&self, id: u64, at: Instant) {
+        self.list.lock().push((id, at));
+        self.depth.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn pop(&self, id: u64) {
+        let mut list = self.list.lock();
+        if let Some(pos) = list.iter().rposition(|(i, _)| *i == id) {
+            list.remove(pos);
+            self.depth.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+thread_local! {
+    static PLAIN_SCOPES: Scopes = const { Scopes::new() };
+}
+
+/// Run `f` with the caller's scopes: the current green thread's, else the
+/// plain thread's.
+pub(crate) fn with_scopes<R>(f: impl FnOnce(&Scopes) -> R) -> R {
+    match worker::current_task() {
+        Some((_, task)) => f(&task.scopes),
+        None => PLAIN_SCOPES.with(f),
+    }
+}
+
+/// Park the calling green thread for `d` (a plain thread sleeps). A parking
+/// point.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// greenlet::hub::run(|| {
+///     let start = Instant::now();
+///     greenlet::hub::sleep(Duration::from_millis(5));
+///     assert!(start.elapsed() >= Duration::from_millis(5));
+/// })
+/// .unwrap();
+/// ```
+pub fn sleep(d: Duration) {
+    match Instant::now().checked_add(d) {
+        Some(at) => sleep_until(at),
+        None => loop {
+            park(Wait::Sleep, None);
+        },
+    }
+}
+
+/// Park until `deadline` (a plain thread sleeps). A parking point.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// greenlet::hub::run(|| {
+///     let at = Instant::now() + Duration::from_millis(2);
+///     greenlet::hub::sleep_until(at);
+///     assert!(Instant::now() >= at);
+/// })
+/// .unwrap();
+/// ```
+pub fn sleep_until(deadline: Instant) {
+    while Instant::now() < deadline {
+        park(Wait::Sleep, Some(deadline));
+    }
+}
+
+/// Let the other ready green threads of this worker run, then continue (a
+/// plain thread yields its time slice). A parking point.
+///
+/// ```
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use std::sync::Arc;
+/// greenlet::hub::Runtime::builder().worker_threads(1).build().unwrap().block_on(|| {
+///     let flag = Arc::new(AtomicBool::new(false));
+///     let f = Arc::clone(&flag);
+///     let _h = greenlet::hub::spawn(move || f.store(true, Ordering::SeqCst));
+///     greenlet::hub::yield_now(); // one worker: the new green thread runs now
+///     assert!(flag.load(Ordering::SeqCst));
+/// })
+/// .unwrap();
+/// ```
+pub fn yield_now() {
+    match worker::current_task() {
+        Some((w, task)) => {
+            task.schedule_on(&w);
+            park_green(&w, &task, Wait::Yield, None);
+        }
+        None => std::thread::yield_now(),
+    }
+}
+
+static NEXT_SCOPE: AtomicU64 = AtomicU64::new(1);
+
+/// Run `f`, giving up when `d` has passed: see [`timeout_at`].
+///
+/// ```
+/// use std::time::Duration;
+/// use greenlet::hub;
+/// hub::run(|| {
+///     let slow = hub::timeout(Duration::from_millis(5), || hub::sleep(Duration::from_secs(3600)));
+///     assert_eq!(slow, Err(hub::Elapsed));
+///     assert_eq!(hub::timeout(Duration::from_secs(3600), || 7), Ok(7));
+/// })
+/// .unwrap();
+/// ```
+///
+/// # Errors
+/// [`Elapsed`] if the deadline passed at a parking point inside `f`.
+pub fn timeout<T>(d: Duration, f: impl FnOnce() -> T) -> Result<T, Elapsed> {
+    match Instant::now().checked_add(d) {
+        Some(at) => timeout_at(at, f),
+        None => Ok(f()),
+    }
+}
+
+/// Run `f`; if `deadline` passes while `f` is parked (or when it next
+/// parks), the parking point unwinds `f`'s stack up to here (destructors
+/// run) and this returns [`Elapsed`]. Code that does not park is not
+/// interrupted; nested timeouts each see their own deadline.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use greenlet::hub;
+/// hub::run(|| {
+///     let (tx, rx) = hub::channel::<u8>(1);
+///     let r = hub::timeout_at(Instant::now() + Duration::from_millis(5), || rx.recv());
+///     assert!(r.is_err());
+///     drop(tx);
+/// })
+/// .unwrap();
+/// ```
+///
+/// # Errors
+/// [`Elapsed`] if the deadline passed at a parking point inside `f`.
+pub fn timeout_at<T>(deadline: Instant, f: impl FnOnce() -> T) -> Result<T, Elapsed> {
+    let id = NEXT_SCOPE.fetch_add(1, Ordering::Relaxed);
+    with_scopes(|s| s.push(id, deadline));
+    let out = catch_unwind(AssertUnwindSafe(f));
+    with_scopes(|s| s.pop(id));
+    match out {
+        Ok(v) => Ok(v),
+        Err(payload) => match payload.downcast::<TimeoutUnwind>() {
+            Ok(t) if t.0 == id => Err(Elapsed),
+            Ok(other) => resume_unwind(other),
+            Err(payload) => resume_unwind(payload),
+        },
+    }
+}

@@ -1,0 +1,603 @@
+//! One worker OS thread: its hub (the scheduler loop, on the thread's own
+//! stack, the thread's main greenlet), its ready queue, its unstarted
+//! tasks, its timers and its poller.
+//!
+//! Owns: the scheduling loop and everything only the worker's thread
+//! touches ([`Worker`], kept in a thread-local), the part other threads
+//! reach ([`Remote`]: the remote wake queue, the poller's `mio::Waker`, the
+//! stealer, the watchdog's counters), and the routing of a wake
+//! ([`push_ready`]). Uses the coroutine API (`Greenlet::builder` with the
+//! hub as parent, `switch`, `throw`, `kill`), `crossbeam-deque` for the
+//! unstarted tasks, `mio` for idle sleep.
+//!
+//! # The loop
+//! Each round (a scheduling point): start a pending-call drain if calls
+//! wait (see [`super::pending`]); move the remote queue onto the ready
+//! queue; fire due timers; every [`POLL_EVERY`] rounds poll without
+//! waiting (so busy green threads cannot starve I/O sources registered
+//! with the poller); then start an unstarted task (this worker's own
+//! `spawn_local` ones, its deque, the injector, stolen batches from other
+//! workers) or resume a ready one. New tasks go first, but never more than
+//! [`START_BURST`] in a row while ready tasks wait. With nothing to do the
+//! worker sleeps in `mio::Poll::poll` until the next timer's deadline, a
+//! wake from another thread (through the `mio::Waker`), or I/O. Tokens
+//! other than [`WAKE_TOKEN`] are for the network layer: it registers a
+//! socket with the poller of the worker its green thread lives on (through
+//! `Poll::registry`), and a readiness event wakes the parked green thread.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_deque::{Steal, Stealer};
+use parking_lot::Mutex;
+use slab::Slab;
+
+use crate::coroutine::{getcurrent, Greenlet, GreenletError, Value};
+use crate::diag::diag_warn;
+
+use super::error::JoinError;
+use super::runtime::Shared;
+use super::task::Task;
+use super::timer::Timers;
+
+/// Rounds between two polls that do not wait.
+pub(crate) const POLL_EVERY: u32 = 61;
+/// New tasks started in a row at most while ready tasks wait.
+const START_BURST: u32 = 32;
+/// The poller token of the worker's `mio::Waker`.
+pub(crate) const WAKE_TOKEN: mio::Token = mio::Token(usize::MAX);
+
+/// A task that has not started, with its closure. Dropped unstarted (a
+/// worker's deque at exit, a refused spawn, a cancellation), it drops the
+/// closure, then finishes the task as cancelled: no task is left unjoinable.
+pub(crate) struct NotStarted<B: ?Sized> {
+    task: Arc<Task>,
+    body: Option<Box<B>>,
+}
+
+/// A spawned `Send` task: it may start on any worker.
+pub(crate) type Unstarted = NotStarted<dyn FnOnce() + Send>;
+
+/// A `spawn_local` task: it starts on the worker that spawned it.
+type LocalUnstarted = NotStarted<dyn FnOnce()>;
+
+impl<B: ?Sized> NotStarted<B> {
+    pub(crate) fn new(task: Arc<Task>, body: Box<B>) -> Self {
+        NotStarted {
+            task,
+            body: Some(body),
+        }
+    }
+
+    pub(crate) fn task(&self) -> &Arc<Task> {
+        &self.task
+    }
+
+    /// The task, and its closure unless it was already taken.
+    pub(crate) fn into_parts(mut self) -> (Arc<Task>, Option<Box<B>>) {
+        (Arc::clone(&self.task), self.body.take())
+    }
+}
+
+impl<B: ?Sized> Drop for NotStarted<B> {
+    fn drop(&mut self) {
+        if let Some(body) = self.body.take() {
+            drop(body);
+            self.task.finish(Some(JoinError::Cancelled {
+                name: self.task.name(),
+            }));
+        }
+    }
+}
+
+/// The part of a worker that other threads reach.
+pub(crate) struct Remote {
+    queue: Mutex<Vec<Arc<Task>>>,
+    has_remote: AtomicBool,
+    /// In (or about to enter) a waiting poll; cleared by whoever unparks it.
+    sleeping: AtomicBool,
+    waker: mio::Waker,
+    pub(crate) stealer: Stealer<Unstarted>,
+    /// Bumped at every resume of a green thread (read by the watchdog).
+    pub(crate) tick: AtomicU64,
+    /// The id of the green thread running now, 0 while in the hub.
+    pub(crate) running: AtomicU64,
+}
+
+impl Remote {
+    pub(crate) fn new(waker: mio::Waker, stealer: Stealer<Unstarted>) -> Remote {
+        Remote {
+            queue: Mutex::new(Vec::new()),
+            has_remote: AtomicBool::new(false),
+            sleeping: AtomicBool::new(false),
+            waker,
+            stealer,
+            tick: AtomicU64::new(0),
+            running: AtomicU64::new(0),
+        }
+    }
+
+    /// Queue a woken task from another thread and unpark the worker if it
+    /// sleeps.
+    fn push(&self, task: Arc<Task>) {
+        self.queue.lock().push(task);
+        self.has_remote.store(true, Ordering::SeqCst);
+        self.unpark_if_sleeping();
+    }
+
+    /// Wake the worker if it is in (or entering) its waiting poll. Only the
+    /// caller that clears `sleeping` writes to the waker.
+    pub(crate) fn unpark_if_sleeping(&self) -> bool {
+        fence(Ordering::SeqCst);
+        if self.sleeping.load(Ordering::SeqCst)
+            && self
+                .sleeping
+                .compare_exchange(true, false, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+        {
+            self.unpark();
+            return true;
+        }
+        false
+    }
+
+    /// Wake the worker's poll unconditionally.
+    pub(crate) fn unpark(&self) {
+        if let Err(e) = self.waker.wake() {
+            diag_warn!("hub: could not wake a worker's poller: {e}");
+        }
+    }
+}
+
+/// What a worker thread is started with.
+pub(crate) struct Seed {
+    pub(crate) index: usize,
+    pub(crate) poll: mio::Poll,
+    pub(crate) deque: crossbeam_deque::Worker<Unstarted>,
+}
+
+/// A worker's thread-local state.
+pub(crate) struct Worker {
+    pub(crate) index: usize,
+    pub(crate) shared: Arc<Shared>,
+    /// The thread's main greenlet: the hub. Parking switches to it.
+    pub(crate) hub: Greenlet,
+    ready: RefCell<VecDeque<Arc<Task>>>,
+    local_new: RefCell<VecDeque<LocalUnstarted>>,
+    deque: crossbeam_deque::Worker<Unstarted>,
+    pub(crate) timers: RefCell<Timers>,
+    /// The green thread running now.
+    current: RefCell<Option<Arc<Task>>>,
+    /// Started green threads, with the only greenlet handles.
+    live: RefCell<Slab<(Arc<Task>, Greenlet)>>,
+    poll: RefCell<mio::Poll>,
+    events: RefCell<mio::Events>,
+    cancelled_all: Cell<bool>,
+}
+
+thread_local! {
+    static WORKER: RefCell<Option<Rc<Worker>>> = const { RefCell::new(None) };
+}
+
+/// This thread's worker, if it is one.
+pub(crate) fn current() -> Option<Rc<Worker>> {
+    WORKER.try_with(|w| w.borrow().clone()).ok().flatten()
+}
+
+/// The calling green thread and its worker (`None` on a plain thread, and
+/// on a worker's hub outside any green thread).
+pub(crate) fn current_task() -> Option<(Rc<Worker>, Arc<Task>)> {
+    let w = current()?;
+    let t = w.current.borrow().clone()?;
+    Some((w, t))
+}
+
+/// Put a woken task on the ready queue of worker `owner`: directly when
+/// called on that worker, else through its remote queue.
+pub(crate) fn push_ready(task: Arc<Task>, owner: usize) {
+    let local = WORKER
+        .try_with(|w| {
+            let w = w.borrow();
+            match &*w {
+                Some(w) if w.index == owner && Arc::ptr_eq(&w.shared, &task.shared) => {
+                    w.ready.borrow_mut().push_back(Arc::clone(&task));
+                    true
+                }
+                _ => false,
+            }
+        })
+        .unwrap_or(false);
+    if !local {
+        if let Some(remote) = task.shared.workers.get(owner) {
+            remote.push(Arc::clone(&task));
+        }
+    }
+}
+
+/// Run a worker thread: the hub loop, then its teardown.
+pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
+    let w = Rc::new(Worker {
+        index: seed.index,
+        shared,
+        hub: getcurrent(),
+        ready: RefCell::new(VecDeque::new()),
+        local_new: RefCell::new(VecDeque::new()),
+        deque: seed.deque,
+        timers: RefCell::new(Timers::default()),
+        current: RefCell::new(None),
+        live: RefCell::new(Slab::new()),
+        poll: RefCell::new(seed.poll),
+        events: RefCell::new(mio::Events::with_capacity(256)),
+        cancelled_all: Cell::new(false),
+    });
+    WORKER.with(|c| *c.borrow_mut() = Some(Rc::clone(&w)));
+    w.run();
+    w.teardown();
+    WORKER.with(|c| c.borrow_mut().take());
+}
+
+impl Worker {
+    fn remote(&self) -> &Remote {
+        &self.shared.workers[self.index]
+    }
+
+    /// Queue a `Send` task on this worker's deque (other workers may steal
+    /// it) and wake an idle worker to come and take some.
+    pub(crate) fn push_unstarted(&self, u: Unstarted) {
+        self.deque.push(u);
+        self.shared.notify_idle();
+    }
+
+    /// Queue a `!Send` task on this worker.
+    pub(crate) fn push_local(&self, task: Arc<Task>, body: Box<dyn FnOnce()>) {
+        self.local_new
+            .borrow_mut()
+            .push_back(LocalUnstarted::new(task, body));
+    }
+
+    /// Start a task at the front of the line (the pending-call drain).
+    pub(crate) fn push_local_first(&self, task: Arc<Task>, body: Box<dyn FnOnce()>) {
+        self.local_new
+            .borrow_mut()
+            .push_front(LocalUnstarted::new(task, body));
+    }
+
+    /// How many green threads this worker has started and not finished.
+    pub(crate) fn live_count(&self) -> usize {
+        self.live.borrow().len()
+    }
+
+    fn run(self: &Rc<Self>) {
+        let mut round: u32 = 0;
+        let mut burst: u32 = 0;
+        let mut due = Vec::new();
+        loop {
+            round = round.wrapping_add(1);
+            super::pending::scheduling_point(self);
+            self.take_remote();
+            if !self.timers.borrow().is_empty() {
+                self.fire_timers(Instant::now(), &mut due);
+            }
+            if round % POLL_EVERY == 0 {
+                self.poll_once(Some(Duration::ZERO));
+            }
+            let shutting_down = self.shared.is_shutting_down();
+            if shutting_down && !self.cancelled_all.get() {
+                self.cancel_all();
+            }
+            let has_ready = !self.ready.borrow().is_empty();
+            if (!has_ready || burst < START_BURST) && self.start_next() {
+                burst += 1;
+                continue;
+            }
+            burst = 0;
+            let next = self.ready.borrow_mut().pop_front();
+            if let Some(task) = next {
+                self.resume(task);
+                continue;
+            }
+            if shutting_down {
+                if self.live_count() == 0 {
+                    break;
+                }
+                if self
+                    .shared
+                    .shutdown_deadline()
+                    .is_some_and(|d| Instant::now() >= d)
+                {
+                    self.report_refusals();
+                    break;
+                }
+            }
+            self.idle();
+        }
+    }
+
+    /// Start one unstarted task, if there is one; whether one was.
+    fn start_next(&self) -> bool {
+        let local = self.local_new.borrow_mut().pop_front();
+        if let Some(u) = local {
+            if let (task, Some(body)) = u.into_parts() {
+                self.start(task, body);
+            }
+            return true;
+        }
+        if let Some(u) = self.find_unstarted() {
+            if let (task, Some(body)) = u.into_parts() {
+                self.start(task, body);
+            }
+            return true;
+        }
+        false
+    }
+
+    fn find_unstarted(&self) -> Option<Unstarted> {
+        if !self.deque.is_empty() {
+            if let Some(u) = self.deque.pop() {
+                return Some(u);
+            }
+        }
+        if self.shared.injector.is_empty()
+            && self
+                .shared
+                .workers
+                .iter()
+                .enumerate()
+                .all(|(i, r)| i == self.index || r.stealer.is_empty())
+        {
+            return None;
+        }
+        loop {
+            match self.shared.injector.steal_batch_and_pop(&self.deque) {
+                Steal::Success(u) => return Some(u),
+                Steal::Retry => continue,
+                Steal::Empty => break,
+            }
+        }
+        let n = self.shared.workers.len();
+        for k in 1..n {
+            let victim = &self.shared.workers[(self.index + k) % n];
+            loop {
+                match victim.stealer.steal_batch_and_pop(&self.deque) {
+                    Steal::Success(u) => return Some(u),
+                    Steal::Retry => continue,
+                    Steal::Empty => break,
+                }
+            }
+        }
+        None
+    }
+
+    /// Whether work may have arrived from other threads.
+    fn work_from_outside(&self) -> bool {
+        self.remote().has_remote.load(Ordering::SeqCst)
+            || !self.shared.injector.is_empty()
+            || self.shared.pending.has_calls()
+            || self
+                .shared
+                .workers
+                .iter()
+                .enumerate()
+                .any(|(i, r)| i != self.index && !r.stealer.is_empty())
+            || (self.shared.is_shutting_down() && !self.cancelled_all.get())
+    }
+
+    fn idle(&self) {
+        let remote = self.remote();
+        remote.sleeping.store(true, Ordering::SeqCst);
+        self.shared.idle.fetch_add(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        if !self.work_from_outside() {
+            let mut deadline = self.timers.borrow().next_deadline();
+            if self.shared.is_shutting_down() {
+                deadline = match (deadline, self.shared.shutdown_deadline()) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+            let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            self.poll_once(timeout);
+        }
+        remote.sleeping.store(false, Ordering::SeqCst);
+        self.shared.idle.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    fn poll_once(&self, timeout: Option<Duration>) {
+        let mut events = self.events.borrow_mut();
+        let result = self.poll.borrow_mut().poll(&mut events, timeout);
+        if let Err(e) = result {
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                diag_warn!("hub worker {}: poll failed: {e}", self.index);
+            }
+        }
+    }
+
+    fn take_remote(&self) {
+        let remote = self.remote();
+        if remote.has_remote.load(Ordering::Relaxed)
+            && remote.has_remote.swap(false, Ordering::AcqRel)
+        {
+            let woken = std::mem::take(&mut *remote.queue.lock());
+            self.ready.borrow_mut().extend(woken);
+        }
+    }
+
+    fn fire_timers(&self, now: Instant, due: &mut Vec<Arc<Task>>) {
+        self.timers.borrow_mut().expire(now, due);
+        for t in due.drain(..) {
+            t.schedule();
+        }
+    }
+
+    /// Start `task` as a greenlet whose parent is the hub.
+    fn start(&self, task: Arc<Task>, body: Box<dyn FnOnce()>) {
+        if task.cancel_requested() || self.shared.is_shutting_down() {
+            drop(body);
+            task.finish(Some(JoinError::Cancelled { name: task.name() }));
+            return;
+        }
+        task.set_owner(self.index);
+        let mut builder = Greenlet::builder()
+            .parent(&self.hub)
+            .stack_size(task.stack_size);
+        if let Some(name) = task.has_name() {
+            builder = builder.name(name);
+        }
+        let g = match builder.spawn(move |_| {
+            body();
+            Ok(Value::unit())
+        }) {
+            Ok(g) => g,
+            Err(e) => {
+                task.finish(Some(JoinError::Cancelled {
+                    name: format!("{} (not started: {e})", task.name()),
+                }));
+                return;
+            }
+        };
+        let key = self.live.borrow_mut().insert((Arc::clone(&task), g));
+        task.live_key.store(key, Ordering::Relaxed);
+        self.resume(task);
+    }
+
+    /// Switch into a started task until it parks or ends.
+    fn resume(&self, task: Arc<Task>) {
+        task.take_scheduled();
+        if task.is_done() {
+            return;
+        }
+        let key = task.live_key.load(Ordering::Relaxed);
+        // Held across the switch: only this loop borrows `live` mutably
+        // (start, cancel_all, teardown), and it is suspended meanwhile.
+        let live = self.live.borrow();
+        let g = match live.get(key) {
+            Some((t, g)) if Arc::ptr_eq(t, &task) => g,
+            _ => return,
+        };
+        // Only this thread writes these two counters.
+        let seq = task.park_seq.load(Ordering::Relaxed);
+        task.park_seq.store(seq.wrapping_add(1), Ordering::Relaxed);
+        task.set_running();
+        let remote = self.remote();
+        remote.running.store(task.id, Ordering::Relaxed);
+        let tick = remote.tick.load(Ordering::Relaxed);
+        remote.tick.store(tick.wrapping_add(1), Ordering::Relaxed);
+        let cancel = task.take_cancel();
+        *self.current.borrow_mut() = Some(task);
+        let result = if cancel {
+            g.throw(GreenletError::exit())
+        } else {
+            g.switch(())
+        };
+        let dead = g.is_dead();
+        drop(live);
+        remote.running.store(0, Ordering::Relaxed);
+        let Some(task) = self.current.borrow_mut().take() else {
+            return;
+        };
+        if let Err(e) = result {
+            match e {
+                GreenletError::StackAllocation { size, source, .. } => {
+                    task.finish(Some(JoinError::NoStack {
+                        name: task.name(),
+                        size,
+                        reason: source.to_string(),
+                    }));
+                }
+                e if e.is_exit() => {}
+                e => task.finish(Some(JoinError::Panicked {
+                    name: task.name(),
+                    message: e.to_string(),
+                })),
+            }
+        }
+        if dead {
+            let entry = self.live.borrow_mut().try_remove(key);
+            if !task.is_done() {
+                task.finish(Some(JoinError::Cancelled { name: task.name() }));
+            }
+            drop(entry);
+        }
+    }
+
+    /// Queue `task`, a task of this worker, on the ready queue.
+    pub(crate) fn push_ready_local(&self, task: Arc<Task>) {
+        self.ready.borrow_mut().push_back(task);
+    }
+
+    /// Shutdown began: cancel every started task, drop every unstarted one.
+    fn cancel_all(&self) {
+        self.cancelled_all.set(true);
+        let tasks: Vec<Arc<Task>> = self
+            .live
+            .borrow()
+            .iter()
+            .map(|(_, (t, _))| Arc::clone(t))
+            .collect();
+        for t in tasks {
+            t.request_cancel();
+        }
+        let local: Vec<LocalUnstarted> = self.local_new.borrow_mut().drain(..).collect();
+        drop(local);
+        while let Some(u) = self.deque.pop() {
+            drop(u);
+        }
+        loop {
+            match self.shared.injector.steal() {
+                Steal::Success(u) => drop(u),
+                Steal::Retry => continue,
+                Steal::Empty => break,
+            }
+        }
+    }
+
+    /// The shutdown deadline passed with green threads still alive.
+    fn report_refusals(&self) {
+        let live = self.live.borrow();
+        for (_, (t, _)) in live.iter() {
+            diag_warn!(
+                "hub worker {}: green thread '{}' (id {}, spawned at {}) did not finish within the \
+                 shutdown timeout after it was cancelled ({}); it is killed now and force-unwound if \
+                 it refuses again",
+                self.index,
+                t.name(),
+                t.id,
+                t.site,
+                t.state()
+            );
+            self.shared.record_refusal(t);
+        }
+    }
+
+    /// After the loop: kill what is left (their stacks unwind), drop the
+    /// rest.
+    fn teardown(&self) {
+        let entries: Vec<(Arc<Task>, Greenlet)> = self.live.borrow_mut().drain().collect();
+        for (task, g) in &entries {
+            if g.is_dead() {
+                continue;
+            }
+            *self.current.borrow_mut() = Some(Arc::clone(task));
+            let result = g.kill();
+            *self.current.borrow_mut() = None;
+            if let Err(e) = result {
+                diag_warn!(
+                    "hub worker {}: green thread '{}' (id {}, spawned at {}) refused to die at \
+                     shutdown: {e}",
+                    self.index,
+                    task.name(),
+                    task.id,
+                    task.site
+                );
+            }
+            task.finish(Some(JoinError::Cancelled { name: task.name() }));
+        }
+        self.timers.borrow_mut().clear();
+        self.ready.borrow_mut().clear();
+        drop(entries);
+    }
+}
