@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use greenlet::cleanup::{CleanupQueue, DrainPoint, Metrics, Policy, Remains};
 use greenlet::interp_shim::scenarios::{seed, SeedConfig, TraceMode};
 use greenlet::interp_shim::{
-    Event, ExitOrder, HangReport, Hook, Outcome, PendingCallScheduler, Py, PyErr, PyVersion,
-    Runtime, Watchdog,
+    Event, ExitOrder, HangCause, HangReport, Hook, Outcome, PendingCallScheduler, Py, PyErr,
+    PyVersion, QueueAtHang, Runtime, Watchdog, EARLY_VERDICT_REDISPATCHES,
 };
 use parking_lot::Mutex;
 
@@ -133,16 +133,7 @@ fn notify(tx: Sender<()>) -> Callback {
 
 fn new_queue(rt: &Runtime, policy: Policy) -> Arc<CleanupQueue> {
     let queue = CleanupQueue::new(policy, Arc::new(PendingCallScheduler::new(rt)));
-    let q = Arc::downgrade(&queue);
-    rt.set_report_hook(move || match q.upgrade() {
-        Some(q) => format!(
-            "cleanup queue: policy={} len={} outstanding={}",
-            q.policy(),
-            q.len(),
-            q.outstanding()
-        ),
-        None => String::new(),
-    });
+    rt.report_queue(&queue);
     let q = Arc::clone(&queue);
     rt.at_finalize(move || q.finalize());
     queue
@@ -168,15 +159,20 @@ struct Replay {
 }
 
 impl Replay {
-    /// What a replay left: its outcome, whether the probe held, the queue.
+    /// What a replay left: its outcome, whether the probe held, the queue
+    /// (when it hung: as the watchdog found it, before its cancel let the
+    /// drains run).
     fn collect(outcome: Outcome<()>, held: &AtomicBool, queue: &CleanupQueue) -> Self {
-        let metrics = queue.metrics();
+        let seen = match &outcome {
+            Outcome::Hung(report) => report.queue.expect("the queue is registered"),
+            Outcome::Finished(_) => QueueAtHang::of(queue),
+        };
         Replay {
             outcome,
             held: held.load(Ordering::SeqCst),
-            destroyed: metrics.states_destroyed,
-            metrics,
-            len: queue.len(),
+            destroyed: seen.metrics.states_destroyed,
+            metrics: seen.metrics,
+            len: seen.len,
         }
     }
 
@@ -264,7 +260,15 @@ fn assert_churn_livelock(replay: &Replay, policy: Policy) {
     assert_eq!(main.frames.first(), Some(&"_commit_removals"), "{hang}");
     assert!(main.frames.contains(&"_remove"), "{hang}");
     assert!(hang.livelock_predicate, "{hang}");
-    assert!(main.redispatches > 1000, "{hang}");
+    // Ended by the early verdict, long before the timeout.
+    assert_eq!(
+        hang.cause,
+        HangCause::Livelock {
+            redispatches: EARLY_VERDICT_REDISPATCHES
+        },
+        "{hang}"
+    );
+    assert!(main.redispatches >= EARLY_VERDICT_REDISPATCHES, "{hang}");
 }
 
 #[test]
@@ -378,10 +382,10 @@ fn full_ring_replay_leaks_under_legacy_and_shielded() {
         // Not a livelock: the main thread idles, the queue is stranded.
         assert!(!hang.livelock_predicate, "{hang}");
         assert_eq!(hang.redispatches, 0, "{hang}");
-        assert!(
-            hang.extra.contains("len=2 outstanding=0"),
-            "{policy}: {hang}"
-        );
+        // The queue as the watchdog found it: stranded.
+        let queue = hang.queue.expect("the queue is registered");
+        assert_eq!((queue.len, queue.outstanding), (2, 0), "{policy}: {hang}");
+        assert_eq!(hang.cause, HangCause::Timeout, "{hang}");
         assert!(replay.held, "{policy}");
         assert_eq!(replay.destroyed, 0, "{policy}");
     }

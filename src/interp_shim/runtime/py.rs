@@ -19,9 +19,10 @@ use super::super::core::{CheckSite, RingFull, ThreadIdx};
 use super::error::{PyErr, PyResult};
 use super::event::Event;
 use super::gil::{
-    add_pending_call_as, blocking, c_function, check, handle_signals, release_gil,
-    run_pending_calls, take_gil, trip_signal,
+    add_pending_call_as, blocking, c_function, check, release_gil, run_pending_calls, take_gil,
+    Until,
 };
+use super::signals::{handle_signals, trip_signal};
 use super::state::{Shared, State, MODEL_THREAD, REGISTRY};
 use super::threads::{spawn_thread, ThreadHandle};
 use super::tracing::{fire, Hook, HookEvent, TracingGuard};
@@ -278,7 +279,7 @@ impl Py {
     /// ```
     pub fn sleep(&self, d: Duration) -> PyResult<()> {
         let deadline = Instant::now() + d;
-        blocking(self, |st| st.cancelled, Some(deadline))
+        blocking(self, Until::Deadline(deadline))
     }
 
     /// `Event.wait()`: release the GIL until `event` is set.
@@ -300,7 +301,7 @@ impl Py {
     /// .unwrap();
     /// ```
     pub fn wait(&self, event: &Event) -> PyResult<()> {
-        blocking(self, |_| event.is_set(), None)
+        blocking(self, Until::Event(Arc::clone(&event.flag)))
     }
 
     /// `Thread.join()`: release the GIL until `thread`'s state is deleted.
@@ -320,8 +321,7 @@ impl Py {
     /// .unwrap();
     /// ```
     pub fn join(&self, thread: &ThreadHandle) -> PyResult<()> {
-        let idx = thread.index;
-        blocking(self, move |st| st.threads[idx].finished, None)
+        blocking(self, Until::Thread(thread.index))
     }
 
     /// A C function that keeps the GIL (`len(queue)`, `Event.set()`, ...):
