@@ -110,6 +110,7 @@ impl Runtime {
                 livelock_held: 0,
                 livelocked: None,
                 report_queue: None,
+                unraisable_reads_source: true,
             }),
             cond: Condvar::new(),
             ran: AtomicBool::new(false),
@@ -414,6 +415,30 @@ impl Runtime {
     /// ```
     pub fn set_early_verdict(&self, redispatches: Option<u64>) {
         self.shared.state.lock().early_verdict = redispatches.map(|n| n.max(1));
+    }
+
+    /// Whether [`Py::write_unraisable`]'s default hook finds a source file
+    /// for the traceback it prints (the default), so that printing it runs
+    /// Python code, or not (`python -X frozen_modules` and a deleted
+    /// script, or `probes/sigint_in_livelock.py --no-source`).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{Hook, Outcome, PyErr, PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_11);
+    /// rt.set_unraisable_reads_source(false);
+    /// let outcome = rt
+    ///     .run(Watchdog::Report(Duration::from_secs(20)), |py| {
+    ///         let err = PyErr::exception("ValueError", "in a callback");
+    ///         py.write_unraisable("<function cb>", &err) // no Python code runs
+    ///     })
+    ///     .unwrap();
+    /// assert!(matches!(outcome, Outcome::Finished(Ok(()))));
+    /// ```
+    pub fn set_unraisable_reads_source(&self, reads: bool) {
+        self.shared.state.lock().unraisable_reads_source = reads;
     }
 
     /// The cleanup queue whose metrics a [`HangReport`] carries as they were

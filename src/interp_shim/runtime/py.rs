@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::MutexGuard;
 
+use crate::diag::diag_warn;
+
 use super::super::core::{CheckSite, RingFull, ThreadIdx};
 use super::error::{PyErr, PyResult};
 use super::event::Event;
@@ -566,6 +568,48 @@ impl Py {
         self.cancelled()?;
         handle_signals(self)?;
         run_pending_calls(self)
+    }
+
+    /// `PyErr_WriteUnraisable(obj)` for `err`, as a weakref callback's
+    /// failure is reported (`handle_callback` in `weakrefobject.c`): the
+    /// exception is swallowed, and the default `sys.unraisablehook` prints
+    /// it with its traceback. Printing a traceback reads each frame's source
+    /// line (`_Py_DisplaySourceLine` → `io.open` → a text decoder), which
+    /// enters Python code, `codecs.BufferedIncrementalDecoder.__init__`: a
+    /// frame named `__init__` with its `RESUME` check site (on real 3.11.7
+    /// the seed's livelock moves there after a `KeyboardInterrupt`,
+    /// `probes/sigint_in_livelock.py`). Without a source file
+    /// ([`Runtime::set_unraisable_reads_source`]) no Python code runs.
+    ///
+    /// # Errors
+    /// Only the harness's [`PyErr::Cancelled`] (the report itself cannot
+    /// fail).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{Outcome, PyErr, PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let outcome = rt
+    ///     .run(Watchdog::Report(Duration::from_secs(20)), |py| {
+    ///         let err = PyErr::exception("KeyError", "'b'");
+    ///         py.write_unraisable("<function after_a_destroyed>", &err)?;
+    ///         Ok("swallowed")
+    ///     })
+    ///     .unwrap();
+    /// assert!(matches!(outcome, Outcome::Finished(Ok("swallowed"))));
+    /// ```
+    pub fn write_unraisable(&self, obj: &str, err: &PyErr) -> PyResult<()> {
+        if *err == PyErr::Cancelled {
+            return Err(PyErr::Cancelled);
+        }
+        diag_warn!("Exception ignored in: {obj}\n{err}");
+        if self.lock().unraisable_reads_source {
+            // _Py_DisplaySourceLine → io.open → BufferedIncrementalDecoder()
+            self.call("__init__", |_| Ok(()))?;
+        }
+        Ok(())
     }
 
     /// `signal.raise_signal` from this thread (`signal_raise_signal_impl`):

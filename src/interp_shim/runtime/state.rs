@@ -108,6 +108,9 @@ pub(super) struct State {
     /// The early verdict was reached after this many re-dispatches: the
     /// watchdog reports now.
     pub(super) livelocked: Option<u64>,
+    /// The default unraisable hook finds the source file of the frames it
+    /// prints, so printing the traceback runs Python code.
+    pub(super) unraisable_reads_source: bool,
     /// The queue whose metrics a hang report carries.
     pub(super) report_queue: Option<Weak<CleanupQueue>>,
 }
