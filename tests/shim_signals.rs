@@ -74,7 +74,10 @@ fn signal_handlers_replay_the_probe_on_every_version() {
                         }
                         py.call("busy", |py| {
                             py.runtime().raise_signal(); // pthread_kill(main, SIGINT)
-                            py.call("tick", |_| Ok(t.store(true, Ordering::SeqCst)))?;
+                            py.call("tick", |_| {
+                                t.store(true, Ordering::SeqCst);
+                                Ok(())
+                            })?;
                             py.loop_iter()
                         })
                     })
