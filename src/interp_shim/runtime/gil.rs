@@ -58,12 +58,23 @@ pub(super) fn add_pending_call_as(
     })
 }
 
-/// A call of a C function (`C_TRACE`): the `c_call` event, the call,
+/// A call of a builtin C function (`C_TRACE`): the `c_call` event, the call,
 /// the `c_return` event, then the check site after the `CALL`.
 pub(super) fn c_function<R>(py: &Py, f: impl FnOnce() -> PyResult<R>) -> PyResult<R> {
     fire(py, HookEvent::CFunction)?;
     let value = f()?;
     fire(py, HookEvent::CFunction)?;
+    check(py, CheckSite::AfterCall)?;
+    Ok(value)
+}
+
+/// A C function called through `ctypes` (a `PyCFuncPtr`, not a
+/// `PyCFunction`): 3.11's `trace_call_function` wraps only `PyCFunction`,
+/// `PyCMethod` and method descriptors in `C_TRACE`, and 3.12+'s
+/// `sys.monitoring` C events map to `c_call`/`c_return` only for those, so
+/// no profile event fires; the only check site is the one after the `CALL`.
+pub(super) fn foreign_function<R>(py: &Py, f: impl FnOnce() -> PyResult<R>) -> PyResult<R> {
+    let value = f()?;
     check(py, CheckSite::AfterCall)?;
     Ok(value)
 }

@@ -667,6 +667,10 @@ pub struct RuntimeStats {
     pub drop_requests: u64,
     /// Python-level signal handler runs.
     pub signal_handlers_run: u64,
+    /// Runs of a Python trace function (one per event it receives).
+    pub trace_function_runs: u64,
+    /// Runs of a Python profile function (one per event it receives).
+    pub profile_function_runs: u64,
 }
 
 /// The early verdict's default bound (see [`Runtime::set_early_verdict`]):
