@@ -489,3 +489,86 @@ fn seed_replay_livelocks_legacy_and_passes_the_default_policy() {
     assert_eq!(fixed.green_line(), "GREEN True");
     assert_eq!(fixed.queue.states_destroyed, 2);
 }
+
+/// The `foreign-call` counterexample on the live shim: A's finalizer,
+/// inside greenlet's drain (shielded under `robust`), adds another
+/// extension's Python-level pending call (`_testcapi._pending_threadfunc`:
+/// a builtin); the drain ends and the same busy `make_pending_calls` pops
+/// it; its traced entry spins on 3.11 under every policy, `robust`
+/// included, as on real 3.11.7 (`probes/greenlet_switch_in_cleanup.py
+/// --kick=testcapi`: `second_call <- threading.py wait <- ...`); 3.12 and
+/// 3.13 finish.
+#[test]
+fn foreign_python_call_replay_livelocks_every_policy_on_311() {
+    let _serial = common::serial();
+    for version in PyVersion::ALL {
+        for policy in Policy::ALL {
+            let what = format!("{version} {policy}");
+            let rt = Runtime::new(version);
+            let queue = new_queue(&rt, policy);
+            let q = Arc::clone(&queue);
+            let outcome = rt
+                .run(Watchdog::Report(PASS), move |py| {
+                    py.settrace(Hook::C)?;
+                    let a = py.spawn("A", move |_| {
+                        STATE.with(|s| {
+                            *s.borrow_mut() = Some(ThreadState {
+                                queue: q,
+                                name: "A",
+                                before_push: None,
+                                after_push: None,
+                                finalizer: Some(foreign_call_finalizer()),
+                            })
+                        });
+                        Ok(())
+                    })?;
+                    py.join(&a)?;
+                    idle_until(py, || queue_done(&py.runtime()))
+                })
+                .unwrap();
+            let hangs = version == PyVersion::V3_11;
+            match outcome {
+                Outcome::Hung(report) => {
+                    assert!(hangs, "{what}: {report}");
+                    let main = report.thread(0).unwrap();
+                    assert_eq!(
+                        main.frames.first(),
+                        Some(&"second_call"),
+                        "{what}: {report}"
+                    );
+                    assert!(!main.frames.contains(&"after_a_destroyed"), "{report}");
+                    assert!(
+                        matches!(report.cause, HangCause::Livelock { .. }),
+                        "{report}"
+                    );
+                    let seen = report.queue.expect("registered");
+                    assert_eq!(
+                        (seen.len, seen.metrics.states_destroyed),
+                        (0, 1),
+                        "{report}"
+                    );
+                }
+                Outcome::Finished(result) => {
+                    assert!(!hangs, "{what} should hang");
+                    assert_eq!(result, Ok(()), "{what}");
+                    assert_eq!(rt.stats().pending_calls_run, 2, "{what}");
+                }
+            }
+        }
+    }
+}
+
+fn foreign_call_finalizer() -> Callback {
+    Box::new(|| {
+        let Some(py) = Py::current() else { return };
+        let _ = py.call("after_a_destroyed", |py| {
+            py.c_call(|| py.add_pending_call(|py| py.call("second_call", |_| Ok(()))))?
+                .map_err(|e| PyErr::exception("RuntimeError", e.to_string()))
+        });
+    })
+}
+
+/// Both pending calls ran: greenlet's drain and the foreign call.
+fn queue_done(rt: &Runtime) -> bool {
+    rt.stats().pending_calls_run >= 2
+}
