@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use greenlet::interp_shim::scenarios::{churn, ChurnConfig};
+use greenlet::interp_shim::scenarios::{churn_with, ChurnConfig};
 use greenlet::interp_shim::Watchdog;
 
 /// A coverage.py-like load on the CPython model: waves of short-lived
@@ -27,6 +27,8 @@ use greenlet::interp_shim::Watchdog;
 struct Cli {
     #[command(flatten)]
     model: common::ModelFlags,
+    #[command(flatten)]
+    run: common::RunFlags,
     /// Threads per wave.
     #[arg(long, value_name = "N", default_value = "100", value_parser = common::positive)]
     threads: usize,
@@ -54,12 +56,17 @@ fn main() -> ExitCode {
         watchdog: Watchdog::Report(cli.timeout),
     };
     println!(
-        "python={} policy={} mode={} threads={}x{} runs={runs}",
-        config.version, config.policy, config.mode, config.waves, config.threads
+        "python={} policy={} mode={} threads={}x{} runs={runs} exit_order={}",
+        config.version,
+        config.policy,
+        config.mode,
+        config.waves,
+        config.threads,
+        cli.run.exit_order
     );
     let (mut hangs, mut leaked, mut reported) = (0, 0, false);
     for run in 1..=runs {
-        let report = match churn(config) {
+        let report = match churn_with(config, cli.run.options()) {
             Ok(report) => report,
             Err(err) => {
                 eprintln!("churn: {err}");

@@ -39,6 +39,8 @@ struct Cli {
     /// to `reproduce --timeout`).
     #[arg(long, value_name = "SECONDS", default_value = "3", value_parser = timeout_text)]
     timeout: String,
+    #[command(flatten)]
+    run: common::RunFlags,
     /// Output: an aligned table, or `python policy mode runs hangs green`
     /// rows separated by tabs for scripts.
     #[arg(long, value_enum, default_value_t = Format::Table)]
@@ -86,8 +88,10 @@ fn field(text: &str, key: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-fn run_cell(exe: &Path, cell: Cell, timeout: &str, tally: &mut Tally) {
+fn run_cell(exe: &Path, cell: Cell, timeout: &str, run: &common::RunFlags, tally: &mut Tally) {
     let output = Command::new(exe)
+        .args(["--exit-order", run.exit_order.name()])
+        .args(["--early-verdict", &run.early_verdict])
         .args(["--python", cell.version.name()])
         .args(["--policy", cell.policy.name()])
         .args(["--mode", cell.mode.name()])
@@ -156,7 +160,7 @@ fn next_cell(work: &Mutex<VecDeque<(usize, usize)>>) -> Option<usize> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let (runs, timeout, tsv) = (cli.runs, cli.timeout, cli.format == Format::Tsv);
+    let (runs, timeout, tsv, flags) = (cli.runs, cli.timeout, cli.format == Format::Tsv, cli.run);
     let exe = match reproduce_path() {
         Ok(exe) => exe,
         Err(err) => {
@@ -185,17 +189,18 @@ fn main() -> ExitCode {
         Arc::new(Mutex::new(cells.iter().map(|_| Tally::default()).collect()));
     let workers: Vec<_> = (0..2)
         .map(|_| {
-            let (work, tallies, cells, exe, timeout) = (
+            let (work, tallies, cells, exe, timeout, flags) = (
                 Arc::clone(&work),
                 Arc::clone(&tallies),
                 cells.clone(),
                 exe.clone(),
                 timeout.clone(),
+                flags.clone(),
             );
             std::thread::spawn(move || {
                 while let Some(c) = next_cell(&work) {
                     let mut tally = Tally::default();
-                    run_cell(&exe, cells[c], &timeout, &mut tally);
+                    run_cell(&exe, cells[c], &timeout, &flags, &mut tally);
                     if let Ok(mut all) = tallies.lock() {
                         let t = &mut all[c];
                         t.hangs += tally.hangs;
@@ -223,7 +228,10 @@ fn main() -> ExitCode {
     if tsv {
         println!("python\tpolicy\tmode\truns\thangs\tgreen");
     } else {
-        println!("reproduce matrix: {runs} run(s) per cell, watchdog {timeout} s");
+        println!(
+            "reproduce matrix: {runs} run(s) per cell, watchdog {timeout} s, exit order {}, early verdict {}",
+            flags.exit_order, flags.early_verdict
+        );
         println!(
             "{:<6} {:<9} {:<9} {:>4} {:>5} {:>5} {:>5} {:>10} {:>9} {:>15}",
             "python",

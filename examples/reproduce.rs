@@ -17,7 +17,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use greenlet::interp_shim::scenarios::{seed, SeedConfig};
+use greenlet::interp_shim::scenarios::{seed_with, SeedConfig};
 use greenlet::interp_shim::Watchdog;
 
 /// The seed report's reproducer on the CPython model: prints `GREEN True`
@@ -28,6 +28,8 @@ use greenlet::interp_shim::Watchdog;
 struct Cli {
     #[command(flatten)]
     model: common::ModelFlags,
+    #[command(flatten)]
+    run: common::RunFlags,
     /// Seconds until the watchdog dumps every thread and exits 1 (the
     /// seed's `faulthandler.dump_traceback_later(20, exit=True)`).
     #[arg(long, value_name = "SECONDS", default_value = "20", value_parser = common::seconds)]
@@ -43,10 +45,10 @@ fn main() -> ExitCode {
         watchdog: Watchdog::Exit(cli.timeout),
     };
     println!(
-        "python={} policy={} mode={}",
-        config.version, config.policy, config.mode
+        "python={} policy={} mode={} exit_order={}",
+        config.version, config.policy, config.mode, cli.run.exit_order
     );
-    match seed(config) {
+    match seed_with(config, cli.run.options()) {
         Ok(report) => {
             if let Some(err) = &report.error {
                 eprintln!("Traceback: {err}");

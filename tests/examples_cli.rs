@@ -104,6 +104,21 @@ fn a_bad_value_names_the_flag_and_what_was_expected() {
             "positive number of seconds",
         ),
         ("reproduce", &["--python"], "a value is required"),
+        (
+            "reproduce",
+            &["--exit-order", "idle"],
+            "expected settled or racing",
+        ),
+        (
+            "churn",
+            &["--early-verdict", "0"],
+            "positive number of re-dispatches or off",
+        ),
+        (
+            "matrix",
+            &["--exit-order", "fast"],
+            "expected settled or racing",
+        ),
         ("churn", &["--runs", "0"], "expected a positive integer"),
         (
             "churn",
@@ -158,12 +173,16 @@ fn good_values_reach_the_run() {
             "pyprofile",
             "--timeout",
             "20.5",
+            "--exit-order",
+            "racing",
+            "--early-verdict",
+            "off",
         ],
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert!(
-        text.starts_with("python=3.12 policy=robust mode=pyprofile\n"),
+        text.starts_with("python=3.12 policy=robust mode=pyprofile exit_order=racing\n"),
         "{text}"
     );
     assert!(text.contains("GREEN True"), "{text}");

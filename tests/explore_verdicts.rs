@@ -17,6 +17,10 @@ fn expected(cell: TableCell) -> (bool, bool) {
     let weak = match cell.scenario {
         // Only a second schedule while a state is being destroyed.
         ScenarioName::Seed => matches!(cell.policy, Policy::Legacy),
+        // Another extension's Python-level pending call popped by the same
+        // busy loop after the drain: no policy of greenlet's can help
+        // (real 3.11.7: the robust build hangs in `second_call` too).
+        ScenarioName::ForeignCall => true,
         // Also the window after the drain found the queue empty.
         _ => matches!(
             cell.policy,
@@ -93,12 +97,41 @@ fn finalization_table() {
     assert!(verdicts.iter().all(|v| v.leaked_on_purpose >= 1));
 }
 
+/// `probes/greenlet_switch_in_cleanup.py --kick=testcapi` on real 3.11.7:
+/// stock and robust builds both hang at `second_call`'s entry, popped by
+/// the busy `make_pending_calls` after greenlet's drain; 3.12/3.13 finish.
+#[test]
+fn foreign_call_table() {
+    let verdicts = check(ScenarioName::ForeignCall);
+    let robust = verdicts
+        .iter()
+        .find(|v| {
+            v.cell.policy == Policy::Robust
+                && v.cell.version == PyVersion::V3_11
+                && v.cell.mode == Mode::Trace
+        })
+        .expect("the robust 3.11 cell");
+    let schedule = robust.livelock.as_ref().expect("robust livelocks here");
+    assert!(schedule.conclusion.contains("second_call@0"), "{schedule}");
+    let shielded_add = first_step(schedule, |s| {
+        s.contains("T0 main: Py_AddPendingCall: push -> ok")
+    });
+    assert!(
+        schedule.steps[shielded_add]
+            .1
+            .contains("tracing_suspended=1"),
+        "the add runs inside the shield: {schedule}"
+    );
+}
+
 #[test]
 fn default_policy_is_proven() {
     assert_eq!(Policy::default(), Policy::Robust);
+    // Every scenario whose other pending calls are C code (foreign-call's
+    // is Python code of another extension: foreign_call_table).
     let cells: Vec<TableCell> = TableCell::all()
         .into_iter()
-        .filter(|c| c.policy == Policy::default())
+        .filter(|c| c.policy == Policy::default() && c.scenario != ScenarioName::ForeignCall)
         .collect();
     assert_eq!(cells.len(), 4 * 3 * 3);
     for v in explore_cells(&cells, DEFAULT_BOUND, 2) {

@@ -12,8 +12,8 @@ use std::time::Duration;
 use greenlet::cleanup::Policy;
 use greenlet::interp_shim::scenarios::{seed, SeedConfig, TraceMode};
 use greenlet::interp_shim::{
-    Event, ExitOrder, Hook, Outcome, Py, PyErr, PyResult, PyVersion, RunError, Runtime,
-    RuntimeStats, Watchdog,
+    Event, ExitOrder, HangCause, Hook, Outcome, Py, PyErr, PyResult, PyVersion, RunError, Runtime,
+    RuntimeStats, Watchdog, EARLY_VERDICT_REDISPATCHES,
 };
 use parking_lot::Mutex;
 
@@ -50,10 +50,16 @@ fn a_pending_call_adding_a_pending_call_livelocks_only_on_311() {
     };
     let main = report.thread(0).unwrap();
     assert_eq!(main.frames[..2], ["inner", "first_callback"], "{report}");
-    assert!(
-        report.livelock_predicate && main.redispatches > 10_000,
+    assert!(report.livelock_predicate, "{report}");
+    // Ended by the early verdict: the predicate held over its bound.
+    assert_eq!(
+        report.cause,
+        HangCause::Livelock {
+            redispatches: EARLY_VERDICT_REDISPATCHES
+        },
         "{report}"
     );
+    assert!(main.redispatches >= EARLY_VERDICT_REDISPATCHES, "{report}");
     for version in [PyVersion::V3_12, PyVersion::V3_13] {
         let rt = Runtime::new(version);
         let outcome = rt.run(GREEN, nested_pending_call).unwrap();
@@ -109,18 +115,29 @@ fn a_signal_handler_entered_from_the_spin_livelocks_too() {
     let _serial = common::serial();
     let rt = Runtime::new(PyVersion::V3_11);
     rt.set_signal_handler("on_signal", |_: &Py| Ok(()));
-    // The OS delivers the signal once the spin has started.
-    let raiser = rt.clone();
-    let kicker = std::thread::spawn(move || {
-        while raiser.stats().redispatches == 0 {
-            std::thread::yield_now();
-        }
-        raiser.raise_signal();
-    });
-    let Outcome::Hung(report) = rt.run(HANG, nested_pending_call).unwrap() else {
+    // The OS delivers the signal to the main thread once the spin has
+    // started; the sender is a model thread, so the early verdict waits
+    // for it to end.
+    let observer = rt.clone();
+    let outcome = rt
+        .run(HANG, move |py| {
+            py.spawn("kicker", move |py| {
+                while observer.stats().redispatches == 0 {
+                    py.sleep(Duration::from_millis(1))?;
+                }
+                observer.raise_signal();
+                Ok(())
+            })?;
+            nested_pending_call(py)
+        })
+        .unwrap();
+    let Outcome::Hung(report) = outcome else {
         panic!("3.11 traced must livelock");
     };
-    kicker.join().unwrap();
+    assert!(
+        matches!(report.cause, HangCause::Livelock { .. }),
+        "{report}"
+    );
     let main = report.thread(0).unwrap();
     assert_eq!(
         main.frames[..3],

@@ -389,6 +389,11 @@ impl<C> InterpCore<C> {
         }
     }
 
+    /// The version's facts.
+    pub(crate) fn spec(&self) -> &VersionSpec {
+        &self.spec
+    }
+
     /// Whether a `make_pending_calls` is running (3.11/3.12 `busy`, 3.13
     /// `handling_thread != NULL`).
     pub(crate) fn busy(&self) -> bool {

@@ -25,8 +25,9 @@ pub mod watchdog;
 pub use self::core::{RingFull, Summary, ThreadIdx, MAIN_THREAD};
 pub use self::runtime::{
     Event, ExitOrder, Hook, Outcome, PendingCall, Py, PyErr, PyResult, RunError, Runtime,
-    RuntimeStats, SignalHandler, ThreadHandle, SWITCH_INTERVAL,
+    RuntimeStats, SignalDisposition, SignalHandler, ThreadHandle, UnknownExitOrder,
+    EARLY_VERDICT_REDISPATCHES, SWITCH_INTERVAL,
 };
 pub use self::scheduler::PendingCallScheduler;
 pub use self::version::{PyVersion, UnknownVersion, VersionSpec, MAX_CALLS_PER_MAKE};
-pub use self::watchdog::{HangReport, ThreadDump, Watchdog};
+pub use self::watchdog::{HangCause, HangReport, QueueAtHang, ThreadDump, Watchdog};

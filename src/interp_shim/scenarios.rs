@@ -25,11 +25,12 @@ use crate::diag::diag_warn;
 
 use super::explore;
 use super::runtime::{
-    Event, Hook, Outcome, Py, PyErr, PyResult, RunError, Runtime, RuntimeStats, ThreadHandle,
+    Event, ExitOrder, Hook, Outcome, Py, PyErr, PyResult, RunError, Runtime, RuntimeStats,
+    ThreadHandle, EARLY_VERDICT_REDISPATCHES,
 };
 use super::scheduler::PendingCallScheduler;
 use super::version::PyVersion;
-use super::watchdog::{HangReport, Watchdog};
+use super::watchdog::{metrics_kv, HangReport, Watchdog};
 
 /// What the main thread has installed: a trace function, a profile
 /// function (written in Python or in C), or neither. See [`Hook`] for why the
@@ -195,7 +196,8 @@ pub struct ScenarioReport {
     pub states_never_destroyed: u64,
     /// Finalizers that panicked (reported, the drain went on).
     pub finalizer_panics: u64,
-    /// The runtime's counters.
+    /// The runtime's counters after finalization, or when the watchdog
+    /// fired if the run hung.
     pub runtime: RuntimeStats,
 }
 
@@ -279,19 +281,67 @@ impl ScenarioReport {
     }
 }
 
-/// A queue's counters as `key=value` pairs (the format the `matrix`
-/// example parses).
-fn metrics_kv(m: &Metrics) -> String {
-    format!(
-        "schedules_requested={} schedules_failed={} drains_run={} states_destroyed={} \
-         states_leaked={} max_outstanding={}",
-        m.schedules_requested,
-        m.schedules_failed,
-        m.drains_run,
-        m.states_destroyed,
-        m.states_leaked,
-        m.max_outstanding
-    )
+/// How a scenario's runtime runs, beyond its configuration: the exit order
+/// of dying threads and the watchdog's early verdict (see
+/// [`Runtime::new`] for why the default order rules out a real
+/// interleaving).
+///
+/// # Examples
+/// ```
+/// # use std::time::Duration;
+/// use greenlet::cleanup::Policy;
+/// use greenlet::interp_shim::scenarios::{seed_with, RunOptions, SeedConfig, TraceMode};
+/// use greenlet::interp_shim::{ExitOrder, PyVersion, Watchdog};
+///
+/// let options = RunOptions::default().exit_order(ExitOrder::Racing).early_verdict(None);
+/// let config = SeedConfig {
+///     version: PyVersion::V3_12,
+///     policy: Policy::Robust,
+///     mode: TraceMode::Trace,
+///     watchdog: Watchdog::Report(Duration::from_secs(20)),
+/// };
+/// assert!(!seed_with(config, options).unwrap().hung());
+/// ```
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Where dying threads' thread-local destructors fall
+    /// ([`Runtime::set_exit_order`]).
+    pub exit_order: ExitOrder,
+    /// The early verdict's bound ([`Runtime::set_early_verdict`]).
+    pub early_verdict: Option<u64>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            exit_order: ExitOrder::default(),
+            early_verdict: Some(EARLY_VERDICT_REDISPATCHES),
+        }
+    }
+}
+
+impl RunOptions {
+    /// With `order` as the exit order.
+    pub fn exit_order(self, order: ExitOrder) -> Self {
+        RunOptions {
+            exit_order: order,
+            ..self
+        }
+    }
+
+    /// With `bound` as the early verdict's bound (`None`: off).
+    pub fn early_verdict(self, bound: Option<u64>) -> Self {
+        RunOptions {
+            early_verdict: bound,
+            ..self
+        }
+    }
+
+    fn apply(self, runtime: &Runtime) {
+        runtime.set_exit_order(self.exit_order);
+        runtime.set_early_verdict(self.early_verdict);
+    }
 }
 
 /// A runtime with a cleanup queue wired to it: every model thread sends its
@@ -301,43 +351,35 @@ struct Harness {
     runtime: Runtime,
     queue: Arc<CleanupQueue>,
     created: Arc<AtomicU64>,
-    /// The queue's metrics and states created when the watchdog fired:
-    /// what a hung run reports (the cancelled unwinding that follows still
-    /// lets drains run, which a hung interpreter never would).
-    at_hang: Arc<Mutex<Option<(Metrics, u64)>>>,
+    /// States created when the watchdog fired: what a hung run reports
+    /// (the cancelled unwinding that follows still lets drains run, which a
+    /// hung interpreter never would). The queue's metrics of that moment
+    /// are in the hang report itself ([`HangReport::queue`]).
+    created_at_hang: Arc<AtomicU64>,
 }
 
 impl Harness {
-    fn new(version: PyVersion, policy: Policy) -> Harness {
+    fn new(version: PyVersion, policy: Policy, options: RunOptions) -> Harness {
         let runtime = Runtime::new(version);
+        options.apply(&runtime);
         let queue = CleanupQueue::new(policy, Arc::new(PendingCallScheduler::new(&runtime)));
         let q = Arc::clone(&queue);
         runtime.set_thread_init(move || cleanup::set_thread_queue(Some(Arc::clone(&q))));
         let q = Arc::clone(&queue);
         runtime.at_finalize(move || q.finalize());
-        let q = Arc::downgrade(&queue);
+        runtime.report_queue(&queue);
         let created = Arc::new(AtomicU64::new(0));
-        let at_hang = Arc::new(Mutex::new(None));
-        let (c, snapshot) = (Arc::clone(&created), Arc::clone(&at_hang));
-        runtime.set_report_hook(move || match q.upgrade() {
-            Some(q) => {
-                let metrics = q.metrics();
-                *snapshot.lock() = Some((metrics, c.load(Ordering::SeqCst)));
-                format!(
-                    "cleanup queue: policy={} len={} outstanding={} {}",
-                    q.policy(),
-                    q.len(),
-                    q.outstanding(),
-                    metrics_kv(&metrics)
-                )
-            }
-            None => String::new(),
+        let created_at_hang = Arc::new(AtomicU64::new(0));
+        let (c, snapshot) = (Arc::clone(&created), Arc::clone(&created_at_hang));
+        runtime.set_report_hook(move || {
+            snapshot.store(c.load(Ordering::SeqCst), Ordering::SeqCst);
+            String::new()
         });
         Harness {
             runtime,
             queue,
             created,
-            at_hang,
+            created_at_hang,
         }
     }
 
@@ -357,9 +399,21 @@ impl Harness {
             Outcome::Finished(Ok(value)) => (None, None, Some(value)),
             Outcome::Finished(Err(err)) => (None, Some(err), None),
         };
-        let (queue, created) = match (&hang, *self.at_hang.lock()) {
-            (Some(_), Some(snapshot)) => snapshot,
-            _ => (self.queue.metrics(), self.created.load(Ordering::SeqCst)),
+        let (queue, created, runtime) = match hang.as_deref() {
+            Some(HangReport {
+                queue: Some(queue),
+                stats,
+                ..
+            }) => (
+                queue.metrics,
+                self.created_at_hang.load(Ordering::SeqCst),
+                *stats,
+            ),
+            _ => (
+                self.queue.metrics(),
+                self.created.load(Ordering::SeqCst),
+                self.runtime.stats(),
+            ),
         };
         ScenarioReport {
             hang,
@@ -369,7 +423,7 @@ impl Harness {
             queue,
             states_never_destroyed: created.saturating_sub(queue.states_destroyed),
             finalizer_panics: self.queue.finalizer_panics(),
-            runtime: self.runtime.stats(),
+            runtime,
         }
     }
 }
@@ -382,9 +436,10 @@ fn python_finalizer(name: &'static str, code: impl FnOnce(&Py) -> PyResult<()>) 
         diag_warn!("Exception ignored in {name}: the drain runs outside the simulated interpreter");
         return;
     };
-    match py.call(name, code) {
-        Ok(()) | Err(PyErr::Cancelled) => {}
-        Err(err) => diag_warn!("Exception ignored in: <function {name}>\n{err}"),
+    if let Err(err) = py.call(name, code) {
+        // handle_callback: PyErr_WriteUnraisable(callback); a cancel of the
+        // harness just unwinds.
+        let _ = py.write_unraisable(&format!("<function {name}>"), &err);
     }
 }
 
@@ -446,7 +501,33 @@ pub struct SeedConfig {
 /// assert_eq!(report.queue.states_destroyed, 2);
 /// ```
 pub fn seed(config: SeedConfig) -> Result<ScenarioReport, RunError> {
-    let harness = Harness::new(config.version, config.policy);
+    seed_with(config, RunOptions::default())
+}
+
+/// [`seed`] with `options` (exit order, early verdict).
+///
+/// # Errors
+/// [`RunError`] if the runtime could not start.
+///
+/// # Examples
+/// ```
+/// # use std::time::Duration;
+/// use greenlet::cleanup::Policy;
+/// use greenlet::interp_shim::scenarios::{seed_with, RunOptions, SeedConfig, TraceMode};
+/// use greenlet::interp_shim::{HangCause, PyVersion, Watchdog};
+///
+/// let config = SeedConfig {
+///     version: PyVersion::V3_11,
+///     policy: Policy::Legacy,
+///     mode: TraceMode::Trace,
+///     watchdog: Watchdog::Report(Duration::from_millis(300)),
+/// };
+/// // Without the early verdict only the timeout ends the spin.
+/// let report = seed_with(config, RunOptions::default().early_verdict(None)).unwrap();
+/// assert_eq!(report.hang.unwrap().cause, HangCause::Timeout);
+/// ```
+pub fn seed_with(config: SeedConfig, options: RunOptions) -> Result<ScenarioReport, RunError> {
+    let harness = Harness::new(config.version, config.policy, options);
     let release_b = Event::new(&harness.runtime);
     let queue = Arc::clone(&harness.queue);
     let created = Arc::clone(&harness.created);
@@ -571,7 +652,34 @@ pub struct ChurnConfig {
 /// assert_eq!(report.states_never_destroyed, 0);
 /// ```
 pub fn churn(config: ChurnConfig) -> Result<ScenarioReport, RunError> {
-    let harness = Harness::new(config.version, config.policy);
+    churn_with(config, RunOptions::default())
+}
+
+/// [`churn`] with `options` (exit order, early verdict).
+///
+/// # Errors
+/// [`RunError`] if the runtime could not start.
+///
+/// # Examples
+/// ```
+/// # use std::time::Duration;
+/// use greenlet::cleanup::Policy;
+/// use greenlet::interp_shim::scenarios::{churn_with, ChurnConfig, RunOptions, TraceMode};
+/// use greenlet::interp_shim::{ExitOrder, PyVersion, Watchdog};
+///
+/// let config = ChurnConfig {
+///     version: PyVersion::V3_13,
+///     policy: Policy::Robust,
+///     mode: TraceMode::Trace,
+///     threads: 4,
+///     waves: 1,
+///     watchdog: Watchdog::Report(Duration::from_secs(30)),
+/// };
+/// let report = churn_with(config, RunOptions::default().exit_order(ExitOrder::Racing)).unwrap();
+/// assert_eq!(report.states_never_destroyed, 0);
+/// ```
+pub fn churn_with(config: ChurnConfig, options: RunOptions) -> Result<ScenarioReport, RunError> {
+    let harness = Harness::new(config.version, config.policy, options);
     let queue = Arc::clone(&harness.queue);
     let created = Arc::clone(&harness.created);
     let outcome = harness.runtime.run(config.watchdog, move |py| {
@@ -679,7 +787,7 @@ pub struct RingFullConfig {
 /// assert_eq!((fixed.queue.states_destroyed, fixed.queue.states_leaked), (3, 0));
 /// ```
 pub fn ring_full(config: RingFullConfig) -> Result<ScenarioReport, RunError> {
-    let harness = Harness::new(config.version, config.policy);
+    let harness = Harness::new(config.version, config.policy, RunOptions::default());
     let queue = Arc::clone(&harness.queue);
     let created = Arc::clone(&harness.created);
     let capacity = config.version.spec().ring_capacity;
@@ -785,7 +893,7 @@ pub fn finalization(
     policy: Policy,
     watchdog: Watchdog,
 ) -> Result<ScenarioReport, RunError> {
-    let harness = Harness::new(version, policy);
+    let harness = Harness::new(version, policy, RunOptions::default());
     let created = Arc::clone(&harness.created);
     let started = Event::new(&harness.runtime);
     let ran = Arc::new(AtomicU64::new(0));
@@ -838,7 +946,7 @@ pub fn panicking_finalizers(
     threads: usize,
     watchdog: Watchdog,
 ) -> Result<ScenarioReport, RunError> {
-    let harness = Harness::new(version, policy);
+    let harness = Harness::new(version, policy, RunOptions::default());
     let created = Arc::clone(&harness.created);
     let queue = Arc::clone(&harness.queue);
     let outcome = harness.runtime.run(watchdog, move |py| {

@@ -3,13 +3,109 @@
 //! the report it prints (each live thread's simulated stack, most recent
 //! call first, and the pending-call state).
 //!
-//! Owns: [`Watchdog`], [`HangReport`], [`ThreadDump`]. Uses the core's
-//! [`Summary`]; the [`Runtime`](super::runtime::Runtime) builds the report.
+//! Owns: [`Watchdog`], [`HangReport`], [`HangCause`], [`ThreadDump`],
+//! [`QueueAtHang`]. Uses the core's [`Summary`], the runtime's counters and
+//! the cleanup queue's metrics; the [`Runtime`](super::runtime::Runtime)
+//! builds the report in the watchdog's firing step.
 
 use std::fmt;
 use std::time::Duration;
 
+use crate::cleanup::{CleanupQueue, Metrics, Policy};
+
 use super::core::{Summary, ThreadIdx};
+use super::runtime::RuntimeStats;
+
+/// Why the watchdog ended a run.
+///
+/// # Examples
+/// ```
+/// use greenlet::interp_shim::HangCause;
+///
+/// assert_ne!(HangCause::Timeout, HangCause::Livelock { redispatches: 1000 });
+/// ```
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HangCause {
+    /// The timeout passed (`faulthandler.dump_traceback_later`).
+    Timeout,
+    /// The early verdict
+    /// ([`Runtime::set_early_verdict`](super::runtime::Runtime::set_early_verdict)):
+    /// the livelock predicate held over this many re-dispatches in a row
+    /// while nothing else could change the state.
+    Livelock {
+        /// The re-dispatches counted.
+        redispatches: u64,
+    },
+}
+
+/// A cleanup queue as the watchdog found it
+/// ([`Runtime::report_queue`](super::runtime::Runtime::report_queue)).
+///
+/// # Examples
+/// ```
+/// use std::sync::Arc;
+/// use greenlet::cleanup::{CleanupQueue, Policy};
+/// use greenlet::interp_shim::{PendingCallScheduler, PyVersion, QueueAtHang, Runtime};
+///
+/// let rt = Runtime::new(PyVersion::V3_12);
+/// let queue = CleanupQueue::new(Policy::Robust, Arc::new(PendingCallScheduler::new(&rt)));
+/// let seen = QueueAtHang::of(&queue);
+/// assert_eq!((seen.policy, seen.len, seen.outstanding), (Policy::Robust, 0, 0));
+/// assert!(seen.to_string().starts_with("cleanup queue: policy=robust len=0 outstanding=0 schedules_requested=0 "));
+/// ```
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueAtHang {
+    /// The queue's policy.
+    pub policy: Policy,
+    /// States queued.
+    pub len: usize,
+    /// Drains scheduled and not yet finished.
+    pub outstanding: u64,
+    /// Its counters.
+    pub metrics: Metrics,
+}
+
+impl QueueAtHang {
+    /// `queue` now.
+    pub fn of(queue: &CleanupQueue) -> QueueAtHang {
+        QueueAtHang {
+            policy: queue.policy(),
+            len: queue.len(),
+            outstanding: queue.outstanding(),
+            metrics: queue.metrics(),
+        }
+    }
+}
+
+impl fmt::Display for QueueAtHang {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "cleanup queue: policy={} len={} outstanding={} {}",
+            self.policy,
+            self.len,
+            self.outstanding,
+            metrics_kv(&self.metrics)
+        )
+    }
+}
+
+/// A queue's counters as `key=value` pairs (the format the `matrix`
+/// example parses).
+pub(crate) fn metrics_kv(m: &Metrics) -> String {
+    format!(
+        "schedules_requested={} schedules_failed={} drains_run={} states_destroyed={} \
+         states_leaked={} max_outstanding={}",
+        m.schedules_requested,
+        m.schedules_failed,
+        m.drains_run,
+        m.states_destroyed,
+        m.states_leaked,
+        m.max_outstanding
+    )
+}
 
 /// The watchdog of [`Runtime::run`](super::runtime::Runtime::run), modelled on
 /// `faulthandler.dump_traceback_later(timeout, exit=True)`.
@@ -19,7 +115,9 @@ use super::core::{Summary, ThreadIdx};
 /// call that adds another one, then enters a function.
 /// ```
 /// use std::time::Duration;
-/// use greenlet::interp_shim::{Hook, Outcome, PyVersion, Runtime, Watchdog};
+/// use greenlet::interp_shim::{
+///     HangCause, Hook, Outcome, PyVersion, Runtime, Watchdog, EARLY_VERDICT_REDISPATCHES,
+/// };
 ///
 /// let rt = Runtime::new(PyVersion::V3_11);
 /// let outcome = rt
@@ -37,7 +135,9 @@ use super::core::{Summary, ThreadIdx};
 /// let Outcome::Hung(report) = outcome else { panic!("3.11 spins") };
 /// assert_eq!(report.thread(0).unwrap().frames[0], "stuck");
 /// assert!(report.livelock_predicate && report.redispatches > 0);
-/// assert!(report.to_string().starts_with("Timeout (0:00:00.300000)!\nThread T0"));
+/// // Ended by the early verdict, long before the timeout.
+/// assert_eq!(report.cause, HangCause::Livelock { redispatches: EARLY_VERDICT_REDISPATCHES });
+/// assert!(report.to_string().starts_with("Timeout (0:00:00.300000)!\nEarly verdict: livelock"));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Watchdog {
@@ -121,7 +221,8 @@ pub struct ThreadDump {
 /// assert!(report.livelock_predicate && report.summary.busy && report.summary.calls_to_do);
 /// assert_eq!(report.thread(1).unwrap().frames, ["idle", "run"]);
 /// let text = report.to_string();
-/// assert!(text.starts_with("Timeout (0:00:00.300000)!\nThread T0 \"MainThread\""));
+/// assert!(text.starts_with("Timeout (0:00:00.300000)!\nEarly verdict"));
+/// assert!(text.contains(")\nThread T0 \"MainThread\""));
 /// assert!(text.ends_with("\nqueue: 1 state\n"));
 /// ```
 #[non_exhaustive]
@@ -129,6 +230,13 @@ pub struct ThreadDump {
 pub struct HangReport {
     /// The watchdog's timeout.
     pub timeout: Duration,
+    /// Why it fired: the timeout, or the early verdict.
+    pub cause: HangCause,
+    /// The runtime's counters in the firing step.
+    pub stats: RuntimeStats,
+    /// The cleanup queue in the firing step, if one was registered with
+    /// [`Runtime::report_queue`](super::runtime::Runtime::report_queue).
+    pub queue: Option<QueueAtHang>,
     /// Every live thread's stack, main thread first.
     pub threads: Vec<ThreadDump>,
     /// The pending-call state.
@@ -191,6 +299,13 @@ impl fmt::Display for HangReport {
             write!(f, ".{micros:06}")?;
         }
         writeln!(f, ")!")?;
+        if let HangCause::Livelock { redispatches } = self.cause {
+            writeln!(
+                f,
+                "Early verdict: livelock (the predicate held over {redispatches} re-dispatches \
+                 in a row; nothing else can change the state)"
+            )?;
+        }
         for t in &self.threads {
             writeln!(
                 f,
@@ -220,6 +335,9 @@ impl fmt::Display for HangReport {
             self.redispatches,
             per_thread.join(" ")
         )?;
+        if let Some(queue) = &self.queue {
+            writeln!(f, "{queue}")?;
+        }
         if !self.extra.is_empty() {
             writeln!(f, "{}", self.extra.trim_end())?;
         }

@@ -27,6 +27,9 @@ pub(crate) enum CallToken {
     Drain,
     /// Another C-level pending call (not the cleanup queue's); returns at once.
     Other,
+    /// Another extension's Python-level pending call: runs the scenario's
+    /// foreign-call program, its entry a `RESUME` check site.
+    Python,
 }
 
 /// A queued thread state: the index of the dying thread it belonged to.
@@ -39,6 +42,8 @@ pub(crate) enum ProgRef {
     Main,
     /// The finalizer of dying thread `n`'s state.
     Finalizer(u8),
+    /// A Python-level pending call of another extension.
+    ForeignCall,
 }
 
 /// Where a code frame is inside its current operation.
@@ -282,6 +287,7 @@ impl<'a> Model<'a> {
         match prog {
             ProgRef::Main => &self.scenario.main.ops,
             ProgRef::Finalizer(n) => &self.scenario.threads[n as usize].finalizer.ops,
+            ProgRef::ForeignCall => &self.scenario.foreign_call.ops,
         }
     }
 
@@ -290,6 +296,7 @@ impl<'a> Model<'a> {
         match prog {
             ProgRef::Main => self.scenario.main.name,
             ProgRef::Finalizer(n) => self.scenario.threads[n as usize].finalizer.name,
+            ProgRef::ForeignCall => self.scenario.foreign_call.name,
         }
     }
 
@@ -449,10 +456,12 @@ impl<'a> Model<'a> {
                         if let Some(Frame::Make { iter }) = s.main.last_mut() {
                             *iter += 1;
                         }
-                        if call == CallToken::Drain {
-                            s.main.push(Frame::Drain {
+                        match call {
+                            CallToken::Drain => s.main.push(Frame::Drain {
                                 stage: DrainStage::Begin,
-                            });
+                            }),
+                            CallToken::Python => self.call(&mut s, ProgRef::ForeignCall),
+                            CallToken::Other => {}
                         }
                         push(Action::Pop(call), s);
                     }
@@ -586,6 +595,18 @@ impl<'a> Model<'a> {
                 } else {
                     push(Action::FinishPendingCalls(None), s);
                 }
+            }
+            Op::PushPythonCall => {
+                // Py_AddPendingCall → _push_pending_call; a full ring
+                // refuses it (the caller gets -1 and goes on).
+                let ok = s.py.add_pending_push(CallToken::Python).is_ok();
+                advance(self, &mut s);
+                push(Action::AddPending(ok), s);
+            }
+            Op::SignalPendingCalls => {
+                s.py.add_pending_signal(MAIN_THREAD);
+                advance(self, &mut s);
+                push(Action::Signal, s);
             }
             Op::Finalize => {
                 s.py.finalize();
@@ -837,6 +858,8 @@ impl fmt::Display for OpText {
             Op::Block(c) => write!(f, "wait until {c:?}"),
             Op::SetEvent(n) => write!(f, "set event {n}"),
             Op::FinishPendingCalls => f.write_str("_Py_FinishPendingCalls()"),
+            Op::PushPythonCall => f.write_str("Py_AddPendingCall(second_call) push"),
+            Op::SignalPendingCalls => f.write_str("Py_AddPendingCall: SIGNAL_PENDING_CALLS"),
             Op::Finalize => f.write_str("Py_FinalizeEx()"),
         }
     }

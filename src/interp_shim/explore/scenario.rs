@@ -55,6 +55,15 @@ pub(crate) enum Op {
     /// still running here (never, in these scenarios) would stop 3.13 after
     /// one refused try; CPython would retry for ever.
     FinishPendingCalls,
+    /// `Py_AddPendingCall` of another extension's *Python-level* call (a
+    /// `_testcapi._pending_threadfunc(f)`-like add, with the GIL): its push
+    /// under the pending lock. The call, when popped, runs the scenario's
+    /// [`foreign_call`](Scenario::foreign_call) program, whose entry is a
+    /// `RESUME` check site.
+    PushPythonCall,
+    /// The same add's `SIGNAL_PENDING_CALLS` as this (the main) thread,
+    /// after the lock is released.
+    SignalPendingCalls,
     /// `Py_FinalizeEx` sets the runtime finalizing; the cleanup queue is
     /// finalized with it; the main thread runs no more Python code.
     Finalize,
@@ -127,6 +136,9 @@ pub struct Scenario {
     /// The ring starts full of other (C-level, instant) pending calls,
     /// signalled: added by a thread without the GIL before anything else.
     pub(crate) ring_full_at_start: bool,
+    /// The program of the Python-level pending calls that
+    /// [`Op::PushPythonCall`] adds (empty: none is added).
+    pub(crate) foreign_call: Program,
 }
 
 impl Scenario {
@@ -164,15 +176,18 @@ pub enum ScenarioName {
     FullRing,
     /// The interpreter finalizes while states are queued.
     Finalization,
+    /// A finalizer adds another extension's Python-level pending call.
+    ForeignCall,
 }
 
 impl ScenarioName {
     /// Every built-in scenario.
-    pub const ALL: [ScenarioName; 4] = [
+    pub const ALL: [ScenarioName; 5] = [
         ScenarioName::Seed,
         ScenarioName::Churn,
         ScenarioName::FullRing,
         ScenarioName::Finalization,
+        ScenarioName::ForeignCall,
     ];
 
     /// The command-line name.
@@ -182,7 +197,7 @@ impl ScenarioName {
     /// use greenlet::interp_shim::explore::ScenarioName;
     ///
     /// let names: Vec<&str> = ScenarioName::ALL.iter().map(|s| s.name()).collect();
-    /// assert_eq!(names, ["seed", "churn", "full-ring", "finalization"]);
+    /// assert_eq!(names, ["seed", "churn", "full-ring", "finalization", "foreign-call"]);
     /// assert_eq!("full-ring".parse::<ScenarioName>().unwrap(), ScenarioName::FullRing);
     /// ```
     pub fn name(self) -> &'static str {
@@ -191,6 +206,7 @@ impl ScenarioName {
             ScenarioName::Churn => "churn",
             ScenarioName::FullRing => "full-ring",
             ScenarioName::Finalization => "finalization",
+            ScenarioName::ForeignCall => "foreign-call",
         }
     }
 
@@ -212,6 +228,7 @@ impl ScenarioName {
             ScenarioName::Churn => churn_of(&CHURN_NAMES[..3]),
             ScenarioName::FullRing => full_ring(),
             ScenarioName::Finalization => finalization(),
+            ScenarioName::ForeignCall => foreign_call(),
         }
     }
 }
@@ -230,10 +247,10 @@ impl fmt::Display for ScenarioName {
 ///
 /// let err: UnknownScenario = "ring".parse::<ScenarioName>().unwrap_err();
 /// assert_eq!(err.given, "ring");
-/// assert!(err.to_string().ends_with("expected one of seed, churn, full-ring, finalization"));
+/// assert!(err.to_string().ends_with("expected one of seed, churn, full-ring, finalization, foreign-call"));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown scenario {given:?}: expected one of seed, churn, full-ring, finalization")]
+#[error("unknown scenario {given:?}: expected one of seed, churn, full-ring, finalization, foreign-call")]
 pub struct UnknownScenario {
     /// What was given.
     pub given: String,
@@ -323,6 +340,7 @@ fn seed() -> Scenario {
             },
         ],
         ring_full_at_start: false,
+        foreign_call: no_foreign_call(),
     }
 }
 
@@ -381,6 +399,7 @@ fn churn_of(names: &[&'static str]) -> Scenario {
             .map(|&name| sleepy_thread(name, vec![ThreadOp::Python, ThreadOp::Die]))
             .collect(),
         ring_full_at_start: false,
+        foreign_call: no_foreign_call(),
     }
 }
 
@@ -428,6 +447,7 @@ fn full_ring() -> Scenario {
             ),
         ],
         ring_full_at_start: true,
+        foreign_call: no_foreign_call(),
     }
 }
 
@@ -454,5 +474,53 @@ fn finalization() -> Scenario {
             sleepy_thread("F2", vec![ThreadOp::Die]),
         ],
         ring_full_at_start: false,
+        foreign_call: no_foreign_call(),
+    }
+}
+
+/// No Python-level pending call of another extension.
+fn no_foreign_call() -> Program {
+    Program {
+        name: "-",
+        ops: vec![],
+    }
+}
+
+/// Another extension's Python-level pending call is added while greenlet's
+/// drain runs: A's finalizer (a weakref callback) calls a C function that
+/// adds `second_call`, a Python function, with `Py_AddPendingCall` (as
+/// `_testcapi._pending_threadfunc` does), and returns; the drain ends, and
+/// the same `make_pending_calls` loop pops `second_call`, whose entry is a
+/// traced `RESUME` outside any shield. On real 3.11.7 this hangs at
+/// `second_call`'s entry under the stock and the robust build alike
+/// (`probes/greenlet_switch_in_cleanup.py --kick=testcapi`;
+/// `probes/python_call_behind_running_call.py` without greenlet).
+fn foreign_call() -> Scenario {
+    Scenario {
+        name: "foreign-call",
+        about: "A's finalizer adds another extension's Python-level pending call during the drain",
+        main: Program {
+            name: "<module>",
+            ops: work_loop(0).to_vec(),
+        },
+        idle_from: Some(0),
+        threads: vec![ThreadSpec {
+            name: "A",
+            ops: vec![ThreadOp::Python, ThreadOp::Die],
+            finalizer: Program {
+                name: "after_a_destroyed",
+                ops: vec![
+                    Op::Enter("after_a_destroyed"),
+                    Op::PushPythonCall,
+                    Op::SignalPendingCalls,
+                    Op::AfterCall,
+                ],
+            },
+        }],
+        ring_full_at_start: false,
+        foreign_call: Program {
+            name: "second_call",
+            ops: vec![Op::Enter("second_call")],
+        },
     }
 }

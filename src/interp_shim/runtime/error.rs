@@ -65,6 +65,18 @@ impl PyErr {
             message: message.into(),
         }
     }
+
+    /// The `KeyboardInterrupt` that `signal.default_int_handler` raises.
+    ///
+    /// # Examples
+    /// ```
+    /// use greenlet::interp_shim::PyErr;
+    ///
+    /// assert_eq!(PyErr::keyboard_interrupt().to_string(), "KeyboardInterrupt: ");
+    /// ```
+    pub fn keyboard_interrupt() -> Self {
+        PyErr::exception("KeyboardInterrupt", "")
+    }
 }
 
 /// The result of simulated Python code.

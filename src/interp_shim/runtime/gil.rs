@@ -8,13 +8,15 @@
 //! (`core::InterpCore`) under the runtime's lock, and decides no rule itself.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::super::core::{CheckSite, Continuation, MakeBegin, RingFull, ThreadIdx};
 use super::super::MAIN_THREAD;
 use super::error::{PyErr, PyResult};
-use super::state::{Shared, State};
+use super::signals::handle_signals;
+use super::state::{BlockedOn, Shared, State};
 use super::tracing::{fire, HookEvent};
 use super::Py;
 
@@ -25,10 +27,6 @@ pub const SWITCH_INTERVAL: Duration = Duration::from_millis(5);
 /// A pending call: simulated Python code run by `make_pending_calls` on the
 /// main thread with the GIL held. An `Err` is the callback's `-1`.
 pub type PendingCall = Box<dyn FnOnce(&Py) -> PyResult<()> + Send>;
-
-/// A Python-level signal handler (`signal.signal(signum, handler)`): runs on
-/// the main thread as an ordinary Python call.
-pub type SignalHandler = Arc<dyn Fn(&Py) -> PyResult<()> + Send + Sync>;
 
 pub(super) fn add_pending_call_as(
     shared: &Shared,
@@ -60,15 +58,7 @@ pub(super) fn add_pending_call_as(
     })
 }
 
-/// The C-level signal handler's `trip_signal`, run on thread `receiver`:
-/// mark the signal tripped, then `_PyEval_SignalReceived`.
-pub(super) fn trip_signal(shared: &Shared, receiver: ThreadIdx) {
-    let mut st = shared.state.lock();
-    st.tripped = true;
-    st.core.signal_received(receiver);
-}
-
-/// A call of a C function (`C_TRACE`): the `c_call` event, the call,
+/// A call of a builtin C function (`C_TRACE`): the `c_call` event, the call,
 /// the `c_return` event, then the check site after the `CALL`.
 pub(super) fn c_function<R>(py: &Py, f: impl FnOnce() -> PyResult<R>) -> PyResult<R> {
     fire(py, HookEvent::CFunction)?;
@@ -78,41 +68,79 @@ pub(super) fn c_function<R>(py: &Py, f: impl FnOnce() -> PyResult<R>) -> PyResul
     Ok(value)
 }
 
-/// A C call that releases the GIL (`Py_BEGIN_ALLOW_THREADS`) and blocks
-/// until `ready` or `deadline`, then takes the GIL back
-/// (`Py_END_ALLOW_THREADS`) and reaches the check site after the call.
-pub(super) fn blocking(
-    py: &Py,
-    ready: impl Fn(&State) -> bool,
-    deadline: Option<Instant>,
-) -> PyResult<()> {
-    c_function(py, || block_without_gil(py, &ready, deadline))
+/// A C function called through `ctypes` (a `PyCFuncPtr`, not a
+/// `PyCFunction`): 3.11's `trace_call_function` wraps only `PyCFunction`,
+/// `PyCMethod` and method descriptors in `C_TRACE`, and 3.12+'s
+/// `sys.monitoring` C events map to `c_call`/`c_return` only for those, so
+/// no profile event fires; the only check site is the one after the `CALL`.
+pub(super) fn foreign_function<R>(py: &Py, f: impl FnOnce() -> PyResult<R>) -> PyResult<R> {
+    let value = f()?;
+    check(py, CheckSite::AfterCall)?;
+    Ok(value)
 }
 
-fn block_without_gil(
-    py: &Py,
-    ready: &impl Fn(&State) -> bool,
-    deadline: Option<Instant>,
-) -> PyResult<()> {
+/// What a C call that releases the GIL blocks until.
+pub(super) enum Until {
+    /// `time.sleep`: a deadline.
+    Deadline(Instant),
+    /// `Event.wait()`: the event's flag.
+    Event(Arc<AtomicBool>),
+    /// `Thread.join()`: the thread's state is deleted.
+    Thread(ThreadIdx),
+}
+
+impl Until {
+    fn ready(&self, st: &State) -> bool {
+        match self {
+            Until::Deadline(_) => st.cancelled,
+            Until::Event(flag) => flag.load(Ordering::SeqCst),
+            // Thread.join: 3.11/3.12 return at the tstate lock's release,
+            // 3.13 after the OS thread ended (VersionSpec docs).
+            Until::Thread(idx) => {
+                let t = &st.threads[*idx];
+                t.finished && !(st.core.spec().join_waits_for_thread_exit && t.exiting)
+            }
+        }
+    }
+
+    fn blocked_on(&self) -> Option<BlockedOn> {
+        match self {
+            Until::Deadline(_) => None,
+            Until::Event(flag) => Some(BlockedOn::Event(Arc::clone(flag))),
+            Until::Thread(idx) => Some(BlockedOn::Thread(*idx)),
+        }
+    }
+}
+
+/// A C call that releases the GIL (`Py_BEGIN_ALLOW_THREADS`) and blocks
+/// until `until`, then takes the GIL back (`Py_END_ALLOW_THREADS`) and
+/// reaches the check site after the call.
+pub(super) fn blocking(py: &Py, until: Until) -> PyResult<()> {
+    c_function(py, || block_without_gil(py, &until))
+}
+
+fn block_without_gil(py: &Py, until: &Until) -> PyResult<()> {
     release_gil(py);
     {
         let mut st = py.lock();
+        st.threads[py.idx].blocked_on = until.blocked_on();
         // A daemon thread stops blocking once finalization began: its
         // take_gil below ends it, as CPython's would when it woke.
         loop {
             let daemon_must_exit = st.core.is_finalizing() && py.idx != MAIN_THREAD;
-            if ready(&st) || st.cancelled || daemon_must_exit {
+            if until.ready(&st) || st.cancelled || daemon_must_exit {
                 break;
             }
-            match deadline {
-                Some(deadline) => {
-                    if py.shared.cond.wait_until(&mut st, deadline).timed_out() {
+            match until {
+                Until::Deadline(deadline) => {
+                    if py.shared.cond.wait_until(&mut st, *deadline).timed_out() {
                         break;
                     }
                 }
-                None => py.shared.cond.wait(&mut st),
+                _ => py.shared.cond.wait(&mut st),
             }
         }
+        st.threads[py.idx].blocked_on = None;
     }
     take_gil(py)
 }
@@ -184,12 +212,37 @@ pub(super) fn check(py: &Py, site: CheckSite) -> PyResult<()> {
         handle_pending(py)?;
         let mut st = py.lock();
         match st.core.continuation(py.idx, site) {
-            Continuation::Continue => return Ok(()),
+            Continuation::Continue => {
+                st.livelock_held = 0;
+                return Ok(());
+            }
             Continuation::Redispatch => {
                 st.threads[py.idx].redispatches += 1;
                 st.stats.redispatches += 1;
+                note_redispatch(py, &mut st);
             }
         }
+    }
+}
+
+/// The early verdict's count: a re-dispatch of the main thread with the
+/// core's livelock predicate holding (`InterpCore::resume_livelocked`:
+/// traced RESUME, `busy`, `calls_to_do`, the breaker) while nothing else
+/// can move (`State::nothing_else_can_move`) extends the run of such
+/// re-dispatches; anything else resets it. At the runtime's bound the
+/// watchdog is woken to report the livelock.
+fn note_redispatch(py: &Py, st: &mut State) {
+    let Some(bound) = st.early_verdict else {
+        return;
+    };
+    if py.idx == MAIN_THREAD && st.core.resume_livelocked() && st.nothing_else_can_move() {
+        st.livelock_held += 1;
+        if st.livelock_held >= bound && st.livelocked.is_none() {
+            st.livelocked = Some(st.livelock_held);
+            py.shared.cond.notify_all();
+        }
+    } else {
+        st.livelock_held = 0;
     }
 }
 
@@ -214,35 +267,6 @@ pub(super) fn handle_pending(py: &Py) -> PyResult<()> {
     // 4. (async exceptions are not modelled); 3.12's final recompute
     py.lock().core.handle_pending_end(t);
     Ok(())
-}
-
-/// `handle_signals`: unsignal, then run the Python-level handler; a
-/// failing handler re-signals and its exception propagates.
-pub(super) fn handle_signals(py: &Py) -> PyResult<()> {
-    let handler = {
-        let mut st = py.lock();
-        // UNSIGNAL_PENDING_SIGNALS (main thread only)
-        if !st.core.take_signals(py.idx) {
-            return Ok(());
-        }
-        // _PyErr_CheckSignalsTstate: only a tripped signal's handler runs,
-        // and its flag is cleared first.
-        if !std::mem::take(&mut st.tripped) {
-            return Ok(());
-        }
-        st.stats.signal_handlers_run += u64::from(st.signal_handler.is_some());
-        st.signal_handler.clone()
-    };
-    let Some((name, handler)) = handler else {
-        return Ok(());
-    };
-    // _PyErr_CheckSignalsTstate: the handler is an ordinary Python call.
-    let result = py.call(name, |py| handler(py));
-    if result.is_err() {
-        // handle_signals: "re-schedule a call to handle_signals()"
-        py.lock().core.resignal_signals(py.idx);
-    }
-    result
 }
 
 /// `make_pending_calls`: the guard, then at most `MAX_CALLS_PER_MAKE`

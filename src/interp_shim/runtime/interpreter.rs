@@ -15,14 +15,16 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::cleanup::CleanupQueue;
 use crate::diag::diag_error;
 
 use super::super::core::{InterpCore, RingFull, Summary, ThreadIdx};
 use super::super::version::PyVersion;
-use super::super::watchdog::{HangReport, ThreadDump, Watchdog};
+use super::super::watchdog::{HangCause, HangReport, QueueAtHang, ThreadDump, Watchdog};
 use super::super::MAIN_THREAD;
 use super::error::{Outcome, PyResult, RunError};
-use super::gil::{add_pending_call_as, trip_signal};
+use super::gil::add_pending_call_as;
+use super::signals::{trip_signal, SignalDisposition};
 use super::state::{Shared, State, ThreadSlot, MODEL_THREAD, NEXT_RUNTIME_ID, REGISTRY};
 use super::threads::{main_thread, ExitOrder};
 use super::Py;
@@ -66,6 +68,14 @@ impl fmt::Debug for Runtime {
 impl Runtime {
     /// A fresh interpreter whose main thread (index 0) holds the GIL.
     ///
+    /// Its exit order is [`ExitOrder::Settled`]: a GIL take waits while a
+    /// dying thread runs its thread-local destructors, which rules out a
+    /// real interleaving (on real 3.11/3.12 code right after
+    /// `Thread.join()` usually runs before the joined thread's greenlet
+    /// push); [`set_exit_order`](Self::set_exit_order)`(ExitOrder::Racing)`
+    /// allows it. Its early verdict is on
+    /// ([`set_early_verdict`](Self::set_early_verdict)).
+    ///
     /// # Examples
     /// ```
     /// use greenlet::interp_shim::{PyVersion, Runtime, MAIN_THREAD};
@@ -86,7 +96,7 @@ impl Runtime {
                 next_call: 0,
                 threads: vec![ThreadSlot::new("MainThread".into(), false, false)],
                 foreign: None,
-                signal_handler: None,
+                signal: None,
                 tripped: false,
                 stats: RuntimeStats::default(),
                 os_threads: Vec::new(),
@@ -96,6 +106,11 @@ impl Runtime {
                 done: false,
                 cancelled: false,
                 exit_order: ExitOrder::default(),
+                early_verdict: Some(EARLY_VERDICT_REDISPATCHES),
+                livelock_held: 0,
+                livelocked: None,
+                report_queue: None,
+                unraisable_reads_source: true,
             }),
             cond: Condvar::new(),
             ran: AtomicBool::new(false),
@@ -334,7 +349,128 @@ impl Runtime {
         name: &'static str,
         handler: impl Fn(&Py) -> PyResult<()> + Send + Sync + 'static,
     ) {
-        self.shared.state.lock().signal_handler = Some((name, Arc::new(handler)));
+        self.set_signal_disposition(SignalDisposition::python(name, handler));
+    }
+
+    /// `signal.signal(signum, disposition)`: a Python handler, the default
+    /// SIGINT handler (C, raises `KeyboardInterrupt`) or `SIG_IGN`; see
+    /// [`SignalDisposition`].
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{Outcome, PyVersion, Runtime, SignalDisposition, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// rt.set_signal_disposition(SignalDisposition::Ignore);
+    /// rt.raise_signal(); // the OS drops it: nothing trips
+    /// assert!(!rt.summary().main_breaker);
+    /// let outcome = rt.run(Watchdog::Report(Duration::from_secs(20)), |py| py.loop_iter()).unwrap();
+    /// assert!(matches!(outcome, Outcome::Finished(Ok(()))));
+    /// ```
+    pub fn set_signal_disposition(&self, disposition: SignalDisposition) {
+        self.shared.state.lock().signal = Some(disposition);
+    }
+
+    /// The early verdict: end a run as hung once the main thread has
+    /// re-dispatched a traced RESUME `redispatches` times in a row with the
+    /// core's livelock predicate holding (3.11, `busy`, `calls_to_do` and
+    /// the breaker set) and nothing else able to change the state; `None`
+    /// leaves only the watchdog's timeout. The default is
+    /// [`EARLY_VERDICT_REDISPATCHES`].
+    ///
+    /// "Nothing else": every other model thread has finished (and run its
+    /// thread-local destructors) or is blocked in `Event.wait()` or
+    /// `Thread.join()` on something that has not happened; no OS thread
+    /// outside the model has added a pending call to this runtime (on 3.11
+    /// a non-main thread's `SIGNAL_PENDING_CALLS` recomputes the breaker
+    /// without the main thread's calls and can end the spin); and the
+    /// signal disposition is not the default SIGINT handler, whose
+    /// `KeyboardInterrupt` can end or move a livelock
+    /// (`probes/sigint_in_livelock.py`). A Python signal handler or
+    /// `SIG_IGN` cannot: the first spins at its own entry, the second
+    /// trips nothing. Code outside the model that calls
+    /// [`Runtime::raise_signal`] to end a spin must turn this off.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{HangCause, Hook, Outcome, PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_11);
+    /// rt.set_early_verdict(Some(100));
+    /// let outcome = rt
+    ///     .run(Watchdog::Report(Duration::from_secs(600)), |py| {
+    ///         py.settrace(Hook::C)?;
+    ///         let _ = py.add_pending_call(|py| {
+    ///             let _ = py.c_call(|| py.add_pending_call(|_| Ok(())))?;
+    ///             py.call("stuck", |_| Ok(()))
+    ///         });
+    ///         py.loop_iter()
+    ///     })
+    ///     .unwrap();
+    /// let Outcome::Hung(report) = outcome else { panic!("3.11 spins") };
+    /// // Long before the ten-minute backstop.
+    /// assert_eq!(report.cause, HangCause::Livelock { redispatches: 100 });
+    /// ```
+    pub fn set_early_verdict(&self, redispatches: Option<u64>) {
+        self.shared.state.lock().early_verdict = redispatches.map(|n| n.max(1));
+    }
+
+    /// Whether [`Py::write_unraisable`]'s default hook finds a source file
+    /// for the traceback it prints (the default), so that printing it runs
+    /// Python code, or not (`python -X frozen_modules` and a deleted
+    /// script, or `probes/sigint_in_livelock.py --no-source`).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{Hook, Outcome, PyErr, PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_11);
+    /// rt.set_unraisable_reads_source(false);
+    /// let outcome = rt
+    ///     .run(Watchdog::Report(Duration::from_secs(20)), |py| {
+    ///         let err = PyErr::exception("ValueError", "in a callback");
+    ///         py.write_unraisable("<function cb>", &err) // no Python code runs
+    ///     })
+    ///     .unwrap();
+    /// assert!(matches!(outcome, Outcome::Finished(Ok(()))));
+    /// ```
+    pub fn set_unraisable_reads_source(&self, reads: bool) {
+        self.shared.state.lock().unraisable_reads_source = reads;
+    }
+
+    /// The cleanup queue whose metrics a [`HangReport`] carries as they were
+    /// when the watchdog fired ([`HangReport::queue`]), before the cancel
+    /// lets the unwinding run drains that a hung interpreter never would.
+    /// Held weakly.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// use greenlet::cleanup::{CleanupQueue, Policy};
+    /// use greenlet::interp_shim::{Hook, Outcome, PendingCallScheduler, PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_11);
+    /// let queue = CleanupQueue::new(Policy::Legacy, Arc::new(PendingCallScheduler::new(&rt)));
+    /// rt.report_queue(&queue);
+    /// let outcome = rt
+    ///     .run(Watchdog::Report(Duration::from_secs(20)), |py| {
+    ///         py.settrace(Hook::C)?;
+    ///         let _ = py.add_pending_call(|py| {
+    ///             let _ = py.c_call(|| py.add_pending_call(|_| Ok(())))?;
+    ///             py.call("stuck", |_| Ok(()))
+    ///         });
+    ///         py.loop_iter()
+    ///     })
+    ///     .unwrap();
+    /// let Outcome::Hung(report) = outcome else { panic!("3.11 spins") };
+    /// assert_eq!(report.queue.unwrap().policy, Policy::Legacy);
+    /// ```
+    pub fn report_queue(&self, queue: &Arc<CleanupQueue>) {
+        self.shared.state.lock().report_queue = Some(Arc::downgrade(queue));
     }
 
     /// An OS signal sent to the process (`os.kill(os.getpid(), sig)`, or
@@ -460,8 +596,13 @@ impl Runtime {
             let deadline = Instant::now() + timeout;
             let mut st = self.shared.state.lock();
             while !st.done {
-                if self.shared.cond.wait_until(&mut st, deadline).timed_out() && !st.done {
-                    let report = build_report(&st, timeout);
+                let timed_out = self.shared.cond.wait_until(&mut st, deadline).timed_out();
+                if (timed_out || st.livelocked.is_some()) && !st.done {
+                    let cause = match st.livelocked {
+                        Some(redispatches) => HangCause::Livelock { redispatches },
+                        None => HangCause::Timeout,
+                    };
+                    let report = build_report(&st, timeout, cause);
                     if matches!(watchdog, Watchdog::Exit(_)) {
                         // faulthandler's dump goes to stderr, then _exit(1)
                         diag_error!("{}", report.to_string().trim_end_matches('\n'));
@@ -526,9 +667,20 @@ pub struct RuntimeStats {
     pub drop_requests: u64,
     /// Python-level signal handler runs.
     pub signal_handlers_run: u64,
+    /// Runs of a Python trace function (one per event it receives).
+    pub trace_function_runs: u64,
+    /// Runs of a Python profile function (one per event it receives).
+    pub profile_function_runs: u64,
 }
 
-fn build_report(st: &State, timeout: Duration) -> HangReport {
+/// The early verdict's default bound (see [`Runtime::set_early_verdict`]):
+/// re-dispatches in a row with the livelock predicate holding and nothing
+/// else able to move.
+pub const EARLY_VERDICT_REDISPATCHES: u64 = 1000;
+
+/// The report of the watchdog's firing step: everything read under the
+/// lock in that step, the queue's metrics included, before the cancel.
+fn build_report(st: &State, timeout: Duration, cause: HangCause) -> HangReport {
     let threads = st
         .threads
         .iter()
@@ -541,9 +693,17 @@ fn build_report(st: &State, timeout: Duration) -> HangReport {
             redispatches: t.redispatches,
         })
         .collect();
+    let queue = st
+        .report_queue
+        .as_ref()
+        .and_then(Weak::upgrade)
+        .map(|q| QueueAtHang::of(&q));
     HangReport {
         timeout,
+        cause,
         threads,
+        stats: st.stats,
+        queue,
         summary: st.core.summary(),
         livelock_predicate: st.core.resume_livelocked(),
         redispatches: st.stats.redispatches,

@@ -7,7 +7,8 @@
 //! building its [`HangReport`](super::HangReport) (`interpreter.rs`); the [`Py`] handle of a
 //! model thread and its operations (`py.rs`); the GIL, the eval breaker's
 //! check sites, `Py_AddPendingCall` and `make_pending_calls` (`gil.rs`);
-//! trace and profile functions (`tracing.rs`); model threads, their start,
+//! trace and profile functions (`tracing.rs`); signal dispositions and
+//! `handle_signals` (`signals.rs`); model threads, their start,
 //! their exit and the interpreter's shutdown order (`threads.rs`);
 //! [`Event`] (`threading.Event`, `event.rs`); the errors and outcomes
 //! (`error.rs`); and the state all of them share under one lock, with the
@@ -48,13 +49,16 @@
 //! thread's state there and may call `Py_AddPendingCall`. In CPython another
 //! thread can take the GIL and run Python code meanwhile, so whether that code
 //! sees the queued state before or after the pending call was added depends
-//! on the OS scheduler: on an idle machine the destructors take microseconds
-//! and a `time.sleep(0.001)` outlasts them, on a loaded one they may not. The
-//! live runtime fixes that order by default ([`ExitOrder::Settled`]): a GIL
-//! take waits while another thread is still in its thread-local destructors.
-//! Every live run therefore follows the idle machine's order, and the seed's
-//! livelock reproduces on every run, not only on most; the
-//! [explorer](super::explore) covers the other orders. The end of the
+//! on the OS scheduler. The live runtime fixes that order by default
+//! ([`ExitOrder::Settled`]): a GIL take waits while another thread is still
+//! in its thread-local destructors. Every live run therefore follows one
+//! order, and the seed's livelock reproduces on every run, not only on
+//! most. That order is the rare one on real 3.11/3.12 (`probes/exit_order.py`:
+//! right after `Thread.join()` the push was still pending in 80–95 % of
+//! joins; 3.13's `join()` waits for the OS thread, see
+//! [`VersionSpec::join_waits_for_thread_exit`](super::VersionSpec::join_waits_for_thread_exit));
+//! the [explorer](super::explore) and [`ExitOrder::Racing`] cover the others.
+//! The end of the
 //! destructors is seen by a thread-local set first on each model thread,
 //! whose destructor runs last. A destructor that waits for another model
 //! thread to take the GIL would hang under this rule (the watchdog fires);
@@ -67,16 +71,18 @@ mod event;
 mod gil;
 mod interpreter;
 mod py;
+mod signals;
 mod state;
 mod threads;
 mod tracing;
 
 pub use self::error::{Outcome, PyErr, PyResult, RunError};
 pub use self::event::Event;
-pub use self::gil::{PendingCall, SignalHandler, SWITCH_INTERVAL};
-pub use self::interpreter::{Runtime, RuntimeStats};
+pub use self::gil::{PendingCall, SWITCH_INTERVAL};
+pub use self::interpreter::{Runtime, RuntimeStats, EARLY_VERDICT_REDISPATCHES};
 pub use self::py::Py;
+pub use self::signals::{SignalDisposition, SignalHandler};
 
 pub(crate) use self::state::Shared;
-pub use self::threads::{ExitOrder, ThreadHandle};
+pub use self::threads::{ExitOrder, ThreadHandle, UnknownExitOrder};
 pub use self::tracing::Hook;

@@ -15,13 +15,16 @@ use std::time::{Duration, Instant};
 
 use parking_lot::MutexGuard;
 
+use crate::diag::diag_warn;
+
 use super::super::core::{CheckSite, RingFull, ThreadIdx};
 use super::error::{PyErr, PyResult};
 use super::event::Event;
 use super::gil::{
-    add_pending_call_as, blocking, c_function, check, handle_signals, release_gil,
-    run_pending_calls, take_gil, trip_signal,
+    add_pending_call_as, blocking, c_function, check, foreign_function, release_gil,
+    run_pending_calls, take_gil, Until,
 };
+use super::signals::{handle_signals, trip_signal};
 use super::state::{Shared, State, MODEL_THREAD, REGISTRY};
 use super::threads::{spawn_thread, ThreadHandle};
 use super::tracing::{fire, Hook, HookEvent, TracingGuard};
@@ -278,7 +281,7 @@ impl Py {
     /// ```
     pub fn sleep(&self, d: Duration) -> PyResult<()> {
         let deadline = Instant::now() + d;
-        blocking(self, |st| st.cancelled, Some(deadline))
+        blocking(self, Until::Deadline(deadline))
     }
 
     /// `Event.wait()`: release the GIL until `event` is set.
@@ -300,7 +303,7 @@ impl Py {
     /// .unwrap();
     /// ```
     pub fn wait(&self, event: &Event) -> PyResult<()> {
-        blocking(self, |_| event.is_set(), None)
+        blocking(self, Until::Event(Arc::clone(&event.flag)))
     }
 
     /// `Thread.join()`: release the GIL until `thread`'s state is deleted.
@@ -320,8 +323,7 @@ impl Py {
     /// .unwrap();
     /// ```
     pub fn join(&self, thread: &ThreadHandle) -> PyResult<()> {
-        let idx = thread.index;
-        blocking(self, move |st| st.threads[idx].finished, None)
+        blocking(self, Until::Thread(thread.index))
     }
 
     /// A C function that keeps the GIL (`len(queue)`, `Event.set()`, ...):
@@ -349,6 +351,34 @@ impl Py {
     /// ```
     pub fn c_call<R>(&self, f: impl FnOnce() -> R) -> PyResult<R> {
         c_function(self, || Ok(f()))
+    }
+
+    /// A C function called through `ctypes` (e.g.
+    /// `ctypes.pythonapi.Py_AddPendingCall`): unlike a builtin
+    /// ([`c_call`](Self::c_call)) it fires no `c_call`/`c_return` profile
+    /// events, so a Python profile function does not run around it; `f`
+    /// runs, then the check site after the call, where a pending call it
+    /// added runs in the caller's frame, profiled. Checked on 3.11.7, 3.12.1
+    /// and 3.13.0 (`probes/ctypes_pending_call.py`): a ctypes add under a
+    /// Python profile function livelocks 3.11 where a builtin add does not.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{Hook, PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
+    ///     py.setprofile(Hook::Python)?;
+    ///     py.ctypes_call(|| ())?; // no profile event
+    ///     py.c_call(|| ())?; // c_call and c_return
+    ///     Ok(())
+    /// })
+    /// .unwrap();
+    /// assert_eq!(rt.stats().profile_function_runs, 2);
+    /// ```
+    pub fn ctypes_call<R>(&self, f: impl FnOnce() -> R) -> PyResult<R> {
+        foreign_function(self, || Ok(f()))
     }
 
     /// `Thread.is_alive()`: whether `thread`'s state still exists.
@@ -566,6 +596,48 @@ impl Py {
         self.cancelled()?;
         handle_signals(self)?;
         run_pending_calls(self)
+    }
+
+    /// `PyErr_WriteUnraisable(obj)` for `err`, as a weakref callback's
+    /// failure is reported (`handle_callback` in `weakrefobject.c`): the
+    /// exception is swallowed, and the default `sys.unraisablehook` prints
+    /// it with its traceback. Printing a traceback reads each frame's source
+    /// line (`_Py_DisplaySourceLine` → `io.open` → a text decoder), which
+    /// enters Python code, `codecs.BufferedIncrementalDecoder.__init__`: a
+    /// frame named `__init__` with its `RESUME` check site (on real 3.11.7
+    /// the seed's livelock moves there after a `KeyboardInterrupt`,
+    /// `probes/sigint_in_livelock.py`). Without a source file
+    /// ([`Runtime::set_unraisable_reads_source`]) no Python code runs.
+    ///
+    /// # Errors
+    /// Only the harness's [`PyErr::Cancelled`] (the report itself cannot
+    /// fail).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{Outcome, PyErr, PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let outcome = rt
+    ///     .run(Watchdog::Report(Duration::from_secs(20)), |py| {
+    ///         let err = PyErr::exception("KeyError", "'b'");
+    ///         py.write_unraisable("<function after_a_destroyed>", &err)?;
+    ///         Ok("swallowed")
+    ///     })
+    ///     .unwrap();
+    /// assert!(matches!(outcome, Outcome::Finished(Ok("swallowed"))));
+    /// ```
+    pub fn write_unraisable(&self, obj: &str, err: &PyErr) -> PyResult<()> {
+        if *err == PyErr::Cancelled {
+            return Err(PyErr::Cancelled);
+        }
+        diag_warn!("Exception ignored in: {obj}\n{err}");
+        if self.lock().unraisable_reads_source {
+            // _Py_DisplaySourceLine → io.open → BufferedIncrementalDecoder()
+            self.call("__init__", |_| Ok(()))?;
+        }
+        Ok(())
     }
 
     /// `signal.raise_signal` from this thread (`signal_raise_signal_impl`):

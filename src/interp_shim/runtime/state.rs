@@ -9,21 +9,35 @@
 
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 
 use parking_lot::{Condvar, Mutex};
 
-use super::super::core::{InterpCore, ThreadIdx};
+use crate::cleanup::CleanupQueue;
+
+use super::super::core::{InterpCore, ThreadIdx, MAIN_THREAD};
 use super::super::version::PyVersion;
-use super::gil::{PendingCall, SignalHandler};
+use super::gil::PendingCall;
 use super::interpreter::RuntimeStats;
+use super::signals::SignalDisposition;
 use super::threads::ExitOrder;
 use super::tracing::Hook;
 
 /// The id of a queued pending call (what the core's ring holds).
 pub(crate) type CallId = u64;
+
+/// What a model thread blocked without the GIL and without a deadline
+/// waits for (`Event.wait()`, `Thread.join()`): kept so that the early
+/// verdict can tell whether the thread could still move.
+#[derive(Clone)]
+pub(super) enum BlockedOn {
+    /// An [`Event`](super::Event)'s flag.
+    Event(Arc<AtomicBool>),
+    /// Another model thread's end (`ThreadSlot::finished`).
+    Thread(ThreadIdx),
+}
 
 pub(super) struct ThreadSlot {
     pub(super) name: String,
@@ -38,6 +52,8 @@ pub(super) struct ThreadSlot {
     /// state); under [`ExitOrder::Settled`] other threads' GIL takes wait for
     /// it to end.
     pub(super) exiting: bool,
+    /// Blocked without the GIL until this holds (no deadline).
+    pub(super) blocked_on: Option<BlockedOn>,
     pub(super) redispatches: u64,
 }
 
@@ -51,6 +67,7 @@ impl ThreadSlot {
             frames: Vec::new(),
             finished,
             exiting: false,
+            blocked_on: None,
             redispatches: 0,
         }
     }
@@ -67,7 +84,7 @@ pub(super) struct State {
     pub(super) threads: Vec<ThreadSlot>,
     /// Model thread used by OS threads that are no model thread.
     pub(super) foreign: Option<ThreadIdx>,
-    pub(super) signal_handler: Option<(&'static str, SignalHandler)>,
+    pub(super) signal: Option<SignalDisposition>,
     /// The signal module's `Handlers[signum].tripped` (not ceval state):
     /// set by the C-level handler, cleared before the Python handler runs.
     pub(super) tripped: bool,
@@ -81,9 +98,55 @@ pub(super) struct State {
     /// The harness's cancel flag (see the module documentation).
     pub(super) cancelled: bool,
     pub(super) exit_order: ExitOrder,
+    /// Re-dispatches the livelock predicate must hold for, with nothing
+    /// else able to move, before the watchdog ends the run early; `None`:
+    /// only the timeout ends it.
+    pub(super) early_verdict: Option<u64>,
+    /// Consecutive re-dispatches of the main thread with the predicate
+    /// held and every other thread unable to move.
+    pub(super) livelock_held: u64,
+    /// The early verdict was reached after this many re-dispatches: the
+    /// watchdog reports now.
+    pub(super) livelocked: Option<u64>,
+    /// The default unraisable hook finds the source file of the frames it
+    /// prints, so printing the traceback runs Python code.
+    pub(super) unraisable_reads_source: bool,
+    /// The queue whose metrics a hang report carries.
+    pub(super) report_queue: Option<Weak<CleanupQueue>>,
 }
 
 impl State {
+    /// Whether no thread but the main one can change the interpreter's
+    /// state: every other model thread has finished (its thread-local
+    /// destructors too) or is blocked on a condition that does not hold; no
+    /// OS thread outside the model has used the runtime (it could add a
+    /// pending call, whose `COMPUTE_EVAL_BREAKER` as a non-main thread
+    /// clears the 3.11 breaker); and the signal disposition cannot end the
+    /// spin (a C handler that raises can: [`SignalDisposition`]).
+    pub(super) fn nothing_else_can_move(&self) -> bool {
+        if self.foreign.is_some()
+            || self
+                .signal
+                .as_ref()
+                .is_some_and(SignalDisposition::raises_from_c)
+        {
+            return false;
+        }
+        self.threads
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != MAIN_THREAD)
+            .all(|(_, t)| match &t.blocked_on {
+                _ if t.finished => !t.exiting,
+                Some(BlockedOn::Event(flag)) => !flag.load(Ordering::SeqCst),
+                Some(BlockedOn::Thread(other)) => {
+                    let o = &self.threads[*other];
+                    !o.finished || (self.core.spec().join_waits_for_thread_exit && o.exiting)
+                }
+                None => false,
+            })
+    }
+
     /// Under [`ExitOrder::Settled`], whether thread `idx`'s GIL take waits:
     /// another thread is in its thread-local destructors.
     pub(super) fn gil_waits_for_an_exit(&self, idx: ThreadIdx) -> bool {
