@@ -30,6 +30,14 @@ fn traced(body: impl FnOnce()) -> Vec<(bool, String, String)> {
     events
 }
 
+/// Where the report containing every one of `needles` is in `reports`.
+fn position(reports: &[String], needles: &[&str]) -> usize {
+    reports
+        .iter()
+        .position(|r| needles.iter().all(|n| r.contains(n)))
+        .unwrap_or_else(|| panic!("no report with {needles:?} in {reports:#?}"))
+}
+
 /// Cause 1. Python:
 /// ```python
 /// ran = []
@@ -231,15 +239,9 @@ fn an_error_thrown_into_the_dropper_during_a_kill_is_reported_before_the_leak() 
     a.switch(20i64).unwrap();
     drop(a);
     let reports = common::take_diagnostics();
-    let boom = reports
-        .iter()
-        .position(|r| r.contains("thrower") && r.contains("boom"))
-        .unwrap_or_else(|| panic!("the error is reported: {reports:#?}"));
-    let leak = reports
-        .iter()
-        .position(|r| r.contains("thrower") && r.contains("did not kill"))
-        .unwrap_or_else(|| panic!("and the leak: {reports:#?}"));
-    assert!(boom < leak, "{reports:#?}");
+    let boom = position(&reports, &["thrower", "boom"]);
+    let leak = position(&reports, &["thrower", "did not kill"]);
+    assert!(boom < leak, "the error first: {reports:#?}");
 }
 
 /// Cause 4: a victim that ends with an error is reported before it is
@@ -286,15 +288,9 @@ fn victim_ending_with_an_error_reported_then_finalized() {
     c.on_finalize(|| log::warn!(target: "conformance", "finalized"));
     drop(c);
     let reports = common::take_diagnostics();
-    let report = reports
-        .iter()
-        .position(|r| r.contains("failer") && r.contains("h4"))
-        .unwrap_or_else(|| panic!("the error is reported: {reports:#?}"));
-    let fin = reports
-        .iter()
-        .position(|r| r.contains("finalized"))
-        .unwrap_or_else(|| panic!("and it is finalized: {reports:#?}"));
-    assert!(report < fin, "{reports:#?}");
+    let report = position(&reports, &["failer", "h4"]);
+    let fin = position(&reports, &["conformance", "finalized"]);
+    assert!(report < fin, "the report first: {reports:#?}");
 }
 
 /// Cause 5. Python:
