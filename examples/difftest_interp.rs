@@ -331,7 +331,7 @@ impl Machine {
             Op::Release => {
                 let held = std::mem::take(frame.held);
                 log("release");
-                drop(held);
+                clear(held);
             }
             Op::Try {
                 body,
@@ -447,18 +447,18 @@ impl Machine {
             match outcome {
                 Err(e) => {
                     log(&format!("end raise {}", fmt_error(&e)));
-                    drop(held);
+                    clear(held);
                     Err(e)
                 }
                 // As interp.py: the held handles go before a normal end is
                 // logged, after an error's.
                 Ok(None) => {
-                    drop(held);
+                    clear(held);
                     log("end");
                     Ok(Value::unit())
                 }
                 Ok(Some(v)) => {
-                    drop(held);
+                    clear(held);
                     log(&format!("end return {v}"));
                     Ok(Value::new(v))
                 }
@@ -491,7 +491,7 @@ impl Machine {
                     Err(e) => log(&format!("thread done raise {}", fmt_error(&e))),
                     Ok(_) => log("thread done"),
                 }
-                drop(held);
+                clear(held);
             })
             .expect("spawn a program thread")
             .join();
@@ -499,6 +499,13 @@ impl Machine {
             log(&format!("thread {name} panicked"));
         }
         log(&format!("joined {name}"));
+    }
+}
+
+/// Drops held handles last first, as CPython's `list.clear()` does.
+fn clear(mut held: Vec<Greenlet>) {
+    while let Some(handle) = held.pop() {
+        drop(handle);
     }
 }
 
@@ -604,7 +611,7 @@ fn run_one(text: &str) -> ExitCode {
                 Ok(Some(v)) => log(&format!("done return {v}")),
                 Err(e) => log(&format!("done raise {}", fmt_error(&e))),
             }
-            drop(held);
+            clear(held);
             let names: Vec<String> = OWNED.lock().expect("owned").iter().cloned().collect();
             for name in names {
                 if let Some(g) = lookup(&name) {

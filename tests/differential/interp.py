@@ -49,10 +49,12 @@ class Machine:
         self.log_lines = []
         self.lock = threading.Lock()
         self.unstarted_target = None
-        self.started = set()
+        # Greenlets (not names: a name may be created again) that started,
+        # and that the program created.
+        self.started = weakref.WeakSet()
         self.relay = {}
         self.owned = set()
-        self.created = set()
+        self.created = weakref.WeakSet()
 
     # ---- logging -------------------------------------------------------
 
@@ -111,7 +113,7 @@ class Machine:
             del parent
             g.gname = op["g"]
             g.owner = threading.current_thread().name
-            self.created.add(op["g"])
+            self.created.add(g)
             if g.owner == "MainThread":
                 self.owned.add(op["g"])
                 self.weakrefs.append(weakref.ref(g, self.finalized(op["g"])))
@@ -283,7 +285,7 @@ class Machine:
                 raise TypeError("body() missing 1 required positional argument: 'arg'")
             (arg,) = args
             frame = Frame()
-            machine.started.add(name)
+            machine.started.add(getcurrent())
             machine.log("start %s" % fmt_value(arg))
             try:
                 flow = machine.exec(ops, frame)
@@ -313,6 +315,7 @@ class Machine:
         def hook(event, args):
             origin, target = args
             names = (name_of(origin), name_of(target))
+            unstarted = target not in self.started and target in self.created
             del origin, target, args
             if self.unstarted_target in names:
                 self.log("trace %s %s->%s [unstarted-throw]" % ((event,) + names), prefix=False)
@@ -321,7 +324,7 @@ class Machine:
             # unstarted parent: greenlet switches into it (it dies without
             # running) and on; the crate passes it on without switching (the
             # same README difference). The two events become one.
-            if event == "throw" and names[1] not in self.started and names[1] in self.created:
+            if event == "throw" and unstarted:
                 self.log("trace %s %s->%s [unstarted-throw]" % ((event,) + names), prefix=False)
                 self.relay[names[1]] = self.relay.pop(names[0], names[0])
                 return
