@@ -14,12 +14,15 @@
 //! crate's own reports (stderr, or the `log` facade through the logger this
 //! binary installs) interleave with them in order. Bad flags exit 2.
 //!
-//! Uses the crate's public API only; serde for the program format.
+//! Uses the crate's public API only (main greenlets are named after their
+//! thread, the trace hook is a thread's own, kill reports carry their facts
+//! as `log` key-values); serde for the program format.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::io::{BufRead, Read, Write};
 use std::process::{Command, ExitCode, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
 use clap::Parser;
@@ -144,14 +147,10 @@ enum Op {
 /// the program's reference; `drop` removes it).
 static TABLE: Mutex<BTreeMap<String, Greenlet>> = Mutex::new(BTreeMap::new());
 
-/// Main greenlets are all named "main": the program's thread names by the
-/// main greenlet's id.
 /// The greenlets created on the program's main thread (the only ones whose
 /// final status is logged; see FORMAT.md).
 static OWNED: Mutex<std::collections::BTreeSet<String>> =
     Mutex::new(std::collections::BTreeSet::new());
-
-static MAIN_NAMES: Mutex<BTreeMap<u64, String>> = Mutex::new(BTreeMap::new());
 
 thread_local! {
     /// Whether this thread is the program's main thread (only its
@@ -163,17 +162,8 @@ fn emit(line: &str) {
     eprintln!("EV {line}");
 }
 
-fn name_of(g: &Greenlet) -> String {
-    if g.is_main() {
-        if let Some(name) = MAIN_NAMES.lock().expect("names").get(&g.id()) {
-            return name.clone();
-        }
-    }
-    g.name()
-}
-
 fn log(text: &str) {
-    emit(&format!("[{}] {text}", name_of(&getcurrent())));
+    emit(&format!("[{}] {text}", getcurrent().name()));
 }
 
 fn status(g: &Greenlet) -> &'static str {
@@ -259,7 +249,7 @@ impl Machine {
                     log("switch_parent skip");
                     return Ok(None);
                 };
-                log(&format!("switch_parent {} {value}", name_of(&target)));
+                log(&format!("switch_parent {} {value}", target.name()));
                 let r = target.switch(*value);
                 let v = report("switch_parent", r)?;
                 log(&format!("switch_parent => ok {}", fmt_value(&v)));
@@ -312,9 +302,7 @@ impl Machine {
                 let Some(target) = skip_missing("parent", g) else {
                     return Ok(None);
                 };
-                let p = target
-                    .parent()
-                    .map_or_else(|| "none".into(), |p| name_of(&p));
+                let p = target.parent().map_or_else(|| "none".into(), |p| p.name());
                 log(&format!("parent {g} => {p}"));
             }
             Op::Status { g } => {
@@ -343,7 +331,7 @@ impl Machine {
             Op::Release => {
                 let held = std::mem::take(frame.held);
                 log("release");
-                drop(held);
+                clear(held);
             }
             Op::Try {
                 body,
@@ -459,17 +447,19 @@ impl Machine {
             match outcome {
                 Err(e) => {
                     log(&format!("end raise {}", fmt_error(&e)));
-                    drop(held);
+                    clear(held);
                     Err(e)
                 }
+                // As interp.py: the held handles go before a normal end is
+                // logged, after an error's.
                 Ok(None) => {
+                    clear(held);
                     log("end");
-                    drop(held);
                     Ok(Value::unit())
                 }
                 Ok(Some(v)) => {
+                    clear(held);
                     log(&format!("end return {v}"));
-                    drop(held);
                     Ok(Value::new(v))
                 }
             }
@@ -484,12 +474,10 @@ impl Machine {
         let joined = std::thread::Builder::new()
             .name(thread_name.clone())
             .spawn(move || {
-                let me = getcurrent();
-                MAIN_NAMES
+                TABLE
                     .lock()
-                    .expect("names")
-                    .insert(me.id(), thread_name.clone());
-                TABLE.lock().expect("table").insert(thread_name, me);
+                    .expect("table")
+                    .insert(thread_name, getcurrent());
                 let machine = Machine { program };
                 let mut held = Vec::new();
                 let outcome = machine.exec(
@@ -503,7 +491,7 @@ impl Machine {
                     Err(e) => log(&format!("thread done raise {}", fmt_error(&e))),
                     Ok(_) => log("thread done"),
                 }
-                drop(held);
+                clear(held);
             })
             .expect("spawn a program thread")
             .join();
@@ -511,6 +499,13 @@ impl Machine {
             log(&format!("thread {name} panicked"));
         }
         log(&format!("joined {name}"));
+    }
+}
+
+/// Drops held handles last first, as CPython's `list.clear()` does.
+fn clear(mut held: Vec<Greenlet>) {
+    while let Some(handle) = held.pop() {
+        drop(handle);
     }
 }
 
@@ -527,18 +522,19 @@ fn report<T>(what: &str, r: Result<T, GreenletError>) -> Result<T, GreenletError
     r.inspect_err(|e| log(&format!("{what} => err {}", fmt_error(e))))
 }
 
-fn make_hook(fail_at: Option<usize>) -> greenlet::TraceHook {
-    let seen = AtomicUsize::new(0);
-    Arc::new(move |event: &TraceEvent| {
+fn make_hook(fail_at: Option<usize>) -> greenlet::ThreadTraceHook {
+    let seen = Cell::new(0);
+    Rc::new(move |event: &TraceEvent| {
         let kind = match event {
             TraceEvent::Switch { .. } => "switch",
             TraceEvent::Throw { .. } => "throw",
         };
-        let n = seen.fetch_add(1, Ordering::Relaxed) + 1;
+        let n = seen.get() + 1;
+        seen.set(n);
         emit(&format!(
             "trace {kind} {}->{}",
-            name_of(event.origin()),
-            name_of(event.target())
+            event.origin().name(),
+            event.target().name()
         ));
         if fail_at == Some(n) {
             emit("trace fail");
@@ -556,7 +552,20 @@ impl log::Log for ReportLogger {
         true
     }
     fn log(&self, record: &log::Record<'_>) {
-        emit(&format!("report {}", record.args()));
+        // The crate's kill reports carry their facts as key-values.
+        let kv = record.key_values();
+        let field = |key: &str| kv.get(log::kv::Key::from(key)).map(|v| v.to_string());
+        match (field("event"), field("greenlet")) {
+            (Some(event), Some(greenlet)) => match field("error") {
+                // A GreenletExit as "exit", as interp.py spells it.
+                Some(error) if error.starts_with("GreenletExit") => {
+                    emit(&format!("report {event} {greenlet} exit"));
+                }
+                Some(error) => emit(&format!("report {event} {greenlet} {error}")),
+                None => emit(&format!("report {event} {greenlet}")),
+            },
+            _ => emit(&format!("report {}", record.args())),
+        }
     }
     fn flush(&self) {}
 }
@@ -582,10 +591,6 @@ fn run_one(text: &str) -> ExitCode {
         .name("main".into())
         .spawn(move || {
             PROGRAM_MAIN.with(|m| m.set(true));
-            MAIN_NAMES
-                .lock()
-                .expect("names")
-                .insert(getcurrent().id(), "main".into());
             TABLE
                 .lock()
                 .expect("table")
@@ -606,7 +611,7 @@ fn run_one(text: &str) -> ExitCode {
                 Ok(Some(v)) => log(&format!("done return {v}")),
                 Err(e) => log(&format!("done raise {}", fmt_error(&e))),
             }
-            drop(held);
+            clear(held);
             let names: Vec<String> = OWNED.lock().expect("owned").iter().cloned().collect();
             for name in names {
                 if let Some(g) = lookup(&name) {

@@ -29,18 +29,48 @@ pub fn set_stderr_fallback(on: bool) -> bool {
     STDERR_FALLBACK.swap(on, Ordering::Relaxed)
 }
 
+/// One structured field of a report, passed to the logger as a `log`
+/// key-value (`event`, `greenlet`, `id`, `error`, ...), so that a program
+/// can act on a report without parsing its message.
+#[doc(hidden)]
+#[derive(Clone, Copy)]
+pub struct Field<'a>(pub &'static str, pub &'a dyn fmt::Display);
+
+impl fmt::Debug for Field<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}={}", self.0, self.1)
+    }
+}
+
 /// Sends one report: through `log` when a logger is configured, else to
 /// stderr (unless the fallback is off). `target` is the `log` target, a
 /// module path of this crate.
 #[doc(hidden)]
 pub fn emit(level: log::Level, target: &'static str, args: fmt::Arguments<'_>) {
+    emit_with(level, target, &[], args);
+}
+
+/// [`emit`] with structured fields, which only a logger sees (the stderr
+/// fallback writes the message alone).
+#[doc(hidden)]
+pub fn emit_with(
+    level: log::Level,
+    target: &'static str,
+    fields: &[Field<'_>],
+    args: fmt::Arguments<'_>,
+) {
     if log::max_level() != log::LevelFilter::Off {
         if level <= log::max_level() {
+            let kvs: Vec<(&str, log::kv::Value<'_>)> = fields
+                .iter()
+                .map(|field| (field.0, log::kv::Value::from_dyn_display(field.1)))
+                .collect();
             log::logger().log(
                 &log::Record::builder()
                     .level(level)
                     .target(target)
                     .module_path_static(Some(target))
+                    .key_values(&kvs)
                     .args(args)
                     .build(),
             );
@@ -52,8 +82,12 @@ pub fn emit(level: log::Level, target: &'static str, args: fmt::Arguments<'_>) {
 
 #[allow(unused_macros)]
 /// Reports a problem at `warn` level through [`emit`], with the calling
-/// module as the target.
+/// module as the target; `diag_warn!(kv: [Field(..), ..]; "...", ..)` adds
+/// structured fields ([`emit_with`]).
 macro_rules! diag_warn {
+    (kv: $fields:expr; $($arg:tt)+) => {
+        $crate::diag::emit_with(::log::Level::Warn, module_path!(), &$fields, format_args!($($arg)+))
+    };
     ($($arg:tt)+) => {
         $crate::diag::emit(::log::Level::Warn, module_path!(), format_args!($($arg)+))
     };

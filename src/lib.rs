@@ -21,8 +21,8 @@ pub mod interp_shim;
 
 pub use coroutine::{
     getcurrent, gettrace, live_greenlets, set_global_trace, settrace, stack_stats, Greenlet,
-    GreenletBuilder, GreenletError, GreenletExit, StackStats, TraceEvent, TraceHook, Value,
-    DEFAULT_STACK_SIZE,
+    GreenletBuilder, GreenletError, GreenletExit, StackStats, ThreadTraceHook, TraceEvent,
+    TraceHook, Value, WeakGreenlet, DEFAULT_STACK_SIZE,
 };
 
 /// The README's Rust examples, compiled and run as doctests.

@@ -20,7 +20,21 @@ fn main_greenlet_is_lazy_current_and_stable() {
     assert_eq!(a, b);
     assert!(a.is_main() && a.is_started() && a.is_active() && !a.is_dead());
     assert!(a.parent().is_none());
-    assert_eq!(a.name(), "main");
+    // Named after its thread.
+    let thread = std::thread::current();
+    assert_eq!(a.name(), thread.name().unwrap_or("main"));
+}
+
+#[test]
+fn main_greenlets_are_named_after_their_thread() {
+    let named = std::thread::Builder::new()
+        .name("worker-7".into())
+        .spawn(|| getcurrent().name())
+        .unwrap();
+    assert_eq!(named.join().unwrap(), "worker-7");
+    let unnamed = std::thread::spawn(|| getcurrent().name()).join().unwrap();
+    let number = unnamed.strip_prefix("thread ").expect(&unnamed);
+    assert!(number.parse::<u64>().is_ok(), "{unnamed}");
 }
 
 #[test]

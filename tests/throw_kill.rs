@@ -352,7 +352,7 @@ fn a_refusing_greenlet_dropped_with_tracing_on_is_killed_once() {
     let (d, e) = (Arc::clone(&dropped), Arc::clone(&events));
     std::thread::spawn(move || {
         let g = stubborn_holding("immortal-traced", DropCounter(d));
-        greenlet::settrace(Some(Arc::new(move |_: &greenlet::TraceEvent| {
+        greenlet::settrace(Some(Rc::new(move |_: &greenlet::TraceEvent| {
             e.fetch_add(1, Ordering::SeqCst);
             Ok(())
         })));

@@ -7,27 +7,38 @@
 
 mod common;
 
+use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
 use greenlet::{
-    getcurrent, set_global_trace, settrace, Greenlet, GreenletError, TraceEvent, TraceHook,
+    getcurrent, set_global_trace, settrace, Greenlet, GreenletError, ThreadTraceHook, TraceEvent,
 };
 
 type Log = Arc<Mutex<Vec<String>>>;
 
+/// A greenlet's name, `main` for any thread's main greenlet (named after
+/// its thread, here the test's).
+fn name(g: &Greenlet) -> String {
+    if g.is_main() {
+        "main".into()
+    } else {
+        g.name()
+    }
+}
+
 /// A hook that records `kind origin->target (current)` with names.
-fn recorder(log: &Log) -> TraceHook {
+fn recorder(log: &Log) -> ThreadTraceHook {
     let log = Arc::clone(log);
-    Arc::new(move |e: &TraceEvent| {
+    Rc::new(move |e: &TraceEvent| {
         let kind = match e {
             TraceEvent::Switch { .. } => "switch",
             TraceEvent::Throw { .. } => "throw",
         };
         log.lock().unwrap().push(format!(
             "{kind} {}->{} in {}",
-            e.origin().name(),
-            e.target().name(),
-            getcurrent().name()
+            name(e.origin()),
+            name(e.target()),
+            name(&getcurrent())
         ));
         Ok(())
     })
@@ -76,7 +87,7 @@ fn switch_to_self_is_traced() {
 
 #[test]
 fn failing_hook_is_removed_and_its_error_replaces_the_value() {
-    let hook: TraceHook = Arc::new(|e: &TraceEvent| {
+    let hook: ThreadTraceHook = Rc::new(|e: &TraceEvent| {
         if e.target().is_main() {
             Err(GreenletError::user("hook says no"))
         } else {
@@ -103,7 +114,7 @@ fn failing_hook_is_removed_and_its_error_replaces_the_value() {
 
 #[test]
 fn panicking_hook_is_removed_too() {
-    let hook: TraceHook = Arc::new(|_: &TraceEvent| panic!("hook panic"));
+    let hook: ThreadTraceHook = Rc::new(|_: &TraceEvent| panic!("hook panic"));
     settrace(Some(hook));
     let g = Greenlet::new(Ok);
     // Into g: the hook panics in g, so g's run gets the error instead of the
@@ -122,10 +133,10 @@ fn switches_inside_a_hook_are_not_traced() {
     let l = Arc::clone(&log);
     let helper = Greenlet::builder().name("helper").spawn(Ok).unwrap();
     let helper_in_hook = Mutex::new(Some(helper));
-    let hook: TraceHook = Arc::new(move |e: &TraceEvent| {
+    let hook: ThreadTraceHook = Rc::new(move |e: &TraceEvent| {
         l.lock()
             .unwrap()
-            .push(format!("{}->{}", e.origin().name(), e.target().name()));
+            .push(format!("{}->{}", name(e.origin()), name(e.target())));
         if let Some(h) = helper_in_hook.lock().unwrap().take() {
             h.set_parent(&getcurrent())?; // so it finishes back into the hook
             h.switch(())?; // switches inside the hook: no nested events
@@ -158,23 +169,19 @@ fn global_hook_sees_every_thread_and_runs_after_the_thread_hook() {
     let log: Log = Arc::default();
     let l = Arc::clone(&log);
     let previous = set_global_trace(Some(Arc::new(move |e: &TraceEvent| {
-        if e.target().name().starts_with("traced-") || e.origin().name().starts_with("traced-") {
-            l.lock().unwrap().push(format!(
-                "global {}->{}",
-                e.origin().name(),
-                e.target().name()
-            ));
+        if name(e.target()).starts_with("traced-") || name(e.origin()).starts_with("traced-") {
+            l.lock()
+                .unwrap()
+                .push(format!("global {}->{}", name(e.origin()), name(e.target())));
         }
         Ok(())
     })));
     assert!(previous.is_none());
     let l = Arc::clone(&log);
-    settrace(Some(Arc::new(move |e: &TraceEvent| {
-        l.lock().unwrap().push(format!(
-            "thread {}->{}",
-            e.origin().name(),
-            e.target().name()
-        ));
+    settrace(Some(Rc::new(move |e: &TraceEvent| {
+        l.lock()
+            .unwrap()
+            .push(format!("thread {}->{}", name(e.origin()), name(e.target())));
         Ok(())
     })));
     Greenlet::builder()
@@ -212,7 +219,7 @@ fn global_hook_sees_every_thread_and_runs_after_the_thread_hook() {
 fn failing_global_hook_is_removed() {
     let _serial = common::serial();
     set_global_trace(Some(Arc::new(|e: &TraceEvent| {
-        if e.target().name() == "trip" {
+        if name(e.target()) == "trip" {
             Err(GreenletError::user("global no"))
         } else {
             Ok(())

@@ -42,7 +42,8 @@ pub struct GreenletExit;
 pub enum GreenletError {
     /// Python's `GreenletExit`: asks a greenlet to finish. A greenlet whose
     /// run returns it ends normally: its parent receives the carried value,
-    /// or [`GreenletExit`] when there is none.
+    /// or [`GreenletExit`] when there is none (greenlet hands the exception
+    /// object, which holds the value: see the README's differences).
     #[error("GreenletExit: the greenlet was asked to exit (propagate it with `?` to finish)")]
     GreenletExit(Option<Value>),
 

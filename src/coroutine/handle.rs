@@ -21,6 +21,7 @@ use super::stack::default_stack_size;
 use super::switch;
 use super::thread_state::{self, ThreadState};
 use super::value::Value;
+use super::weak::WeakGreenlet;
 
 /// A handle to a greenlet: a cheap, clonable, `Send + Sync` reference.
 ///
@@ -141,8 +142,10 @@ impl Greenlet {
     /// Raise `err` in this greenlet: its pending `switch` returns `Err(err)`.
     ///
     /// Unstarted: it dies without running and `err` goes up its parent
-    /// chain. Dead: `GreenletExit` comes straight back as a value, other
-    /// errors go to its nearest live ancestor.
+    /// chain (`GreenletExit` as the value it ended with, which its parent's
+    /// pending switch returns). Dead: `err` goes to its nearest live
+    /// ancestor, `GreenletExit` again as a value (the caller, if that is the
+    /// ancestor, gets it back). As in greenlet.
     ///
     /// # Errors
     /// As for [`switch`](Self::switch): whatever comes back to the caller.
@@ -166,9 +169,15 @@ impl Greenlet {
     }
 
     /// Kill this greenlet: throw `GreenletExit` into it and let it run to
-    /// its end, with control coming back to the caller (not to its parent).
-    /// Unstarted: it dies without running. Dead: nothing happens. The
-    /// running greenlet killing itself gets `Err(GreenletExit)` back at once
+    /// its end, with control coming back to the caller (not to its parent),
+    /// as greenlet's kill of a collected greenlet does: for the throw, the
+    /// caller is its parent (inside, [`parent`](Self::parent) is the caller
+    /// and a switch to the parent comes back to the caller), and its own
+    /// parent is back afterwards. (Killing an ancestor of the caller, which
+    /// greenlet never does, leaves the parent as it is: the result still
+    /// comes back to the caller.) Unstarted: it dies without running. Dead:
+    /// nothing happens. The running greenlet killing itself gets
+    /// `Err(GreenletExit)` back at once, as from a throw into itself
     /// (propagate it with `?`). A main greenlet never dies while its thread
     /// runs: killing one only throws `GreenletExit` into it.
     ///
@@ -261,16 +270,36 @@ impl Greenlet {
         self.record.id()
     }
 
-    /// Its name: the one given to the builder, `main` for a main greenlet,
-    /// else `greenlet-<id>`.
+    /// Its name: the one given to the builder; for a main greenlet, its
+    /// thread's name (`main` for the process's first thread), or
+    /// `thread <n>` for an unnamed thread; else `greenlet-<id>`.
     ///
     /// ```
     /// let g = greenlet::Greenlet::new(Ok);
     /// assert_eq!(g.name(), format!("greenlet-{}", g.id()));
     /// assert_eq!(greenlet::getcurrent().name(), "main");
+    /// let worker = std::thread::Builder::new().name("worker".into());
+    /// let name = worker.spawn(|| greenlet::getcurrent().name()).unwrap().join().unwrap();
+    /// assert_eq!(name, "worker");
+    /// let unnamed = std::thread::spawn(|| greenlet::getcurrent().name()).join().unwrap();
+    /// assert!(unnamed.starts_with("thread "));
     /// ```
     pub fn name(&self) -> String {
         self.record.name()
+    }
+
+    /// A weak handle to it, which does not keep it alive (see
+    /// [`WeakGreenlet`]).
+    ///
+    /// ```
+    /// let g = greenlet::Greenlet::new(|v| Ok(v));
+    /// let weak = g.downgrade();
+    /// assert!(weak.upgrade().is_some());
+    /// drop(g); // its last handle: the greenlet goes
+    /// assert!(weak.upgrade().is_none());
+    /// ```
+    pub fn downgrade(&self) -> WeakGreenlet {
+        WeakGreenlet::new(Arc::downgrade(&self.record))
     }
 
     /// Its parent (`None` for a main greenlet).

@@ -18,12 +18,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::error::{panic_message, GreenletError};
+use super::handle::Greenlet;
 use super::payload::{Kind, Raised};
 use super::record::Record;
 use super::stack;
 use super::switch;
 use super::thread_state::{self, owner_state, ThreadState};
-use crate::diag::{diag_error, diag_warn};
+use crate::diag::{diag_error, diag_warn, Field};
 
 /// Kill `record` with control coming back here (`Greenlet::kill`).
 ///
@@ -46,15 +47,36 @@ pub(crate) unsafe fn kill(ts: *mut ThreadState, record: &Arc<Record>) -> Result<
             return Ok(());
         }
         if Arc::as_ptr(record) == (*ts).current {
-            // Killing yourself: the exit is raised right here.
-            return Err(GreenletError::exit());
+            // Killing yourself: the exit is raised right here, as a throw
+            // into the current greenlet (a trace event names it twice).
+            return switch::transfer(ts, record, Err(Raised::Exit), Kind::Throw)
+                .map(drop)
+                .map_err(Raised::into_error);
         }
-        (*record.local()).return_to = Some((*ts).current_arc());
-        let result = switch::transfer(ts, record, Err(Raised::Exit), Kind::Throw);
+        let killer = (*ts).current_arc();
+        let result = if !killer.flags().is_main() && is_ancestor_of(record, &killer) {
+            // No counterpart in greenlet, which never kills an ancestor of
+            // the running greenlet (the child holds it). Making the killer
+            // its parent would close a loop in the parent chain, so the
+            // result comes back to the killer past the parent chain.
+            (*record.local()).return_to = Some(killer);
+            let result = switch::transfer(ts, record, Err(Raised::Exit), Kind::Throw);
+            drop((*record.local()).return_to.take());
+            result
+        } else {
+            // greenlet's `ParentIsCurrentGuard` in
+            // `UserGreenlet::throw_GreenletExit_during_dealloc`: the killer
+            // is the victim's parent for the throw (inside, `parent()` is
+            // the killer and its result goes there), then the old parent is
+            // back.
+            let old = record.replace_parent(Record::new_handle(killer));
+            let result = switch::transfer(ts, record, Err(Raised::Exit), Kind::Throw);
+            restore_parent(record, old);
+            result
+        };
         if record.flags().is_dead() {
             return result.map(drop).map_err(Raised::into_error);
         }
-        drop((*record.local()).return_to.take());
         match result {
             // Raised in the caller while `record` was away (it switched
             // elsewhere, and someone threw into or killed the caller): the
@@ -65,6 +87,33 @@ pub(crate) unsafe fn kill(ts: *mut ThreadState, record: &Arc<Record>) -> Result<
             }),
         }
     }
+}
+
+/// Whether `record` is `of` or one of its ancestors.
+fn is_ancestor_of(record: &Arc<Record>, of: &Arc<Record>) -> bool {
+    let mut ancestor = Some(Arc::clone(of));
+    while let Some(a) = ancestor {
+        if Arc::ptr_eq(&a, record) {
+            return true;
+        }
+        ancestor = a.parent_record();
+    }
+    false
+}
+
+/// After a kill: `old` is the victim's parent again, as in greenlet, where
+/// the guard puts it back whatever the victim did meanwhile; unless `old`
+/// descends from the victim by now (re-parented during the kill), which
+/// would close a loop in the parent chain: then the killer stays its parent.
+fn restore_parent(record: &Arc<Record>, old: Option<Greenlet>) {
+    let Some(old) = old else { return };
+    if !old.is_main() && is_ancestor_of(record, &old.record) {
+        drop(old);
+        return;
+    }
+    // The killer's handle (or the victim's own choice) goes after the lock:
+    // dropping it may kill a greenlet.
+    drop(record.replace_parent(old));
 }
 
 /// `Greenlet::kill` from the API.
@@ -107,13 +156,19 @@ pub(crate) unsafe fn kill_unstarted(ts: *mut ThreadState, record: &Arc<Record>) 
 /// this thread now owns (one shared through a lock, such as a child's
 /// `parent` field, which [`Greenlet::parent`] clones under the field's lock)
 /// happened before this thread took the handle over, so the `Acquire` load
-/// of the caller already counts it. Elsewhere, another handle may have been
-/// made since, so the count is decremented.
+/// of the caller already counts it. A weak handle may upgrade on any thread,
+/// so while one exists the count is decremented (an upgrade made since, which
+/// needs a handle to exist, then keeps the greenlet). Elsewhere, another
+/// handle may have been made since, so the count is decremented too.
 #[inline(never)]
 pub(crate) fn drop_only_handle(record: Arc<Record>) {
     match owner_state(&record) {
         Some(ts) => {
-            record.clear_only_handle();
+            if Arc::weak_count(&record) == 0 {
+                record.clear_only_handle();
+            } else if !record.release_handle() {
+                return;
+            }
             // SAFETY: `ts` is this thread's live state and owns `record`.
             unsafe {
                 owner_last_handle_gone(ts, &record);
@@ -130,7 +185,8 @@ pub(crate) fn drop_only_handle(record: Arc<Record>) {
 
 /// [`last_handle_gone`] on the owner thread, with the common case
 /// first: a dead greenlet (not the current one, which `finish` may still
-/// be leaving, nor a leaked one) is only finalized; [`recycle`] then keeps
+/// be leaving, nor a leaked one, nor one whose kill on drop is still to
+/// report how it went) is only finalized; [`recycle`] then keeps
 /// or unregisters it.
 ///
 /// # Safety
@@ -141,7 +197,7 @@ unsafe fn owner_last_handle_gone(ts: *mut ThreadState, record: &Arc<Record>) {
     unsafe {
         let current = std::ptr::eq(Arc::as_ptr(record), (*ts).current);
         let flags = record.flags();
-        if flags.is_finished() && !flags.is_leaked() && !current {
+        if flags.is_simply_finished() && !current {
             let registered = (*record.local()).key != usize::MAX;
             Record::finalize_unreachable(record, 1 + usize::from(registered));
         } else {
@@ -209,9 +265,14 @@ unsafe fn finalize_or_kill(ts: *mut ThreadState, record: &Arc<Record>) {
         return;
     }
     let flags = record.flags();
-    // A leaked greenlet is left alone while it lives; one that finished
-    // since (its killer or a child resumed it) is finalized like any other.
-    if flags.is_main() || (flags.is_leaked() && !flags.is_dead()) {
+    // One being killed on drop already is left to that kill, which
+    // finalizes it once it is back (a handle made and dropped again
+    // meanwhile: `getcurrent` in the victim, or a trace event naming it as
+    // the origin of its switch back; a second kill from inside the first
+    // would fire another event, and so on without bound). A leaked greenlet
+    // is left alone while it lives; one that finished since (its killer or
+    // a child resumed it) is finalized like any other.
+    if flags.is_main() || flags.is_killing() || (flags.is_leaked() && !flags.is_dead()) {
         return;
     }
     if !flags.is_dead() {
@@ -219,37 +280,37 @@ unsafe fn finalize_or_kill(ts: *mut ThreadState, record: &Arc<Record>) {
             // SAFETY: guaranteed by the caller.
             unsafe { kill_unstarted(ts, record) };
         } else {
-            // Marked before the kill, so that a last handle made and dropped
-            // again while the kill runs (a trace event names the greenlet as
-            // the origin of its switch back) does not start a second kill
-            // from inside this one: that one's switch back would fire
-            // another event, and so on without bound (a stack overflow).
-            // Killed, it is dead as well, and finalized as any dead one.
-            record.mark_leaked();
             // SAFETY: guaranteed by the caller; short reads.
             if unsafe { (*ts).current_is_unwinding() } {
                 // Dropped by a destructor of a greenlet being force-unwound,
                 // which cannot switch: the thread's exit unwinds it later.
+                record.mark_leaked();
                 report_unkillable_now(record);
                 return;
             }
+            // greenlet's `_green_dealloc_kill_started_non_main_greenlet`.
+            record.set_killing(true);
             // SAFETY: guaranteed by the caller.
             let result = unsafe { kill(ts, record) };
-            if !record.flags().is_dead() {
-                diag_warn!(
-                    "greenlet: GreenletExit did not kill {} (its last handle was dropped): it caught \
-                     the exit and switched away; leaking it until its thread exits",
-                    record.label()
-                );
-                return;
+            record.set_killing(false);
+            let dead = record.flags().is_dead();
+            match result {
+                Ok(()) | Err(GreenletError::KillIgnored { .. }) => {}
+                // Raised into the dropper (or the victim's own end): nobody's
+                // to catch, as greenlet's `PyErr_WriteUnraisable(victim)`.
+                Err(err) => report_kill_error(record, &err, dead),
             }
-            if let Err(err) = result {
-                if !err.is_exit() {
-                    diag_warn!(
-                        "greenlet: {} ended with an error while being killed: {err}",
-                        record.label()
-                    );
+            if !dead {
+                if record.handles() > 0 {
+                    // Reachable again (a child made meanwhile holds it, as
+                    // greenlet sees a resurrected object): alive as any
+                    // other, killed again when its new handles go.
+                    record.recount();
+                    return;
                 }
+                record.mark_leaked();
+                report_kill_ignored(record);
+                return;
             }
         }
     }
@@ -259,6 +320,46 @@ unsafe fn finalize_or_kill(ts: *mut ThreadState, record: &Arc<Record>) {
         // The callers drop `record` afterwards.
         Record::finalize_unreachable(record, 1 + usize::from(registered.is_some()));
     }
+}
+
+/// Report the error a kill on drop ended with: the victim's own (`dead`),
+/// or one raised into the dropper while the victim was away.
+#[cold]
+#[inline(never)]
+fn report_kill_error(record: &Record, err: &GreenletError, dead: bool) {
+    let label = record.label();
+    let error = err.to_string();
+    let fields = [
+        Field("event", &"kill-error"),
+        Field("greenlet", &record.name()),
+        Field("id", &record.id()),
+        Field("error", &error),
+    ];
+    if dead {
+        diag_warn!(kv: fields; "greenlet: {label} ended with an error while being killed: {error}");
+    } else {
+        diag_warn!(
+            kv: fields;
+            "greenlet: {label}, being killed because its last handle was dropped, raised an error \
+             into the greenlet that dropped it: {error}"
+        );
+    }
+}
+
+/// Warn that a greenlet survived the kill of its last handle's drop.
+#[cold]
+#[inline(never)]
+fn report_kill_ignored(record: &Record) {
+    diag_warn!(
+        kv: [
+            Field("event", &"did-not-kill"),
+            Field("greenlet", &record.name()),
+            Field("id", &record.id()),
+        ];
+        "greenlet: GreenletExit did not kill {} (its last handle was dropped): it caught the exit \
+         and switched away; leaking it until its thread exits",
+        record.label()
+    );
 }
 
 /// Warn that a dropped greenlet cannot be killed now: its last handle went

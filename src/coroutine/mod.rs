@@ -27,6 +27,8 @@
 //!    finalizers to the cleanup queue; then `cleanup/queue.rs` (push and
 //!    drain) and `cleanup/policy.rs` (when a push drains).
 //!
+//! Beside the handle: `weak.rs` ([`WeakGreenlet`], which observes without
+//! keeping alive).
 //! Below them: `value.rs` ([`Value`]), `error.rs` ([`GreenletError`]) and
 //! `stack.rs` (pooled guard-paged stacks, also usable for raw corosensei
 //! coroutines through [`acquire_stack`]).
@@ -74,9 +76,17 @@
 //! - A thread's suspended greenlets are unwound when it exits, so their
 //!   destructors run (greenlet frees them without running `finally`).
 //! - [`Greenlet::kill`] returns control to the caller, like greenlet's kill
-//!   on garbage collection; a `throw` still goes to the parent chain.
+//!   on garbage collection (the caller is the victim's parent for the
+//!   throw); a `throw` still goes to the parent chain.
 //! - Throwing into an unstarted greenlet kills it without switching to it,
 //!   so no trace event names it as a target.
+//! - A greenlet ending with `GreenletExit` carrying a value hands its parent
+//!   the value, not the exit (greenlet hands the exception object).
+//! - An unstarted greenlet whose last handle goes on another thread dies on
+//!   its own thread (its closure is dropped there), like a started one.
+//!
+//! The README's "Where it differs from Python's greenlet, and why" has the
+//! full list, each with the differential tester's name for it.
 //! - A greenlet whose stack cannot be mapped dies without running, and the
 //!   [`GreenletError::StackAllocation`] error goes up its parent chain.
 //! - Values and errors are thread-bound (`Value` may hold `Rc`), so
@@ -97,6 +107,7 @@ mod thread_link;
 mod thread_state;
 mod trace;
 mod value;
+mod weak;
 
 pub use self::error::{GreenletError, GreenletExit};
 pub use self::handle::{getcurrent, Greenlet, GreenletBuilder};
@@ -106,5 +117,8 @@ pub use self::stack::{
     stack_guard, stack_stats, trim_stack_pool, PooledStack, StackGuard, StackStats,
     DEFAULT_STACK_SIZE,
 };
-pub use self::trace::{gettrace, set_global_trace, settrace, TraceEvent, TraceHook};
+pub use self::trace::{
+    gettrace, set_global_trace, settrace, ThreadTraceHook, TraceEvent, TraceHook,
+};
 pub use self::value::Value;
+pub use self::weak::WeakGreenlet;

@@ -34,9 +34,10 @@ use crate::diag::diag_error;
 ///
 /// A greenlet is unstarted, then started (its body runs or is suspended),
 /// then dead; a main greenlet is started from its creation and dies with its
-/// thread. `leaked` is set on a greenlet being killed on drop: that kill may
-/// succeed (dead then too); a greenlet that survived it is left alone by
-/// further kills on drop and stays suspended until its thread exits.
+/// thread. `killing` is set while a greenlet is being killed on drop (so that
+/// a handle made and dropped again meanwhile starts no second kill); `leaked`
+/// on one that survived that kill with no handle made meanwhile: it is left
+/// alone by further kills on drop and stays suspended until its thread exits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Flags(u8);
 
@@ -45,6 +46,7 @@ impl Flags {
     const DEAD: u8 = 2;
     const MAIN: u8 = 4;
     const LEAKED: u8 = 8;
+    const KILLING: u8 = 16;
 
     /// A new greenlet, not yet switched into.
     pub(crate) const UNSTARTED: Flags = Flags(0);
@@ -76,10 +78,17 @@ impl Flags {
         self.0 & Flags::MAIN != 0
     }
 
-    /// It is being killed on drop or ignored that kill.
+    /// It ignored the kill of its last handle's drop (or could not be
+    /// killed then), and is left alone until its thread exits.
     #[inline(always)]
     pub(crate) const fn is_leaked(self) -> bool {
         self.0 & Flags::LEAKED != 0
+    }
+
+    /// It is being killed because its last handle was dropped.
+    #[inline(always)]
+    pub(crate) const fn is_killing(self) -> bool {
+        self.0 & Flags::KILLING != 0
     }
 
     /// Started and not dead: a switch resumes it as it is.
@@ -92,6 +101,13 @@ impl Flags {
     #[inline(always)]
     pub(crate) const fn is_finished(self) -> bool {
         self.0 & (Flags::DEAD | Flags::MAIN) == Flags::DEAD
+    }
+
+    /// [`is_finished`](Self::is_finished), and neither being killed on drop
+    /// nor leaked by such a kill: its last handle going only finalizes it.
+    #[inline(always)]
+    pub(crate) const fn is_simply_finished(self) -> bool {
+        self.0 & (Flags::DEAD | Flags::MAIN | Flags::LEAKED | Flags::KILLING) == Flags::DEAD
     }
 
     /// `dead`, `active` or `unstarted`, for `Debug`.
@@ -529,10 +545,22 @@ impl Record {
         self.mark(Flags::DEAD);
     }
 
-    /// It is being killed on drop, or ignored that kill (see [`Flags`]).
+    /// It ignored the kill of its last handle's drop (see [`Flags`]).
     #[inline]
     pub(crate) fn mark_leaked(&self) {
         self.mark(Flags::LEAKED);
+    }
+
+    /// Its kill on drop starts (`true`) or is over (`false`); owner thread
+    /// only, as every flag write.
+    pub(crate) fn set_killing(&self, on: bool) {
+        let flags = self.flags.load(Ordering::Relaxed);
+        let flags = if on {
+            flags | Flags::KILLING
+        } else {
+            flags & !Flags::KILLING
+        };
+        self.flags.store(flags, Ordering::Release);
     }
 
     /// The parent, if it can receive a value as it is (started and alive):
@@ -563,16 +591,39 @@ impl Record {
 
     /// A new handle to `this`.
     ///
-    /// Apart from cloning a handle, only ever called on the record's owner
-    /// thread (or for a record no other thread can reach yet): dropping an
-    /// only handle on the owner thread relies on it (see
-    /// `lifecycle::drop_only_handle`).
+    /// Apart from cloning a handle and upgrading a weak one to a main
+    /// greenlet (whose handle count drives nothing), only ever called on the
+    /// record's owner thread (or for a record no other thread can reach
+    /// yet): dropping an only handle on the owner thread relies on it (see
+    /// `lifecycle::drop_only_handle`, which counts down atomically while a
+    /// weak handle exists).
     #[inline]
     pub(crate) fn new_handle(this: Arc<Record>) -> Greenlet {
         this.handles.fetch_add(1, Ordering::Relaxed);
         Greenlet {
             record: ManuallyDrop::new(this),
         }
+    }
+
+    /// Make a handle's count for a [`WeakGreenlet`](super::weak::WeakGreenlet)'s
+    /// upgrade, on any thread: only while some handle exists (an owner
+    /// dropping the last one makes no new one meanwhile; see
+    /// `lifecycle::drop_only_handle`, which counts down atomically while a
+    /// weak handle exists). Returns whether it was made.
+    pub(crate) fn add_handle_if_any(&self) -> bool {
+        let mut count = self.handles.load(Ordering::Relaxed);
+        while count > 0 {
+            match self.handles.compare_exchange_weak(
+                count,
+                count + 1,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(now) => count = now,
+            }
+        }
+        false
     }
 
     /// Drop one handle; true if it was the last one.
@@ -589,11 +640,12 @@ impl Record {
         self.handles.store(0, Ordering::Relaxed);
     }
 
-    /// Its name: the given one, `main`, or `greenlet-<id>`.
+    /// Its name: the given one, its thread's for a main greenlet, or
+    /// `greenlet-<id>`.
     pub(crate) fn name(&self) -> String {
         match &self.name {
             Some(name) => name.to_string(),
-            None if self.flags().is_main() => "main".into(),
+            None if self.flags().is_main() => self.thread.main_name.to_string(),
             None => format!("greenlet-{}", self.id),
         }
     }

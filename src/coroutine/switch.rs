@@ -183,12 +183,10 @@ unsafe fn resolve(
     throw: bool,
 ) -> Resolved {
     if throw && target.flags().is_dead() {
-        if let Err(err) = payload {
-            match err.into_error() {
-                GreenletError::GreenletExit(value) => return Resolved::Back(Ok(exit_value(value))),
-                other => payload = Err(Raised::new(other)),
-            }
-        }
+        // greenlet's `throw_greenlet`: into a dead greenlet, `GreenletExit`
+        // becomes a regular return value (`g_handle_exit`), which then goes
+        // to the nearest live ancestor like any switch to a dead greenlet.
+        payload = exit_to_value(payload);
     }
     // Keeps the ancestor `t` points to alive once the walk left `target`.
     let mut held: Option<Arc<Record>> = None;
@@ -204,9 +202,13 @@ unsafe fn resolve(
         }
         if !flags.is_started() {
             if payload.is_err() {
-                // It dies without running; the error goes up its chain.
+                // It dies without running; the error goes up its chain,
+                // `GreenletExit` as the value it ended with (greenlet's
+                // `g_initialstub` with an exception pending, then
+                // `g_handle_exit`).
                 // SAFETY: `t` is alive, hence in this thread's registry.
                 unsafe { lifecycle::kill_unstarted(ts, t) };
+                payload = exit_to_value(payload);
                 continue;
             }
             // SAFETY: as above.
@@ -511,9 +513,12 @@ unsafe fn finish(ts: *mut ThreadState, record_ptr: *const Record, result: Payloa
 }
 
 /// A greenlet ended with `GreenletExit`: its parent receives the exit's
-/// value (or the exit itself), not an error.
+/// value (or the exit itself), not an error. Other payloads pass as they are.
 #[cold]
 fn exit_to_value(payload: Payload) -> Payload {
+    if !matches!(&payload, Err(err) if err.is_exit()) {
+        return payload;
+    }
     match payload.map_err(Raised::into_error) {
         Ok(value) => Ok(value),
         Err(GreenletError::GreenletExit(value)) => Ok(exit_value(value)),

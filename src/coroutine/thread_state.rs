@@ -25,7 +25,7 @@ use super::payload::{Kind, Slot};
 use super::record::{IdBlock, Record, RecordCount, Spare};
 use super::thread_exit;
 use super::thread_link::ThreadLink;
-use super::trace::TraceHook;
+use super::trace::ThreadTraceHook;
 use crate::cleanup::{self, CleanupQueue};
 
 /// One thread's greenlet state. Only its own thread touches it, always
@@ -62,7 +62,7 @@ pub(crate) struct ThreadState {
     pub(crate) work: bool,
     /// The thread's trace hook; written only through
     /// [`ThreadState::replace_trace_hook`], which keeps `slow_switch` in step.
-    trace_hook: Option<TraceHook>,
+    trace_hook: Option<ThreadTraceHook>,
     /// A trace hook is running: no nested events.
     pub(crate) in_trace: bool,
     /// The greenlet being force-unwound, whose unwinding must not be caught
@@ -82,13 +82,16 @@ pub(crate) struct ThreadState {
 
 impl ThreadState {
     /// The thread's trace hook.
-    pub(crate) fn trace_hook(&self) -> Option<&TraceHook> {
+    pub(crate) fn trace_hook(&self) -> Option<&ThreadTraceHook> {
         self.trace_hook.as_ref()
     }
 
     /// Install `hook` as the thread's trace hook and return the previous one
     /// (not dropped here, so no user code runs).
-    pub(crate) fn replace_trace_hook(&mut self, hook: Option<TraceHook>) -> Option<TraceHook> {
+    pub(crate) fn replace_trace_hook(
+        &mut self,
+        hook: Option<ThreadTraceHook>,
+    ) -> Option<ThreadTraceHook> {
         let old = std::mem::replace(&mut self.trace_hook, hook);
         self.refresh_slow_switch();
         old

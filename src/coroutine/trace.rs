@@ -1,12 +1,13 @@
 //! Tracing: per-thread and process-wide hooks that see every switch and
 //! throw, run in the target greenlet right after the switch.
 //!
-//! Owns [`TraceEvent`], [`TraceHook`], [`settrace`], [`gettrace`] and
-//! [`set_global_trace`], and firing an event. Uses the thread state (where
-//! the per-thread hook lives) and records (whose handles an event carries);
-//! the switch protocol calls it.
+//! Owns [`TraceEvent`], [`TraceHook`], [`ThreadTraceHook`], [`settrace`],
+//! [`gettrace`] and [`set_global_trace`], and firing an event. Uses the
+//! thread state (where the per-thread hook lives) and records (whose
+//! handles an event carries); the switch protocol calls it.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -21,20 +22,21 @@ use super::thread_state::{self, ThreadState};
 /// A switch or throw as a trace hook sees it.
 ///
 /// ```
-/// use std::sync::Arc;
+/// use std::cell::Cell;
+/// use std::rc::Rc;
 /// use greenlet::{Greenlet, GreenletError, TraceEvent};
-/// let throws = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-/// let t = Arc::clone(&throws);
-/// greenlet::settrace(Some(Arc::new(move |e: &TraceEvent| {
+/// let throws = Rc::new(Cell::new(0));
+/// let t = Rc::clone(&throws);
+/// greenlet::settrace(Some(Rc::new(move |e: &TraceEvent| {
 ///     if let TraceEvent::Throw { .. } = e {
-///         t.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+///         t.set(t.get() + 1);
 ///     }
 ///     Ok(())
 /// })));
 /// let g = Greenlet::new(|_| Err(GreenletError::user("no")));
 /// assert!(g.switch(()).is_err()); // g finished with an error: a throw into main
 /// greenlet::settrace(None);
-/// assert_eq!(throws.load(std::sync::atomic::Ordering::SeqCst), 1);
+/// assert_eq!(throws.get(), 1);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TraceEvent {
@@ -82,9 +84,10 @@ impl TraceEvent {
     }
 }
 
-/// A trace hook. It runs in the target greenlet, right after the switch,
-/// with tracing suspended (switches it makes are not traced). If it returns
-/// an error or panics it is removed, and the error replaces the value the
+/// The process-wide trace hook ([`set_global_trace`]), which any thread may
+/// run. It runs in the target greenlet, right after the switch, with
+/// tracing suspended (switches it makes are not traced). If it returns an
+/// error or panics it is removed, and the error replaces the value the
 /// target receives.
 ///
 /// ```
@@ -93,10 +96,30 @@ impl TraceEvent {
 ///     println!("{} -> {}", e.origin().name(), e.target().name());
 ///     Ok(())
 /// });
-/// greenlet::settrace(Some(hook));
-/// greenlet::settrace(None);
+/// let previous = greenlet::set_global_trace(Some(hook));
+/// greenlet::set_global_trace(previous);
 /// ```
 pub type TraceHook = Arc<dyn Fn(&TraceEvent) -> Result<(), GreenletError> + Send + Sync + 'static>;
+
+/// A thread's own trace hook ([`settrace`]): as a [`TraceHook`], but it only
+/// ever runs on the thread that installed it, so it need not be `Send` or
+/// `Sync` (it may capture an `Rc` or a `Cell`).
+///
+/// ```
+/// use std::cell::Cell;
+/// use std::rc::Rc;
+/// let switches = Rc::new(Cell::new(0));
+/// let count = Rc::clone(&switches);
+/// let hook: greenlet::ThreadTraceHook = Rc::new(move |_: &greenlet::TraceEvent| {
+///     count.set(count.get() + 1);
+///     Ok(())
+/// });
+/// greenlet::settrace(Some(hook));
+/// greenlet::Greenlet::new(Ok).switch(()).unwrap();
+/// greenlet::settrace(None);
+/// assert_eq!(switches.get(), 2);
+/// ```
+pub type ThreadTraceHook = Rc<dyn Fn(&TraceEvent) -> Result<(), GreenletError> + 'static>;
 
 static GLOBAL_HOOK: Mutex<Option<TraceHook>> = Mutex::new(None);
 static GLOBAL_ON: AtomicBool = AtomicBool::new(false);
@@ -106,22 +129,23 @@ static GLOBAL_ON: AtomicBool = AtomicBool::new(false);
 ///
 /// # Example
 /// ```
-/// use std::sync::{Arc, Mutex};
-/// use greenlet::{settrace, Greenlet, TraceEvent, TraceHook};
+/// use std::cell::RefCell;
+/// use std::rc::Rc;
+/// use greenlet::{settrace, Greenlet, ThreadTraceHook, TraceEvent};
 ///
-/// let seen = Arc::new(Mutex::new(Vec::new()));
-/// let log = Arc::clone(&seen);
-/// let hook: TraceHook = Arc::new(move |e: &TraceEvent| {
-///     log.lock().unwrap().push(matches!(e, TraceEvent::Switch { .. }));
+/// let seen = Rc::new(RefCell::new(Vec::new()));
+/// let log = Rc::clone(&seen);
+/// let hook: ThreadTraceHook = Rc::new(move |e: &TraceEvent| {
+///     log.borrow_mut().push(matches!(e, TraceEvent::Switch { .. }));
 ///     Ok(())
 /// });
 /// assert!(settrace(Some(hook)).is_none());
 /// let g = Greenlet::new(|v| Ok(v));
 /// g.switch(()).unwrap(); // main -> g, then g -> main when it finishes
 /// settrace(None);
-/// assert_eq!(*seen.lock().unwrap(), vec![true, true]);
+/// assert_eq!(*seen.borrow(), vec![true, true]);
 /// ```
-pub fn settrace(hook: Option<TraceHook>) -> Option<TraceHook> {
+pub fn settrace(hook: Option<ThreadTraceHook>) -> Option<ThreadTraceHook> {
     let ts = thread_state::state()?;
     // SAFETY: `ts` is this thread's live state; the old hook is returned,
     // not dropped, so no user code runs during the access.
@@ -133,7 +157,7 @@ pub fn settrace(hook: Option<TraceHook>) -> Option<TraceHook> {
 /// ```
 /// assert!(greenlet::gettrace().is_none());
 /// ```
-pub fn gettrace() -> Option<TraceHook> {
+pub fn gettrace() -> Option<ThreadTraceHook> {
     let ts = thread_state::existing_state()?;
     // SAFETY: `ts` is this thread's live state; short read.
     unsafe { (*ts).trace_hook().cloned() }
@@ -202,8 +226,8 @@ pub(crate) unsafe fn run_hooks(
         (*ts).in_trace = true;
         let mut result = Ok(());
         if let Some(hook) = (*ts).trace_hook().cloned() {
-            if let Err(err) = call(&hook, &event) {
-                let same = (*ts).trace_hook().is_some_and(|h| Arc::ptr_eq(h, &hook));
+            if let Err(err) = call(&*hook, &event) {
+                let same = (*ts).trace_hook().is_some_and(|h| Rc::ptr_eq(h, &hook));
                 if same {
                     drop((*ts).replace_trace_hook(None));
                 }
@@ -213,7 +237,7 @@ pub(crate) unsafe fn run_hooks(
         if result.is_ok() && GLOBAL_ON.load(Ordering::Acquire) {
             let global = GLOBAL_HOOK.lock().clone();
             if let Some(hook) = global {
-                if let Err(err) = call(&hook, &event) {
+                if let Err(err) = call(&*hook, &event) {
                     let removed = {
                         let mut slot = GLOBAL_HOOK.lock();
                         if slot.as_ref().is_some_and(|h| Arc::ptr_eq(h, &hook)) {
@@ -234,7 +258,10 @@ pub(crate) unsafe fn run_hooks(
     }
 }
 
-fn call(hook: &TraceHook, event: &TraceEvent) -> Result<(), GreenletError> {
+fn call(
+    hook: &dyn Fn(&TraceEvent) -> Result<(), GreenletError>,
+    event: &TraceEvent,
+) -> Result<(), GreenletError> {
     match catch_unwind(AssertUnwindSafe(|| hook(event))) {
         Ok(result) => result,
         Err(panic) => Err(GreenletError::Panic {

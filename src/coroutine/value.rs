@@ -1,7 +1,8 @@
 //! [`Value`]: the dynamically typed payload that crosses a switch.
 //!
-//! Owns the inline/boxed representation and the type checks of a downcast.
-//! Uses only [`GreenletError`] for the mismatch error.
+//! Owns the inline/boxed representation, the type checks of a downcast and
+//! the `Debug` view. Uses only [`GreenletError`] for the mismatch error and
+//! [`GreenletExit`], shown by `Debug`.
 
 use std::any::TypeId;
 use std::fmt;
@@ -9,7 +10,7 @@ use std::marker::PhantomData;
 use std::mem::{self, ManuallyDrop, MaybeUninit};
 use std::ptr;
 
-use super::error::GreenletError;
+use super::error::{GreenletError, GreenletExit};
 
 /// The inline storage of a [`Value`]: one machine word. Values that fit
 /// (size and alignment at most a word's) are stored in it, others are boxed
@@ -247,9 +248,62 @@ impl Default for Value {
     }
 }
 
+/// `Value { type: "i64", value: 42 }` for the common types (integers,
+/// floats, `bool`, `char`, `&str`, `String`, `()` and [`GreenletExit`]),
+/// `Value { type: "..", .. }` for the others.
+///
+/// ```
+/// use greenlet::Value;
+/// assert_eq!(format!("{:?}", Value::new(42i64)), r#"Value { type: "i64", value: 42 }"#);
+/// assert_eq!(format!("{:?}", Value::from("hi")), r#"Value { type: "&str", value: "hi" }"#);
+/// assert_eq!(format!("{:?}", Value::new(vec![1u8])), r#"Value { type: "alloc::vec::Vec<u8>", .. }"#);
+/// ```
 impl fmt::Debug for Value {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Value<{}>", self.type_name())
+        let mut out = f.debug_struct("Value");
+        out.field("type", &self.type_name());
+        match self.common_debug() {
+            Some(value) => out.field("value", value).finish(),
+            None => out.finish_non_exhaustive(),
+        }
+    }
+}
+
+impl Value {
+    /// The held value as `Debug`, if it is of a common type.
+    fn common_debug(&self) -> Option<&dyn fmt::Debug> {
+        macro_rules! first_of {
+            ($($t:ty),* $(,)?) => {
+                $(
+                    if let Some(value) = self.downcast_ref::<$t>() {
+                        return Some(value);
+                    }
+                )*
+            };
+        }
+        first_of!(
+            i64,
+            (),
+            bool,
+            &'static str,
+            String,
+            GreenletExit,
+            i32,
+            u64,
+            u32,
+            usize,
+            isize,
+            i8,
+            i16,
+            i128,
+            u8,
+            u16,
+            u128,
+            f64,
+            f32,
+            char,
+        );
+        None
     }
 }
 

@@ -49,9 +49,12 @@ class Machine:
         self.log_lines = []
         self.lock = threading.Lock()
         self.unstarted_target = None
-        self.started = set()
+        # Greenlets (not names: a name may be created again) that started,
+        # and that the program created.
+        self.started = weakref.WeakSet()
         self.relay = {}
         self.owned = set()
+        self.created = weakref.WeakSet()
 
     # ---- logging -------------------------------------------------------
 
@@ -85,7 +88,9 @@ class Machine:
         self.log("teardown")
 
     def unraisable(self, info):
-        self.log("report unraisable %s %s" % (name_of(info.object), info.exc_value), prefix=False)
+        # A GreenletExit as "exit" (the crate's message for it is a sentence).
+        text = "exit" if isinstance(info.exc_value, GreenletExit) else str(info.exc_value)
+        self.log("report unraisable %s %s" % (name_of(info.object), text), prefix=False)
 
     def exec(self, ops, frame):
         """Runs `ops`; returns None, or ("return", value)."""
@@ -108,6 +113,7 @@ class Machine:
             del parent
             g.gname = op["g"]
             g.owner = threading.current_thread().name
+            self.created.add(g)
             if g.owner == "MainThread":
                 self.owned.add(op["g"])
                 self.weakrefs.append(weakref.ref(g, self.finalized(op["g"])))
@@ -213,7 +219,7 @@ class Machine:
         elif kind == "throw":
             err = make_error(op)
             self.log("throw %s %s (%s)" % (name, fmt_error(err), status(target)))
-            with self.unstarted_throw(target, relay=not isinstance(err, GreenletExit)):
+            with self.unstarted_throw(target, relay=True):
                 self.call_and_log("throw %s" % name, lambda: target.throw(err))
         elif kind == "kill":
             self.log("kill %s (%s)" % (name, status(target)))
@@ -246,8 +252,10 @@ class Machine:
         throw runs, trace events naming the target are marked, and do not
         count towards the hook's failing event (the comparator removes them,
         as the normalisation `unstarted_throw_no_trace`).
-        An error other than GreenletExit goes on up the target's parent
-        chain, so its events are relayed as for an unstarted parent (below).
+        What the throw leaves goes on up the target's parent chain (an
+        error, or GreenletExit as the value the target ended with), so its
+        events are relayed as for an unstarted parent (below): one event
+        from the thrower to the receiver.
         """
         previous = self.unstarted_target
         if not target and not target.dead:
@@ -269,9 +277,15 @@ class Machine:
     def make_body(self, name, ops):
         machine = self
 
-        def body(arg):
+        def body(*args):
+            if not args:
+                # py_bug_exit_as_args: greenlet passed a GreenletExit where
+                # the argument tuple belongs (it reads as an empty one).
+                machine.log("py-bug exit-as-args")
+                raise TypeError("body() missing 1 required positional argument: 'arg'")
+            (arg,) = args
             frame = Frame()
-            machine.started.add(name)
+            machine.started.add(getcurrent())
             machine.log("start %s" % fmt_value(arg))
             try:
                 flow = machine.exec(ops, frame)
@@ -301,6 +315,7 @@ class Machine:
         def hook(event, args):
             origin, target = args
             names = (name_of(origin), name_of(target))
+            unstarted = target not in self.started and target in self.created
             del origin, target, args
             if self.unstarted_target in names:
                 self.log("trace %s %s->%s [unstarted-throw]" % ((event,) + names), prefix=False)
@@ -309,7 +324,7 @@ class Machine:
             # unstarted parent: greenlet switches into it (it dies without
             # running) and on; the crate passes it on without switching (the
             # same README difference). The two events become one.
-            if event == "throw" and names[1] not in self.started and names[1] in self.owned:
+            if event == "throw" and unstarted:
                 self.log("trace %s %s->%s [unstarted-throw]" % ((event,) + names), prefix=False)
                 self.relay[names[1]] = self.relay.pop(names[0], names[0])
                 return
@@ -382,6 +397,12 @@ def kill(g):
     the killer for the kill (greenlet's ParentIsCurrentGuard in
     UserGreenlet::throw_GreenletExit_during_dealloc), control comes back to
     the killer, a victim that stays alive is reported as such."""
+    if getattr(g, "owner", None) not in (None, threading.current_thread().name):
+        # greenlet kills a collected greenlet on its own thread only (a
+        # reference dropped elsewhere queues it there), as the crate's kill
+        # works on the owner thread only (parent_thread_affinity); like a
+        # throw from another thread, even into a dead greenlet.
+        raise KillFromOtherThread()
     if g.dead:
         return
     current = getcurrent()
@@ -411,6 +432,10 @@ def kill(g):
 
 class KillOfAncestor(Exception):
     """`kill` of an ancestor of the killer: nothing in greenlet to compare."""
+
+
+class KillFromOtherThread(Exception):
+    """`kill` of another thread's greenlet: no kill of greenlet's does that."""
 
 
 class KillIgnored(Exception):
@@ -464,6 +489,8 @@ def fmt_error(e):
         return "user(%s)" % e.args[0]
     if isinstance(e, KillIgnored):
         return "killignored"
+    if isinstance(e, KillFromOtherThread):
+        return "killthread"
     if isinstance(e, KillOfAncestor):
         return "other(kill-of-ancestor)"
     text = str(e)

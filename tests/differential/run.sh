@@ -3,7 +3,7 @@
 # greenlet 3.5.6 for each of pyenv's CPython 3.11.7 and 3.12.1 (first use
 # only, under <repo>/difftest-venv, gitignored), builds the Rust
 # interpreter, runs the programs on all of them and prints the summary.
-# Usage: tests/differential/run.sh [--programs N] [--seed S] [--shrink] [--out DIR]
+# Usage: tests/differential/run.sh [--programs N] [--seed S] [--gen plain|kill-shapes] [--shrink] [--out DIR]
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
