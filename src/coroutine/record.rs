@@ -654,7 +654,7 @@ impl Record {
         let finalizers = self.take_finalizers();
         if !finalizers.is_empty() {
             // Reported already; a greenlet's finalization never panics.
-            drop(run_finalizers(finalizers, &self.label()));
+            drop(run_finalizers(finalizers, || self.label()));
         }
     }
 
@@ -769,15 +769,18 @@ impl Drop for Record {
 /// Run finalizers, each isolated: a panicking one is reported (`diag_error!`)
 /// and the others still run. Returns the first panic's payload, for a caller
 /// that wants to re-raise it (the cleanup queue counts finalizer panics).
+/// `label` names the greenlet in that report; it is called only then (a
+/// label is formatted, ~2,000 instructions, and most finalizers never panic).
 pub(crate) fn run_finalizers(
     finalizers: Vec<Finalizer>,
-    label: &str,
+    label: impl Fn() -> String,
 ) -> Option<Box<dyn std::any::Any + Send>> {
     let mut first_panic = None;
     for finalizer in finalizers {
         if let Err(payload) = catch_unwind(AssertUnwindSafe(finalizer)) {
             diag_error!(
-                "greenlet: a finalizer of {label} panicked: {}",
+                "greenlet: a finalizer of {} panicked: {}",
+                label(),
                 panic_message(&*payload)
             );
             first_panic.get_or_insert(payload);

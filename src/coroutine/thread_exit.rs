@@ -32,7 +32,7 @@ impl Remains for ThreadRemains {
     fn destroy(self: Box<Self>) {
         // Every finalizer ran; re-raise the first panic so that the queue
         // counts it.
-        if let Some(panic) = run_finalizers(self.finalizers, &self.label) {
+        if let Some(panic) = run_finalizers(self.finalizers, || self.label.clone()) {
             std::panic::resume_unwind(panic);
         }
     }
