@@ -265,7 +265,12 @@ unsafe fn jump(ts: *mut ThreadState, dest: *const Record) {
     unsafe {
         let current = (*ts).current;
         if current == (*ts).main_ptr {
-            dispatch_loop(ts, dest);
+            // The first resume inline (a switch from main usually comes
+            // straight back); the loop only if the greenlet hands on.
+            let word = resume(ts, dest);
+            if word != current as usize {
+                dispatch_loop(ts, word as *const Record);
+            }
             (*ts).current = current;
         } else {
             let yielder = (*(*current).local()).yielder;
