@@ -451,7 +451,10 @@ unsafe fn finish(ts: *mut ThreadState, record_ptr: *const Record, result: Payloa
         let local = record.local();
         // Updated in place rather than moved through temporaries (see `root`).
         let mut payload = result;
-        if matches!(&payload, Err(err) if err.is_exit()) {
+        if matches!(payload, Err(Raised::Exit)) {
+            // A kill's bare exit: its parent (the killer) receives the value.
+            payload = Ok(exit_value(None));
+        } else if matches!(&payload, Err(err) if err.is_exit()) {
             payload = exit_to_value(payload);
         }
         let killer = (*local).return_to.take();
