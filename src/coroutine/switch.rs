@@ -32,7 +32,7 @@ use corosensei::{CoroutineResult, Yielder};
 use super::error::{panic_message, GreenletError};
 use super::lifecycle;
 use super::payload::{exit_value, Kind, Payload, Raised};
-use super::record::{Co, Record, StackRef};
+use super::record::{Co, Flags, Record, StackRef};
 use super::run::Run;
 use super::stack::{self, PooledStack};
 use super::thread_state::{self, ThreadState};
@@ -119,6 +119,19 @@ unsafe fn transfer_slow(ts: *mut ThreadState, target: &Arc<Record>, kind: Kind) 
     // SAFETY: (whole function) `ts` is live; accesses are short; the record
     // pointers used are kept alive by the registry or the state's `main`.
     unsafe {
+        if target.flags() == Flags::UNSTARTED
+            && kind == Kind::Switch
+            && !needs_slow_path(ts)
+            && prepare(ts, target).is_ok()
+        {
+            // The start of a new greenlet with a value (the common case
+            // here): nothing to walk, and no trace event or forced unwind
+            // (`needs_slow_path`). Mail is settled by the receiver, as on
+            // the fast path. A stack that cannot be mapped takes the
+            // general path, which reports it.
+            jump(ts, Arc::as_ptr(target));
+            return take_and_settle(ts);
+        }
         let payload = (*ts).slot.take();
         if (*ts).current_is_unwinding() {
             // A switch from a greenlet being force-unwound (a destructor run
