@@ -8,7 +8,9 @@
 //! Operations: `round-trip` (main ↔ greenlet), `ping-pong` (A ↔ B, one
 //! count per round of two switches), `create` (create + run + finish +
 //! drop), `kill` (start 100 suspended greenlets, then kill and drop each;
-//! the setup is counted too), and the raw corosensei floors the benches
+//! the setup is counted too), `thread-exit` (a thread that exits leaving 10
+//! suspended greenlets with a finalizer each, against `thread-exit-bare`'s
+//! thread with greenlet state and no greenlet), and the raw corosensei floors the benches
 //! compare with: `raw-round-trip` (one resume + one suspend) and
 //! `raw-ping-pong` (two coroutines resumed in turn by a loop on the native
 //! stack, one count per round of two resumes). Prints the mean wall time per operation on
@@ -98,6 +100,37 @@ fn create(count: u64) -> Result<(), GreenletError> {
     Ok(())
 }
 
+/// `count` threads one after another, each leaving `suspended` greenlets
+/// suspended (each holding the only handle to itself, with a finalizer) for
+/// its exit to kill and finalize: `benches/cleanup.rs`'s thread-exit load.
+fn thread_exit(count: u64, suspended: usize) -> Result<(), GreenletError> {
+    for _ in 0..count {
+        // A `GreenletError` is thread-bound: its message crosses.
+        let worker = std::thread::spawn(move || -> Result<(), String> {
+            let main = getcurrent();
+            for _ in 0..suspended {
+                let main = main.clone();
+                let g = Greenlet::new(move |me: Value| {
+                    let _me = me.downcast::<Greenlet>()?;
+                    main.switch(())?;
+                    Ok(Value::unit())
+                });
+                g.on_finalize(|| {
+                    black_box(());
+                });
+                g.switch(Value::new(g.clone()))
+                    .map_err(|err| err.to_string())?;
+            }
+            Ok(())
+        });
+        worker
+            .join()
+            .expect("the worker thread")
+            .map_err(GreenletError::user)?;
+    }
+    Ok(())
+}
+
 fn kill(main: &Greenlet, count: u64) -> Result<(), GreenletError> {
     for _ in 0..count.div_ceil(100) {
         let mut batch = Vec::with_capacity(100);
@@ -141,6 +174,12 @@ enum Op {
     Create,
     /// Kill and drop suspended greenlets (started 100 at a time).
     Kill,
+    /// A thread that exits with 10 suspended greenlets (a finalizer each),
+    /// one count per thread.
+    ThreadExit,
+    /// A thread that exits with greenlet state and no greenlet, one count
+    /// per thread (the base `thread-exit` is compared with).
+    ThreadExitBare,
     /// One corosensei resume + one suspend.
     RawRoundTrip,
     /// Two corosensei coroutines resumed in turn, one count per round.
@@ -156,6 +195,8 @@ fn main() -> ExitCode {
         Op::PingPong => ping_pong(&main, count),
         Op::Create => create(count),
         Op::Kill => kill(&main, count),
+        Op::ThreadExit => thread_exit(count, 10),
+        Op::ThreadExitBare => thread_exit(count, 0),
         Op::RawRoundTrip => raw_round_trip(count),
         Op::RawPingPong => raw_ping_pong(count),
     };

@@ -373,7 +373,7 @@ impl Greenlet {
     /// ```
     pub fn on_finalize(&self, callback: impl FnOnce() + Send + 'static) {
         if let Err(callback) = self.record.add_finalizer(Box::new(callback)) {
-            drop(run_finalizers(vec![callback], &self.record.label()));
+            drop(run_finalizers(vec![callback], || self.record.label()));
         }
     }
 }

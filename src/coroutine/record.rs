@@ -125,6 +125,47 @@ impl Flags {
 /// A callback run when a greenlet is finalized.
 pub(crate) type Finalizer = Box<dyn FnOnce() + Send + 'static>;
 
+/// A greenlet's finalizers, in the order they were registered: the first
+/// kept inline, so that the usual one finalizer allocates no list.
+#[derive(Default)]
+pub(crate) struct Finalizers {
+    first: Option<Finalizer>,
+    rest: Vec<Finalizer>,
+}
+
+impl Finalizers {
+    /// No finalizer.
+    const fn new() -> Finalizers {
+        Finalizers {
+            first: None,
+            rest: Vec::new(),
+        }
+    }
+
+    /// Whether there is none.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+
+    fn push(&mut self, finalizer: Finalizer) {
+        if self.first.is_none() {
+            self.first = Some(finalizer);
+        } else {
+            self.rest.push(finalizer);
+        }
+    }
+}
+
+impl IntoIterator for Finalizers {
+    type Item = Finalizer;
+    type IntoIter =
+        std::iter::Chain<std::option::IntoIter<Finalizer>, std::vec::IntoIter<Finalizer>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.first.into_iter().chain(self.rest)
+    }
+}
+
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// How many ids a thread takes from [`NEXT_ID`] at once, so that creating a
@@ -425,7 +466,7 @@ pub(crate) struct Record {
     /// lock elsewhere, and without it on the owner (`live_parent_ptr`).
     parent: Mutex<Option<Greenlet>>,
     /// `None` once finalized.
-    finalizers: Mutex<Option<Vec<Finalizer>>>,
+    finalizers: Mutex<Option<Finalizers>>,
     /// Set (under the `finalizers` lock) once a finalizer was registered, so
     /// that finalizing a record nobody else can reach skips the lock.
     has_finalizers: AtomicBool,
@@ -469,7 +510,7 @@ impl Record {
             flags: AtomicU8::new(flags.0),
             thread,
             parent: Mutex::new(parent),
-            finalizers: Mutex::new(Some(Vec::new())),
+            finalizers: Mutex::new(Some(Finalizers::new())),
             has_finalizers: AtomicBool::new(false),
             uncounted: AtomicBool::new(false),
             local: UnsafeCell::new(local),
@@ -697,7 +738,7 @@ impl Record {
     }
 
     /// Take the finalizers, marking the greenlet finalized.
-    pub(crate) fn take_finalizers(&self) -> Vec<Finalizer> {
+    pub(crate) fn take_finalizers(&self) -> Finalizers {
         self.finalizers.lock().take().unwrap_or_default()
     }
 
@@ -706,7 +747,7 @@ impl Record {
         let finalizers = self.take_finalizers();
         if !finalizers.is_empty() {
             // Reported already; a greenlet's finalization never panics.
-            drop(run_finalizers(finalizers, &self.label()));
+            drop(run_finalizers(finalizers, || self.label()));
         }
     }
 
@@ -763,7 +804,7 @@ impl Record {
             return None;
         }
         // `None` once finalized; else already the empty list.
-        finalizers.get_or_insert_with(Vec::new);
+        finalizers.get_or_insert_with(Finalizers::new);
         *self.has_finalizers.get_mut() = false;
         let counted = !mem::replace(self.uncounted.get_mut(), false);
         self.local.get_mut().yielder = ptr::null();
@@ -821,15 +862,18 @@ impl Drop for Record {
 /// Run finalizers, each isolated: a panicking one is reported (`diag_error!`)
 /// and the others still run. Returns the first panic's payload, for a caller
 /// that wants to re-raise it (the cleanup queue counts finalizer panics).
+/// `label` names the greenlet in that report; it is called only then (a
+/// label is formatted, ~2,000 instructions, and most finalizers never panic).
 pub(crate) fn run_finalizers(
-    finalizers: Vec<Finalizer>,
-    label: &str,
+    finalizers: impl IntoIterator<Item = Finalizer>,
+    label: impl Fn() -> String,
 ) -> Option<Box<dyn std::any::Any + Send>> {
     let mut first_panic = None;
     for finalizer in finalizers {
         if let Err(payload) = catch_unwind(AssertUnwindSafe(finalizer)) {
             diag_error!(
-                "greenlet: a finalizer of {label} panicked: {}",
+                "greenlet: a finalizer of {} panicked: {}",
+                label(),
                 panic_message(&*payload)
             );
             first_panic.get_or_insert(payload);

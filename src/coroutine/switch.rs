@@ -5,8 +5,8 @@
 //! The thread's native stack runs a loop ([`dispatch_loop`]) that alone
 //! resumes greenlets: main -> greenlet is one stack switch, greenlet ->
 //! greenlet is two (suspend to the loop, resume the other), and greenlet
-//! stacks never nest. One machine word crosses a stack switch (the next
-//! greenlet's record, or [`TO_MAIN`]); the payload travels through the
+//! stacks never nest. One machine word crosses a stack switch (the address
+//! of the next greenlet's record, main's included); the payload travels through the
 //! thread state's [`Slot`](super::payload::Slot). Every greenlet's body runs
 //! under [`root`], which catches panics and hands the result up the parent
 //! chain ([`finish`]).
@@ -32,15 +32,12 @@ use corosensei::{CoroutineResult, Yielder};
 use super::error::{panic_message, GreenletError};
 use super::lifecycle;
 use super::payload::{exit_value, Kind, Payload, Raised};
-use super::record::{Co, Record, StackRef};
+use super::record::{Co, Flags, Record, StackRef};
 use super::run::Run;
 use super::stack::{self, PooledStack};
 use super::thread_state::{self, ThreadState};
 use super::trace;
 use super::value::Value;
-
-/// The word a greenlet suspends with to hand control to the main greenlet.
-const TO_MAIN: usize = 0;
 
 /// `switch` / `throw` from the API.
 #[inline(always)]
@@ -122,6 +119,19 @@ unsafe fn transfer_slow(ts: *mut ThreadState, target: &Arc<Record>, kind: Kind) 
     // SAFETY: (whole function) `ts` is live; accesses are short; the record
     // pointers used are kept alive by the registry or the state's `main`.
     unsafe {
+        if target.flags() == Flags::UNSTARTED
+            && kind == Kind::Switch
+            && !needs_slow_path(ts)
+            && prepare(ts, target).is_ok()
+        {
+            // The start of a new greenlet with a value (the common case
+            // here): nothing to walk, and no trace event or forced unwind
+            // (`needs_slow_path`). Mail is settled by the receiver, as on
+            // the fast path. A stack that cannot be mapped takes the
+            // general path, which reports it.
+            jump(ts, Arc::as_ptr(target));
+            return take_and_settle(ts);
+        }
         let payload = (*ts).slot.take();
         if (*ts).current_is_unwinding() {
             // A switch from a greenlet being force-unwound (a destructor run
@@ -212,7 +222,7 @@ unsafe fn resolve(
                 continue;
             }
             // SAFETY: as above.
-            if let Err(err) = unsafe { prepare(t) } {
+            if let Err(err) = unsafe { prepare(ts, t) } {
                 payload = Err(Raised::new(err));
                 continue;
             }
@@ -224,8 +234,9 @@ unsafe fn resolve(
 /// Give an unstarted greenlet its stack and coroutine.
 ///
 /// # Safety
-/// Called on `record`'s owner thread; `record` is alive and unstarted.
-unsafe fn prepare(record: &Arc<Record>) -> Result<(), GreenletError> {
+/// `ts` is the calling thread's live state; `record` is one of its
+/// greenlets, alive and unstarted.
+unsafe fn prepare(ts: *mut ThreadState, record: &Arc<Record>) -> Result<(), GreenletError> {
     // SAFETY: owner thread (caller); short accesses to `local`.
     unsafe {
         let local = record.local();
@@ -242,7 +253,7 @@ unsafe fn prepare(record: &Arc<Record>) -> Result<(), GreenletError> {
         let stack = (*local).stack.insert(stack) as *const PooledStack;
         let record_ptr = Arc::as_ptr(record);
         (*local).co = Some(Co::with_stack(StackRef::new(stack), move |yielder, _| {
-            root(record_ptr, yielder)
+            root(ts, record_ptr, yielder)
         }));
         Ok(())
     }
@@ -267,21 +278,25 @@ unsafe fn jump(ts: *mut ThreadState, dest: *const Record) {
     // SAFETY: guaranteed by the caller; `current`'s yielder is set because a
     // non-main current greenlet is running inside its `root`.
     unsafe {
-        let main = Arc::as_ptr(&(*ts).main);
         let current = (*ts).current;
-        if current == main {
-            dispatch_loop(ts, dest);
-            (*ts).current = main;
+        if current == (*ts).main_ptr {
+            // The first resume inline (a switch from main usually comes
+            // straight back); the loop only if the greenlet hands on.
+            let word = resume(ts, dest);
+            if word != current as usize {
+                dispatch_loop(ts, word as *const Record);
+            }
+            (*ts).current = current;
         } else {
-            let word = if dest == main { TO_MAIN } else { dest as usize };
             let yielder = (*(*current).local()).yielder;
-            (*yielder).suspend(word);
+            (*yielder).suspend(dest as usize);
         }
     }
 }
 
 /// Resume `next` on the main greenlet's stack until it hands control on;
-/// returns the word it handed on (the next greenlet, or [`TO_MAIN`]).
+/// returns the word it handed on (the next greenlet's record, main's
+/// included).
 ///
 /// # Safety
 /// Runs on the main greenlet's stack; `next` is a live, started or prepared
@@ -295,7 +310,7 @@ unsafe fn resume(ts: *mut ThreadState, next: *const Record) -> usize {
         (*ts).current = next;
         let local = (*next).local();
         let Some(co) = (*local).co.as_mut() else {
-            return TO_MAIN;
+            return (*ts).main_ptr as usize;
         };
         stack::running((*local).stack.as_ref());
         let result = co.resume(0);
@@ -342,9 +357,10 @@ unsafe fn release_finished(ts: *mut ThreadState) {
 unsafe fn dispatch_loop(ts: *mut ThreadState, mut next: *const Record) {
     // SAFETY: as for `resume`, for every greenlet resumed.
     unsafe {
+        let main = (*ts).main_ptr as usize;
         loop {
             let word = resume(ts, next);
-            if word == TO_MAIN {
+            if word == main {
                 break;
             }
             next = word as *const Record;
@@ -388,16 +404,15 @@ unsafe fn settle(ts: *mut ThreadState, mut payload: Payload) -> Payload {
 }
 
 /// The body every greenlet's coroutine runs (inlined into its one caller,
-/// the coroutine's entry closure, as before the split into modules).
+/// the coroutine's entry closure, as before the split into modules), with
+/// its thread's state (which outlives every run of its coroutines: the
+/// state is freed at thread exit after they were unwound or leaked).
 #[inline(always)]
-fn root(record_ptr: *const Record, yielder: &Yielder<usize, usize>) -> usize {
+fn root(ts: *mut ThreadState, record_ptr: *const Record, yielder: &Yielder<usize, usize>) -> usize {
     // SAFETY: the dispatcher resumed this coroutine on its owner thread, so
-    // the state exists and `record_ptr` is the live record of the current
+    // `ts` is live and `record_ptr` is the live record of the current
     // greenlet (kept by the registry); accesses to its `local` are short.
     unsafe {
-        let Some(ts) = thread_state::existing_state() else {
-            return TO_MAIN;
-        };
         let record = &*record_ptr;
         let local = record.local();
         (*local).yielder = yielder;
@@ -451,7 +466,10 @@ unsafe fn finish(ts: *mut ThreadState, record_ptr: *const Record, result: Payloa
         let local = record.local();
         // Updated in place rather than moved through temporaries (see `root`).
         let mut payload = result;
-        if matches!(&payload, Err(err) if err.is_exit()) {
+        if matches!(payload, Err(Raised::Exit)) {
+            // A kill's bare exit: its parent (the killer) receives the value.
+            payload = Ok(exit_value(None));
+        } else if matches!(&payload, Err(err) if err.is_exit()) {
             payload = exit_to_value(payload);
         }
         let killer = (*local).return_to.take();
@@ -481,7 +499,7 @@ unsafe fn finish(ts: *mut ThreadState, record_ptr: *const Record, result: Payloa
                     }
                     Resolved::Back(back) => {
                         payload = back;
-                        Arc::as_ptr(&(*ts).main)
+                        (*ts).main_ptr
                     }
                 }
             }
@@ -504,11 +522,7 @@ unsafe fn finish(ts: *mut ThreadState, record_ptr: *const Record, result: Payloa
             (*ts).work = true;
         }
         (*ts).slot.put(payload);
-        if dest == Arc::as_ptr(&(*ts).main) {
-            TO_MAIN
-        } else {
-            dest as usize
-        }
+        dest as usize
     }
 }
 

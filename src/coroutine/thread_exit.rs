@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use super::lifecycle;
 use super::record::{run_finalizers, Finalizer, Record};
+use super::thread_link::ThreadLink;
 use super::thread_state::{self, ThreadState};
 use crate::cleanup::Remains;
 
@@ -23,8 +24,9 @@ const EXIT_KILL_ROUNDS: usize = 3;
 
 /// What a thread leaves behind: the finalizers of its main greenlet and of
 /// the greenlets that were finalized with it.
+/// Its label is spelled out only when asked for (once per drain).
 struct ThreadRemains {
-    label: String,
+    link: Arc<ThreadLink>,
     finalizers: Vec<Finalizer>,
 }
 
@@ -32,13 +34,19 @@ impl Remains for ThreadRemains {
     fn destroy(self: Box<Self>) {
         // Every finalizer ran; re-raise the first panic so that the queue
         // counts it.
-        if let Some(panic) = run_finalizers(self.finalizers, &self.label) {
+        let ThreadRemains { link, finalizers } = *self;
+        if let Some(panic) = run_finalizers(finalizers, || remains_label(&link)) {
             std::panic::resume_unwind(panic);
         }
     }
     fn label(&self) -> String {
-        self.label.clone()
+        remains_label(&self.link)
     }
+}
+
+/// The label of the remains of `link`'s thread.
+fn remains_label(link: &ThreadLink) -> String {
+    format!("main greenlet of thread {}", link.label)
 }
 
 /// Thread exit: unwind the suspended greenlets in this thread, mark every
@@ -103,8 +111,8 @@ pub(crate) unsafe fn teardown(ts: *mut ThreadState) {
         finalized.extend(mail);
         (*ts).main.mark_dead();
 
-        let label = format!("main greenlet of thread {}", ThreadState::link(ts).label);
-        let mut finalizers = (*ts).main.take_finalizers();
+        let link = Arc::clone(&(*ts).link);
+        let mut finalizers: Vec<Finalizer> = (*ts).main.take_finalizers().into_iter().collect();
         for record in &finalized {
             finalizers.extend(record.take_finalizers());
         }
@@ -118,6 +126,6 @@ pub(crate) unsafe fn teardown(ts: *mut ThreadState) {
         // Fields may hold user values (trace hook, slot): dropped with the
         // state already unreachable.
         drop(Box::from_raw(ts));
-        queue.push(Box::new(ThreadRemains { label, finalizers }));
+        queue.push(Box::new(ThreadRemains { link, finalizers }));
     }
 }

@@ -36,6 +36,9 @@ pub(crate) struct ThreadState {
     pub(crate) link: Arc<ThreadLink>,
     /// The main greenlet (the thread's own stack).
     pub(crate) main: Arc<Record>,
+    /// `Arc::as_ptr(&main)`, kept so that a switch compares with it in one
+    /// load; also the word a greenlet suspends with to hand control to main.
+    pub(crate) main_ptr: *const Record,
     /// The running greenlet; kept alive by `main` or by `registry`.
     pub(crate) current: *const Record,
     /// The value (or error) in flight between two greenlets.
@@ -398,6 +401,7 @@ fn create() -> Option<*mut ThreadState> {
     let ts = Box::new(ThreadState {
         link,
         main,
+        main_ptr: current,
         current,
         slot: Slot::empty(),
         registry: Slab::new(),
