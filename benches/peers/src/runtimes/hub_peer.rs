@@ -36,7 +36,9 @@ pub(super) fn sample(figure: Figure, count: u64, warm: u64) -> Result<Sample, St
         Figure::ParkResume => |n| Ok(Sample::time(park_resume(n))),
     };
     rt.block_on(move || {
-        body(warm)?;
+        if warm > 0 {
+            body(warm)?;
+        }
         body(count)
     })
     .map_err(|err| format!("the hub's {} green thread: {err}", figure.arg()))?

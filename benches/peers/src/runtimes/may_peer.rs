@@ -56,7 +56,9 @@ pub(super) fn sample(figure: Figure, count: u64, warm: u64) -> Result<Sample, St
     };
     joined(
         go(move || {
-            body(warm)?;
+            if warm > 0 {
+                body(warm)?;
+            }
             body(count)
         }),
         &format!("may's {} coroutine", figure.arg()),

@@ -86,11 +86,12 @@ pub(crate) fn write(r: &Results, path: &Path) -> Result<(), String> {
         }))
         .map_err(failed)?;
     chart
-        .draw_series(rows.iter().enumerate().filter_map(|(i, (_, x, _))| {
+        .draw_series(rows.iter().enumerate().filter_map(|(i, (_, x, bound))| {
             let x = (*x)?;
+            // Right of the bar and of the target's mark, clear of both.
             Some(Text::new(
                 ratio(x),
-                (x * 1.05, SegmentValue::CenterOf(i)),
+                (x.max(*bound) * 1.08, SegmentValue::CenterOf(i)),
                 ("sans-serif", 13),
             ))
         }))

@@ -57,7 +57,9 @@ pub(super) fn sample(figure: Figure, count: u64, warm: u64) -> Result<Sample, St
     };
     rt.block_on(async move {
         tokio::spawn(async move {
-            body(warm).await?;
+            if warm > 0 {
+                body(warm).await?;
+            }
             body(count).await
         })
         .await
