@@ -19,6 +19,12 @@ pub(crate) fn available() -> bool {
 
 /// The total instruction count of one run of `op` on `system`, `count` times.
 fn total(system: System, op: Op, count: u64, scratch: &Path) -> Result<u64, String> {
+    let args = ["op", system.arg(), op.arg(), &count.to_string()].map(String::from);
+    total_of(&args, scratch)
+}
+
+/// The total instruction count of one run of this binary with `args`.
+pub(crate) fn total_of(args: &[String], scratch: &Path) -> Result<u64, String> {
     let exe = std::env::current_exe().map_err(|err| format!("this binary's path: {err}"))?;
     let out = Command::new("valgrind")
         .arg("--tool=callgrind")
@@ -27,15 +33,14 @@ fn total(system: System, op: Op, count: u64, scratch: &Path) -> Result<u64, Stri
             scratch.join("callgrind.out.%p").display()
         ))
         .arg(exe)
-        .args(["op", system.arg(), op.arg(), &count.to_string()])
+        .args(args)
         .output()
         .map_err(|err| format!("running valgrind: {err}"))?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
         return Err(format!(
-            "valgrind on {} {} failed ({}): {}",
-            system.arg(),
-            op.arg(),
+            "valgrind on `{}` failed ({}): {}",
+            args.join(" "),
             out.status,
             stderr.trim()
         ));

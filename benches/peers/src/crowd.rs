@@ -8,6 +8,7 @@
 //! crowds, `/proc/self/statm`, and `std::process`.
 
 use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -18,7 +19,7 @@ use crate::systems::{crowd, System};
 pub(crate) const RSS_COUNT: usize = 10_000;
 
 /// Resident bytes of this process.
-fn resident_bytes() -> Result<u64, String> {
+pub(crate) fn resident_bytes() -> Result<u64, String> {
     let statm = std::fs::read_to_string("/proc/self/statm")
         .map_err(|err| format!("reading /proc/self/statm: {err}"))?;
     let pages: u64 = statm
@@ -115,7 +116,17 @@ impl ChildReport {
 /// after `limit`.
 pub(crate) fn run_child(args: &[String], limit: Duration) -> Result<ChildReport, String> {
     let exe = std::env::current_exe().map_err(|err| format!("this binary's path: {err}"))?;
-    let mut child = Command::new(exe)
+    run_program(&exe, args, limit)
+}
+
+/// Run `program` with `args`, reading its `key value` lines, killing it
+/// after `limit`.
+pub(crate) fn run_program(
+    program: &Path,
+    args: &[String],
+    limit: Duration,
+) -> Result<ChildReport, String> {
+    let mut child = Command::new(program)
         .env_remove("RUST_BACKTRACE")
         .args(args)
         .stdout(Stdio::piped())

@@ -9,7 +9,9 @@
 //! Modes: `table` (the default: times, memory, most alive, instructions
 //! under callgrind, CPython, and the ratios), `op SYSTEM OP COUNT` (one
 //! loop, for callgrind by hand), `rss SYSTEM` and `alive SYSTEM` (the
-//! children the table runs).
+//! children the table runs); `hub` (issue 15's table: the hub beside
+//! tokio, may and gevent, `benches/peers/run.sh hub`) and `sample` (its
+//! children).
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -21,6 +23,7 @@ mod crowd;
 mod load;
 mod python;
 mod report;
+mod runtimes;
 mod systems;
 mod timing;
 
@@ -56,6 +59,24 @@ enum Mode {
         /// The system.
         #[arg(value_enum)]
         system: System,
+    },
+    /// The hub's table (issue 15): greenlet::hub beside tokio, may, gevent
+    /// and raw corosensei, with the issue's targets; writes an SVG plot.
+    Hub(runtimes::HubArgs),
+    /// Child of `hub`: one timed sample of a figure on a peer.
+    Sample {
+        /// The peer.
+        #[arg(value_enum)]
+        peer: runtimes::Peer,
+        /// The figure.
+        #[arg(value_enum)]
+        figure: runtimes::Figure,
+        /// Operations timed.
+        #[arg(value_parser = clap::value_parser!(u64).range(1..))]
+        count: u64,
+        /// Operations run first, untimed.
+        #[arg(long, default_value_t = 0)]
+        warm: u64,
     },
     /// Child: start suspended coroutines until one fails or CAP are alive.
     Alive {
@@ -196,6 +217,13 @@ fn main() -> ExitCode {
             Ok(run) => run(count),
             Err(why) => Err(format!("{} has no {}: {why}", system.arg(), op.arg())),
         },
+        Mode::Hub(args) => runtimes::table(&args),
+        Mode::Sample {
+            peer,
+            figure,
+            count,
+            warm,
+        } => runtimes::sample_child(peer, figure, count, warm),
         Mode::Rss { system } => crowd::rss_child(system, crowd::RSS_COUNT),
         Mode::Alive { system, cap } => crowd::alive_child(system, cap),
     };

@@ -52,7 +52,7 @@ pub(crate) struct Results {
 }
 
 /// `12,345` for 12345.
-fn thousands(n: u64) -> String {
+pub(crate) fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
@@ -64,7 +64,7 @@ fn thousands(n: u64) -> String {
     out
 }
 
-fn ns(value: f64) -> String {
+pub(crate) fn ns(value: f64) -> String {
     if value < 10.0 {
         format!("{value:.2} ns")
     } else if value < 100.0 {
@@ -74,7 +74,7 @@ fn ns(value: f64) -> String {
     }
 }
 
-fn ratio(value: f64) -> String {
+pub(crate) fn ratio(value: f64) -> String {
     if value < 0.1 {
         // Two significant digits: 0.021×, 0.0032×.
         let decimals = (1.0 - value.log10().floor()).max(0.0) as usize;
