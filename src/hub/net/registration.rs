@@ -21,11 +21,18 @@
 //! `mio` registrations are edge-triggered and report the current readiness
 //! when made, so registering after the first `WouldBlock` loses nothing
 //! either.
+//!
+//! A stream transfer that moves fewer bytes than asked drained the receive
+//! buffer (or filled the send buffer): the next one in that direction
+//! waits for the number to move instead of making a futile call first, as
+//! tokio does. The peer's close and socket errors are sticky per direction
+//! (an edge for them may have been consumed with the data's), and turn the
+//! shortcut off.
 
 use std::cell::RefCell;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::Waker;
 use std::thread::ThreadId;
@@ -53,14 +60,55 @@ pub(crate) enum Direction {
 #[derive(Default)]
 struct ScheduledIo {
     seq: [AtomicU64; 2],
-    waiters: Mutex<[Vec<Waker>; 2]>,
+    /// Per direction: the peer closed that half, or the socket has an
+    /// error. Sticky: a call in that direction returns at once from then
+    /// on, so no short-transfer shortcut may skip it.
+    closed: [AtomicBool; 2],
+    waiters: Mutex<[Waiters; 2]>,
+}
+
+/// The wakers waiting for one direction: the first in a slot of its own,
+/// so the usual single waiter costs no allocation.
+#[derive(Default)]
+struct Waiters {
+    first: Option<Waker>,
+    more: Vec<Waker>,
+}
+
+impl Waiters {
+    fn add(&mut self, waker: Waker) {
+        match &self.first {
+            None => self.first = Some(waker),
+            Some(w) if w.will_wake(&waker) => {}
+            Some(_) => {
+                if !self.more.iter().any(|w| w.will_wake(&waker)) {
+                    self.more.push(waker);
+                }
+            }
+        }
+    }
 }
 
 impl ScheduledIo {
-    fn ready(&self, dir: Direction) {
+    fn ready(&self, dir: Direction, closed: bool) {
+        if closed {
+            self.closed[dir as usize].store(true, Ordering::SeqCst);
+        }
         self.seq[dir as usize].fetch_add(1, Ordering::SeqCst);
-        let woken = std::mem::take(&mut self.waiters.lock()[dir as usize]);
-        for w in woken {
+        let (first, more) = {
+            let mut w = self.waiters.lock();
+            let slot = &mut w[dir as usize];
+            let more = if slot.more.is_empty() {
+                Vec::new()
+            } else {
+                std::mem::take(&mut slot.more)
+            };
+            (slot.first.take(), more)
+        };
+        if let Some(w) = first {
+            w.wake();
+        }
+        for w in more {
             w.wake();
         }
     }
@@ -97,11 +145,13 @@ pub(crate) fn dispatch(event: &mio::event::Event) {
         .ok()
         .flatten();
     let Some(io) = io else { return };
-    if event.is_readable() || event.is_read_closed() || event.is_error() {
-        io.ready(Direction::Read);
+    let read_closed = event.is_read_closed() || event.is_error();
+    if event.is_readable() || read_closed {
+        io.ready(Direction::Read, read_closed);
     }
-    if event.is_writable() || event.is_write_closed() || event.is_error() {
-        io.ready(Direction::Write);
+    let write_closed = event.is_write_closed() || event.is_error();
+    if event.is_writable() || write_closed {
+        io.ready(Direction::Write, write_closed);
     }
 }
 
@@ -242,6 +292,10 @@ impl Deadline {
 pub(crate) struct Source<S: AsRawFd> {
     reg: OnceLock<Registration>,
     sock: S,
+    /// Per direction, 1 + the readiness number under which a stream
+    /// transfer came up short (the kernel buffer was drained or filled):
+    /// until the number moves, trying the system call again is futile.
+    drained: [AtomicU64; 2],
     pub(crate) read_timeout: Timeout,
     pub(crate) write_timeout: Timeout,
 }
@@ -251,6 +305,7 @@ impl<S: AsRawFd> Source<S> {
         Source {
             reg: OnceLock::new(),
             sock,
+            drained: Default::default(),
             read_timeout: Timeout::default(),
             write_timeout: Timeout::default(),
         }
@@ -301,6 +356,47 @@ impl<S: AsRawFd> Source<S> {
         }
     }
 
+    /// [`io`](Self::io) for a stream transfer of `len` bytes: a transfer
+    /// that moves fewer (but some) bytes drained the receive buffer or
+    /// filled the send buffer, so the next one in that direction waits for
+    /// new readiness before it tries the system call (one futile
+    /// `WouldBlock` call saved per message).
+    pub(crate) fn io_stream(
+        &self,
+        dir: Direction,
+        deadline: Deadline,
+        len: usize,
+        mut op: impl FnMut(&S) -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        let d = dir as usize;
+        loop {
+            let reg = self.reg.get();
+            let seq = reg.map(|r| r.io.seq[d].load(Ordering::SeqCst));
+            if let (Some(s), Some(r)) = (seq, reg) {
+                if self.drained[d].load(Ordering::Relaxed) == s.wrapping_add(1)
+                    && !r.io.closed[d].load(Ordering::SeqCst)
+                {
+                    self.wait(dir, seq, deadline)?;
+                    continue;
+                }
+            }
+            match op(&self.sock) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Ok(n) => {
+                    if let Some(s) = seq {
+                        if n > 0 && n < len {
+                            self.drained[d].store(s.wrapping_add(1), Ordering::Relaxed);
+                        }
+                    }
+                    return Ok(n);
+                }
+                r => return r,
+            }
+            self.wait(dir, seq, deadline)?;
+        }
+    }
+
     /// Wait until `dir` readiness may have changed since `seq` was read (or
     /// the deadline passes: an error).
     fn wait(&self, dir: Direction, seq: Option<u64>, deadline: Deadline) -> io::Result<()> {
@@ -314,11 +410,7 @@ impl<S: AsRawFd> Source<S> {
             if seq != Some(reg.io.seq[dir as usize].load(Ordering::SeqCst)) {
                 return Ok(());
             }
-            let list = &mut waiters[dir as usize];
-            let waker = Waker::from(Arc::clone(&task));
-            if !list.iter().any(|x| x.will_wake(&waker)) {
-                list.push(waker);
-            }
+            waiters[dir as usize].add(Waker::from(Arc::clone(&task)));
         }
         park_green(&w, &task, Wait::Io, deadline.at);
         Ok(())

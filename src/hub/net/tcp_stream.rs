@@ -362,25 +362,31 @@ impl TcpStream {
 
     fn read_one(&self, buf: &mut [u8]) -> io::Result<usize> {
         let deadline = self.src.read_deadline("read");
-        self.src.io(Direction::Read, deadline, |mut s| s.read(buf))
+        self.src
+            .io_stream(Direction::Read, deadline, buf.len(), |mut s| s.read(buf))
     }
 
     fn read_many(&self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
         let deadline = self.src.read_deadline("read");
-        self.src
-            .io(Direction::Read, deadline, |mut s| s.read_vectored(bufs))
+        let len = bufs.iter().map(|b| b.len()).sum();
+        self.src.io_stream(Direction::Read, deadline, len, |mut s| {
+            s.read_vectored(bufs)
+        })
     }
 
     fn write_one(&self, buf: &[u8]) -> io::Result<usize> {
         let deadline = self.src.write_deadline("write");
         self.src
-            .io(Direction::Write, deadline, |mut s| s.write(buf))
+            .io_stream(Direction::Write, deadline, buf.len(), |mut s| s.write(buf))
     }
 
     fn write_many(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         let deadline = self.src.write_deadline("write");
+        let len = bufs.iter().map(|b| b.len()).sum();
         self.src
-            .io(Direction::Write, deadline, |mut s| s.write_vectored(bufs))
+            .io_stream(Direction::Write, deadline, len, |mut s| {
+                s.write_vectored(bufs)
+            })
     }
 }
 
