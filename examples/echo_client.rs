@@ -1,7 +1,9 @@
 //! A load generator for echo servers: `--connections` green threads, each
 //! sending `--size`-byte messages and reading each echo back (checking
 //! every byte) for `--duration` seconds; prints requests/s and latency
-//! percentiles from an HDR histogram.
+//! percentiles from an HDR histogram. `--idle N` first opens N connections
+//! that never send (slowloris), to compare the active clients' p99 with
+//! and without them.
 //!
 //! ```text
 //! cargo run --release --example echo_client -- --addr 127.0.0.1:7000 --connections 50 --size 64 --duration 5
@@ -39,6 +41,10 @@ struct Args {
     /// Worker OS threads of the client.
     #[arg(long, default_value_t = 1)]
     workers: usize,
+    /// Idle connections opened first and held open without sending (a
+    /// slowloris load next to the measured ones), at most 10,000.
+    #[arg(long, default_value_t = 0)]
+    idle: usize,
 }
 
 /// What one connection measured.
@@ -81,9 +87,27 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    if args.connections == 0 || args.size == 0 || args.duration == 0 || args.duration > 600 {
-        eprintln!("echo_client: --connections and --size must be at least 1, --duration 1..=600");
+    if args.connections == 0
+        || args.size == 0
+        || args.duration == 0
+        || args.duration > 600
+        || args.idle > 10_000
+    {
+        eprintln!(
+            "echo_client: --connections and --size must be at least 1, --duration 1..=600, \
+             --idle at most 10000"
+        );
         return ExitCode::from(2);
+    }
+    let mut idle = Vec::with_capacity(args.idle);
+    for _ in 0..args.idle {
+        match std::net::TcpStream::connect(args.addr) {
+            Ok(c) => idle.push(c),
+            Err(e) => {
+                eprintln!("echo_client: an idle connection failed: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
     }
     let rt = match Runtime::builder()
         .worker_threads(args.workers)
@@ -130,6 +154,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    drop(idle);
     let n = hist.len();
     let rps = n as f64 / elapsed.as_secs_f64();
     println!(

@@ -36,6 +36,9 @@ struct Args {
     /// Message size of the soak, in bytes.
     #[arg(long, default_value_t = 1024)]
     size: usize,
+    /// The server handler's read buffer, in bytes (heap, one per connection).
+    #[arg(long, default_value_t = 4096)]
+    buffer: usize,
     /// Run as the server (internal).
     #[arg(long, hide = true)]
     serve: bool,
@@ -69,7 +72,7 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-fn server() -> ExitCode {
+fn server(buffer: usize) -> ExitCode {
     raise_nofile(70_000);
     let rt = match Runtime::builder()
         .worker_threads(1)
@@ -82,11 +85,11 @@ fn server() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let out = rt.block_on(|| {
+    let out = rt.block_on(move || {
         let l = TcpListener::bind("127.0.0.1:0")?;
         println!("PORT {}", l.local_addr()?.port());
-        serve(l, |mut s| {
-            let mut buf = vec![0u8; 4096];
+        serve(l, move |mut s| {
+            let mut buf = vec![0u8; buffer];
             loop {
                 match s.read(&mut buf) {
                     Ok(0) | Err(_) => return,
@@ -105,9 +108,9 @@ fn server() -> ExitCode {
     }
 }
 
-fn start_server() -> std::io::Result<(Child, SocketAddr)> {
+fn start_server(buffer: usize) -> std::io::Result<(Child, SocketAddr)> {
     let mut child = Command::new(std::env::current_exe()?)
-        .arg("--serve")
+        .args(["--serve", "--buffer", &buffer.to_string()])
         .stdout(Stdio::piped())
         .spawn()?;
     let mut line = String::new();
@@ -125,14 +128,16 @@ fn start_server() -> std::io::Result<(Child, SocketAddr)> {
 fn main() -> ExitCode {
     let args = Args::parse();
     if args.serve {
-        return server();
+        return server(args.buffer);
     }
-    if args.connections == 0 || args.size == 0 || args.duration > 600 {
-        eprintln!("net_soak: --connections and --size must be at least 1, --duration at most 600");
+    if args.connections == 0 || args.size == 0 || args.buffer == 0 || args.duration > 600 {
+        eprintln!(
+            "net_soak: --connections, --size and --buffer must be at least 1, --duration at most 600"
+        );
         return ExitCode::from(2);
     }
     raise_nofile(args.connections as u64 + 1000);
-    let (mut child, addr) = match start_server() {
+    let (mut child, addr) = match start_server(args.buffer) {
         Ok(v) => v,
         Err(e) => {
             eprintln!("net_soak: could not start the server: {e}");
@@ -155,6 +160,7 @@ fn main() -> ExitCode {
             }
         }
     }
+    let connected_in = start.elapsed();
     let mut served = 0usize;
     for c in &mut idle {
         let _ = c.set_read_timeout(Some(Duration::from_secs(30)));
@@ -167,10 +173,11 @@ fn main() -> ExitCode {
     let with = rss_kib(pid);
     let per = (with.saturating_sub(base)) as f64 * 1024.0 / served.max(1) as f64;
     println!(
-        "idle: {served}/{} connections served and parked in {:.1} s; server RSS {base} KiB -> {with} KiB: \
-         {per:.0} bytes per idle connection",
+        "idle: {served}/{} connections served and parked in {:.1} s (connected in {:.1} s); server RSS \
+         {base} KiB -> {with} KiB: {per:.0} bytes per idle connection",
         args.connections,
-        start.elapsed().as_secs_f64()
+        start.elapsed().as_secs_f64(),
+        connected_in.as_secs_f64()
     );
     drop(idle);
     let mut ok = served == args.connections;
