@@ -90,7 +90,8 @@
 //! Module map: `runtime` (builder, runtime, handle), `worker` (the hub
 //! loop), `task` (task header, join handle), `spawn`, `park`, `time`,
 //! `timer`, `wait`, `channel`, `select`, `sync`, `future`, `blocking`,
-//! `group`, `dump`, `watchdog`, `pending`, `registry`, `error`.
+//! `group`, `dump`, `watchdog`, `pending`, `registry`, `error`, and the
+//! public [`net`] (TCP and UDP sockets that park).
 //!
 //! Uses [`crate::coroutine`]'s public API and [`crate::cleanup`]; knows
 //! nothing of the CPython model.
@@ -101,6 +102,7 @@ mod dump;
 mod error;
 mod future;
 mod group;
+pub mod net;
 mod park;
 mod pending;
 mod registry;

@@ -46,10 +46,12 @@ pub enum Wait {
     Event,
     /// A future polled by `block_on`.
     Future,
+    /// A socket of [`net`](super::net) becoming readable or writable.
+    Io,
 }
 
 impl Wait {
-    const ALL: [Wait; 10] = [
+    const ALL: [Wait; 11] = [
         Wait::Sleep,
         Wait::Yield,
         Wait::Join,
@@ -60,6 +62,7 @@ impl Wait {
         Wait::Semaphore,
         Wait::Event,
         Wait::Future,
+        Wait::Io,
     ];
 
     fn from_code(code: u8) -> Wait {
@@ -85,6 +88,7 @@ impl Wait {
             Wait::Semaphore => "semaphore",
             Wait::Event => "event",
             Wait::Future => "future",
+            Wait::Io => "socket I/O",
         }
     }
 }

@@ -413,7 +413,19 @@ impl Worker {
             if e.kind() != std::io::ErrorKind::Interrupted {
                 diag_warn!("hub worker {}: poll failed: {e}", self.index);
             }
+            return;
         }
+        for event in events.iter() {
+            if event.token() != WAKE_TOKEN {
+                super::net::dispatch(event);
+            }
+        }
+    }
+
+    /// Run `f` with this worker's `mio` registry (the network layer
+    /// registers its sockets through it).
+    pub(crate) fn with_registry<R>(&self, f: impl FnOnce(&mio::Registry) -> R) -> R {
+        f(self.poll.borrow().registry())
     }
 
     fn take_remote(&self) {

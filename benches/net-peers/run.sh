@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# The hub's echo and HTTP servers side by side with the same servers on
+# tokio and may, in one run. Loopback only; every run bounded.
+#
+#   bash benches/net-peers/run.sh            # DURATION=3 seconds per run
+#   DURATION=5 bash benches/net-peers/run.sh
+#
+# Part 1, 1 worker: the server is pinned to CPU 0, the client to CPU 1
+# (taskset). Part 2, 2 workers: the server may use both CPUs, so the client
+# competes with it for cores. Echo: 1, 50, 500 connections x 64 B and
+# 4 KiB messages, driven by the hub's echo_client (the same client for
+# every server). HTTP: wrk at 50 and 500 connections.
+#
+# The server's CPU time per request is utime+stime of the server process
+# (the counters getrusage reports, read from /proc/PID/stat) over the run,
+# divided by the requests served.
+#
+# Prints one table with ratios (hub / tokio, hub / may) and writes
+# target/net-peers/results.csv and target/net-peers/plot.svg.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+PEERS="$ROOT/benches/net-peers"
+OUT="$ROOT/target/net-peers"
+DURATION="${DURATION:-3}"
+mkdir -p "$OUT"
+LOAD_BEFORE="$(cut -d" " -f1-3 /proc/loadavg)"
+
+if ! command -v wrk >/dev/null; then
+    apt-get update >/dev/null && apt-get install -y wrk >/dev/null
+fi
+(cd "$ROOT" && cargo build --release --example echo_server --example echo_client --example http_hello)
+(cd "$PEERS" && cargo build --release)
+EX="$ROOT/target/release/examples"
+PB="$PEERS/target/release"
+TICK=$(getconf CLK_TCK)
+
+declare -A SERVER=(
+    [hub_echo]="$EX/echo_server" [tokio_echo]="$PB/tokio_echo" [may_echo]="$PB/may_echo"
+    [hub_http]="$EX/http_hello" [tokio_http]="$PB/tokio_http" [may_http]="$PB/may_http"
+)
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+wait_port() {
+    for _ in $(seq 1 100); do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+        sleep 0.05
+    done
+    echo "server on port $1 did not come up" >&2
+    return 1
+}
+
+PORT=7400
+CSV="$OUT/results.csv"
+echo "scenario,server,rps,p99_us,cpu_us_per_req" >"$CSV"
+
+# run KIND(echo|http) IMPL WORKERS SERVER_CPUS CLIENT_CPUS CONNS SIZE LABEL
+run() {
+    local kind=$1 impl=$2 workers=$3 scpus=$4 ccpus=$5 conns=$6 size=$7 label=$8
+    PORT=$((PORT + 1))
+    taskset -c "$scpus" "${SERVER[${impl}_${kind}]}" --addr "127.0.0.1:$PORT" --workers "$workers" >/dev/null 2>&1 &
+    local pid=$!
+    wait_port "$PORT"
+    local t0 t1 rps p99 n
+    t0=$(cpu_ticks "$pid")
+    if [ "$kind" = echo ]; then
+        local line
+        line=$(taskset -c "$ccpus" "$EX/echo_client" --addr "127.0.0.1:$PORT" --connections "$conns" \
+            --size "$size" --duration "$DURATION" --workers 1 | grep '^RESULT' || true)
+        n=$(sed -n 's/.*requests=\([0-9]*\).*/\1/p' <<<"$line")
+        rps=$(sed -n 's/.* rps=\([0-9]*\).*/\1/p' <<<"$line")
+        p99=$(sed -n 's/.*p99_us=\([0-9]*\).*/\1/p' <<<"$line")
+    else
+        local w
+        w=$(taskset -c "$ccpus" wrk -t1 -c"$conns" -d"${DURATION}s" --latency "http://127.0.0.1:$PORT/")
+        n=$(awk '/requests in/ {print $1}' <<<"$w")
+        rps=$(awk '/Requests\/sec/ {printf "%d", $2}' <<<"$w")
+        p99=$(awk '$1 == "99%" {v=$2; if (v ~ /us$/) {sub(/us/,"",v); print int(v)} else if (v ~ /ms$/) {sub(/ms/,"",v); print int(v*1000)} else {sub(/s/,"",v); print int(v*1000000)}}' <<<"$w")
+    fi
+    t1=$(cpu_ticks "$pid")
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    local cpu="n/a"
+    if [ -n "${n:-}" ] && [ "${n:-0}" -gt 0 ]; then
+        cpu=$(awk -v a="$t0" -v b="$t1" -v hz="$TICK" -v n="$n" 'BEGIN {printf "%.2f", (b - a) / hz * 1e6 / n}')
+    fi
+    echo "$label,$impl,${rps:-0},${p99:-0},$cpu" >>"$CSV"
+}
+
+for part in 1 2; do
+    if [ $part = 1 ]; then W=1; S=0; C=1; TAG="1w"; else W=2; S=0,1; C=0,1; TAG="2w"; fi
+    for conns in 1 50 500; do
+        for size in 64 4096; do
+            for impl in hub tokio may; do
+                run echo $impl $W $S $C $conns $size "echo-$TAG-c$conns-${size}B"
+            done
+        done
+    done
+    for conns in 50 500; do
+        for impl in hub tokio may; do
+            run http $impl $W $S $C $conns 0 "http-$TAG-c$conns"
+        done
+    done
+done
+
+echo
+echo "machine: $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1); load before: $LOAD_BEFORE" 2>/dev/null || true
+awk -F, '
+NR > 1 { k = $1; order[k] = order[k] ? order[k] : ++n; rps[k, $2] = $3; p99[k, $2] = $4; cpu[k, $2] = $5; names[n] = k }
+END {
+    printf "%-22s %9s %9s %9s %7s %7s | %8s %8s %8s | %8s %8s %8s\n", "scenario", "hub r/s", "tokio r/s", "may r/s", "h/tok", "h/may", "p99 hub", "p99 tok", "p99 may", "cpu hub", "cpu tok", "cpu may"
+    printf "%-22s %9s %9s %9s %7s %7s | %8s %8s %8s | %8s %8s %8s\n", "", "", "", "", "", "", "(us)", "(us)", "(us)", "(us/req)", "(us/req)", "(us/req)"
+    for (i = 1; i <= n; i++) {
+        k = names[i]
+        rt = rps[k, "tokio"] > 0 ? sprintf("%.2f", rps[k, "hub"] / rps[k, "tokio"]) : "-"
+        rm = rps[k, "may"] > 0 ? sprintf("%.2f", rps[k, "hub"] / rps[k, "may"]) : "-"
+        printf "%-22s %9d %9d %9d %7s %7s | %8d %8d %8d | %8s %8s %8s\n", k, rps[k, "hub"], rps[k, "tokio"], rps[k, "may"], rt, rm, p99[k, "hub"], p99[k, "tokio"], p99[k, "may"], cpu[k, "hub"], cpu[k, "tokio"], cpu[k, "may"]
+    }
+}' "$CSV"
+"$PB/plot" "$CSV" "$OUT/plot.svg"

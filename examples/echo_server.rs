@@ -1,0 +1,83 @@
+//! An echo server on the hub: one green thread per connection, each
+//! echoing what it reads until the client closes.
+//!
+//! ```text
+//! cargo run --release --example echo_server -- --addr 127.0.0.1:7000 --workers 1
+//! ```
+
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use clap::Parser;
+use greenlet::hub::net::{serve, TcpListener, TcpStream};
+use greenlet::hub::Runtime;
+
+/// Echo every byte back, one green thread per connection (127.0.0.1 only).
+#[derive(Parser, Debug)]
+#[command(version)]
+struct Args {
+    /// Address to listen on (loopback only).
+    #[arg(long, default_value = "127.0.0.1:7000")]
+    addr: SocketAddr,
+    /// Worker OS threads.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// Each connection's green-thread stack, in KiB.
+    #[arg(long, default_value_t = 64)]
+    stack_kib: usize,
+}
+
+fn echo(mut s: TcpStream) {
+    let _ = s.set_nodelay(true);
+    let mut buf = vec![0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                if s.write_all(&buf[..n]).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if !args.addr.ip().is_loopback() {
+        eprintln!(
+            "echo_server: --addr must be a loopback address (127.0.0.1), not {}",
+            args.addr
+        );
+        return ExitCode::from(2);
+    }
+    let rt = match Runtime::builder()
+        .worker_threads(args.workers)
+        .stack_size(args.stack_kib * 1024)
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("echo_server: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let addr = args.addr;
+    let out = rt.block_on(move || {
+        let l = TcpListener::bind(addr)?;
+        println!("echo_server listening on {}", l.local_addr()?);
+        serve(l, echo)
+    });
+    match out {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(e)) => {
+            eprintln!("echo_server: {e}");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("echo_server: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

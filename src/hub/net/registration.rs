@@ -1,0 +1,460 @@
+//! Readiness glue between a socket and the hub's pollers.
+//!
+//! Owns: [`Source`] (a non-blocking socket with its lazy registration and
+//! its read/write timeouts, and the try–register–park loop every socket
+//! operation runs), the per-worker table of registered sockets (a
+//! thread-local slab on each worker thread, keyed by the `mio` token), and
+//! [`dispatch`], which the worker's poll calls for every event that is not
+//! its waker's.
+//!
+//! Uses the worker (current task, [`Worker::with_registry`]), `park_green`
+//! and `mio` (edge-triggered registration through `SourceFd`).
+//!
+//! # The readiness protocol
+//! Each registered socket has, per direction (read, write), a readiness
+//! sequence number and a list of waiting wakers. [`dispatch`] bumps the
+//! number, then takes and wakes the list. An operation reads the number,
+//! tries its system call, and on `WouldBlock` takes the list's lock: if the
+//! number moved, readiness came meanwhile and it tries again; else it adds
+//! its waker and parks. Because the number is bumped before the lock is
+//! taken, an edge that arrives between the try and the park is never lost.
+//! `mio` registrations are edge-triggered and report the current readiness
+//! when made, so registering after the first `WouldBlock` loses nothing
+//! either.
+//!
+//! A stream transfer that moves fewer bytes than asked drained the receive
+//! buffer (or filled the send buffer): the next one in that direction
+//! waits for the number to move instead of making a futile call first, as
+//! tokio does. The peer's close and socket errors are sticky per direction
+//! (an edge for them may have been consumed with the data's), and turn the
+//! shortcut off.
+
+use std::cell::RefCell;
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::task::Waker;
+use std::thread::ThreadId;
+use std::time::{Duration, Instant};
+
+use mio::unix::SourceFd;
+use mio::{Interest, Token};
+use parking_lot::Mutex;
+use slab::Slab;
+
+use super::super::park::park_green;
+use super::super::task::Wait;
+use super::super::worker::{self, Worker};
+use super::error::NetError;
+
+/// Which readiness an operation waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Direction {
+    Read = 0,
+    Write = 1,
+}
+
+/// Readiness state of one registered socket, shared by its waiters and the
+/// worker that polls it.
+#[derive(Default)]
+struct ScheduledIo {
+    seq: [AtomicU64; 2],
+    /// Per direction: the peer closed that half, or the socket has an
+    /// error. Sticky: a call in that direction returns at once from then
+    /// on, so no short-transfer shortcut may skip it.
+    closed: [AtomicBool; 2],
+    waiters: Mutex<[Waiters; 2]>,
+}
+
+/// The wakers waiting for one direction: the first in a slot of its own,
+/// so the usual single waiter costs no allocation.
+#[derive(Default)]
+struct Waiters {
+    first: Option<Waker>,
+    more: Vec<Waker>,
+}
+
+impl Waiters {
+    fn add(&mut self, waker: Waker) {
+        match &self.first {
+            None => self.first = Some(waker),
+            Some(w) if w.will_wake(&waker) => {}
+            Some(_) => {
+                if !self.more.iter().any(|w| w.will_wake(&waker)) {
+                    self.more.push(waker);
+                }
+            }
+        }
+    }
+}
+
+impl ScheduledIo {
+    fn ready(&self, dir: Direction, closed: bool) {
+        if closed {
+            self.closed[dir as usize].store(true, Ordering::SeqCst);
+        }
+        self.seq[dir as usize].fetch_add(1, Ordering::SeqCst);
+        let (first, more) = {
+            let mut w = self.waiters.lock();
+            let slot = &mut w[dir as usize];
+            let more = if slot.more.is_empty() {
+                Vec::new()
+            } else {
+                std::mem::take(&mut slot.more)
+            };
+            (slot.first.take(), more)
+        };
+        if let Some(w) = first {
+            w.wake();
+        }
+        for w in more {
+            w.wake();
+        }
+    }
+}
+
+/// The part of a worker's socket table that other threads reach: its
+/// registry (to deregister a socket dropped elsewhere) and the keys such
+/// drops released.
+struct WorkerIo {
+    registry: mio::Registry,
+    released: Mutex<Vec<usize>>,
+    thread: ThreadId,
+}
+
+/// A worker's registered sockets, on its own thread.
+struct Table {
+    slab: Slab<Arc<ScheduledIo>>,
+    shared: Arc<WorkerIo>,
+}
+
+thread_local! {
+    static TABLE: RefCell<Option<Table>> = const { RefCell::new(None) };
+}
+
+/// Wake the waiters of the socket an event of this worker's poll is for.
+/// Called by the worker for every event whose token is not its waker's.
+pub(crate) fn dispatch(event: &mio::event::Event) {
+    let io = TABLE
+        .try_with(|t| {
+            t.borrow()
+                .as_ref()
+                .and_then(|t| t.slab.get(event.token().0).cloned())
+        })
+        .ok()
+        .flatten();
+    let Some(io) = io else { return };
+    let read_closed = event.is_read_closed() || event.is_error();
+    if event.is_readable() || read_closed {
+        io.ready(Direction::Read, read_closed);
+    }
+    let write_closed = event.is_write_closed() || event.is_error();
+    if event.is_writable() || write_closed {
+        io.ready(Direction::Write, write_closed);
+    }
+}
+
+/// A socket's registration with one worker's poller. Dropping it
+/// deregisters the descriptor (so it must drop before the socket closes)
+/// and frees its table slot: directly on the worker's thread, else by
+/// queueing the key for the worker to free at its next registration.
+struct Registration {
+    io: Arc<ScheduledIo>,
+    owner: Arc<WorkerIo>,
+    key: usize,
+    fd: RawFd,
+}
+
+impl Registration {
+    /// Register `fd` with the poller of worker `w` (this thread's).
+    fn new(w: &Worker, fd: RawFd) -> io::Result<Registration> {
+        TABLE.with(|t| {
+            let mut t = t.borrow_mut();
+            if t.is_none() {
+                let registry = w.with_registry(mio::Registry::try_clone)?;
+                *t = Some(Table {
+                    slab: Slab::new(),
+                    shared: Arc::new(WorkerIo {
+                        registry,
+                        released: Mutex::new(Vec::new()),
+                        thread: std::thread::current().id(),
+                    }),
+                });
+            }
+            let Some(table) = t.as_mut() else {
+                return Err(io::Error::other("the worker's socket table is gone"));
+            };
+            for key in std::mem::take(&mut *table.shared.released.lock()) {
+                table.slab.try_remove(key);
+            }
+            let io = Arc::new(ScheduledIo::default());
+            let key = table.slab.insert(Arc::clone(&io));
+            let interest = Interest::READABLE | Interest::WRITABLE;
+            if let Err(e) = table
+                .shared
+                .registry
+                .register(&mut SourceFd(&fd), Token(key), interest)
+            {
+                table.slab.remove(key);
+                return Err(e);
+            }
+            Ok(Registration {
+                io,
+                owner: Arc::clone(&table.shared),
+                key,
+                fd,
+            })
+        })
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        // The descriptor is still open (the socket drops after this), so
+        // this cannot remove another descriptor's registration.
+        let _ = self.owner.registry.deregister(&mut SourceFd(&self.fd));
+        let key = self.key;
+        let local = std::thread::current().id() == self.owner.thread
+            && TABLE
+                .try_with(|t| {
+                    if let Some(t) = t.borrow_mut().as_mut() {
+                        t.slab.try_remove(key);
+                    }
+                })
+                .is_ok();
+        if !local {
+            self.owner.released.lock().push(key);
+        }
+    }
+}
+
+/// A per-operation timeout, settable through a shared reference.
+#[derive(Default)]
+pub(crate) struct Timeout(AtomicU64);
+
+impl Timeout {
+    /// Set it (`None`: wait without end); a zero duration is refused, as
+    /// `std::net` refuses it.
+    pub(crate) fn set(&self, op: &'static str, d: Option<Duration>) -> io::Result<()> {
+        let nanos = match d {
+            None => 0,
+            Some(d) if d.is_zero() => return Err(NetError::ZeroTimeout { op }.into()),
+            Some(d) => u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
+        };
+        self.0.store(nanos, Ordering::Relaxed);
+        Ok(())
+    }
+
+    pub(crate) fn get(&self) -> Option<Duration> {
+        match self.0.load(Ordering::Relaxed) {
+            0 => None,
+            n => Some(Duration::from_nanos(n)),
+        }
+    }
+}
+
+/// A deadline for one operation: when it passes, the operation fails with
+/// [`NetError::TimedOut`] naming `op`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Deadline {
+    at: Option<Instant>,
+    op: &'static str,
+    after: Duration,
+}
+
+impl Deadline {
+    /// A deadline `after` from now (`None`: none).
+    pub(crate) fn after(op: &'static str, after: Option<Duration>) -> Deadline {
+        let at = after.and_then(|d| Instant::now().checked_add(d));
+        Deadline {
+            at,
+            op,
+            after: after.unwrap_or_default(),
+        }
+    }
+
+    fn check(&self) -> io::Result<()> {
+        match self.at {
+            Some(at) if Instant::now() >= at => Err(NetError::TimedOut {
+                op: self.op,
+                after: self.after,
+            }
+            .into()),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A non-blocking socket with its (lazy) registration. Field order
+/// matters: the registration drops, and deregisters, before the socket
+/// closes.
+pub(crate) struct Source<S: AsRawFd> {
+    reg: OnceLock<Registration>,
+    sock: S,
+    /// Per direction, 1 + the readiness number under which a stream
+    /// transfer came up short (the kernel buffer was drained or filled):
+    /// until the number moves, trying the system call again is futile.
+    drained: [AtomicU64; 2],
+    pub(crate) read_timeout: Timeout,
+    pub(crate) write_timeout: Timeout,
+}
+
+impl<S: AsRawFd> Source<S> {
+    pub(crate) fn new(sock: S) -> Source<S> {
+        Source {
+            reg: OnceLock::new(),
+            sock,
+            drained: Default::default(),
+            read_timeout: Timeout::default(),
+            write_timeout: Timeout::default(),
+        }
+    }
+
+    /// The socket.
+    pub(crate) fn get(&self) -> &S {
+        &self.sock
+    }
+
+    /// Deregister and give the socket back.
+    pub(crate) fn into_inner(self) -> S {
+        let Source { reg, sock, .. } = self;
+        drop(reg);
+        sock
+    }
+
+    /// A deadline for a read-side operation `op`, from the read timeout.
+    pub(crate) fn read_deadline(&self, op: &'static str) -> Deadline {
+        Deadline::after(op, self.read_timeout.get())
+    }
+
+    /// A deadline for a write-side operation `op`, from the write timeout.
+    pub(crate) fn write_deadline(&self, op: &'static str) -> Deadline {
+        Deadline::after(op, self.write_timeout.get())
+    }
+
+    /// Run `op` until it does not report `WouldBlock`, waiting for `dir`
+    /// readiness between tries (parking a green thread, blocking a plain
+    /// one) until `deadline`.
+    pub(crate) fn io<R>(
+        &self,
+        dir: Direction,
+        deadline: Deadline,
+        mut op: impl FnMut(&S) -> io::Result<R>,
+    ) -> io::Result<R> {
+        loop {
+            let seq = self
+                .reg
+                .get()
+                .map(|r| r.io.seq[dir as usize].load(Ordering::SeqCst));
+            match op(&self.sock) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => return r,
+            }
+            self.wait(dir, seq, deadline)?;
+        }
+    }
+
+    /// [`io`](Self::io) for a stream transfer of `len` bytes: a transfer
+    /// that moves fewer (but some) bytes drained the receive buffer or
+    /// filled the send buffer, so the next one in that direction waits for
+    /// new readiness before it tries the system call (one futile
+    /// `WouldBlock` call saved per message).
+    pub(crate) fn io_stream(
+        &self,
+        dir: Direction,
+        deadline: Deadline,
+        len: usize,
+        mut op: impl FnMut(&S) -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        let d = dir as usize;
+        loop {
+            let reg = self.reg.get();
+            let seq = reg.map(|r| r.io.seq[d].load(Ordering::SeqCst));
+            if let (Some(s), Some(r)) = (seq, reg) {
+                if self.drained[d].load(Ordering::Relaxed) == s.wrapping_add(1)
+                    && !r.io.closed[d].load(Ordering::SeqCst)
+                {
+                    self.wait(dir, seq, deadline)?;
+                    continue;
+                }
+            }
+            match op(&self.sock) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Ok(n) => {
+                    if let Some(s) = seq {
+                        if n > 0 && n < len {
+                            self.drained[d].store(s.wrapping_add(1), Ordering::Relaxed);
+                        }
+                    }
+                    return Ok(n);
+                }
+                r => return r,
+            }
+            self.wait(dir, seq, deadline)?;
+        }
+    }
+
+    /// Wait until `dir` readiness may have changed since `seq` was read (or
+    /// the deadline passes: an error).
+    fn wait(&self, dir: Direction, seq: Option<u64>, deadline: Deadline) -> io::Result<()> {
+        deadline.check()?;
+        let Some((w, task)) = worker::current_task() else {
+            return poll_fd(self.sock.as_raw_fd(), dir, deadline.at);
+        };
+        let reg = self.registration(&w)?;
+        {
+            let mut waiters = reg.io.waiters.lock();
+            if seq != Some(reg.io.seq[dir as usize].load(Ordering::SeqCst)) {
+                return Ok(());
+            }
+            waiters[dir as usize].add(Waker::from(Arc::clone(&task)));
+        }
+        park_green(&w, &task, Wait::Io, deadline.at);
+        Ok(())
+    }
+
+    /// Its registration, made now with `w`'s poller if it has none.
+    fn registration(&self, w: &Worker) -> io::Result<&Registration> {
+        if let Some(r) = self.reg.get() {
+            return Ok(r);
+        }
+        let r = Registration::new(w, self.sock.as_raw_fd())?;
+        // A green thread of another worker may have registered it first:
+        // then ours is dropped (deregistered) and theirs is used.
+        Ok(self.reg.get_or_init(|| r))
+    }
+}
+
+/// Block the calling plain thread until `fd` is ready for `dir` or
+/// `deadline` passes.
+fn poll_fd(fd: RawFd, dir: Direction, deadline: Option<Instant>) -> io::Result<()> {
+    let events = match dir {
+        Direction::Read => libc::POLLIN,
+        Direction::Write => libc::POLLOUT,
+    };
+    let mut pfd = libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    };
+    let timeout_ms = match deadline {
+        None => -1,
+        Some(at) => {
+            let left = at.saturating_duration_since(Instant::now());
+            i32::try_from(left.as_millis().saturating_add(1)).unwrap_or(i32::MAX)
+        }
+    };
+    // SAFETY: `pfd` is a valid, exclusively borrowed pollfd array of length
+    // 1 for the duration of the call.
+    let rc = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    Ok(())
+}

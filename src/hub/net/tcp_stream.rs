@@ -1,0 +1,459 @@
+//! [`TcpStream`]: a TCP connection whose reads and writes park the calling
+//! green thread.
+//!
+//! Owns the type and all its methods (connect, `Read`/`Write` for the
+//! stream and for `&TcpStream`, shutdown, addresses, options, timeouts,
+//! conversions). Uses [`Source`] for the waiting.
+
+use std::fmt;
+use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Duration;
+
+use super::error::NetError;
+use super::registration::{Deadline, Direction, Source};
+
+/// A TCP connection for green threads: `std::net::TcpStream`'s interface,
+/// parking instead of blocking (see the [module docs](super)).
+///
+/// `Read` and `Write` are implemented for `TcpStream` and for
+/// `&TcpStream`, so one green thread may read while another writes.
+///
+/// # Example
+/// ```
+/// use std::io::{BufRead, BufReader, Write};
+/// use greenlet::hub::{self, net::{TcpListener, TcpStream}};
+/// hub::run(|| {
+///     let l = TcpListener::bind("127.0.0.1:0").unwrap();
+///     let addr = l.local_addr().unwrap();
+///     hub::spawn(move || {
+///         let (s, _) = l.accept().unwrap();
+///         let mut line = String::new();
+///         BufReader::new(&s).read_line(&mut line).unwrap();
+///         (&s).write_all(line.to_uppercase().as_bytes()).unwrap();
+///     });
+///     let s = TcpStream::connect(addr).unwrap();
+///     (&s).write_all(b"ping\n").unwrap();
+///     let mut back = String::new();
+///     BufReader::new(&s).read_line(&mut back).unwrap();
+///     assert_eq!(back, "PING\n");
+/// })
+/// .unwrap();
+/// ```
+pub struct TcpStream {
+    src: Source<mio::net::TcpStream>,
+}
+
+impl TcpStream {
+    pub(crate) fn from_mio(s: mio::net::TcpStream) -> TcpStream {
+        TcpStream {
+            src: Source::new(s),
+        }
+    }
+
+    /// Connect to `addr`, trying each address it resolves to in turn;
+    /// parks until the connection is made.
+    ///
+    /// # Errors
+    /// The OS's error for the last address tried (`ConnectionRefused`,
+    /// ...), or [`NetError::NoAddress`] if `addr` resolves to none.
+    ///
+    /// ```
+    /// use greenlet::hub::{self, net::{TcpListener, TcpStream}};
+    /// hub::run(|| {
+    ///     let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    ///     let s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    ///     assert_eq!(s.peer_addr().unwrap(), l.local_addr().unwrap());
+    /// })
+    /// .unwrap();
+    /// ```
+    pub fn connect(addr: impl ToSocketAddrs + fmt::Debug) -> io::Result<TcpStream> {
+        let mut last = None;
+        for a in addr.to_socket_addrs()? {
+            match TcpStream::connect_deadline(a, None) {
+                Ok(s) => return Ok(s),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            NetError::NoAddress {
+                addr: format!("{addr:?}"),
+            }
+            .into()
+        }))
+    }
+
+    /// Connect to `addr`, giving up after `timeout`.
+    ///
+    /// # Errors
+    /// `TimedOut` carrying [`NetError::ConnectTimedOut`]; a zero `timeout`
+    /// is `InvalidInput`; else the OS's error.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use greenlet::hub::{self, net::{TcpListener, TcpStream}};
+    /// hub::run(|| {
+    ///     let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    ///     let addr = l.local_addr().unwrap();
+    ///     assert!(TcpStream::connect_timeout(&addr, Duration::from_secs(5)).is_ok());
+    ///     assert!(TcpStream::connect_timeout(&addr, Duration::ZERO).is_err());
+    /// })
+    /// .unwrap();
+    /// ```
+    pub fn connect_timeout(addr: &SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
+        if timeout.is_zero() {
+            return Err(NetError::ZeroTimeout { op: "connect" }.into());
+        }
+        TcpStream::connect_deadline(*addr, Some(timeout)).map_err(|e| {
+            if e.kind() == io::ErrorKind::TimedOut {
+                NetError::ConnectTimedOut {
+                    addr: *addr,
+                    after: timeout,
+                }
+                .into()
+            } else {
+                e
+            }
+        })
+    }
+
+    fn connect_deadline(addr: SocketAddr, timeout: Option<Duration>) -> io::Result<TcpStream> {
+        let s = TcpStream::from_mio(mio::net::TcpStream::connect(addr)?);
+        s.src
+            .io(Direction::Write, Deadline::after("connect", timeout), |m| {
+                if let Some(e) = m.take_error()? {
+                    return Err(e);
+                }
+                match m.peer_addr() {
+                    Ok(_) => Ok(()),
+                    Err(e)
+                        if e.kind() == io::ErrorKind::NotConnected
+                            || e.raw_os_error() == Some(libc::EINPROGRESS) =>
+                    {
+                        Err(io::ErrorKind::WouldBlock.into())
+                    }
+                    Err(e) => Err(e),
+                }
+            })?;
+        Ok(s)
+    }
+
+    /// Wrap a `std::net::TcpStream` (switched to non-blocking mode).
+    ///
+    /// # Errors
+    /// If the socket cannot be made non-blocking.
+    ///
+    /// ```
+    /// use greenlet::hub::{self, net::TcpStream};
+    /// hub::run(|| {
+    ///     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    ///     let std_stream = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    ///     let s = TcpStream::from_std(std_stream).unwrap();
+    ///     let back: std::net::TcpStream = s.into_std().unwrap();
+    ///     assert_eq!(back.peer_addr().unwrap(), l.local_addr().unwrap());
+    /// })
+    /// .unwrap();
+    /// ```
+    pub fn from_std(s: std::net::TcpStream) -> io::Result<TcpStream> {
+        s.set_nonblocking(true)?;
+        Ok(TcpStream::from_mio(mio::net::TcpStream::from_std(s)))
+    }
+
+    /// Unwrap into a blocking `std::net::TcpStream` (deregistered from its
+    /// poller).
+    ///
+    /// # Errors
+    /// If the socket cannot be made blocking again.
+    ///
+    /// ```
+    /// # use greenlet::hub::{self, net::{TcpListener, TcpStream}};
+    /// # hub::run(|| {
+    /// let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    /// let std_stream = s.into_std().unwrap();
+    /// # drop(std_stream);
+    /// # }).unwrap();
+    /// ```
+    pub fn into_std(self) -> io::Result<std::net::TcpStream> {
+        let s: std::net::TcpStream = self.src.into_inner().into();
+        s.set_nonblocking(false)?;
+        Ok(s)
+    }
+
+    /// The remote address.
+    ///
+    /// # Errors
+    /// As `std::net::TcpStream::peer_addr` (not connected).
+    ///
+    /// ```
+    /// # use greenlet::hub::{self, net::{TcpListener, TcpStream}};
+    /// # hub::run(|| {
+    /// let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    /// assert_eq!(s.peer_addr().unwrap(), l.local_addr().unwrap());
+    /// # }).unwrap();
+    /// ```
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.src.get().peer_addr()
+    }
+
+    /// The local address.
+    ///
+    /// # Errors
+    /// As `std::net::TcpStream::local_addr`.
+    ///
+    /// ```
+    /// # use greenlet::hub::{self, net::{TcpListener, TcpStream}};
+    /// # hub::run(|| {
+    /// let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    /// assert!(s.local_addr().unwrap().ip().is_loopback());
+    /// # }).unwrap();
+    /// ```
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.src.get().local_addr()
+    }
+
+    /// Shut down the read half, the write half, or both. After
+    /// `Shutdown::Write` the peer reads end of file while this side may
+    /// still read.
+    ///
+    /// # Errors
+    /// As `std::net::TcpStream::shutdown`.
+    ///
+    /// ```
+    /// use std::io::Read;
+    /// use std::net::Shutdown;
+    /// # use greenlet::hub::{self, net::{TcpListener, TcpStream}};
+    /// # hub::run(|| {
+    /// let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    /// let (mut s, _) = l.accept().unwrap();
+    /// c.shutdown(Shutdown::Write).unwrap();
+    /// assert_eq!(s.read(&mut [0u8; 8]).unwrap(), 0);
+    /// # }).unwrap();
+    /// ```
+    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        self.src.get().shutdown(how)
+    }
+
+    /// Set `TCP_NODELAY` (no Nagle delay for small writes).
+    ///
+    /// # Errors
+    /// As `std::net::TcpStream::set_nodelay`.
+    ///
+    /// ```
+    /// # use greenlet::hub::{self, net::{TcpListener, TcpStream}};
+    /// # hub::run(|| {
+    /// let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    /// s.set_nodelay(true).unwrap();
+    /// assert!(s.nodelay().unwrap());
+    /// # }).unwrap();
+    /// ```
+    pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
+        self.src.get().set_nodelay(on)
+    }
+
+    /// Whether `TCP_NODELAY` is set.
+    ///
+    /// # Errors
+    /// As `std::net::TcpStream::nodelay`.
+    ///
+    /// ```
+    /// # use greenlet::hub::{self, net::{TcpListener, TcpStream}};
+    /// # hub::run(|| {
+    /// let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    /// assert!(!s.nodelay().unwrap());
+    /// # }).unwrap();
+    /// ```
+    pub fn nodelay(&self) -> io::Result<bool> {
+        self.src.get().nodelay()
+    }
+
+    /// Bound each read (`None`: no bound): a read that waits longer fails
+    /// with `TimedOut` ([`NetError::TimedOut`]).
+    ///
+    /// # Errors
+    /// `InvalidInput` for a zero duration.
+    ///
+    /// ```
+    /// use std::io::Read;
+    /// use std::time::Duration;
+    /// # use greenlet::hub::{self, net::{TcpListener, TcpStream}};
+    /// # hub::run(|| {
+    /// let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let mut s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    /// s.set_read_timeout(Some(Duration::from_millis(5))).unwrap();
+    /// let err = s.read(&mut [0u8; 1]).unwrap_err();
+    /// assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+    /// # }).unwrap();
+    /// ```
+    pub fn set_read_timeout(&self, d: Option<Duration>) -> io::Result<()> {
+        self.src.read_timeout.set("read", d)
+    }
+
+    /// The read timeout.
+    ///
+    /// ```
+    /// # use greenlet::hub::{self, net::{TcpListener, TcpStream}};
+    /// # hub::run(|| {
+    /// # let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    /// # let s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    /// assert_eq!(s.read_timeout(), None);
+    /// # }).unwrap();
+    /// ```
+    pub fn read_timeout(&self) -> Option<Duration> {
+        self.src.read_timeout.get()
+    }
+
+    /// Bound each write (`None`: no bound): a write that waits longer (the
+    /// peer does not read) fails with `TimedOut` ([`NetError::TimedOut`]).
+    ///
+    /// # Errors
+    /// `InvalidInput` for a zero duration.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # use greenlet::hub::{self, net::{TcpListener, TcpStream}};
+    /// # hub::run(|| {
+    /// # let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    /// # let s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    /// s.set_write_timeout(Some(Duration::from_secs(1))).unwrap();
+    /// assert_eq!(s.write_timeout(), Some(Duration::from_secs(1)));
+    /// # }).unwrap();
+    /// ```
+    pub fn set_write_timeout(&self, d: Option<Duration>) -> io::Result<()> {
+        self.src.write_timeout.set("write", d)
+    }
+
+    /// The write timeout.
+    ///
+    /// ```
+    /// # use greenlet::hub::{self, net::{TcpListener, TcpStream}};
+    /// # hub::run(|| {
+    /// # let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    /// # let s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    /// assert_eq!(s.write_timeout(), None);
+    /// # }).unwrap();
+    /// ```
+    pub fn write_timeout(&self) -> Option<Duration> {
+        self.src.write_timeout.get()
+    }
+
+    /// Take the socket's pending error (`SO_ERROR`).
+    ///
+    /// # Errors
+    /// If the option cannot be read.
+    ///
+    /// ```
+    /// # use greenlet::hub::{self, net::{TcpListener, TcpStream}};
+    /// # hub::run(|| {
+    /// # let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    /// # let s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    /// assert!(s.take_error().unwrap().is_none());
+    /// # }).unwrap();
+    /// ```
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        self.src.get().take_error()
+    }
+
+    fn read_one(&self, buf: &mut [u8]) -> io::Result<usize> {
+        let deadline = self.src.read_deadline("read");
+        self.src
+            .io_stream(Direction::Read, deadline, buf.len(), |mut s| s.read(buf))
+    }
+
+    fn read_many(&self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        let deadline = self.src.read_deadline("read");
+        let len = bufs.iter().map(|b| b.len()).sum();
+        self.src.io_stream(Direction::Read, deadline, len, |mut s| {
+            s.read_vectored(bufs)
+        })
+    }
+
+    fn write_one(&self, buf: &[u8]) -> io::Result<usize> {
+        let deadline = self.src.write_deadline("write");
+        self.src
+            .io_stream(Direction::Write, deadline, buf.len(), |mut s| s.write(buf))
+    }
+
+    fn write_many(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        let deadline = self.src.write_deadline("write");
+        let len = bufs.iter().map(|b| b.len()).sum();
+        self.src
+            .io_stream(Direction::Write, deadline, len, |mut s| {
+                s.write_vectored(bufs)
+            })
+    }
+}
+
+impl Read for TcpStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read_one(buf)
+    }
+    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        self.read_many(bufs)
+    }
+}
+
+impl Read for &TcpStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read_one(buf)
+    }
+    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        self.read_many(bufs)
+    }
+}
+
+impl Write for TcpStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write_one(buf)
+    }
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.write_many(bufs)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Write for &TcpStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write_one(buf)
+    }
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.write_many(bufs)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl TryFrom<std::net::TcpStream> for TcpStream {
+    type Error = io::Error;
+    fn try_from(s: std::net::TcpStream) -> io::Result<TcpStream> {
+        TcpStream::from_std(s)
+    }
+}
+
+impl AsRawFd for TcpStream {
+    fn as_raw_fd(&self) -> RawFd {
+        self.src.get().as_raw_fd()
+    }
+}
+
+impl fmt::Debug for TcpStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("TcpStream");
+        if let Ok(a) = self.local_addr() {
+            d.field("local", &a);
+        }
+        if let Ok(a) = self.peer_addr() {
+            d.field("peer", &a);
+        }
+        d.field("fd", &self.as_raw_fd()).finish()
+    }
+}
