@@ -6,10 +6,10 @@
 //! times itself (`iter_custom`), so the figure is the hub's, not the cost
 //! of entering the runtime. Run: `cargo bench --bench hub`.
 //!
-//! The sleeper figure uses 30,000 green threads, not 100,000: every live
-//! green thread holds a guarded stack (two kernel mappings), and the
-//! default `vm.max_map_count` (65530) caps them near 32k. The RSS per
-//! sleeper is printed by `cargo run --release --example hub_demo -- sleepers`.
+//! The sleeper figure uses 100,000 green threads, each on a guarded stack
+//! carved from the pool's regions (a guard region costs no kernel mapping,
+//! so `vm.max_map_count` does not cap them). The RSS per sleeper is printed
+//! by `cargo run --release --example hub_demo -- sleepers`.
 #![allow(missing_docs)] // criterion_group! defines an undocumented `pub fn`
 
 use std::hint::black_box;
@@ -152,7 +152,7 @@ fn ping_pong_across(n: u64) -> Duration {
     t
 }
 
-const SLEEPERS: usize = 30_000;
+const SLEEPERS: usize = 100_000;
 
 fn sleepers(c: &mut Criterion) {
     let rt = Runtime::builder()
