@@ -369,12 +369,14 @@ fn child_spawn_without_stack() {
         return;
     }
     let _ = common::take_diagnostics();
-    // 32 MiB stacks: the address-space limit below leaves room for the
-    // heap's small allocations but not for another stack.
+    // 768 MiB stacks: more than half of the pool's 1 GiB region size, so
+    // each stack is a region (a mapping) of its own, and the address-space
+    // limit below leaves room for the heap's small allocations but not for
+    // another stack.
     let rt = Runtime::builder()
         .worker_threads(1)
         .watchdog(None)
-        .stack_size(32 << 20)
+        .stack_size(768 << 20)
         .build()
         .unwrap();
     let addr = start_server(&rt, |s| {
