@@ -527,6 +527,111 @@ pub fn seed(config: SeedConfig) -> Result<ScenarioReport, RunError> {
 /// assert_eq!(report.hang.unwrap().cause, HangCause::Timeout);
 /// ```
 pub fn seed_with(config: SeedConfig, options: RunOptions) -> Result<ScenarioReport, RunError> {
+    seed_entering(config, options, FirstEntry::Lambda)
+}
+
+/// The seed's first function entry after B is queued, in the finalizer
+/// (`probes/threading_spin.py`'s argument).
+///
+/// # Examples
+/// ```
+/// use greenlet::interp_shim::scenarios::FirstEntry;
+///
+/// assert_eq!("join".parse::<FirstEntry>(), Ok(FirstEntry::Join));
+/// assert_eq!(FirstEntry::Start.stuck_frame(), "start");
+/// assert!("run".parse::<FirstEntry>().is_err());
+/// ```
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FirstEntry {
+    /// `(lambda: None)()`, as in the seed report.
+    #[default]
+    Lambda,
+    /// `c.start()` of a thread `c` made before ([`Py::spawn`]: the
+    /// Python-level `Thread.start`).
+    Start,
+    /// `c.join()` of a thread started and joined before ([`Py::join`]: the
+    /// Python-level `Thread.join`).
+    Join,
+}
+
+impl FirstEntry {
+    /// Every first entry.
+    pub const ALL: [FirstEntry; 3] = [FirstEntry::Lambda, FirstEntry::Start, FirstEntry::Join];
+
+    /// The command-line name: `lambda`, `start` or `join`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FirstEntry::Lambda => "lambda",
+            FirstEntry::Start => "start",
+            FirstEntry::Join => "join",
+        }
+    }
+
+    /// The function whose entry spins in the 3.11 livelock: the top frame
+    /// of the main thread's dump (real 3.11.7: `<lambda>`,
+    /// `threading.py:945 start`, `threading.py:1087 join`).
+    pub fn stuck_frame(self) -> &'static str {
+        match self {
+            FirstEntry::Lambda => "<lambda>",
+            FirstEntry::Start => "start",
+            FirstEntry::Join => "join",
+        }
+    }
+}
+
+/// A first-entry name that is not `lambda`, `start` or `join`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown first entry {given:?}: expected lambda, start or join")]
+pub struct UnknownFirstEntry {
+    /// What was given.
+    pub given: String,
+}
+
+impl FromStr for FirstEntry {
+    type Err = UnknownFirstEntry;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        FirstEntry::ALL
+            .into_iter()
+            .find(|e| e.name() == s)
+            .ok_or_else(|| UnknownFirstEntry {
+                given: s.to_string(),
+            })
+    }
+}
+
+/// [`seed_with`] whose finalizer's first function entry after B is queued
+/// is `first` (`probes/threading_spin.py`). On 3.11, traced, with the legacy
+/// queue the main thread spins at that entry: the hang report's top frame
+/// is [`FirstEntry::stuck_frame`], over the finalizer `_in_cleanup`, over
+/// the frames where the drain ran (`wait <- wait <- start <- <module>`:
+/// inside `a.start()`'s `Condition.wait`, one of the two places real 3.11.7
+/// ran it).
+///
+/// # Errors
+/// [`RunError`] if the runtime could not start.
+///
+/// # Example
+/// ```
+/// use std::time::Duration;
+/// use greenlet::cleanup::Policy;
+/// use greenlet::interp_shim::scenarios::{seed_entering, FirstEntry, RunOptions, SeedConfig, TraceMode};
+/// use greenlet::interp_shim::{PyVersion, Watchdog};
+///
+/// let config = SeedConfig {
+///     version: PyVersion::V3_11,
+///     policy: Policy::Legacy,
+///     mode: TraceMode::Trace,
+///     watchdog: Watchdog::Report(Duration::from_secs(20)),
+/// };
+/// let report = seed_entering(config, RunOptions::default(), FirstEntry::Join).unwrap();
+/// assert_eq!(report.hang.unwrap().thread(0).unwrap().frames[..2], ["join", "_in_cleanup"]);
+/// ```
+pub fn seed_entering(
+    config: SeedConfig,
+    options: RunOptions,
+    first: FirstEntry,
+) -> Result<ScenarioReport, RunError> {
     let harness = Harness::new(config.version, config.policy, options);
     let release_b = Event::new(&harness.runtime);
     let queue = Arc::clone(&harness.queue);
@@ -534,23 +639,31 @@ pub fn seed_with(config: SeedConfig, options: RunOptions) -> Result<ScenarioRepo
     let b_queued: Arc<Mutex<Option<bool>>> = Arc::new(Mutex::new(None));
     let state = Arc::clone(&b_queued);
     let outcome = harness.runtime.run(config.watchdog, move |py| {
+        // c = threading.Thread(target=lambda: None); for join: c.start(),
+        // and wait until it is no longer alive
+        let c: Arc<Mutex<Option<ThreadHandle>>> = Arc::new(Mutex::new(None));
+        if first == FirstEntry::Join {
+            let started = py.spawn("<lambda>", |_| Ok(()))?;
+            py.join(&started)?;
+            *c.lock() = Some(started);
+        }
         config.mode.install(py)?;
         // def _b(): greenlet.getcurrent(); release_b.wait()
-        let (c, rb) = (Arc::clone(&created), release_b.clone());
+        let (cr, rb) = (Arc::clone(&created), release_b.clone());
         let b = py.spawn("_b", move |py| {
-            py.c_call(|| Harness::touch_greenlet(&c))?;
+            py.c_call(|| Harness::touch_greenlet(&cr))?;
             py.wait(&rb)
         })?;
         // def _a(): state["ref"] = weakref.ref(greenlet.getcurrent(), _in_cleanup)
-        let (c, rb, q, st) = (
+        let (cr, q, st, cc) = (
             Arc::clone(&created),
-            release_b,
             Arc::clone(&queue),
             Arc::clone(&state),
+            Arc::clone(&c),
         );
         let a = py.spawn("_a", move |py| {
-            let current = py.c_call(|| Harness::touch_greenlet(&c))?;
-            current.on_finalize(move || in_cleanup(&rb, &q, &st));
+            let current = py.c_call(|| Harness::touch_greenlet(&cr))?;
+            current.on_finalize(move || in_cleanup(&release_b, &q, &st, first, &cc));
             Ok(())
         })?;
         py.join(&a)?;
@@ -564,14 +677,24 @@ pub fn seed_with(config: SeedConfig, options: RunOptions) -> Result<ScenarioRepo
             py.loop_iter()?;
         }
         py.join(&b)?;
+        let started = c.lock().take();
+        if let Some(started) = started {
+            py.join(&started)?;
+        }
         let value = *state.lock();
         Ok(value)
     })?;
     Ok(harness.finish(outcome, Option::flatten))
 }
 
-/// The seed's `_in_cleanup` weakref callback.
-fn in_cleanup(release_b: &Event, queue: &Arc<CleanupQueue>, state: &Mutex<Option<bool>>) {
+/// The seed's `_in_cleanup` weakref callback, entering `first` last.
+fn in_cleanup(
+    release_b: &Event,
+    queue: &Arc<CleanupQueue>,
+    state: &Mutex<Option<bool>>,
+    first: FirstEntry,
+    c: &Mutex<Option<ThreadHandle>>,
+) {
     python_finalizer("_in_cleanup", |py| {
         // threading.Event.set is Python code (threading.py)
         py.call("set", |py| py.c_call(|| release_b.set()))?;
@@ -582,8 +705,19 @@ fn in_cleanup(release_b: &Event, queue: &Arc<CleanupQueue>, state: &Mutex<Option
         }
         let queued = py.c_call(|| queue.len())? > 0;
         *state.lock() = Some(queued);
-        // (lambda: None)(): the first function entry after B was queued
-        py.call("<lambda>", |_| Ok(()))
+        // the first function entry after B was queued
+        match first {
+            FirstEntry::Lambda => py.call("<lambda>", |_| Ok(())),
+            FirstEntry::Start => {
+                let started = py.spawn("<lambda>", |_| Ok(()))?;
+                *c.lock() = Some(started);
+                Ok(())
+            }
+            FirstEntry::Join => {
+                let joined = c.lock().clone();
+                joined.map_or(Ok(()), |t| py.join(&t))
+            }
+        }
     });
 }
 

@@ -306,7 +306,15 @@ impl Py {
         blocking(self, Until::Event(Arc::clone(&event.flag)))
     }
 
-    /// `Thread.join()`: release the GIL until `thread`'s state is deleted.
+    /// `Thread.join()` (threading.py) as Python code: the function `join`
+    /// (its `RESUME` a check site: on 3.11 under tracing a livelock can spin
+    /// there, `probes/threading_spin.py`), then on 3.11/3.12 the function
+    /// `_wait_for_tstate_lock` whose `lock.acquire()` releases the GIL until
+    /// `thread`'s state is deleted (its `_tstate_lock` released), on 3.13
+    /// `self._handle.join()`, a C call that waits for the OS thread
+    /// ([`VersionSpec::join_waits_for_thread_exit`](super::super::VersionSpec::join_waits_for_thread_exit)).
+    /// The checks before the wait (`self._started.is_set()`,
+    /// `current_thread()`) are left out.
     ///
     /// # Examples
     /// ```
@@ -323,7 +331,18 @@ impl Py {
     /// .unwrap();
     /// ```
     pub fn join(&self, thread: &ThreadHandle) -> PyResult<()> {
-        blocking(self, Until::Thread(thread.index))
+        let through_handle = self.lock().core.spec().join_waits_for_thread_exit;
+        self.call("join", |py| {
+            if through_handle {
+                // 3.13: self._handle.join(), C
+                blocking(py, Until::Thread(thread.index))
+            } else {
+                // 3.11/3.12: self._wait_for_tstate_lock() → lock.acquire()
+                py.call("_wait_for_tstate_lock", |py| {
+                    blocking(py, Until::Thread(thread.index))
+                })
+            }
+        })
     }
 
     /// A C function that keeps the GIL (`len(queue)`, `Event.set()`, ...):
@@ -483,10 +502,12 @@ impl Py {
         f()
     }
 
-    /// `threading.Thread(target=body).start()`: a new thread state
-    /// (`ThreadHandleState_New`), an OS thread that takes the GIL and runs
-    /// `body` as the function `target`; like `Thread.start`, waits (GIL
-    /// released) until the thread has started.
+    /// `threading.Thread(target=body).start()`: `Thread.start` as Python
+    /// code (the frames `start`, then `wait` (`Event.wait`) over `wait`
+    /// (`Condition.wait`) while it waits, GIL released, until the thread has
+    /// started; each entry a check site), a new thread state
+    /// (`PyThreadState_New`) and an OS thread that takes the GIL and runs
+    /// `body` as the function `target`.
     ///
     /// # Examples
     /// ```
