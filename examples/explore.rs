@@ -28,7 +28,7 @@ use greenlet::interp_shim::PyVersion;
 #[derive(Parser, Debug)]
 #[command(name = "explore")]
 struct Cli {
-    /// Scenario: seed, churn, full-ring or finalization.
+    /// Scenario: seed, churn, full-ring, finalization, foreign-call or greenlet-switch.
     #[arg(long, default_value = "seed")]
     scenario: ScenarioName,
     /// CPython version modelled: 3.11, 3.12 or 3.13.

@@ -24,8 +24,8 @@ pub mod watchdog;
 
 pub use self::core::{RingFull, Summary, ThreadIdx, MAIN_THREAD};
 pub use self::runtime::{
-    Event, ExitOrder, Hook, Outcome, PendingCall, Py, PyErr, PyResult, RunError, Runtime,
-    RuntimeStats, SignalDisposition, SignalHandler, ThreadHandle, UnknownExitOrder,
+    Event, ExitOrder, Hook, Outcome, PendingCall, Py, PyErr, PyGreenlet, PyResult, RunError,
+    Runtime, RuntimeStats, SignalDisposition, SignalHandler, ThreadHandle, UnknownExitOrder,
     EARLY_VERDICT_REDISPATCHES, SWITCH_INTERVAL,
 };
 pub use self::scheduler::PendingCallScheduler;

@@ -242,7 +242,7 @@ impl TableCell {
     /// ```
     /// use greenlet::cleanup::Policy;
     /// use greenlet::interp_shim::explore::TableCell;
-    /// assert_eq!(TableCell::all().len(), 5 * 3 * Policy::ALL.len() * 3);
+    /// assert_eq!(TableCell::all().len(), 6 * 3 * Policy::ALL.len() * 3);
     /// ```
     pub fn all() -> Vec<TableCell> {
         let mut cells = Vec::new();

@@ -44,6 +44,8 @@ pub(crate) enum ProgRef {
     Finalizer(u8),
     /// A Python-level pending call of another extension.
     ForeignCall,
+    /// The body of the main thread's greenlet `n` (`n >= 1`).
+    Greenlet(u8),
 }
 
 /// Where a code frame is inside its current operation.
@@ -151,6 +153,13 @@ pub(crate) struct State {
     pub dying: Vec<Dying>,
     /// Events set, one bit each.
     pub events: u8,
+    /// The main thread's running greenlet (0: its main greenlet), whose
+    /// frames `main` holds.
+    pub greenlet: u8,
+    /// The saved stacks of the main thread's greenlets, by greenlet (the
+    /// running one's is empty here; a dead greenlet's is empty too):
+    /// greenlet's `PythonState` and its saved C stack.
+    pub parked: Vec<Vec<Frame>>,
 }
 
 /// What one step did: the thread and the action, for counterexamples.
@@ -228,6 +237,8 @@ pub(crate) enum Action {
     Signal,
     /// The failed schedule reported to the queue; it asks for a retry or not.
     ScheduleFailed(bool),
+    /// `greenlet.switch()` to this greenlet of the main thread.
+    Switch(u8),
 }
 
 /// What [`QueueCore::push`] answered.
@@ -280,6 +291,16 @@ impl<'a> Model<'a> {
             }],
             dying: vec![Dying { pc: 0, sub: 0 }; self.scenario.threads.len()],
             events: 0,
+            greenlet: 0,
+            parked: std::iter::once(Vec::new())
+                .chain((1..=self.scenario.greenlets.len()).map(|n| {
+                    vec![Frame::Code {
+                        prog: ProgRef::Greenlet(n as u8),
+                        pc: 0,
+                        wait: Wait::Ready,
+                    }]
+                }))
+                .collect(),
         }
     }
 
@@ -288,6 +309,7 @@ impl<'a> Model<'a> {
             ProgRef::Main => &self.scenario.main.ops,
             ProgRef::Finalizer(n) => &self.scenario.threads[n as usize].finalizer.ops,
             ProgRef::ForeignCall => &self.scenario.foreign_call.ops,
+            ProgRef::Greenlet(n) => &self.scenario.greenlets[n as usize - 1].ops,
         }
     }
 
@@ -297,6 +319,7 @@ impl<'a> Model<'a> {
             ProgRef::Main => self.scenario.main.name,
             ProgRef::Finalizer(n) => self.scenario.threads[n as usize].finalizer.name,
             ProgRef::ForeignCall => self.scenario.foreign_call.name,
+            ProgRef::Greenlet(n) => self.scenario.greenlets[n as usize - 1].name,
         }
     }
 
@@ -615,6 +638,15 @@ impl<'a> Model<'a> {
                 advance(self, &mut s);
                 push(Action::Finalize, s);
             }
+            Op::Switch(target) => {
+                // the origin resumes after its switch() call
+                advance(self, &mut s);
+                let dead = target != s.greenlet && s.parked[target as usize].is_empty();
+                if !dead && target != s.greenlet {
+                    switch_stacks(&mut s, target);
+                }
+                push(Action::Switch(target), s);
+            }
         }
     }
 
@@ -782,7 +814,8 @@ impl<'a> Model<'a> {
             "{} tracing_suspended={} | queue len={} draining={} scheduled={} outstanding={} | {} | main: {}",
             st.py.summary(),
             // Inside a shielded destruction (between enter and leave).
-            u8::from(st.main.iter().any(|f| matches!(
+            // A greenlet switched to from there has it in a saved stack.
+            u8::from(st.main.iter().chain(st.parked.iter().flatten()).any(|f| matches!(
                 f,
                 Frame::Drain {
                     stage: DrainStage::Unshield
@@ -841,8 +874,27 @@ fn pop_finished(model: &Model<'_>, s: &mut State) {
     if let Some(Frame::Code { prog, pc, .. }) = s.main.last() {
         if *pc as usize >= model.ops(*prog).len() {
             s.main.pop();
+            // A greenlet whose run returned: greenlet's g_switch_finish
+            // hands its result to the parent (here always the main
+            // greenlet), which resumes.
+            if s.main.is_empty() && s.greenlet != 0 {
+                switch_stacks(s, 0);
+            }
         }
     }
+}
+
+/// `Greenlet::g_switchstack`: the running greenlet's stack is saved
+/// (`PythonState::operator<<`, the C stack by `slp_switch`) and `target`'s
+/// restored (`g_switchstack_success`: `PythonState::operator>>`). The
+/// interpreter's tracing state is not touched: `tstate->tracing` and the
+/// hooks are never saved, and 3.11's `will_switch_from` gives the target
+/// the origin's `use_tracing`, so tracing stays the thread's.
+fn switch_stacks(s: &mut State, target: u8) {
+    let origin = std::mem::take(&mut s.main);
+    s.parked[s.greenlet as usize] = origin;
+    s.main = std::mem::take(&mut s.parked[target as usize]);
+    s.greenlet = target;
 }
 
 struct OpText(Op);
@@ -861,6 +913,7 @@ impl fmt::Display for OpText {
             Op::PushPythonCall => f.write_str("Py_AddPendingCall(second_call) push"),
             Op::SignalPendingCalls => f.write_str("Py_AddPendingCall: SIGNAL_PENDING_CALLS"),
             Op::Finalize => f.write_str("Py_FinalizeEx()"),
+            Op::Switch(n) => write!(f, "switch to greenlet {n}"),
         }
     }
 }
@@ -921,6 +974,7 @@ impl fmt::Display for ActionText {
                 "schedule failed, reported to the queue -> {}",
                 if retry { "retry" } else { "give up" }
             ),
+            Action::Switch(n) => write!(f, "greenlet.switch() to greenlet {n}"),
         }
     }
 }

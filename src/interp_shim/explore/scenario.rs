@@ -67,6 +67,14 @@ pub(crate) enum Op {
     /// `Py_FinalizeEx` sets the runtime finalizing; the cleanup queue is
     /// finalized with it; the main thread runs no more Python code.
     Finalize,
+    /// `greenlet.switch()` into greenlet `n` of the main thread (0: its
+    /// main greenlet; `n >= 1`: [`Scenario::greenlets`]`[n - 1]`): the
+    /// current greenlet's whole stack (code and C frames: the drain's, the
+    /// handling of a check) is saved and the target's restored
+    /// (`Greenlet::g_switchstack`); tracing stays with the thread. A dead
+    /// target (its program ended) sends the switch to its parent, the main
+    /// greenlet: from the main greenlet, nothing happens.
+    Switch(u8),
 }
 
 /// A named piece of simulated Python code.
@@ -139,6 +147,10 @@ pub struct Scenario {
     /// The program of the Python-level pending calls that
     /// [`Op::PushPythonCall`] adds (empty: none is added).
     pub(crate) foreign_call: Program,
+    /// The main thread's other greenlets, each parked at the start of its
+    /// program (inside traced frames, switched away from before the
+    /// scenario begins); each ends by returning to the main greenlet.
+    pub(crate) greenlets: Vec<Program>,
 }
 
 impl Scenario {
@@ -178,16 +190,19 @@ pub enum ScenarioName {
     Finalization,
     /// A finalizer adds another extension's Python-level pending call.
     ForeignCall,
+    /// A finalizer switches into a greenlet parked under tracing.
+    GreenletSwitch,
 }
 
 impl ScenarioName {
     /// Every built-in scenario.
-    pub const ALL: [ScenarioName; 5] = [
+    pub const ALL: [ScenarioName; 6] = [
         ScenarioName::Seed,
         ScenarioName::Churn,
         ScenarioName::FullRing,
         ScenarioName::Finalization,
         ScenarioName::ForeignCall,
+        ScenarioName::GreenletSwitch,
     ];
 
     /// The command-line name.
@@ -197,7 +212,7 @@ impl ScenarioName {
     /// use greenlet::interp_shim::explore::ScenarioName;
     ///
     /// let names: Vec<&str> = ScenarioName::ALL.iter().map(|s| s.name()).collect();
-    /// assert_eq!(names, ["seed", "churn", "full-ring", "finalization", "foreign-call"]);
+    /// assert_eq!(names, ["seed", "churn", "full-ring", "finalization", "foreign-call", "greenlet-switch"]);
     /// assert_eq!("full-ring".parse::<ScenarioName>().unwrap(), ScenarioName::FullRing);
     /// ```
     pub fn name(self) -> &'static str {
@@ -207,6 +222,7 @@ impl ScenarioName {
             ScenarioName::FullRing => "full-ring",
             ScenarioName::Finalization => "finalization",
             ScenarioName::ForeignCall => "foreign-call",
+            ScenarioName::GreenletSwitch => "greenlet-switch",
         }
     }
 
@@ -229,6 +245,7 @@ impl ScenarioName {
             ScenarioName::FullRing => full_ring(),
             ScenarioName::Finalization => finalization(),
             ScenarioName::ForeignCall => foreign_call(),
+            ScenarioName::GreenletSwitch => greenlet_switch(),
         }
     }
 }
@@ -247,10 +264,10 @@ impl fmt::Display for ScenarioName {
 ///
 /// let err: UnknownScenario = "ring".parse::<ScenarioName>().unwrap_err();
 /// assert_eq!(err.given, "ring");
-/// assert!(err.to_string().ends_with("expected one of seed, churn, full-ring, finalization, foreign-call"));
+/// assert!(err.to_string().ends_with("expected one of seed, churn, full-ring, finalization, foreign-call, greenlet-switch"));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown scenario {given:?}: expected one of seed, churn, full-ring, finalization, foreign-call")]
+#[error("unknown scenario {given:?}: expected one of seed, churn, full-ring, finalization, foreign-call, greenlet-switch")]
 pub struct UnknownScenario {
     /// What was given.
     pub given: String,
@@ -313,35 +330,49 @@ fn seed() -> Scenario {
                 ops: vec![ThreadOp::Python, ThreadOp::Die],
                 finalizer: Program {
                     name: "_in_cleanup",
-                    ops: vec![
-                        Op::Enter("_in_cleanup"),
-                        Op::SetEvent(RELEASE_B),
-                        Op::AfterCall,
-                        Op::JumpIf(Cond::QueueNonEmpty, 7),
-                        Op::Sleep,
-                        Op::AfterCall,
-                        Op::Loop(3),
-                        Op::Enter("<lambda>"),
-                    ],
+                    ops: release_b_then([Op::Enter("<lambda>")].into_iter(), "_in_cleanup"),
                 },
             },
-            ThreadSpec {
-                name: "B",
-                ops: vec![
-                    ThreadOp::Python,
-                    ThreadOp::Wait(Cond::Event(RELEASE_B)),
-                    ThreadOp::Python,
-                    ThreadOp::Die,
-                ],
-                finalizer: Program {
-                    name: "B's main greenlet",
-                    ops: vec![],
-                },
-            },
+            thread_b(),
         ],
         ring_full_at_start: false,
         foreign_call: no_foreign_call(),
+        greenlets: vec![],
     }
+}
+
+/// The seed's B: touches its greenlet state, waits for `release_b`, runs
+/// Python code again and dies.
+fn thread_b() -> ThreadSpec {
+    ThreadSpec {
+        name: "B",
+        ops: vec![
+            ThreadOp::Python,
+            ThreadOp::Wait(Cond::Event(RELEASE_B)),
+            ThreadOp::Python,
+            ThreadOp::Die,
+        ],
+        finalizer: Program {
+            name: "B's main greenlet",
+            ops: vec![],
+        },
+    }
+}
+
+/// A seed-shaped weakref callback `name`: its entry, `release_b.set()`,
+/// then a sleeping poll until B's state is queued; then `rest`.
+fn release_b_then(rest: impl Iterator<Item = Op>, name: &'static str) -> Vec<Op> {
+    let mut ops = vec![
+        Op::Enter(name),
+        Op::SetEvent(RELEASE_B),
+        Op::AfterCall,
+        Op::JumpIf(Cond::QueueNonEmpty, 7),
+        Op::Sleep,
+        Op::AfterCall,
+        Op::Loop(3),
+    ];
+    ops.extend(rest);
+    ops
 }
 
 /// A finalizer that releases the GIL, then enters a function (coverage.py's
@@ -400,6 +431,7 @@ fn churn_of(names: &[&'static str]) -> Scenario {
             .collect(),
         ring_full_at_start: false,
         foreign_call: no_foreign_call(),
+        greenlets: vec![],
     }
 }
 
@@ -448,6 +480,7 @@ fn full_ring() -> Scenario {
         ],
         ring_full_at_start: true,
         foreign_call: no_foreign_call(),
+        greenlets: vec![],
     }
 }
 
@@ -475,6 +508,7 @@ fn finalization() -> Scenario {
         ],
         ring_full_at_start: false,
         foreign_call: no_foreign_call(),
+        greenlets: vec![],
     }
 }
 
@@ -522,5 +556,67 @@ fn foreign_call() -> Scenario {
             name: "second_call",
             ops: vec![Op::Enter("second_call")],
         },
+        greenlets: vec![],
+    }
+}
+
+const G: u8 = 1;
+const MAIN_GREENLET: u8 = 0;
+
+/// `probes/greenlet_switch_in_cleanup.py --kick=b` in the seed's shape:
+/// greenlet G is parked under tracing; A's finalizer (a weakref callback)
+/// sets `release_b`, polls until B's state is queued (the legacy queue has
+/// then scheduled a second drain), switches into G, which enters
+/// `g_in_cleanup` and switches back, and enters `cb_probe_after_g`. The
+/// main thread joins A, sleeps until B has exited, switches into G once more (G enters
+/// `g_after_cleanup` and ends), then idles. Real: stock 3.11.7 livelocks
+/// inside G (`g_in_cleanup <- g_body`), robust does not, 3.12/3.13 never.
+fn greenlet_switch() -> Scenario {
+    // a.join(); while B lives: time.sleep(); G.switch(); then idle
+    let mut main = vec![
+        Op::Block(Cond::ThreadExited(0)),
+        Op::JumpIf(Cond::ThreadExited(1), 5),
+        Op::Sleep,
+        Op::AfterCall,
+        Op::Loop(1),
+        Op::Switch(G),
+        Op::AfterCall,
+    ];
+    main.extend(idle_loop(7));
+    Scenario {
+        name: "greenlet-switch",
+        about:
+            "A's finalizer switches into a greenlet parked under tracing, which enters a function",
+        main: Program {
+            name: "<module>",
+            ops: main,
+        },
+        idle_from: Some(7),
+        threads: vec![
+            ThreadSpec {
+                name: "A",
+                ops: vec![ThreadOp::Python, ThreadOp::Die],
+                finalizer: Program {
+                    name: "cleanup_cb",
+                    ops: release_b_then(
+                        [Op::Switch(G), Op::AfterCall, Op::Enter("cb_probe_after_g")].into_iter(),
+                        "cleanup_cb",
+                    ),
+                },
+            },
+            thread_b(),
+        ],
+        ring_full_at_start: false,
+        foreign_call: no_foreign_call(),
+        greenlets: vec![Program {
+            name: "g_body",
+            ops: vec![
+                Op::AfterCall,
+                Op::Enter("g_in_cleanup"),
+                Op::Switch(MAIN_GREENLET),
+                Op::AfterCall,
+                Op::Enter("g_after_cleanup"),
+            ],
+        }],
     }
 }

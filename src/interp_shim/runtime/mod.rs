@@ -10,7 +10,8 @@
 //! trace and profile functions (`tracing.rs`); signal dispositions and
 //! `handle_signals` (`signals.rs`); model threads, their start,
 //! their exit and the interpreter's shutdown order (`threads.rs`);
-//! [`Event`] (`threading.Event`, `event.rs`); the errors and outcomes
+//! [`Event`] (`threading.Event`, `event.rs`); greenlets with their own
+//! frame stacks ([`PyGreenlet`], `greenlets.rs`); the errors and outcomes
 //! (`error.rs`); and the state all of them share under one lock, with the
 //! thread-local that records which model thread the calling OS thread is
 //! (`state.rs`). State that CPython
@@ -69,6 +70,7 @@
 mod error;
 mod event;
 mod gil;
+mod greenlets;
 mod interpreter;
 mod py;
 mod signals;
@@ -79,6 +81,7 @@ mod tracing;
 pub use self::error::{Outcome, PyErr, PyResult, RunError};
 pub use self::event::Event;
 pub use self::gil::{PendingCall, SWITCH_INTERVAL};
+pub use self::greenlets::PyGreenlet;
 pub use self::interpreter::{Runtime, RuntimeStats, EARLY_VERDICT_REDISPATCHES};
 pub use self::py::Py;
 pub use self::signals::{SignalDisposition, SignalHandler};

@@ -13,6 +13,8 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::coroutine::Value;
+
 use parking_lot::MutexGuard;
 
 use crate::diag::diag_warn;
@@ -24,6 +26,7 @@ use super::gil::{
     add_pending_call_as, blocking, c_function, check, foreign_function, release_gil,
     run_pending_calls, take_gil, Until,
 };
+use super::greenlets::{current_greenlet, new_greenlet, switch_to, sync_frames, PyGreenlet};
 use super::signals::{handle_signals, trip_signal};
 use super::state::{Shared, State, MODEL_THREAD, REGISTRY};
 use super::threads::{spawn_thread, ThreadHandle};
@@ -78,7 +81,9 @@ struct FrameGuard<'a> {
 
 impl Drop for FrameGuard<'_> {
     fn drop(&mut self) {
-        self.py.lock().threads[self.py.idx].frames.pop();
+        let mut st = self.py.lock();
+        sync_frames(self.py, &mut st);
+        st.threads[self.py.idx].frames.pop();
     }
 }
 
@@ -186,7 +191,11 @@ impl Py {
         name: &'static str,
         f: impl FnOnce(&Py) -> PyResult<R>,
     ) -> PyResult<R> {
-        self.lock().threads[self.idx].frames.push(name);
+        {
+            let mut st = self.lock();
+            sync_frames(self, &mut st);
+            st.threads[self.idx].frames.push(name);
+        }
         let _guard = FrameGuard { py: self };
         f(self)
     }
@@ -306,7 +315,15 @@ impl Py {
         blocking(self, Until::Event(Arc::clone(&event.flag)))
     }
 
-    /// `Thread.join()`: release the GIL until `thread`'s state is deleted.
+    /// `Thread.join()` (threading.py) as Python code: the function `join`
+    /// (its `RESUME` a check site: on 3.11 under tracing a livelock can spin
+    /// there, `probes/threading_spin.py`), then on 3.11/3.12 the function
+    /// `_wait_for_tstate_lock` whose `lock.acquire()` releases the GIL until
+    /// `thread`'s state is deleted (its `_tstate_lock` released), on 3.13
+    /// `self._handle.join()`, a C call that waits for the OS thread
+    /// ([`VersionSpec::join_waits_for_thread_exit`](super::super::VersionSpec::join_waits_for_thread_exit)).
+    /// The checks before the wait (`self._started.is_set()`,
+    /// `current_thread()`) are left out.
     ///
     /// # Examples
     /// ```
@@ -323,7 +340,18 @@ impl Py {
     /// .unwrap();
     /// ```
     pub fn join(&self, thread: &ThreadHandle) -> PyResult<()> {
-        blocking(self, Until::Thread(thread.index))
+        let through_handle = self.lock().core.spec().join_waits_for_thread_exit;
+        self.call("join", |py| {
+            if through_handle {
+                // 3.13: self._handle.join(), C
+                blocking(py, Until::Thread(thread.index))
+            } else {
+                // 3.11/3.12: self._wait_for_tstate_lock() → lock.acquire()
+                py.call("_wait_for_tstate_lock", |py| {
+                    blocking(py, Until::Thread(thread.index))
+                })
+            }
+        })
     }
 
     /// A C function that keeps the GIL (`len(queue)`, `Event.set()`, ...):
@@ -483,10 +511,12 @@ impl Py {
         f()
     }
 
-    /// `threading.Thread(target=body).start()`: a new thread state
-    /// (`ThreadHandleState_New`), an OS thread that takes the GIL and runs
-    /// `body` as the function `target`; like `Thread.start`, waits (GIL
-    /// released) until the thread has started.
+    /// `threading.Thread(target=body).start()`: `Thread.start` as Python
+    /// code (the frames `start`, then `wait` (`Event.wait`) over `wait`
+    /// (`Condition.wait`) while it waits, GIL released, until the thread has
+    /// started; each entry a check site), a new thread state
+    /// (`PyThreadState_New`) and an OS thread that takes the GIL and runs
+    /// `body` as the function `target`.
     ///
     /// # Examples
     /// ```
@@ -536,6 +566,113 @@ impl Py {
         body: impl FnOnce(&Py) -> PyResult<()> + Send + 'static,
     ) -> PyResult<ThreadHandle> {
         spawn_thread(self, target, true, body)
+    }
+
+    /// The names of this thread's simulated frames, innermost first, as a
+    /// `sys._getframe()` walk sees them: the running greenlet's only (a
+    /// suspended greenlet's frames are saved apart, see [`PyGreenlet`]).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
+    ///     let inside = py.call("f", |py| Ok(py.frames()))?;
+    ///     assert_eq!(inside, ["f", "<module>"]);
+    ///     Ok(())
+    /// })
+    /// .unwrap();
+    /// ```
+    pub fn frames(&self) -> Vec<&'static str> {
+        let mut st = self.lock();
+        sync_frames(self, &mut st);
+        st.threads[self.idx].frames.iter().rev().copied().collect()
+    }
+
+    /// `greenlet.greenlet(run)`: a greenlet of this thread whose body runs
+    /// as the function `name` (its entry a check site) on its own simulated
+    /// frame stack, empty at the start (`PythonState::set_initial_state`),
+    /// when it is first switched into; what it returns goes to its parent's
+    /// pending switch, an error is raised there.
+    ///
+    /// # Errors
+    /// A `greenlet.error` exception if its stack cannot be made.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
+    ///     let main = py.current_greenlet();
+    ///     let g = py.greenlet("g_body", move |py, _| {
+    ///         py.call("g_before_park", |_| Ok(()))?;
+    ///         py.switch(&main, "parked") // parked inside g_body
+    ///     })?;
+    ///     assert_eq!(py.switch(&g, ())?.downcast::<&str>().unwrap(), "parked");
+    ///     assert!(!g.is_dead());
+    ///     py.switch(&g, ())?; // resumes it; it ends
+    ///     assert!(g.is_dead());
+    ///     Ok(())
+    /// })
+    /// .unwrap();
+    /// ```
+    pub fn greenlet(
+        &self,
+        name: &'static str,
+        body: impl FnOnce(&Py, Value) -> PyResult<Value> + 'static,
+    ) -> PyResult<PyGreenlet> {
+        new_greenlet(self, name, body)
+    }
+
+    /// `greenlet.getcurrent()` as a model greenlet (named `main` for the
+    /// thread's main greenlet).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_11);
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
+    ///     assert_eq!(py.current_greenlet().name(), "main");
+    ///     Ok(())
+    /// })
+    /// .unwrap();
+    /// ```
+    pub fn current_greenlet(&self) -> PyGreenlet {
+        current_greenlet(self)
+    }
+
+    /// `target.switch(value)`: greenlet's `g_switchstack`. This greenlet's
+    /// simulated frames are saved (`PythonState::operator<<`), the
+    /// target's restored (`operator>>`); the trace and profile functions
+    /// and the tracing counter stay with the thread (see [`PyGreenlet`]).
+    /// Returns what the next switch back into this greenlet carries.
+    ///
+    /// # Errors
+    /// What the target raises into this greenlet (an error its body ends
+    /// with, passed up to its parent), or a `greenlet.error` exception (a
+    /// greenlet of another thread).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::time::Duration;
+    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    ///
+    /// let rt = Runtime::new(PyVersion::V3_13);
+    /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
+    ///     let g = py.greenlet("doubler", |_, v| Ok((v.downcast::<i32>().unwrap() * 2).into()))?;
+    ///     assert_eq!(py.switch(&g, 21)?.downcast::<i32>().unwrap(), 42);
+    ///     Ok(())
+    /// })
+    /// .unwrap();
+    /// ```
+    pub fn switch(&self, target: &PyGreenlet, value: impl Into<Value>) -> PyResult<Value> {
+        switch_to(self, target, value.into())
     }
 
     /// `Py_AddPendingCall` from this thread (see

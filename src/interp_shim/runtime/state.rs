@@ -44,7 +44,17 @@ pub(super) struct ThreadSlot {
     pub(super) daemon: bool,
     pub(super) trace: Hook,
     pub(super) profile: Hook,
+    /// The simulated frames of the running greenlet (the thread state's
+    /// frame stack), innermost last.
     pub(super) frames: Vec<&'static str>,
+    /// The greenlet whose frames `frames` holds (a crate greenlet id);
+    /// `None` until the thread first makes a model greenlet.
+    pub(super) running_greenlet: Option<u64>,
+    /// The saved frame stacks of the thread's other greenlets
+    /// (`PythonState::_top_frame`), by greenlet id.
+    pub(super) parked_frames: HashMap<u64, Vec<&'static str>>,
+    /// The `run` function names of the thread's model greenlets, by id.
+    pub(super) greenlet_names: HashMap<u64, &'static str>,
     /// The thread state was deleted (`Thread.join` returns).
     pub(super) finished: bool,
     /// Its thread state is deleted and its OS thread is running its
@@ -65,6 +75,9 @@ impl ThreadSlot {
             trace: Hook::Off,
             profile: Hook::Off,
             frames: Vec::new(),
+            running_greenlet: None,
+            parked_frames: HashMap::new(),
+            greenlet_names: HashMap::new(),
             finished,
             exiting: false,
             blocked_on: None,

@@ -19,7 +19,7 @@ use super::super::core::{CheckSite, ThreadIdx};
 use super::super::MAIN_THREAD;
 use super::error::{PyErr, PyResult};
 use super::event::Event;
-use super::gil::{check, release_gil, run_pending_calls, take_gil};
+use super::gil::{c_function, check, release_gil, run_pending_calls, take_gil};
 use super::state::{Shared, ThreadSlot, MODEL_THREAD};
 use super::Py;
 
@@ -271,6 +271,21 @@ impl ThreadHandle {
     }
 }
 
+/// `Thread.start()` (threading.py) as Python code: the function `start`
+/// (its `RESUME` a check site: on 3.11 under tracing a livelock can spin
+/// there, `probes/threading_spin.py`), the builtin `_start_new_thread`
+/// (`thread_PyThread_start_new_thread`: a new thread state,
+/// `ThreadHandleState_New`, and an OS thread that takes the GIL and runs
+/// `body` as the function `target`), then `self._started.wait()`: the
+/// function `wait` (`Event.wait`) calling the function `wait`
+/// (`Condition.wait`), whose `waiter.acquire()` blocks with the GIL
+/// released until the new thread has set `_started`. A pending call handled
+/// at the check after that acquire runs below `wait <- wait <- start`, as in
+/// the real 3.11.7/3.12.1 dumps. `Event.wait` always reaches
+/// `Condition.wait` here: the new thread sets `_started` only once it holds
+/// the GIL, which the starter keeps until the acquire releases it. The
+/// smaller calls on the way (`Event.is_set`, `Condition._is_owned`,
+/// `_release_save`, `_acquire_restore`) are left out.
 pub(super) fn spawn_thread(
     py: &Py,
     target: &'static str,
@@ -278,24 +293,41 @@ pub(super) fn spawn_thread(
     body: impl FnOnce(&Py) -> PyResult<()> + Send + 'static,
 ) -> PyResult<ThreadHandle> {
     py.cancelled()?;
+    py.call("start", |py| {
+        let started = Event {
+            flag: Arc::new(AtomicBool::new(false)),
+            shared: Arc::downgrade(&py.shared),
+        };
+        let signal = started.clone();
+        // _start_new_thread(self._bootstrap, ())
+        let handle = c_function(py, || start_new_thread(py, target, daemon, signal, body))?;
+        // self._started.wait(): Event.wait → Condition.wait → waiter.acquire()
+        py.call("wait", |py| py.call("wait", |py| py.wait(&started)))?;
+        Ok(handle)
+    })
+}
+
+/// `thread_PyThread_start_new_thread`: the thread state and the OS thread.
+fn start_new_thread(
+    py: &Py,
+    target: &'static str,
+    daemon: bool,
+    started: Event,
+    body: impl FnOnce(&Py) -> PyResult<()> + Send + 'static,
+) -> PyResult<ThreadHandle> {
     let (idx, name) = {
         let mut st = py.lock();
-        // ThreadHandleState_New
+        // PyThreadState_New
         let idx = st.core.add_thread();
         let name = format!("Thread-{idx} ({target})");
         st.threads
             .push(ThreadSlot::new(name.clone(), daemon, false));
         (idx, name)
     };
-    let started = Event {
-        flag: Arc::new(AtomicBool::new(false)),
-        shared: Arc::downgrade(&py.shared),
-    };
     let shared = Arc::clone(&py.shared);
-    let signal = started.clone();
     let spawned = std::thread::Builder::new()
         .name(name.clone())
-        .spawn(move || thread_main(shared, idx, target, signal, body));
+        .spawn(move || thread_main(shared, idx, target, started, body));
     match spawned {
         Ok(handle) => py.lock().os_threads.push((handle, daemon)),
         Err(err) => {
@@ -306,7 +338,6 @@ pub(super) fn spawn_thread(
             ));
         }
     }
-    py.wait(&started)?;
     Ok(ThreadHandle { index: idx, name })
 }
 
