@@ -486,8 +486,8 @@ impl Py {
         check(self, CheckSite::AfterCall)
     }
 
-    /// Run `f` between `ThreadHandleState_EnterTracing` and
-    /// `ThreadHandleState_LeaveTracing`: its code is neither traced nor profiled.
+    /// Run `f` between `PyThreadState_EnterTracing` and
+    /// `PyThreadState_LeaveTracing`: its code is neither traced nor profiled.
     ///
     /// # Examples
     /// ```
@@ -505,7 +505,7 @@ impl Py {
     /// .unwrap();
     /// ```
     pub fn with_tracing_suspended<R>(&self, f: impl FnOnce() -> R) -> R {
-        // ThreadHandleState_EnterTracing
+        // PyThreadState_EnterTracing
         self.lock().core.enter_tracing(self.idx);
         let _guard = TracingGuard { py: self };
         f()

@@ -194,7 +194,7 @@ fn thread_main(
         // threading.excepthook: the traceback goes to sys.stderr
         diag_error!("Exception in thread {name}:\n{kind}: {message}");
     }
-    // ThreadHandleState_Clear + _ThreadHandleState_DeleteCurrent: the tstate lock is
+    // PyThreadState_Clear + _PyThreadState_DeleteCurrent: the tstate lock is
     // released (Thread.join returns) and the GIL dropped. The OS thread's
     // thread-local destructors run after this, without the GIL; the
     // ExitGuard's, last of them, ends `exiting`.
@@ -275,7 +275,7 @@ impl ThreadHandle {
 /// (its `RESUME` a check site: on 3.11 under tracing a livelock can spin
 /// there, `probes/threading_spin.py`), the builtin `_start_new_thread`
 /// (`thread_PyThread_start_new_thread`: a new thread state,
-/// `ThreadHandleState_New`, and an OS thread that takes the GIL and runs
+/// `PyThreadState_New`, and an OS thread that takes the GIL and runs
 /// `body` as the function `target`), then `self._started.wait()`: the
 /// function `wait` (`Event.wait`) calling the function `wait`
 /// (`Condition.wait`), whose `waiter.acquire()` blocks with the GIL

@@ -13,8 +13,8 @@ use super::Py;
 /// A trace or profile function installed on a thread.
 ///
 /// Which kind matters on 3.11: CPython calls the function at each event
-/// (`call_trace`) between `ThreadHandleState_EnterTracing` and
-/// `ThreadHandleState_LeaveTracing`. A function written in C (cProfile,
+/// (`call_trace`) between `PyThreadState_EnterTracing` and
+/// `PyThreadState_LeaveTracing`. A function written in C (cProfile,
 /// coverage's CTracer) runs no bytecode there; a Python function does, and
 /// its `RESUME` is a check site reached with tracing suspended, so a pending
 /// call handled there runs untraced. Checked on CPython 3.11.7: a pending call
@@ -107,21 +107,21 @@ pub(super) enum HookEvent {
     CFunction,
 }
 
-/// Leaves `ThreadHandleState_EnterTracing` when the shielded code ends.
+/// Leaves `PyThreadState_EnterTracing` when the shielded code ends.
 pub(super) struct TracingGuard<'a> {
     pub(super) py: &'a Py,
 }
 
 impl Drop for TracingGuard<'_> {
     fn drop(&mut self) {
-        // ThreadHandleState_LeaveTracing
+        // PyThreadState_LeaveTracing
         self.py.lock().core.leave_tracing(self.py.idx);
     }
 }
 
 /// `call_trace` for `event`: each installed Python-level function runs
-/// as a simulated frame between `ThreadHandleState_EnterTracing` and
-/// `ThreadHandleState_LeaveTracing` (not at all while tracing is suspended).
+/// as a simulated frame between `PyThreadState_EnterTracing` and
+/// `PyThreadState_LeaveTracing` (not at all while tracing is suspended).
 pub(super) fn fire(py: &Py, event: HookEvent) -> PyResult<()> {
     let (trace, profile) = {
         let st = py.lock();
