@@ -1,6 +1,10 @@
 //! The hub's core: runtime, spawn/join, yield, sleep, timeouts, cancel,
 //! panics, spawn_local, stealing, thread affinity, wakes from plain threads.
 
+mod common;
+
+use common::hub::{rt, until_parked, HANG};
+
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -9,31 +13,6 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use greenlet::hub::{self, Elapsed, HubError, JoinError, Runtime, TaskState, Wait};
-
-/// A bound for waits that should end quickly: far longer than any of them
-/// takes, so only a hang reaches it.
-const HANG: Duration = Duration::from_secs(30);
-
-fn rt(workers: usize) -> Runtime {
-    Runtime::builder()
-        .worker_threads(workers)
-        .watchdog(None)
-        .build()
-        .expect("runtime")
-}
-
-/// Yield until `h` is parked on `wait` (bounded by HANG).
-fn until_parked<T>(h: &hub::JoinHandle<T>, wait: Wait) {
-    let start = Instant::now();
-    while h.state() != TaskState::Parked(wait) {
-        assert!(
-            start.elapsed() < HANG,
-            "never parked on {wait}: {}",
-            h.state()
-        );
-        hub::yield_now();
-    }
-}
 
 #[test]
 fn block_on_returns_the_value_and_run_is_one_line() {

@@ -4,22 +4,14 @@
 
 mod common;
 
+use common::hub::{rt, until_parked, HANG};
+
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex as StdMutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use greenlet::hub::{self, HubError, Runtime, TaskState, Wait};
-
-const HANG: Duration = Duration::from_secs(30);
-
-fn rt(workers: usize) -> Runtime {
-    Runtime::builder()
-        .worker_threads(workers)
-        .watchdog(None)
-        .build()
-        .expect("runtime")
-}
 
 /// Run `f` on a plain thread and wait for it at most HANG.
 fn bounded<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
@@ -29,18 +21,6 @@ fn bounded<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static
     });
     rx.recv_timeout(HANG)
         .unwrap_or_else(|_| panic!("{what}: hung"))
-}
-
-fn until_parked<T>(h: &hub::JoinHandle<T>, wait: Wait) {
-    let start = Instant::now();
-    while h.state() != TaskState::Parked(wait) {
-        assert!(
-            start.elapsed() < HANG,
-            "never parked on {wait}: {}",
-            h.state()
-        );
-        hub::yield_now();
-    }
 }
 
 struct Count(Arc<AtomicUsize>);

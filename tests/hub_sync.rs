@@ -1,37 +1,19 @@
 //! Hub channels, select, Event, Mutex, Semaphore, task groups: between green
 //! threads on one and on several workers, and from plain threads.
 
+mod common;
+
+use common::hub::{rt, until_parked, HANG};
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use greenlet::hub::{
-    self, Event, Mutex, RecvError, RecvTimeoutError, Runtime, Selectable, Semaphore, TaskGroup,
-    TaskState, TryRecvError, Wait,
+    self, Event, Mutex, RecvError, RecvTimeoutError, Selectable, Semaphore, TaskGroup,
+    TryRecvError, Wait,
 };
-
-const HANG: Duration = Duration::from_secs(30);
-
-fn rt(workers: usize) -> Runtime {
-    Runtime::builder()
-        .worker_threads(workers)
-        .watchdog(None)
-        .build()
-        .expect("runtime")
-}
-
-fn until_parked<T>(h: &hub::JoinHandle<T>, wait: Wait) {
-    let start = Instant::now();
-    while h.state() != TaskState::Parked(wait) {
-        assert!(
-            start.elapsed() < HANG,
-            "never parked on {wait}: {}",
-            h.state()
-        );
-        hub::yield_now();
-    }
-}
 
 #[test]
 fn bounded_channel_parks_the_sender_when_full_and_keeps_order() {

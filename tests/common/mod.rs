@@ -1,5 +1,8 @@
 //! Helpers shared by the integration tests.
 
+#[allow(dead_code)] // only the hub's test binaries use it
+pub(crate) mod hub;
+
 use std::process::{Command, Output};
 
 /// Run the ignored test `test` of the calling test binary in a child
