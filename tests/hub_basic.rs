@@ -108,14 +108,17 @@ fn sleep_waits_at_least_its_duration_and_a_past_instant_returns_at_once() {
     .unwrap();
 }
 
+/// Counts its drops in the shared counter: a destructor that ran.
+struct Flag(Arc<AtomicUsize>);
+
+impl Drop for Flag {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
 #[test]
 fn timeout_elapses_at_a_parking_point_and_runs_destructors() {
-    struct Flag(Arc<AtomicUsize>);
-    impl Drop for Flag {
-        fn drop(&mut self) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
     let dropped = Arc::new(AtomicUsize::new(0));
     let d = Arc::clone(&dropped);
     let (r, ok, nested) = hub::run(move || {
@@ -150,12 +153,6 @@ fn timeout_works_on_a_plain_thread() {
 
 #[test]
 fn cancel_raises_at_the_parking_point_and_runs_destructors() {
-    struct Flag(Arc<AtomicUsize>);
-    impl Drop for Flag {
-        fn drop(&mut self) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
     let dropped = Arc::new(AtomicUsize::new(0));
     let d = Arc::clone(&dropped);
     let err = hub::run(move || {

@@ -8,20 +8,13 @@
 //! run `cargo build --release --examples` first; `cargo test` builds them.)
 //! Skipped, with a message, when valgrind is not installed.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::Command;
 
-fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("profile dir");
-    profile_dir.join("examples").join(name)
-}
-
 fn demo() -> PathBuf {
-    let path = example("hub_demo");
+    let path = common::example("hub_demo");
     assert!(
         path.exists(),
         "{} is missing: build the examples (`cargo test` does)",

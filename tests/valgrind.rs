@@ -9,19 +9,9 @@
 //! build --examples` first.) Checked to fail when the registration is
 //! disabled. Skipped, with a message, when valgrind is not installed.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
 
-/// Path of an example binary of this package, built for the same profile.
-fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    // target/<profile>/deps/valgrind-<hash> -> target/<profile>/examples/<name>
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("profile dir");
-    profile_dir.join("examples").join(name)
-}
+use std::process::Command;
 
 fn valgrind_available() -> bool {
     Command::new("valgrind")
@@ -31,7 +21,7 @@ fn valgrind_available() -> bool {
 }
 
 fn check_under_valgrind(name: &str) {
-    let path = example(name);
+    let path = common::example(name);
     assert!(
         path.exists(),
         "{} is missing: build the examples (`cargo test` does)",
