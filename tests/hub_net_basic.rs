@@ -396,3 +396,60 @@ fn the_accept_queue_holds_600_unaccepted_connections() {
         l.accept().unwrap();
     }
 }
+
+/// Read until `want` bytes came, with a buffer larger than that (so the
+/// last read comes up short and the next wait really parks).
+fn read_some(s: &TcpStream, want: usize) -> usize {
+    let mut got = 0;
+    while got < want {
+        match (&*s).read(&mut [0u8; 64]).unwrap() {
+            0 => break,
+            n => got += n,
+        }
+    }
+    got
+}
+
+#[test]
+fn readable_waits_for_data_then_eof_and_honours_the_read_timeout() {
+    let (timed_out, got, eof) = on_runtime(1, || {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+        let timed_out = s.readable().unwrap_err();
+        s.set_read_timeout(None).unwrap();
+        let writer = hub::spawn(move || {
+            c.write_all(b"abc").unwrap();
+            c
+        });
+        s.readable().unwrap();
+        let got = read_some(&s, 3);
+        drop(writer.join().unwrap());
+        s.readable().unwrap();
+        let eof = (&s).read(&mut [0u8; 8]).unwrap();
+        (timed_out, got, eof)
+    });
+    assert_eq!(timed_out.kind(), io::ErrorKind::TimedOut);
+    let inner = timed_out
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<NetError>());
+    assert!(
+        matches!(inner, Some(NetError::TimedOut { op: "readable", .. })),
+        "{timed_out}"
+    );
+    assert_eq!((got, eof), (3, 0));
+}
+
+#[test]
+fn readable_on_a_plain_thread_polls() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (mut peer, _) = l.accept().unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+    assert_eq!(s.readable().unwrap_err().kind(), io::ErrorKind::TimedOut);
+    peer.write_all(b"xy").unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.readable().unwrap();
+    assert_eq!(read_some(&s, 2), 2);
+}
