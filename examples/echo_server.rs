@@ -1,17 +1,19 @@
 //! An echo server on the hub: one green thread per connection, each
-//! echoing what it reads until the client closes.
+//! echoing what it reads until the client closes, with a 4 KiB read buffer
+//! it holds only while data is queued (see `net_echo`).
 //!
 //! ```text
 //! cargo run --release --example echo_server -- --addr 127.0.0.1:7000 --workers 1
 //! ```
 
-use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use clap::Parser;
-use greenlet::hub::net::{serve, TcpListener, TcpStream};
+use greenlet::hub::net::{serve, TcpListener};
 use greenlet::hub::Runtime;
+
+mod net_echo;
 
 /// Echo every byte back, one green thread per connection (127.0.0.1 only).
 #[derive(Parser, Debug)]
@@ -26,21 +28,6 @@ struct Args {
     /// Each connection's green-thread stack, in KiB.
     #[arg(long, default_value_t = 64)]
     stack_kib: usize,
-}
-
-fn echo(mut s: TcpStream) {
-    let _ = s.set_nodelay(true);
-    let mut buf = vec![0u8; 4096];
-    loop {
-        match s.read(&mut buf) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => {
-                if s.write_all(&buf[..n]).is_err() {
-                    return;
-                }
-            }
-        }
-    }
 }
 
 fn main() -> ExitCode {
@@ -67,7 +54,7 @@ fn main() -> ExitCode {
     let out = rt.block_on(move || {
         let l = TcpListener::bind(addr)?;
         println!("echo_server listening on {}", l.local_addr()?);
-        serve(l, echo)
+        serve(l, |s| net_echo::echo(s, 4096))
     });
     match out {
         Ok(Ok(())) => ExitCode::SUCCESS,

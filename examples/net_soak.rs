@@ -23,6 +23,8 @@ use clap::Parser;
 use greenlet::hub::net::{serve, TcpListener, TcpStream};
 use greenlet::hub::{self, Runtime};
 
+mod net_echo;
+
 /// Idle-connection memory and a byte-checked soak against a hub echo server.
 #[derive(Parser, Debug)]
 #[command(version)]
@@ -36,7 +38,8 @@ struct Args {
     /// Message size of the soak, in bytes.
     #[arg(long, default_value_t = 1024)]
     size: usize,
-    /// The server handler's read buffer, in bytes (heap, one per connection).
+    /// The server handler's read buffer, in bytes (heap, held while data is
+    /// queued, none while idle).
     #[arg(long, default_value_t = 4096)]
     buffer: usize,
     /// Run as the server (internal).
@@ -72,6 +75,14 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// How many mappings the process has (`/proc/PID/maps` lines), against
+/// `vm.max_map_count`.
+fn map_count(pid: u32) -> usize {
+    std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
+}
+
 fn server(buffer: usize) -> ExitCode {
     raise_nofile(70_000);
     let rt = match Runtime::builder()
@@ -88,19 +99,7 @@ fn server(buffer: usize) -> ExitCode {
     let out = rt.block_on(move || {
         let l = TcpListener::bind("127.0.0.1:0")?;
         println!("PORT {}", l.local_addr()?.port());
-        serve(l, move |mut s| {
-            let mut buf = vec![0u8; buffer];
-            loop {
-                match s.read(&mut buf) {
-                    Ok(0) | Err(_) => return,
-                    Ok(n) => {
-                        if s.write_all(&buf[..n]).is_err() {
-                            return;
-                        }
-                    }
-                }
-            }
-        })
+        serve(l, move |s| net_echo::echo(s, buffer))
     });
     match out {
         Ok(Ok(())) => ExitCode::SUCCESS,
@@ -147,6 +146,7 @@ fn main() -> ExitCode {
     let pid = child.id();
     std::thread::sleep(Duration::from_millis(200));
     let base = rss_kib(pid);
+    let base_maps = map_count(pid);
     // Idle: plain blocking sockets (no client green threads), one byte
     // echoed on each so every handler has run and parked in its read.
     let start = Instant::now();
@@ -171,6 +171,7 @@ fn main() -> ExitCode {
     }
     std::thread::sleep(Duration::from_millis(200));
     let with = rss_kib(pid);
+    let with_maps = map_count(pid);
     let per = (with.saturating_sub(base)) as f64 * 1024.0 / served.max(1) as f64;
     println!(
         "idle: {served}/{} connections served and parked in {:.1} s (connected in {:.1} s); server RSS \
@@ -179,6 +180,7 @@ fn main() -> ExitCode {
         start.elapsed().as_secs_f64(),
         connected_in.as_secs_f64()
     );
+    println!("server mappings: {base_maps} before, {with_maps} with the idle connections");
     drop(idle);
     let mut ok = served == args.connections;
     if args.duration > 0 {

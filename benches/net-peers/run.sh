@@ -104,7 +104,7 @@ for part in 1 2; do
 done
 
 echo
-echo "machine: $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1); load before: $LOAD_BEFORE" 2>/dev/null || true
+echo "machine: $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1); load before: $LOAD_BEFORE, after: $(cut -d" " -f1-3 /proc/loadavg)" 2>/dev/null || true
 awk -F, '
 NR > 1 { k = $1; order[k] = order[k] ? order[k] : ++n; rps[k, $2] = $3; p99[k, $2] = $4; cpu[k, $2] = $5; names[n] = k }
 END {

@@ -63,7 +63,8 @@
 //! Module map: `registration` (readiness, the per-worker table, the
 //! dispatch called by the worker's poll), `tcp_listener`, `tcp_stream`,
 //! `udp`, `serve` (an accept loop with one green thread per connection),
-//! `error`.
+//! `sys` (a stream's `recvfrom`/`sendto` without libc's cancellation-point
+//! wrappers), `error`.
 //!
 //! Uses the worker (its current task, its registry accessor), `park` and
 //! `time` of the hub, and `mio`'s socket types.
@@ -71,6 +72,7 @@
 mod error;
 mod registration;
 mod serve;
+mod sys;
 mod tcp_listener;
 mod tcp_stream;
 mod udp;

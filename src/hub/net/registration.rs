@@ -12,12 +12,20 @@
 //!
 //! # The readiness protocol
 //! Each registered socket has, per direction (read, write), a readiness
-//! sequence number and a list of waiting wakers. [`dispatch`] bumps the
-//! number, then takes and wakes the list. An operation reads the number,
-//! tries its system call, and on `WouldBlock` takes the list's lock: if the
-//! number moved, readiness came meanwhile and it tries again; else it adds
-//! its waker and parks. Because the number is bumped before the lock is
-//! taken, an edge that arrives between the try and the park is never lost.
+//! sequence number, a list of waiting wakers and a `waiting` flag.
+//! [`dispatch`] bumps the number, then, only if the flag is set, takes the
+//! list under its lock (clearing the flag) and wakes it once the table is
+//! no longer borrowed. An operation reads the number, tries its system
+//! call, and on `WouldBlock` takes the list's lock, sets the flag, and
+//! re-reads the number: if it moved, readiness came meanwhile and it tries
+//! again; else it adds its waker and parks. The bump and the flag's read
+//! (dispatch), and the flag's set and the number's re-read (the waiter),
+//! are all `SeqCst`, so at least one side sees the other's write: either
+//! the waiter sees the new number, or the dispatcher sees the flag and
+//! takes the lock, which the waiter holds until its waker is in the list.
+//! An edge that arrives between the try and the park is never lost, and a
+//! readiness nobody waits for (the write side of an echo, mostly) costs
+//! one atomic add and no lock.
 //! `mio` registrations are edge-triggered and report the current readiness
 //! when made, so registering after the first `WouldBlock` loses nothing
 //! either.
@@ -64,6 +72,9 @@ struct ScheduledIo {
     /// error. Sticky: a call in that direction returns at once from then
     /// on, so no short-transfer shortcut may skip it.
     closed: [AtomicBool; 2],
+    /// Per direction: a waker may be in the list (set by a waiter under
+    /// the lock, cleared by [`ScheduledIo::ready`] under the lock).
+    waiting: [AtomicBool; 2],
     waiters: Mutex<[Waiters; 2]>,
 }
 
@@ -90,26 +101,54 @@ impl Waiters {
 }
 
 impl ScheduledIo {
-    fn ready(&self, dir: Direction, closed: bool) {
+    /// Mark `dir` ready (and closed, if `closed`); move its waiters, if
+    /// any, into `woken` for the caller to wake.
+    #[inline]
+    fn ready(&self, dir: Direction, closed: bool, woken: &mut Woken) {
+        let d = dir as usize;
         if closed {
-            self.closed[dir as usize].store(true, Ordering::SeqCst);
+            self.closed[d].store(true, Ordering::SeqCst);
         }
-        self.seq[dir as usize].fetch_add(1, Ordering::SeqCst);
-        let (first, more) = {
-            let mut w = self.waiters.lock();
-            let slot = &mut w[dir as usize];
-            let more = if slot.more.is_empty() {
-                Vec::new()
-            } else {
-                std::mem::take(&mut slot.more)
-            };
-            (slot.first.take(), more)
-        };
-        if let Some(w) = first {
+        self.seq[d].fetch_add(1, Ordering::SeqCst);
+        if !self.waiting[d].load(Ordering::SeqCst) {
+            return;
+        }
+        let mut w = self.waiters.lock();
+        self.waiting[d].store(false, Ordering::Relaxed);
+        let slot = &mut w[d];
+        let first = slot.first.take();
+        match dir {
+            Direction::Read => woken.read = first,
+            Direction::Write => woken.write = first,
+        }
+        if !slot.more.is_empty() {
+            woken.more.append(&mut slot.more);
+        }
+    }
+}
+
+/// The wakers one event took out of a socket's lists, woken after the
+/// socket table is no longer borrowed (a woken task's last reference may
+/// drop a socket, which frees its slot in that table).
+#[derive(Default)]
+struct Woken {
+    read: Option<Waker>,
+    write: Option<Waker>,
+    more: Vec<Waker>,
+}
+
+impl Woken {
+    fn wake(self) {
+        if let Some(w) = self.read {
             w.wake();
         }
-        for w in more {
+        if let Some(w) = self.write {
             w.wake();
+        }
+        if !self.more.is_empty() {
+            for w in self.more {
+                w.wake();
+            }
         }
     }
 }
@@ -136,23 +175,22 @@ thread_local! {
 /// Wake the waiters of the socket an event of this worker's poll is for.
 /// Called by the worker for every event whose token is not its waker's.
 pub(crate) fn dispatch(event: &mio::event::Event) {
-    let io = TABLE
-        .try_with(|t| {
-            t.borrow()
-                .as_ref()
-                .and_then(|t| t.slab.get(event.token().0).cloned())
-        })
-        .ok()
-        .flatten();
-    let Some(io) = io else { return };
-    let read_closed = event.is_read_closed() || event.is_error();
-    if event.is_readable() || read_closed {
-        io.ready(Direction::Read, read_closed);
-    }
-    let write_closed = event.is_write_closed() || event.is_error();
-    if event.is_writable() || write_closed {
-        io.ready(Direction::Write, write_closed);
-    }
+    let mut woken = Woken::default();
+    let _ = TABLE.try_with(|t| {
+        let t = t.borrow();
+        let Some(io) = t.as_ref().and_then(|t| t.slab.get(event.token().0)) else {
+            return;
+        };
+        let read_closed = event.is_read_closed() || event.is_error();
+        if event.is_readable() || read_closed {
+            io.ready(Direction::Read, read_closed, &mut woken);
+        }
+        let write_closed = event.is_write_closed() || event.is_error();
+        if event.is_writable() || write_closed {
+            io.ready(Direction::Write, write_closed, &mut woken);
+        }
+    });
+    woken.wake();
 }
 
 /// A socket's registration with one worker's poller. Dropping it
@@ -397,6 +435,38 @@ impl<S: AsRawFd> Source<S> {
         }
     }
 
+    /// Wait until a read may find data, end of file or an error, without
+    /// reading: at once if readiness came since the last read that came up
+    /// short (or the peer closed, or there was never a short read and an
+    /// event came); else park (on a plain thread: `poll(2)`) until it
+    /// comes, or `deadline` passes (an error). May return early, when the
+    /// event that came was already consumed by a full-sized read: a read
+    /// after it then waits as usual.
+    pub(crate) fn readable(&self, deadline: Deadline) -> io::Result<()> {
+        let d = Direction::Read as usize;
+        loop {
+            match self.reg.get() {
+                Some(r) => {
+                    let seq = r.io.seq[d].load(Ordering::SeqCst);
+                    let fresh =
+                        seq != 0 && self.drained[d].load(Ordering::Relaxed) != seq.wrapping_add(1);
+                    if fresh || r.io.closed[d].load(Ordering::SeqCst) {
+                        return Ok(());
+                    }
+                    self.wait(Direction::Read, Some(seq), deadline)?;
+                }
+                None if worker::current_task().is_none() => {
+                    deadline.check()?;
+                    poll_fd(self.sock.as_raw_fd(), Direction::Read, deadline.at)?;
+                    return deadline.check();
+                }
+                // Registers, then returns: the registration reports the
+                // socket's current readiness as an event.
+                None => self.wait(Direction::Read, None, deadline)?,
+            }
+        }
+    }
+
     /// Wait until `dir` readiness may have changed since `seq` was read (or
     /// the deadline passes: an error).
     fn wait(&self, dir: Direction, seq: Option<u64>, deadline: Deadline) -> io::Result<()> {
@@ -406,11 +476,13 @@ impl<S: AsRawFd> Source<S> {
         };
         let reg = self.registration(&w)?;
         {
+            let d = dir as usize;
             let mut waiters = reg.io.waiters.lock();
-            if seq != Some(reg.io.seq[dir as usize].load(Ordering::SeqCst)) {
+            reg.io.waiting[d].store(true, Ordering::SeqCst);
+            if seq != Some(reg.io.seq[d].load(Ordering::SeqCst)) {
                 return Ok(());
             }
-            waiters[dir as usize].add(Waker::from(Arc::clone(&task)));
+            waiters[d].add(Waker::from(Arc::clone(&task)));
         }
         park_green(&w, &task, Wait::Io, deadline.at);
         Ok(())

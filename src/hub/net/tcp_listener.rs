@@ -42,6 +42,23 @@ pub struct TcpListener {
     backoffs: AtomicU64,
 }
 
+/// The accept queue's length [`TcpListener::bind`] asks for (the kernel
+/// caps it at `net.core.somaxconn`).
+const BACKLOG: libc::c_int = 1024;
+
+/// Listen again with [`BACKLOG`]: `mio` (like std) listens with 128, and
+/// 500 clients connecting at once then overflow the accept queue; the
+/// kernel drops the overflow's handshakes, and those clients wait for a
+/// retransmission (200 ms for a dropped first request, 1 s for a dropped
+/// SYN). Listening again on a listening socket only changes its backlog.
+fn deepen_backlog(l: mio::net::TcpListener) -> io::Result<mio::net::TcpListener> {
+    // SAFETY: `l` owns the descriptor, which stays open for the call.
+    if unsafe { libc::listen(l.as_raw_fd(), BACKLOG) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(l)
+}
+
 impl TcpListener {
     /// Bind to `addr` (the first address it resolves to that binds), with
     /// `SO_REUSEADDR` and a backlog of 1024.
@@ -57,7 +74,7 @@ impl TcpListener {
     pub fn bind(addr: impl ToSocketAddrs + fmt::Debug) -> io::Result<TcpListener> {
         let mut last = None;
         for a in addr.to_socket_addrs()? {
-            match mio::net::TcpListener::bind(a) {
+            match mio::net::TcpListener::bind(a).and_then(deepen_backlog) {
                 Ok(l) => return Ok(TcpListener::from_mio(l)),
                 Err(e) => last = Some(e),
             }

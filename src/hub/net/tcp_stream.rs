@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use super::error::NetError;
 use super::registration::{Deadline, Direction, Source};
+use super::sys;
 
 /// A TCP connection for green threads: `std::net::TcpStream`'s interface,
 /// parking instead of blocking (see the [module docs](super)).
@@ -343,6 +344,37 @@ impl TcpStream {
         self.src.write_timeout.get()
     }
 
+    /// Wait, without reading, until a read may find data (or end of file,
+    /// or an error): a handler can park here holding no read buffer, so an
+    /// idle connection costs no buffer memory (take the buffer after this
+    /// returns, give it back once a read comes up short). Returns at once
+    /// if data may be queued: nothing was read yet since readiness last
+    /// came, or the last read filled its whole buffer. It may return early
+    /// (the data it saw was already read): the read then waits as usual.
+    /// Honours the read timeout.
+    ///
+    /// # Errors
+    /// `TimedOut` ([`NetError::TimedOut`]) when the read timeout passes
+    /// first; on a plain thread, `poll(2)`'s error.
+    ///
+    /// ```
+    /// use std::io::{Read, Write};
+    /// # use greenlet::hub::{self, net::{TcpListener, TcpStream}};
+    /// # hub::run(|| {
+    /// let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    /// let (mut s, _) = l.accept().unwrap();
+    /// let writer = hub::spawn(move || c.write_all(b"hi").unwrap());
+    /// s.readable().unwrap(); // parks until "hi" arrives
+    /// let mut buf = vec![0u8; 4096];
+    /// assert_eq!(s.read(&mut buf).unwrap(), 2);
+    /// writer.join().unwrap();
+    /// # }).unwrap();
+    /// ```
+    pub fn readable(&self) -> io::Result<()> {
+        self.src.readable(self.src.read_deadline("readable"))
+    }
+
     /// Take the socket's pending error (`SO_ERROR`).
     ///
     /// # Errors
@@ -363,7 +395,7 @@ impl TcpStream {
     fn read_one(&self, buf: &mut [u8]) -> io::Result<usize> {
         let deadline = self.src.read_deadline("read");
         self.src
-            .io_stream(Direction::Read, deadline, buf.len(), |mut s| s.read(buf))
+            .io_stream(Direction::Read, deadline, buf.len(), |s| sys::recv(s, buf))
     }
 
     fn read_many(&self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
@@ -377,7 +409,7 @@ impl TcpStream {
     fn write_one(&self, buf: &[u8]) -> io::Result<usize> {
         let deadline = self.src.write_deadline("write");
         self.src
-            .io_stream(Direction::Write, deadline, buf.len(), |mut s| s.write(buf))
+            .io_stream(Direction::Write, deadline, buf.len(), |s| sys::send(s, buf))
     }
 
     fn write_many(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
