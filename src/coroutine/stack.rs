@@ -41,6 +41,7 @@
 //! [`trim_stack_pool`] or when the global pool is full; a region none of
 //! whose slots is out is unmapped.
 
+mod batch;
 mod exhausted;
 mod guard;
 mod overflow;

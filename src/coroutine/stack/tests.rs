@@ -157,6 +157,42 @@ fn stacks_of_one_size_are_carved_side_by_side_from_one_region() {
 }
 
 #[test]
+fn guard_regions_are_installed_ahead_in_growing_batches() {
+    let size = 47 * 4096;
+    let map_len = mapping_len(size).expect("valid size");
+    let stacks: Vec<PooledStack> = (0..9).map(|_| acquire(size).expect("acquire")).collect();
+    let first = stacks[0].raw.header().map_start;
+    for (index, stack) in stacks.iter().enumerate() {
+        let start = stack.raw.header().map_start;
+        assert_eq!(
+            start,
+            first + index * map_len,
+            "a fresh region's slots in order"
+        );
+        assert!(
+            !readable(start) && readable(start + page()),
+            "slot {index}'s guard"
+        );
+    }
+    if guard::stack_guard() != StackGuard::GuardRegion {
+        return; // mprotect guards are made one at a time, when carved
+    }
+    // Carving slot k (k = 0, 1, 2, 4, 8) guards max(k, 1) slots from k on:
+    // after nine, slots 0..16 are guarded, the rest of the region is not.
+    let guarded = if batch::batching() { 16 } else { 9 };
+    for index in 9..guarded {
+        assert!(
+            !readable(first + index * map_len),
+            "slot {index} guarded ahead"
+        );
+    }
+    assert!(
+        readable(first + guarded * map_len),
+        "slot {guarded} not yet guarded"
+    );
+}
+
+#[test]
 fn trimming_discards_the_pages_of_free_stacks_and_unmaps_empty_regions() {
     let _serial = GLOBAL_POOL_TESTS.lock();
     let size = 47 * 4096;
