@@ -59,6 +59,25 @@ fn acquire_gives_at_least_the_size_with_sound_bounds() {
     }
 }
 
+#[test]
+fn the_size_class_remembered_per_thread_is_the_one_of_the_size_asked() {
+    std::thread::spawn(|| {
+        for size in [0, 0, 70_000, 70_000, 1, 70_000, 0] {
+            let stack = acquire(size).expect("acquire");
+            let map_len = mapping_len(size).expect("valid size");
+            assert_eq!(stack.raw.header().map_len, map_len, "size {size}");
+            assert_eq!(LAST_CLASS.get(), (size, map_len));
+        }
+        assert!(
+            acquire(usize::MAX).is_err(),
+            "an invalid size is never taken as the last"
+        );
+        assert_eq!(LAST_CLASS.get().0, 0);
+    })
+    .join()
+    .unwrap();
+}
+
 /// Whether the byte at `address` can be read, asked of the kernel
 /// (`process_vm_readv` on this process fails with EFAULT on a guard page or
 /// an unmapped one, without a signal).
