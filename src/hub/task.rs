@@ -166,7 +166,7 @@ pub(crate) struct Task {
     done: AtomicBool,
     /// The outcome when it is not a value (the value is in the typed slot).
     error: Mutex<Option<JoinError>>,
-    join_waiters: Mutex<Vec<Waker>>,
+    join_waiters: Mutex<JoinWaiters>,
     /// Its `timeout` scopes.
     pub(crate) scopes: Scopes,
 }
@@ -198,7 +198,7 @@ impl Task {
             stack_size,
             done: AtomicBool::new(false),
             error: Mutex::new(None),
-            join_waiters: Mutex::new(Vec::new()),
+            join_waiters: Mutex::new(JoinWaiters::new()),
             scopes: Scopes::default(),
         }
     }
@@ -317,7 +317,7 @@ impl Task {
         };
         self.state.store(FINISHED, Ordering::Relaxed);
         self.shared.registry.remove(self);
-        for w in waiters {
+        for w in waiters.first.into_iter().chain(waiters.rest) {
             w.wake();
         }
     }
@@ -329,14 +329,40 @@ impl Task {
         if self.is_done() {
             return false;
         }
-        if !list.iter().any(|w| w.will_wake(waker)) {
-            list.push(waker.clone());
-        }
+        list.add(waker);
         true
     }
 
     pub(crate) fn take_error(&self) -> Option<JoinError> {
         self.error.lock().take()
+    }
+}
+
+/// The wakers of a task's joiners, each once: the first kept inline, so
+/// that the usual single joiner allocates no list.
+#[derive(Default)]
+struct JoinWaiters {
+    first: Option<Waker>,
+    rest: Vec<Waker>,
+}
+
+impl JoinWaiters {
+    const fn new() -> JoinWaiters {
+        JoinWaiters {
+            first: None,
+            rest: Vec::new(),
+        }
+    }
+
+    /// Add `waker` unless one that wakes the same task is there.
+    fn add(&mut self, waker: &Waker) {
+        let known = |w: &Waker| w.will_wake(waker);
+        match &self.first {
+            None => self.first = Some(waker.clone()),
+            Some(first) if known(first) => {}
+            Some(_) if self.rest.iter().any(known) => {}
+            Some(_) => self.rest.push(waker.clone()),
+        }
     }
 }
 
@@ -505,5 +531,50 @@ impl<T> fmt::Debug for JoinHandle<T> {
         f.debug_struct("JoinHandle")
             .field("task", &*self.task)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::task::{Wake, Waker};
+
+    use super::JoinWaiters;
+
+    #[derive(Default)]
+    struct Count(AtomicUsize);
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn join_waiters_keep_each_waker_once_the_first_inline() {
+        let counts: Vec<Arc<Count>> = (0..3).map(|_| Arc::default()).collect();
+        let wakers: Vec<Waker> = counts.iter().map(|c| Waker::from(Arc::clone(c))).collect();
+        let mut waiters = JoinWaiters::new();
+        waiters.add(&wakers[0]);
+        waiters.add(&wakers[0]);
+        assert!(
+            waiters.first.is_some() && waiters.rest.is_empty(),
+            "one joiner: no list"
+        );
+        for i in [1, 2, 1, 0, 2] {
+            waiters.add(&wakers[i]);
+        }
+        assert_eq!(waiters.rest.len(), 2);
+        let taken = std::mem::take(&mut waiters);
+        for w in taken.first.into_iter().chain(taken.rest) {
+            w.wake();
+        }
+        let woken: Vec<usize> = counts.iter().map(|c| c.0.load(Ordering::Relaxed)).collect();
+        assert_eq!(woken, [1, 1, 1], "each waker woken once");
+        assert!(
+            waiters.first.is_none() && waiters.rest.is_empty(),
+            "taken: empty again"
+        );
     }
 }

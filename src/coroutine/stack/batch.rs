@@ -42,15 +42,7 @@ static CHECKED: Once = Once::new();
 /// `advice` on it is what the caller could do with `madvise` there (for
 /// `MADV_DONTNEED`: nothing uses the memory).
 pub(super) unsafe fn advise(ranges: &[(usize, usize)], advice: libc::c_int) -> usize {
-    if ranges.len() < 2 {
-        return 0;
-    }
-    CHECKED.call_once(|| {
-        if super::valgrind::running() {
-            REFUSED.store(true, Ordering::Relaxed);
-        }
-    });
-    if REFUSED.load(Ordering::Relaxed) {
+    if ranges.len() < 2 || !batching() {
         return 0;
     }
     let mut done = 0;
@@ -98,8 +90,13 @@ pub(super) unsafe fn advise(ranges: &[(usize, usize)], advice: libc::c_int) -> u
 }
 
 /// Whether batches are still tried (the kernel has not refused one, and
-/// the process is not under valgrind).
-#[cfg(test)]
+/// the process is not under valgrind): a caller with ranges to gather
+/// first asks this, so that it gathers none for nothing.
 pub(super) fn batching() -> bool {
+    CHECKED.call_once(|| {
+        if super::valgrind::running() {
+            REFUSED.store(true, Ordering::Relaxed);
+        }
+    });
     !REFUSED.load(Ordering::Relaxed)
 }

@@ -241,7 +241,7 @@ pub(super) fn install_many(
 ) -> Result<usize, (io::Error, StackGuard)> {
     const MOST: usize = 64;
     let count = count.min(MOST);
-    if guard == StackGuard::GuardRegion && count > 1 {
+    if guard == StackGuard::GuardRegion && count > 1 && batch::batching() {
         let page = page_size();
         let mut pages = [(0, 0); MOST];
         for (i, range) in pages.iter_mut().take(count).enumerate() {
