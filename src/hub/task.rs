@@ -1,11 +1,13 @@
 //! A green thread's shared header ([`Task`]: identity, state, wake and
-//! cancel flags, join waiters), its waker, and the typed [`JoinHandle`].
+//! cancel flags, join waiters, its value once it finished), its waker, and
+//! the typed [`JoinHandle`].
 //!
 //! Owns the task's state machine as seen from other threads. Uses the
 //! worker's `push_ready` to route a wake, the registry to deregister a
 //! finished task, and `park` for a join that must wait.
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::panic::Location;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -14,6 +16,7 @@ use std::task::{Wake, Waker};
 use parking_lot::Mutex;
 
 use super::error::JoinError;
+use super::output::Output;
 use super::park::park;
 use super::runtime::Shared;
 use super::time::Scopes;
@@ -167,6 +170,8 @@ pub(crate) struct Task {
     /// The outcome when it is not a value (the value is in the typed slot).
     error: Mutex<Option<JoinError>>,
     join_waiters: Mutex<JoinWaiters>,
+    /// Its value, once its body put it (typed by its `Slot<T>`).
+    output: Mutex<Output>,
     /// Its `timeout` scopes.
     pub(crate) scopes: Scopes,
 }
@@ -199,6 +204,7 @@ impl Task {
             done: AtomicBool::new(false),
             error: Mutex::new(None),
             join_waiters: Mutex::new(JoinWaiters::new()),
+            output: Mutex::new(Output::new()),
             scopes: Scopes::default(),
         }
     }
@@ -385,8 +391,59 @@ impl fmt::Debug for Task {
     }
 }
 
-/// The typed result slot a green thread's closure writes its value into.
-pub(crate) type Slot<T> = Arc<Mutex<Option<T>>>;
+/// The type of a task's value: a token made with the task (by
+/// `spawn::new_task`) that lets its body put a `T` into the task's
+/// [`Output`] and its [`JoinHandle`] take one, and gives the handle `T`'s
+/// auto traits (as the `Arc<Mutex<Option<T>>>` it replaces did).
+pub(crate) struct Slot<T>(PhantomData<Mutex<T>>);
+
+impl<T> Slot<T> {
+    /// The token of a task made just now.
+    pub(crate) fn new() -> Slot<T> {
+        Slot(PhantomData)
+    }
+}
+
+impl<T> Clone for Slot<T> {
+    fn clone(&self) -> Slot<T> {
+        Slot(PhantomData)
+    }
+}
+
+impl<T> Copy for Slot<T> {}
+
+impl Task {
+    /// Put the value of its body (which ran `f` of a `T: Send`).
+    pub(crate) fn put_output<T: Send>(&self, _: Slot<T>, value: T) {
+        // SAFETY: the slot token types every put and take of this task's
+        // output as `T` (it is made with the task, for one `T`).
+        let unwanted = unsafe { self.output.lock().put(value) };
+        drop(unwanted);
+    }
+
+    /// [`put_output`](Self::put_output) for a `spawn_local` task, whose
+    /// value need not be `Send`.
+    pub(crate) fn put_local_output<T>(&self, _: Slot<T>, value: T) {
+        // SAFETY: as in `put_output`; the handle of a `T` that is not `Send`
+        // is not `Send` (its `Slot<T>`), as `put_local` requires.
+        let unwanted = unsafe { self.output.lock().put_local(value) };
+        drop(unwanted);
+    }
+
+    /// Take its value, if it was put and not taken yet.
+    fn take_output<T>(&self, _: Slot<T>) -> Option<T> {
+        // SAFETY: as in `put_output`.
+        unsafe { self.output.lock().take() }
+    }
+
+    /// Its handle goes: a value put already is dropped now (after the
+    /// lock), one put later by its body.
+    fn abandon_output<T>(&self, _: Slot<T>) {
+        // SAFETY: as in `put_output`.
+        let value = unsafe { self.output.lock().abandon::<T>() };
+        drop(value);
+    }
+}
 
 /// Owns the right to wait for a green thread's result (or a blocking call's).
 ///
@@ -406,6 +463,12 @@ pub(crate) type Slot<T> = Arc<Mutex<Option<T>>>;
 pub struct JoinHandle<T> {
     pub(crate) task: Arc<Task>,
     pub(crate) slot: Slot<T>,
+}
+
+impl<T> Drop for JoinHandle<T> {
+    fn drop(&mut self) {
+        self.task.abandon_output(self.slot);
+    }
 }
 
 impl<T> JoinHandle<T> {
@@ -432,7 +495,7 @@ impl<T> JoinHandle<T> {
 
     /// The result of a finished task (call only once it is done).
     pub(crate) fn take_result(&self) -> Result<T, JoinError> {
-        if let Some(v) = self.slot.lock().take() {
+        if let Some(v) = self.task.take_output(self.slot) {
             return Ok(v);
         }
         Err(self
