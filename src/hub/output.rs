@@ -5,13 +5,17 @@
 //!
 //! Owns the storage and the handover between the task's body, which puts
 //! the value, and its [`JoinHandle`](super::JoinHandle), which takes it, or
-//! drops it when the handle goes first. Uses nothing else of the hub; the
+//! drops it when the handle goes first. Uses the coroutine module's
+//! `drop_stored` (a greenlet's closure is erased the same way) and nothing
+//! else; the
 //! task holds one under its lock, and the typed `Slot<T>` token of
 //! `task.rs` guarantees that every put and take of one output use one type.
 
 use std::mem::{self, MaybeUninit};
 use std::ptr;
 use std::thread::{self, ThreadId};
+
+use crate::coroutine::run::drop_stored;
 
 /// Words of value kept in place.
 const WORDS: usize = 2;
@@ -48,13 +52,6 @@ unsafe impl Send for Output {}
 // SAFETY: as for `Send`: shared access is through the task's lock, and the
 // value is only read, taken or dropped under the rules above.
 unsafe impl Sync for Output {}
-
-/// # Safety
-/// `storage` holds an initialized `S`, dropped here.
-unsafe fn drop_stored<S>(storage: *mut Storage) {
-    // SAFETY: guaranteed by the caller.
-    unsafe { ptr::drop_in_place(storage.cast::<S>()) }
-}
 
 impl Output {
     /// Nothing yet, wanted by its handle.
@@ -102,7 +99,7 @@ impl Output {
         let drop: unsafe fn(*mut Storage) = if fits::<T>() {
             // SAFETY: `T` fits the storage's size and alignment (checked).
             unsafe { self.storage.as_mut_ptr().cast::<T>().write(value) };
-            drop_stored::<T>
+            drop_stored::<T, Storage>
         } else {
             const { assert!(fits::<Box<()>>()) };
             // SAFETY: a `Box` of a sized type is one word (asserted above).
@@ -112,7 +109,7 @@ impl Output {
                     .cast::<Box<T>>()
                     .write(Box::new(value))
             };
-            drop_stored::<Box<T>>
+            drop_stored::<Box<T>, Storage>
         };
         self.drop = Some(drop);
         None
