@@ -406,7 +406,7 @@ impl<T> Slot<T> {
 
 impl<T> Clone for Slot<T> {
     fn clone(&self) -> Slot<T> {
-        Slot(PhantomData)
+        *self
     }
 }
 
