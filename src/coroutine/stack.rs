@@ -34,10 +34,11 @@
 //! the stack through the pool.
 //!
 //! # Lifetime of a slot
-//! Carved (guard installed, once per slot) and given a header when no pool
-//! has a stack of its size; then handed out and released to the pool, any
-//! number of times, keeping its touched pages; given back to its region
-//! (header forgotten, pages discarded with `MADV_DONTNEED`) by
+//! Carved (guard installed once per slot, in batches ahead: see `region`)
+//! and given a header when no pool has a stack of its size; then handed out
+//! and released to the pool, any number of times, keeping its touched pages;
+//! given back to its region (header forgotten, pages discarded with
+//! `MADV_DONTNEED`, in batches) by
 //! [`trim_stack_pool`] or when the global pool is full; a region none of
 //! whose slots is out is unmapped.
 
