@@ -99,7 +99,7 @@ mod handle;
 mod lifecycle;
 mod payload;
 mod record;
-mod run;
+pub(crate) mod run;
 mod stack;
 mod switch;
 mod thread_exit;

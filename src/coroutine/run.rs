@@ -1,7 +1,8 @@
 //! [`Run`]: the closure a greenlet runs, stored in its record.
 //!
 //! Owns the in-place/boxed storage of the closure and the vtable that calls
-//! or drops it. Uses only [`Value`] and [`GreenletError`] (the closure's
+//! or drops it (its `drop_stored` also serves the hub's task values,
+//! erased the same way). Uses only [`Value`] and [`GreenletError`] (the closure's
 //! argument and result types); knows nothing of records, threads or
 //! switching.
 
@@ -67,9 +68,12 @@ where
     run(value)
 }
 
+/// Drops the `S` that type-erased storage of type `St` holds (a [`Run`]'s
+/// here; a hub task's value in `hub::output` too).
+///
 /// # Safety
 /// `storage` holds an initialized `S`, dropped here.
-unsafe fn drop_stored<S>(storage: *mut RunStorage) {
+pub(crate) unsafe fn drop_stored<S, St>(storage: *mut St) {
     // SAFETY: guaranteed by the caller.
     unsafe { ptr::drop_in_place(storage.cast::<S>()) }
 }
@@ -95,7 +99,7 @@ impl Run {
             const {
                 &RunVtable {
                     call: call_stored::<F>,
-                    drop: drop_stored::<F>,
+                    drop: drop_stored::<F, RunStorage>,
                 }
             }
         } else {
@@ -105,7 +109,7 @@ impl Run {
             const {
                 &RunVtable {
                     call: call_boxed::<F>,
-                    drop: drop_stored::<Box<F>>,
+                    drop: drop_stored::<Box<F>, RunStorage>,
                 }
             }
         };

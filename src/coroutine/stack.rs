@@ -34,13 +34,15 @@
 //! the stack through the pool.
 //!
 //! # Lifetime of a slot
-//! Carved (guard installed, once per slot) and given a header when no pool
-//! has a stack of its size; then handed out and released to the pool, any
-//! number of times, keeping its touched pages; given back to its region
-//! (header forgotten, pages discarded with `MADV_DONTNEED`) by
+//! Carved (guard installed once per slot, in batches ahead: see `region`)
+//! and given a header when no pool has a stack of its size; then handed out
+//! and released to the pool, any number of times, keeping its touched pages;
+//! given back to its region (header forgotten, pages discarded with
+//! `MADV_DONTNEED`, in batches) by
 //! [`trim_stack_pool`] or when the global pool is full; a region none of
 //! whose slots is out is unmapped.
 
+mod batch;
 mod exhausted;
 mod guard;
 mod overflow;
@@ -636,6 +638,28 @@ thread_local! {
     /// (counted in its `pooled`); only set while `COUNTS` is not null, and
     /// moved into the cache's lists when the cache is dropped or trimmed.
     static HOT: Cell<*mut Header> = const { Cell::new(ptr::null_mut()) };
+    /// The last size this thread asked [`acquire`] for and its mapping
+    /// length (`(0, 0)` before the first): greenlets of a thread mostly ask
+    /// for one size, whose class is then not worked out again.
+    static LAST_CLASS: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+}
+
+/// [`mapping_len`] of `size`, remembered for the thread's next call with
+/// the same size.
+#[inline]
+fn size_class(size: usize) -> io::Result<usize> {
+    match LAST_CLASS.get() {
+        (asked, map_len) if asked == size && map_len != 0 => Ok(map_len),
+        _ => size_class_cold(size),
+    }
+}
+
+/// [`size_class`] for a size other than the last one.
+#[inline(never)]
+fn size_class_cold(size: usize) -> io::Result<usize> {
+    let map_len = mapping_len(size)?;
+    LAST_CLASS.set((size, map_len));
+    Ok(map_len)
 }
 
 /// The counters of this thread's cache, if it exists.
@@ -865,7 +889,7 @@ fn map_noreserve(len: usize) -> io::Result<usize> {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn acquire(size: usize) -> io::Result<PooledStack> {
-    let map_len = mapping_len(size)?;
+    let map_len = size_class(size)?;
     if let Some(raw) = take_hot(map_len) {
         return Ok(PooledStack { raw });
     }

@@ -202,7 +202,7 @@ impl Handle {
         let (task, slot) = new_task(shared, Some("blocking".into()), None, site, shard);
         let job = Unstarted::new(
             Arc::clone(&task),
-            Box::new(body(Arc::clone(&task), Arc::clone(&slot), f)),
+            Box::new(body(Arc::clone(&task), slot, f)),
         );
         shared.blocking.submit(shared, job);
         JoinHandle { task, slot }

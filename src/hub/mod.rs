@@ -103,6 +103,7 @@ mod error;
 mod future;
 mod group;
 pub mod net;
+mod output;
 mod park;
 mod pending;
 mod registry;

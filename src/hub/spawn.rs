@@ -10,8 +10,6 @@ use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-
 use super::error::{HubError, JoinError};
 use super::park::CancelUnwind;
 use super::runtime::{Handle, Shared};
@@ -161,13 +159,13 @@ impl TaskBuilder {
         let site = Location::caller();
         let w = worker::current().ok_or(HubError::NotOnWorker)?;
         let (task, slot) = new_task(&w.shared, self.name, self.stack_size, site, w.index);
-        let body = Box::new(body(Arc::clone(&task), Arc::clone(&slot), f));
+        let body = Box::new(local_body(Arc::clone(&task), slot, f));
         w.push_local(Arc::clone(&task), body);
         Ok(JoinHandle { task, slot })
     }
 }
 
-/// A registered task and its empty result slot.
+/// A registered task and the token of its value's type.
 pub(crate) fn new_task<T>(
     shared: &Arc<Shared>,
     name: Option<String>,
@@ -183,7 +181,7 @@ pub(crate) fn new_task<T>(
         shard,
     ));
     shared.registry.insert(&task);
-    (task, Arc::new(Mutex::new(None)))
+    (task, Slot::new())
 }
 
 /// The closure a green thread (or blocking call) runs: `f`, with its panic
@@ -191,21 +189,36 @@ pub(crate) fn new_task<T>(
 pub(crate) fn body<F, T>(task: Arc<Task>, slot: Slot<T>, f: F) -> impl FnOnce()
 where
     F: FnOnce() -> T,
+    T: Send,
 {
-    move || {
-        let outcome = catch_unwind(AssertUnwindSafe(f));
-        match outcome {
-            Ok(v) => {
-                *slot.lock() = Some(v);
-                task.finish(None);
-            }
-            Err(payload) => {
-                let err = join_error(&task, &*payload);
-                drop(payload);
-                task.finish(Some(err));
-            }
+    move || match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(v) => {
+            task.put_output(slot, v);
+            task.finish(None);
         }
+        Err(payload) => fail(&task, payload),
     }
+}
+
+/// [`body`] for a `spawn_local` task, whose value need not be `Send`.
+fn local_body<F, T>(task: Arc<Task>, slot: Slot<T>, f: F) -> impl FnOnce()
+where
+    F: FnOnce() -> T,
+{
+    move || match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(v) => {
+            task.put_local_output(slot, v);
+            task.finish(None);
+        }
+        Err(payload) => fail(&task, payload),
+    }
+}
+
+/// The body panicked or was cancelled: that is its outcome.
+fn fail(task: &Task, payload: Box<dyn Any + Send>) {
+    let err = join_error(task, &*payload);
+    drop(payload);
+    task.finish(Some(err));
 }
 
 fn join_error(task: &Task, payload: &(dyn Any + Send)) -> JoinError {
@@ -245,7 +258,7 @@ impl Handle {
         let (task, slot) = new_task(shared, name, stack_size, site, shard);
         let u = Unstarted::new(
             Arc::clone(&task),
-            Box::new(body(Arc::clone(&task), Arc::clone(&slot), f)),
+            Box::new(body(Arc::clone(&task), slot, f)),
         );
         if shared.is_shutting_down() {
             drop(u);

@@ -1,11 +1,13 @@
 //! A green thread's shared header ([`Task`]: identity, state, wake and
-//! cancel flags, join waiters), its waker, and the typed [`JoinHandle`].
+//! cancel flags, join waiters, its value once it finished), its waker, and
+//! the typed [`JoinHandle`].
 //!
 //! Owns the task's state machine as seen from other threads. Uses the
 //! worker's `push_ready` to route a wake, the registry to deregister a
 //! finished task, and `park` for a join that must wait.
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::panic::Location;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -14,6 +16,7 @@ use std::task::{Wake, Waker};
 use parking_lot::Mutex;
 
 use super::error::JoinError;
+use super::output::Output;
 use super::park::park;
 use super::runtime::Shared;
 use super::time::Scopes;
@@ -166,7 +169,9 @@ pub(crate) struct Task {
     done: AtomicBool,
     /// The outcome when it is not a value (the value is in the typed slot).
     error: Mutex<Option<JoinError>>,
-    join_waiters: Mutex<Vec<Waker>>,
+    join_waiters: Mutex<JoinWaiters>,
+    /// Its value, once its body put it (typed by its `Slot<T>`).
+    output: Mutex<Output>,
     /// Its `timeout` scopes.
     pub(crate) scopes: Scopes,
 }
@@ -198,7 +203,8 @@ impl Task {
             stack_size,
             done: AtomicBool::new(false),
             error: Mutex::new(None),
-            join_waiters: Mutex::new(Vec::new()),
+            join_waiters: Mutex::new(JoinWaiters::new()),
+            output: Mutex::new(Output::new()),
             scopes: Scopes::default(),
         }
     }
@@ -317,7 +323,7 @@ impl Task {
         };
         self.state.store(FINISHED, Ordering::Relaxed);
         self.shared.registry.remove(self);
-        for w in waiters {
+        for w in waiters.first.into_iter().chain(waiters.rest) {
             w.wake();
         }
     }
@@ -329,14 +335,40 @@ impl Task {
         if self.is_done() {
             return false;
         }
-        if !list.iter().any(|w| w.will_wake(waker)) {
-            list.push(waker.clone());
-        }
+        list.add(waker);
         true
     }
 
     pub(crate) fn take_error(&self) -> Option<JoinError> {
         self.error.lock().take()
+    }
+}
+
+/// The wakers of a task's joiners, each once: the first kept inline, so
+/// that the usual single joiner allocates no list.
+#[derive(Default)]
+struct JoinWaiters {
+    first: Option<Waker>,
+    rest: Vec<Waker>,
+}
+
+impl JoinWaiters {
+    const fn new() -> JoinWaiters {
+        JoinWaiters {
+            first: None,
+            rest: Vec::new(),
+        }
+    }
+
+    /// Add `waker` unless one that wakes the same task is there.
+    fn add(&mut self, waker: &Waker) {
+        let known = |w: &Waker| w.will_wake(waker);
+        match &self.first {
+            None => self.first = Some(waker.clone()),
+            Some(first) if known(first) => {}
+            Some(_) if self.rest.iter().any(known) => {}
+            Some(_) => self.rest.push(waker.clone()),
+        }
     }
 }
 
@@ -359,8 +391,59 @@ impl fmt::Debug for Task {
     }
 }
 
-/// The typed result slot a green thread's closure writes its value into.
-pub(crate) type Slot<T> = Arc<Mutex<Option<T>>>;
+/// The type of a task's value: a token made with the task (by
+/// `spawn::new_task`) that lets its body put a `T` into the task's
+/// [`Output`] and its [`JoinHandle`] take one, and gives the handle `T`'s
+/// auto traits (as the `Arc<Mutex<Option<T>>>` it replaces did).
+pub(crate) struct Slot<T>(PhantomData<Mutex<T>>);
+
+impl<T> Slot<T> {
+    /// The token of a task made just now.
+    pub(crate) fn new() -> Slot<T> {
+        Slot(PhantomData)
+    }
+}
+
+impl<T> Clone for Slot<T> {
+    fn clone(&self) -> Slot<T> {
+        *self
+    }
+}
+
+impl<T> Copy for Slot<T> {}
+
+impl Task {
+    /// Put the value of its body (which ran `f` of a `T: Send`).
+    pub(crate) fn put_output<T: Send>(&self, _: Slot<T>, value: T) {
+        // SAFETY: the slot token types every put and take of this task's
+        // output as `T` (it is made with the task, for one `T`).
+        let unwanted = unsafe { self.output.lock().put(value) };
+        drop(unwanted);
+    }
+
+    /// [`put_output`](Self::put_output) for a `spawn_local` task, whose
+    /// value need not be `Send`.
+    pub(crate) fn put_local_output<T>(&self, _: Slot<T>, value: T) {
+        // SAFETY: as in `put_output`; the handle of a `T` that is not `Send`
+        // is not `Send` (its `Slot<T>`), as `put_local` requires.
+        let unwanted = unsafe { self.output.lock().put_local(value) };
+        drop(unwanted);
+    }
+
+    /// Take its value, if it was put and not taken yet.
+    fn take_output<T>(&self, _: Slot<T>) -> Option<T> {
+        // SAFETY: as in `put_output`.
+        unsafe { self.output.lock().take() }
+    }
+
+    /// Its handle goes: a value put already is dropped now (after the
+    /// lock), one put later by its body.
+    fn abandon_output<T>(&self, _: Slot<T>) {
+        // SAFETY: as in `put_output`.
+        let value = unsafe { self.output.lock().abandon::<T>() };
+        drop(value);
+    }
+}
 
 /// Owns the right to wait for a green thread's result (or a blocking call's).
 ///
@@ -380,6 +463,12 @@ pub(crate) type Slot<T> = Arc<Mutex<Option<T>>>;
 pub struct JoinHandle<T> {
     pub(crate) task: Arc<Task>,
     pub(crate) slot: Slot<T>,
+}
+
+impl<T> Drop for JoinHandle<T> {
+    fn drop(&mut self) {
+        self.task.abandon_output(self.slot);
+    }
 }
 
 impl<T> JoinHandle<T> {
@@ -406,7 +495,7 @@ impl<T> JoinHandle<T> {
 
     /// The result of a finished task (call only once it is done).
     pub(crate) fn take_result(&self) -> Result<T, JoinError> {
-        if let Some(v) = self.slot.lock().take() {
+        if let Some(v) = self.task.take_output(self.slot) {
             return Ok(v);
         }
         Err(self
@@ -505,5 +594,50 @@ impl<T> fmt::Debug for JoinHandle<T> {
         f.debug_struct("JoinHandle")
             .field("task", &*self.task)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::task::{Wake, Waker};
+
+    use super::JoinWaiters;
+
+    #[derive(Default)]
+    struct Count(AtomicUsize);
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn join_waiters_keep_each_waker_once_the_first_inline() {
+        let counts: Vec<Arc<Count>> = (0..3).map(|_| Arc::default()).collect();
+        let wakers: Vec<Waker> = counts.iter().map(|c| Waker::from(Arc::clone(c))).collect();
+        let mut waiters = JoinWaiters::new();
+        waiters.add(&wakers[0]);
+        waiters.add(&wakers[0]);
+        assert!(
+            waiters.first.is_some() && waiters.rest.is_empty(),
+            "one joiner: no list"
+        );
+        for i in [1, 2, 1, 0, 2] {
+            waiters.add(&wakers[i]);
+        }
+        assert_eq!(waiters.rest.len(), 2);
+        let taken = std::mem::take(&mut waiters);
+        for w in taken.first.into_iter().chain(taken.rest) {
+            w.wake();
+        }
+        let woken: Vec<usize> = counts.iter().map(|c| c.0.load(Ordering::Relaxed)).collect();
+        assert_eq!(woken, [1, 1, 1], "each waker woken once");
+        assert!(
+            waiters.first.is_none() && waiters.rest.is_empty(),
+            "taken: empty again"
+        );
     }
 }

@@ -5,8 +5,9 @@
 //! otherwise the best the kernel offers, probed once) and the installation
 //! of one guard page.
 //!
-//! Uses: `libc` (madvise, mprotect, munmap), the parent's `map_noreserve` and the crate's
-//! diagnostics (a `GREENLET_STACK_GUARD` value it does not know).
+//! Uses: `libc` (madvise, mprotect, munmap), the parent's `map_noreserve`,
+//! the batched advice of [`super::batch`] and the crate's diagnostics (a
+//! `GREENLET_STACK_GUARD` value it does not know).
 //!
 //! Both strategies make the same page fault on any access, so a stack
 //! overflow is caught the same way; they differ in what the kernel pays.
@@ -21,7 +22,7 @@ use std::io;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Once;
 
-use super::{map_noreserve, page_size};
+use super::{batch, map_noreserve, page_size};
 
 /// `MADV_GUARD_INSTALL` (Linux 6.13, `include/uapi/asm-generic/mman-common.h`);
 /// `libc` does not name it yet.
@@ -222,4 +223,36 @@ pub(super) fn install(guard: StackGuard, page_start: usize) -> Result<(), (io::E
     } else {
         Err((io::Error::last_os_error(), StackGuard::Mprotect))
     }
+}
+
+/// Makes the first page of each of up to `count` slots of `slot_len` bytes
+/// from `first` on (as [`install`] wants them) a guard page with `guard`:
+/// guard regions in one batched call where the kernel allows it, else the
+/// first slot's alone. Returns how many slots, from the first, got their
+/// guard (at least one).
+///
+/// # Errors
+/// As [`install`], for the first slot.
+pub(super) fn install_many(
+    guard: StackGuard,
+    first: usize,
+    slot_len: usize,
+    count: usize,
+) -> Result<usize, (io::Error, StackGuard)> {
+    const MOST: usize = 64;
+    let count = count.min(MOST);
+    if guard == StackGuard::GuardRegion && count > 1 && batch::batching() {
+        let page = page_size();
+        let mut pages = [(0, 0); MOST];
+        for (i, range) in pages.iter_mut().take(count).enumerate() {
+            *range = (first + i * slot_len, page);
+        }
+        // SAFETY: the first pages of the caller's slots, which hold nothing
+        // (as `install` requires): guarding them affects nothing else.
+        let done = unsafe { batch::advise(&pages[..count], MADV_GUARD_INSTALL) };
+        if done > 0 {
+            return Ok(done);
+        }
+    }
+    install(guard, first).map(|()| 1)
 }

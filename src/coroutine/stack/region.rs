@@ -7,8 +7,9 @@
 //! none of its slots is out.
 //!
 //! Uses: `libc` (madvise, munmap), `slab`, `parking_lot`, and from the
-//! parent module `map_noreserve`, the guard strategies ([`super::guard`]) and
-//! the error messages ([`super::exhausted`]). It knows nothing of stack
+//! parent module `map_noreserve`, the guard strategies ([`super::guard`]),
+//! the batched advice ([`super::batch`]) and the error messages
+//! ([`super::exhausted`]). It knows nothing of stack
 //! headers: the parent writes a slot's header when it gets the slot and
 //! gives the slot back once it has forgotten it.
 //!
@@ -18,9 +19,15 @@
 //! | guard | stack 0 ... header | guard | stack 1 ... header | ... | not carved |
 //! ^ start   slot_len bytes per slot                                          ^ start + len
 //! ```
-//! A region holds `slots` slots of `slot_len` bytes. Slots below `carved`
-//! have their guard page; the rest are untouched address space. A free slot
-//! (carved, back from the pool) keeps its guard and has no pages. Regions of
+//! A region holds `slots` slots of `slot_len` bytes. Slots below `guarded`
+//! have their guard page, slots below `carved` (never above `guarded`) have
+//! been handed out at least once; the rest are untouched address space. A
+//! free slot (carved, back from the pool) keeps its guard and has no pages.
+//! Guard regions are installed ahead, for as many slots as the region has
+//! carved (at least one, at most 64) in one batched call, so that a burst
+//! of new stacks pays one system call per batch rather than one per stack;
+//! `mprotect` guards, which cost kernel mappings, are made one at a time.
+//! Pages of returned slots are discarded in batches too. Regions of
 //! a size class grow geometrically: the first holds 32 slots, each next one
 //! as many as the class has already, up to 1 GiB per region, so a million
 //! stacks of the default size take about 260 regions (fewer lines in
@@ -33,7 +40,7 @@ use slab::Slab;
 
 use super::exhausted::{self, Step};
 use super::guard::{self, StackGuard};
-use super::map_noreserve;
+use super::{batch, map_noreserve};
 
 /// Slots in the first region of a size class.
 pub(super) const FIRST_REGION_SLOTS: usize = 32;
@@ -56,7 +63,9 @@ struct Region {
     start: usize,
     slot_len: usize,
     slots: usize,
-    /// Slots `0..carved` have their guard page.
+    /// Slots `0..guarded` have their guard page.
+    guarded: usize,
+    /// Slots `0..carved` have been handed out (`carved <= guarded`).
     carved: usize,
     /// Carved slots that are not out, by index.
     free: Vec<u32>,
@@ -151,13 +160,29 @@ fn carve_locked(slot_len: usize, guard: StackGuard) -> Result<Slot, Failed> {
         region.start + index as usize * slot_len
     } else {
         let start = region.start + region.carved * slot_len;
-        if let Err((error, guard)) = guard::install(guard, start) {
-            if region.out == 0 {
-                let (start, len) = regions.remove(key);
-                drop(regions);
-                unmap(start, len);
+        if region.carved == region.guarded {
+            // Guard regions ahead, as many as were carved (a region that
+            // is used a little pays little); mprotect pages one by one.
+            let ahead = match guard {
+                StackGuard::GuardRegion => region.carved.max(1),
+                StackGuard::Mprotect => 1,
+            };
+            match guard::install_many(
+                guard,
+                start,
+                slot_len,
+                ahead.min(region.slots - region.carved),
+            ) {
+                Ok(installed) => region.guarded += installed,
+                Err((error, guard)) => {
+                    if region.out == 0 {
+                        let (start, len) = regions.remove(key);
+                        drop(regions);
+                        unmap(start, len);
+                    }
+                    return Err(Failed(error, Step::Guard(guard)));
+                }
             }
-            return Err(Failed(error, Step::Guard(guard)));
         }
         region.carved += 1;
         start
@@ -193,6 +218,7 @@ fn reserve(regions: &mut Regions, slot_len: usize) -> Result<usize, Failed> {
         start,
         slot_len,
         slots,
+        guarded: 0,
         carved: 0,
         free: Vec::new(),
         out: 0,
@@ -209,21 +235,20 @@ fn reserve(regions: &mut Regions, slot_len: usize) -> Result<usize, Failed> {
 /// slots is out any more. Empties `slots`.
 pub(super) fn give_back(slots: &mut Vec<Slot>) {
     slots.sort_unstable_by_key(|slot| slot.start);
-    // Adjacent slots of one region are discarded in one call: guard regions
-    // survive MADV_DONTNEED and PROT_NONE pages have nothing to discard.
-    let mut run: Option<(usize, usize)> = None;
+    // Adjacent slots of one region are one range, and the ranges are
+    // discarded in batches: guard regions survive MADV_DONTNEED and
+    // PROT_NONE pages have nothing to discard.
+    let mut runs: Vec<(usize, usize)> = Vec::with_capacity(slots.len());
     for slot in slots.iter() {
-        run = match run {
-            Some((first, end)) if end == slot.start => Some((first, end + slot.len)),
-            Some((first, end)) => {
-                discard(first, end);
-                Some((slot.start, slot.start + slot.len))
-            }
-            None => Some((slot.start, slot.start + slot.len)),
-        };
+        match runs.last_mut() {
+            Some((first, len)) if *first + *len == slot.start => *len += slot.len,
+            _ => runs.push((slot.start, slot.len)),
+        }
     }
-    if let Some((first, end)) = run {
-        discard(first, end);
+    // SAFETY: the ranges are whole slots handed back, which nothing uses.
+    let batched = unsafe { batch::advise(&runs, libc::MADV_DONTNEED) };
+    for &(start, len) in &runs[batched..] {
+        discard(start, len);
     }
     let mut empty = Vec::new();
     {
@@ -251,13 +276,12 @@ pub(super) fn count() -> usize {
     REGIONS.lock().all.len()
 }
 
-/// Gives the pages of `[start, end)` (inside a region, unused) back to the
-/// kernel; they read as zero when touched again.
-fn discard(start: usize, end: usize) {
+/// Gives the pages of the `len` bytes at `start` (inside a region, unused)
+/// back to the kernel; they read as zero when touched again.
+fn discard(start: usize, len: usize) {
     // SAFETY: the range covers slots that were handed back and that nothing
     // uses; discarding their pages affects nothing else.
-    let result =
-        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
+    let result = unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_DONTNEED) };
     debug_assert_eq!(result, 0, "MADV_DONTNEED of free greenlet stacks failed");
 }
 

@@ -59,6 +59,25 @@ fn acquire_gives_at_least_the_size_with_sound_bounds() {
     }
 }
 
+#[test]
+fn the_size_class_remembered_per_thread_is_the_one_of_the_size_asked() {
+    std::thread::spawn(|| {
+        for size in [0, 0, 70_000, 70_000, 1, 70_000, 0] {
+            let stack = acquire(size).expect("acquire");
+            let map_len = mapping_len(size).expect("valid size");
+            assert_eq!(stack.raw.header().map_len, map_len, "size {size}");
+            assert_eq!(LAST_CLASS.get(), (size, map_len));
+        }
+        assert!(
+            acquire(usize::MAX).is_err(),
+            "an invalid size is never taken as the last"
+        );
+        assert_eq!(LAST_CLASS.get().0, 0);
+    })
+    .join()
+    .unwrap();
+}
+
 /// Whether the byte at `address` can be read, asked of the kernel
 /// (`process_vm_readv` on this process fails with EFAULT on a guard page or
 /// an unmapped one, without a signal).
@@ -154,6 +173,42 @@ fn stacks_of_one_size_are_carved_side_by_side_from_one_region() {
             stacks.len()
         );
     }
+}
+
+#[test]
+fn guard_regions_are_installed_ahead_in_growing_batches() {
+    let size = 47 * 4096;
+    let map_len = mapping_len(size).expect("valid size");
+    let stacks: Vec<PooledStack> = (0..9).map(|_| acquire(size).expect("acquire")).collect();
+    let first = stacks[0].raw.header().map_start;
+    for (index, stack) in stacks.iter().enumerate() {
+        let start = stack.raw.header().map_start;
+        assert_eq!(
+            start,
+            first + index * map_len,
+            "a fresh region's slots in order"
+        );
+        assert!(
+            !readable(start) && readable(start + page()),
+            "slot {index}'s guard"
+        );
+    }
+    if guard::stack_guard() != StackGuard::GuardRegion {
+        return; // mprotect guards are made one at a time, when carved
+    }
+    // Carving slot k (k = 0, 1, 2, 4, 8) guards max(k, 1) slots from k on:
+    // after nine, slots 0..16 are guarded, the rest of the region is not.
+    let guarded = if batch::batching() { 16 } else { 9 };
+    for index in 9..guarded {
+        assert!(
+            !readable(first + index * map_len),
+            "slot {index} guarded ahead"
+        );
+    }
+    assert!(
+        readable(first + guarded * map_len),
+        "slot {guarded} not yet guarded"
+    );
 }
 
 #[test]

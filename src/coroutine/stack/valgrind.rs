@@ -1,7 +1,8 @@
 //! Valgrind client requests that tell valgrind where greenlet stacks live.
 //!
-//! Owns: the two requests this crate needs, `STACK_REGISTER` and
-//! `STACK_DEREGISTER`. Without them valgrind sees the stack pointer jump into
+//! Owns: the requests this crate needs, `STACK_REGISTER` and
+//! `STACK_DEREGISTER`, and `RUNNING_ON_VALGRIND` (valgrind does not know
+//! every system call the pool may use: see [`super::batch`]). Without them valgrind sees the stack pointer jump into
 //! an unknown mapping on every switch, prints "client switching stacks?" and
 //! loses track of which memory is stack.
 //!
@@ -16,6 +17,8 @@
 const STACK_REGISTER: usize = 0x1501;
 /// Request code of `VALGRIND_STACK_DEREGISTER` (valgrind.h).
 const STACK_DEREGISTER: usize = 0x1502;
+/// Request code of `RUNNING_ON_VALGRIND` (valgrind.h).
+const RUNNING_ON_VALGRIND: usize = 0x1001;
 
 /// Issues one client request and returns valgrind's answer, or `default`
 /// when not running under valgrind.
@@ -65,6 +68,11 @@ pub(super) fn deregister(id: usize) {
     client_request(0, STACK_DEREGISTER, id, 0);
 }
 
+/// Whether the process runs under valgrind.
+pub(super) fn running() -> bool {
+    client_request(0, RUNNING_ON_VALGRIND, 0, 0) != 0
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -74,5 +82,6 @@ mod tests {
         // (Valgrind answers an unknown request with the default as well.)
         assert_eq!(super::client_request(7, 0x1234, 1, 2), 7);
         assert_eq!(super::client_request(usize::MAX, 0x4321, 0, 0), usize::MAX);
+        assert!(!super::running());
     }
 }
