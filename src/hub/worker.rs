@@ -27,6 +27,8 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::mem::ManuallyDrop;
+use std::ptr;
 use std::rc::Rc;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -36,6 +38,7 @@ use crossbeam_deque::{Steal, Stealer};
 use parking_lot::Mutex;
 use slab::Slab;
 
+use crate::coroutine::direct::{self, Resumed};
 use crate::coroutine::{getcurrent, Greenlet, GreenletError, Value};
 use crate::diag::diag_warn;
 
@@ -170,8 +173,9 @@ pub(crate) struct Worker {
     local_new: RefCell<VecDeque<LocalUnstarted>>,
     deque: crossbeam_deque::Worker<Unstarted>,
     pub(crate) timers: RefCell<Timers>,
-    /// The green thread running now.
-    current: RefCell<Option<Arc<Task>>>,
+    /// The green thread running now (`Arc::as_ptr` of it), or null. Its
+    /// entry in `live` keeps it alive while it runs.
+    current: Cell<*const Task>,
     /// Started green threads, with the only greenlet handles.
     live: RefCell<Slab<(Arc<Task>, Greenlet)>>,
     poll: RefCell<mio::Poll>,
@@ -181,6 +185,10 @@ pub(crate) struct Worker {
 
 thread_local! {
     static WORKER: RefCell<Option<Rc<Worker>>> = const { RefCell::new(None) };
+    /// `Rc::as_ptr` of `WORKER`'s worker while its loop and teardown run
+    /// (the only time green threads run on it), else null. No destructor,
+    /// so a park reads it in one load.
+    static RUNNING: Cell<*const Worker> = const { Cell::new(ptr::null()) };
 }
 
 /// This thread's worker, if it is one.
@@ -192,8 +200,31 @@ pub(crate) fn current() -> Option<Rc<Worker>> {
 /// on a worker's hub outside any green thread).
 pub(crate) fn current_task() -> Option<(Rc<Worker>, Arc<Task>)> {
     let w = current()?;
-    let t = w.current.borrow().clone()?;
+    let t = with_current_task(|_, t| Arc::clone(t))?;
     Some((w, t))
+}
+
+/// Run `f` with the calling green thread's worker and task, borrowed (no
+/// reference count changes); `None` on a plain thread and on a worker's
+/// hub outside any green thread. `f` may park.
+#[inline]
+pub(crate) fn with_current_task<R>(f: impl FnOnce(&Worker, &Arc<Task>) -> R) -> Option<R> {
+    let w = RUNNING.with(Cell::get);
+    if w.is_null() {
+        return None;
+    }
+    // SAFETY: `RUNNING` is set by `main` to the worker its `Rc` (and
+    // `WORKER`) keep alive until after it is cleared, on this thread.
+    let w = unsafe { &*w };
+    let t = w.current.get();
+    if t.is_null() {
+        return None;
+    }
+    // SAFETY: `t` is `Arc::as_ptr` of the running task, whose `live` entry
+    // holds a reference until its greenlet is dead, so after this call
+    // (which runs on that greenlet) returns. Never dropped: no count change.
+    let task = ManuallyDrop::new(unsafe { Arc::from_raw(t) });
+    Some(f(w, &task))
 }
 
 /// Put a woken task on the ready queue of worker `owner`: directly when
@@ -228,15 +259,17 @@ pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
         local_new: RefCell::new(VecDeque::new()),
         deque: seed.deque,
         timers: RefCell::new(Timers::default()),
-        current: RefCell::new(None),
+        current: Cell::new(ptr::null()),
         live: RefCell::new(Slab::new()),
         poll: RefCell::new(seed.poll),
         events: RefCell::new(mio::Events::with_capacity(256)),
         cancelled_all: Cell::new(false),
     });
     WORKER.with(|c| *c.borrow_mut() = Some(Rc::clone(&w)));
+    RUNNING.with(|r| r.set(Rc::as_ptr(&w)));
     w.run();
     w.teardown();
+    RUNNING.with(|r| r.set(ptr::null()));
     WORKER.with(|c| c.borrow_mut().take());
 }
 
@@ -499,18 +532,30 @@ impl Worker {
         let tick = remote.tick.load(Ordering::Relaxed);
         remote.tick.store(tick.wrapping_add(1), Ordering::Relaxed);
         let cancel = task.take_cancel();
-        *self.current.borrow_mut() = Some(task);
-        let result = if cancel {
-            g.throw(GreenletError::exit())
+        self.current.set(Arc::as_ptr(&task));
+        let resumed = if cancel {
+            Resumed::Full(g.throw(GreenletError::exit()))
         } else {
-            g.switch(())
+            direct::resume(g)
         };
-        let dead = g.is_dead();
-        drop(live);
+        self.current.set(ptr::null());
         remote.running.store(0, Ordering::Relaxed);
-        let Some(task) = self.current.borrow_mut().take() else {
-            return;
-        };
+        if let Resumed::Full(result) = resumed {
+            let dead = g.is_dead();
+            drop(live);
+            self.after_full_switch(&task, key, result, dead);
+        }
+    }
+
+    /// A resume came back through the full protocol: record how the task
+    /// ended if it did (`dead`), and drop its greenlet then.
+    fn after_full_switch(
+        &self,
+        task: &Arc<Task>,
+        key: usize,
+        result: Result<Value, GreenletError>,
+        dead: bool,
+    ) {
         if let Err(e) = result {
             match e {
                 GreenletError::StackAllocation { size, source, .. } => {
@@ -593,9 +638,9 @@ impl Worker {
             if g.is_dead() {
                 continue;
             }
-            *self.current.borrow_mut() = Some(Arc::clone(task));
+            self.current.set(Arc::as_ptr(task));
             let result = g.kill();
-            *self.current.borrow_mut() = None;
+            self.current.set(ptr::null());
             if let Err(e) = result {
                 diag_warn!(
                     "hub worker {}: green thread '{}' (id {}, spawned at {}) refused to die at \
