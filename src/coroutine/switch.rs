@@ -356,9 +356,13 @@ unsafe fn resume(ts: *mut ThreadState, next: *const Record) -> usize {
         let Some(co) = (*local).co.as_mut() else {
             return (*ts).main_ptr as usize;
         };
+        // Marked for the overflow handler; left marked after the coroutine
+        // suspends (one thread-local store fewer per switch): the handler
+        // only reports faults inside the marked stack's guard, which code
+        // on other stacks cannot touch, and a stack unmarks itself when it
+        // is dropped, so a mark never outlives its mapping.
         stack::running((*local).stack.as_ref());
         let result = co.resume(0);
-        stack::running(None);
         match result {
             CoroutineResult::Yield(word) => word,
             CoroutineResult::Return(word) => {
