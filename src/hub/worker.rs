@@ -343,7 +343,7 @@ impl Worker {
             burst = 0;
             let next = self.ready.borrow_mut().pop_front();
             if let Some(task) = next {
-                self.resume(task);
+                self.resume_on(remote, task);
                 continue;
             }
             if shutting_down {
@@ -532,6 +532,11 @@ impl Worker {
 
     /// Switch into a started task until it parks or ends.
     fn resume(&self, task: Arc<Task>) {
+        self.resume_on(self.remote(), task);
+    }
+
+    /// [`resume`](Self::resume), with this worker's `remote` at hand.
+    fn resume_on(&self, remote: &Remote, task: Arc<Task>) {
         task.take_scheduled();
         if task.is_done() {
             return;
@@ -548,7 +553,6 @@ impl Worker {
         let seq = task.park_seq.load(Ordering::Relaxed);
         task.park_seq.store(seq.wrapping_add(1), Ordering::Relaxed);
         task.set_running();
-        let remote = self.remote();
         remote.running.store(task.id, Ordering::Relaxed);
         let tick = remote.tick.load(Ordering::Relaxed);
         remote.tick.store(tick.wrapping_add(1), Ordering::Relaxed);
