@@ -222,8 +222,9 @@ pub(crate) fn with_current_task<R>(f: impl FnOnce(&Worker, &Arc<Task>) -> R) -> 
     if w.is_null() {
         return None;
     }
-    // SAFETY: `RUNNING` is set by `main` to the worker its `Rc` (and
-    // `WORKER`) keep alive until after it is cleared, on this thread.
+    // SAFETY: `RUNNING` is set by `main` (through `MarkRunning`) to the
+    // worker its `Rc` keeps alive until after it is cleared, on this thread,
+    // also when the loop unwinds.
     let w = unsafe { &*w };
     let t = w.current.get();
     if t.is_null() {
@@ -258,6 +259,24 @@ pub(crate) fn push_ready(task: Arc<Task>, owner: usize) {
     }
 }
 
+/// Keeps `RUNNING` pointing at a worker while it lives, and clears it when
+/// dropped, also when the loop unwinds: made after the worker's `Rc` in
+/// `main`, so dropped before it.
+struct MarkRunning;
+
+impl MarkRunning {
+    fn new(w: &Rc<Worker>) -> MarkRunning {
+        RUNNING.with(|r| r.set(Rc::as_ptr(w)));
+        MarkRunning
+    }
+}
+
+impl Drop for MarkRunning {
+    fn drop(&mut self) {
+        RUNNING.with(|r| r.set(ptr::null()));
+    }
+}
+
 /// Run a worker thread: the hub loop, then its teardown.
 pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
     let w = Rc::new(Worker {
@@ -275,10 +294,10 @@ pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
         cancelled_all: Cell::new(false),
     });
     WORKER.with(|c| *c.borrow_mut() = Some(Rc::clone(&w)));
-    RUNNING.with(|r| r.set(Rc::as_ptr(&w)));
+    let running = MarkRunning::new(&w);
     w.run();
     w.teardown();
-    RUNNING.with(|r| r.set(ptr::null()));
+    drop(running);
     WORKER.with(|c| c.borrow_mut().take());
 }
 
