@@ -10,7 +10,8 @@
 //! drop), `kill` (start 100 suspended greenlets, then kill and drop each;
 //! the setup is counted too), `thread-exit` (a thread that exits leaving 10
 //! suspended greenlets with a finalizer each, against `thread-exit-bare`'s
-//! thread with greenlet state and no greenlet), and the raw corosensei floors the benches
+//! thread with greenlet state and no greenlet), `hub-yield` (a hub green
+//! thread's park + resume through `yield_now`, one worker), and the raw corosensei floors the benches
 //! compare with: `raw-round-trip` (one resume + one suspend) and
 //! `raw-ping-pong` (two coroutines resumed in turn by a loop on the native
 //! stack, one count per round of two resumes). Prints the mean wall time per operation on
@@ -131,6 +132,18 @@ fn thread_exit(count: u64, suspended: usize) -> Result<(), GreenletError> {
     Ok(())
 }
 
+/// A green thread of a one-worker hub parking and being resumed `count`
+/// times (`yield_now`: a park on the ready queue, a scheduler round, the
+/// resume), the hub's park + resume round trip.
+fn hub_yield(count: u64) -> Result<(), GreenletError> {
+    let rt = greenlet::hub::Runtime::builder()
+        .worker_threads(1)
+        .build()
+        .map_err(|err| GreenletError::user(err.to_string()))?;
+    rt.block_on(move || (0..count).for_each(|_| greenlet::hub::yield_now()))
+        .map_err(|err| GreenletError::user(err.to_string()))
+}
+
 fn kill(main: &Greenlet, count: u64) -> Result<(), GreenletError> {
     for _ in 0..count.div_ceil(100) {
         let mut batch = Vec::with_capacity(100);
@@ -180,6 +193,9 @@ enum Op {
     /// A thread that exits with greenlet state and no greenlet, one count
     /// per thread (the base `thread-exit` is compared with).
     ThreadExitBare,
+    /// A hub green thread's `yield_now` (park + scheduler round + resume),
+    /// one worker.
+    HubYield,
     /// One corosensei resume + one suspend.
     RawRoundTrip,
     /// Two corosensei coroutines resumed in turn, one count per round.
@@ -197,6 +213,7 @@ fn main() -> ExitCode {
         Op::Kill => kill(&main, count),
         Op::ThreadExit => thread_exit(count, 10),
         Op::ThreadExitBare => thread_exit(count, 0),
+        Op::HubYield => hub_yield(count),
         Op::RawRoundTrip => raw_round_trip(count),
         Op::RawPingPong => raw_ping_pong(count),
     };

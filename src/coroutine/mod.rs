@@ -20,7 +20,8 @@
 //! 4. `switch.rs`: the switch protocol (send, the dispatcher loop, a
 //!    greenlet's root and finish, settling in the receiving context), with
 //!    `payload.rs` (what crosses a switch) and `trace.rs` (hooks fired
-//!    after a switch).
+//!    after a switch); `direct.rs`, the hub's lean park and resume on the
+//!    same pieces, which falls back to the full protocol.
 //! 5. `lifecycle.rs`: kill, kill on drop, the deferred work, the forced
 //!    unwind.
 //! 6. `thread_exit.rs`: the teardown when the thread exits, which hands the
@@ -94,6 +95,7 @@
 //! - Tracing has a process-wide hook besides the per-thread one, and hooks
 //!   are not traced (switches made inside a hook fire no events).
 
+pub(crate) mod direct;
 mod error;
 mod handle;
 mod lifecycle;

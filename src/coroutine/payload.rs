@@ -118,6 +118,13 @@ impl Slot {
         self.full = true;
     }
 
+    /// Whether a payload is in the slot (a switch by the full protocol, not
+    /// `direct`'s, is in flight or just arrived).
+    #[inline(always)]
+    pub(crate) fn is_full(&self) -> bool {
+        self.full
+    }
+
     /// Take the payload out of the slot (a unit value if a forced unwind
     /// left it empty).
     #[inline(always)]

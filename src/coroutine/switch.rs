@@ -275,22 +275,66 @@ fn label_stack(stack: &PooledStack, record: &Record) {
 /// `ts` is live and `dest` is not the current greenlet.
 #[inline(always)]
 unsafe fn jump(ts: *mut ThreadState, dest: *const Record) {
-    // SAFETY: guaranteed by the caller; `current`'s yielder is set because a
-    // non-main current greenlet is running inside its `root`.
+    // SAFETY: guaranteed by the caller.
     unsafe {
         let current = (*ts).current;
         if current == (*ts).main_ptr {
-            // The first resume inline (a switch from main usually comes
-            // straight back); the loop only if the greenlet hands on.
-            let word = resume(ts, dest);
-            if word != current as usize {
-                dispatch_loop(ts, word as *const Record);
-            }
-            (*ts).current = current;
+            resume_from_main(ts, current, dest);
         } else {
-            let yielder = (*(*current).local()).yielder;
-            (*yielder).suspend(dest as usize);
+            suspend_to(current, dest);
         }
+    }
+}
+
+/// From main, resume `dest` and return once control is back on main (main
+/// current again). The first resume is inline (a switch from main usually
+/// comes straight back); the dispatcher's loop runs only if the greenlet
+/// hands on.
+///
+/// # Safety
+/// `ts` is live, main (`main`, the state's `main_ptr`) is the current
+/// greenlet, and `dest` is a live, started or prepared greenlet of this
+/// thread.
+#[inline(always)]
+pub(super) unsafe fn resume_from_main(
+    ts: *mut ThreadState,
+    main: *const Record,
+    dest: *const Record,
+) {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        let word = resume(ts, dest);
+        if word != main as usize {
+            dispatch_loop(ts, word as *const Record);
+        }
+        (*ts).current = main;
+    }
+}
+
+/// From a greenlet other than main, hand control to main; returns when
+/// some context resumes the greenlet.
+///
+/// # Safety
+/// `ts` is live and the current greenlet is not main.
+#[inline(always)]
+pub(super) unsafe fn suspend_to_main(ts: *mut ThreadState) {
+    // SAFETY: guaranteed by the caller.
+    unsafe { suspend_to((*ts).current, (*ts).main_ptr) }
+}
+
+/// Suspend `current`, the current greenlet (not main), with `dest` as the
+/// word for the dispatcher.
+///
+/// # Safety
+/// `current` is the live state's current greenlet, not main, and `dest` is
+/// not `current`.
+#[inline(always)]
+unsafe fn suspend_to(current: *const Record, dest: *const Record) {
+    // SAFETY: guaranteed by the caller; `current`'s yielder is set because a
+    // non-main current greenlet is running inside its `root`.
+    unsafe {
+        let yielder = (*(*current).local()).yielder;
+        (*yielder).suspend(dest as usize);
     }
 }
 
@@ -312,9 +356,13 @@ unsafe fn resume(ts: *mut ThreadState, next: *const Record) -> usize {
         let Some(co) = (*local).co.as_mut() else {
             return (*ts).main_ptr as usize;
         };
+        // Marked for the overflow handler; left marked after the coroutine
+        // suspends (one thread-local store fewer per switch): the handler
+        // only reports faults inside the marked stack's guard, which code
+        // on other stacks cannot touch, and a stack unmarks itself when it
+        // is dropped, so a mark never outlives its mapping.
         stack::running((*local).stack.as_ref());
         let result = co.resume(0);
-        stack::running(None);
         match result {
             CoroutineResult::Yield(word) => word,
             CoroutineResult::Return(word) => {
@@ -374,7 +422,7 @@ unsafe fn dispatch_loop(ts: *mut ThreadState, mut next: *const Record) {
 /// # Safety
 /// `ts` is the calling thread's live state.
 #[inline(always)]
-unsafe fn take_and_settle(ts: *mut ThreadState) -> Payload {
+pub(super) unsafe fn take_and_settle(ts: *mut ThreadState) -> Payload {
     // SAFETY: guaranteed by the caller.
     unsafe {
         let payload = (*ts).slot.take();

@@ -15,6 +15,7 @@ use std::time::Instant;
 use super::task::{Task, Wait};
 use super::time::{with_scopes, Scopes};
 use super::worker::{self, Worker};
+use crate::coroutine::direct;
 
 /// The unwind payload of a cancellation delivered at a parking point.
 pub(crate) struct CancelUnwind;
@@ -26,16 +27,16 @@ pub(crate) struct TimeoutUnwind(pub(crate) u64);
 /// spuriously: callers re-check their condition. A parking point: a
 /// pending cancellation or an elapsed `timeout` unwinds from here.
 pub(crate) fn park(wait: Wait, deadline: Option<Instant>) {
-    match worker::current_task() {
-        Some((w, task)) => park_green(&w, &task, wait, deadline),
-        None => with_scopes(|scopes| {
+    let parked = worker::with_current_task(|w, task| park_green(w, task, wait, deadline));
+    if parked.is_none() {
+        with_scopes(|scopes| {
             check_scopes(scopes);
             match earliest(deadline, scopes.earliest()) {
                 Some(at) => std::thread::park_timeout(at.saturating_duration_since(Instant::now())),
                 None => std::thread::park(),
             }
             check_scopes(scopes);
-        }),
+        });
     }
 }
 
@@ -46,9 +47,8 @@ pub(crate) fn park_green(w: &Worker, task: &Arc<Task>, wait: Wait, deadline: Opt
         w.timers.borrow_mut().arm(at, Arc::clone(task));
     }
     task.set_parked(wait);
-    let resumed = w.hub.switch(());
-    if resumed.is_err() {
-        drop(resumed);
+    if let Err(err) = direct::park(&w.hub) {
+        drop(err);
         raise(CancelUnwind);
     }
     check_scopes(&task.scopes);
@@ -99,8 +99,6 @@ thread_local! {
 /// A waker that wakes the caller from [`park`]: the current green thread's,
 /// or the current plain thread's.
 pub(crate) fn current_waker() -> Waker {
-    match worker::current_task() {
-        Some((_, task)) => Waker::from(task),
-        None => THREAD_WAKER.with(Waker::clone),
-    }
+    worker::with_current_task(|_, task| Waker::from(Arc::clone(task)))
+        .unwrap_or_else(|| THREAD_WAKER.with(Waker::clone))
 }

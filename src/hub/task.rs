@@ -295,6 +295,7 @@ impl Task {
 
     /// [`schedule`](Self::schedule) from the owner worker `w`'s own
     /// thread (the task's owner is `w`).
+    #[inline]
     pub(crate) fn schedule_on(self: &Arc<Task>, w: &worker::Worker) {
         if self.scheduled.swap(true, Ordering::AcqRel) {
             return;

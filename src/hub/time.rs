@@ -142,12 +142,12 @@ pub fn sleep_until(deadline: Instant) {
 /// .unwrap();
 /// ```
 pub fn yield_now() {
-    match worker::current_task() {
-        Some((w, task)) => {
-            task.schedule_on(&w);
-            park_green(&w, &task, Wait::Yield, None);
-        }
-        None => std::thread::yield_now(),
+    let yielded = worker::with_current_task(|w, task| {
+        task.schedule_on(w);
+        park_green(w, task, Wait::Yield, None);
+    });
+    if yielded.is_none() {
+        std::thread::yield_now();
     }
 }
 
