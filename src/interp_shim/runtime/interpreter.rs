@@ -596,7 +596,11 @@ impl Runtime {
             let deadline = Instant::now() + timeout;
             let mut st = self.shared.state.lock();
             while !st.done {
-                let timed_out = self.shared.cond.wait_until(&mut st, deadline).timed_out();
+                // The early verdict may have been reached before this
+                // thread first took the lock: its notification is then
+                // gone, so the flag is read before any wait.
+                let timed_out = st.livelocked.is_none()
+                    && self.shared.cond.wait_until(&mut st, deadline).timed_out();
                 if (timed_out || st.livelocked.is_some()) && !st.done {
                     let cause = match st.livelocked {
                         Some(redispatches) => HangCause::Livelock { redispatches },
