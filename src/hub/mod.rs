@@ -104,7 +104,7 @@ mod future;
 mod group;
 pub mod net;
 mod park;
-mod pending;
+pub(crate) mod pending;
 mod registry;
 mod runtime;
 mod select;
