@@ -85,6 +85,60 @@ fn a_full_slot_still_takes_the_cleanup_queues_call() {
     assert_eq!(queue.metrics().states_destroyed, 1);
 }
 
+/// The explorer's `drain-at-shutdown`, live: shutdown begins while a
+/// drain is parked in a call with another call queued behind it. The
+/// parked drain is cancelled; no new drain may start (the worker would drop
+/// each unrun and start another, for ever); the queued call runs once, and
+/// the shutdown returns.
+#[test]
+fn a_shutdown_with_calls_queued_runs_them_and_returns() {
+    let rt = hub::Runtime::builder()
+        .worker_threads(1)
+        .pending_call_capacity(2)
+        .watchdog(None)
+        .build()
+        .expect("runtime");
+    let handle = rt.handle();
+    let (gate_tx, gate_rx) = hub::channel::<()>(1);
+    let (started_tx, started_rx) = mpsc::channel();
+    handle
+        .add_pending_call(move || {
+            started_tx.send(()).unwrap();
+            // Parked until the shutdown cancels it (the gate never opens).
+            let _ = gate_rx.recv();
+        })
+        .unwrap();
+    started_rx
+        .recv_timeout(HANG)
+        .expect("the first call never ran");
+    let (ran_tx, ran_rx) = mpsc::channel();
+    handle
+        .add_pending_call(move || {
+            let name = std::thread::current().name().unwrap_or("").to_string();
+            ran_tx.send(name).unwrap();
+        })
+        .unwrap();
+    let (done_tx, done_rx) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("shutter".into())
+        .spawn(move || {
+            let report = rt.shutdown_timeout(std::time::Duration::from_secs(5));
+            done_tx.send(report.pending_calls_run_at_shutdown).unwrap();
+        })
+        .unwrap();
+    let run_at_shutdown = done_rx.recv_timeout(HANG).expect("the shutdown hung");
+    // The cancelled drain may still run it on the worker (its kill reaches
+    // the call as a caught panic); else rule 6 runs it on `shutter`.
+    let ran_on = ran_rx.try_recv().expect("the queued call never ran");
+    assert_eq!(
+        run_at_shutdown,
+        usize::from(ran_on == "shutter"),
+        "{ran_on}"
+    );
+    assert!(ran_rx.try_recv().is_err(), "ran twice");
+    drop(gate_tx);
+}
+
 #[cfg(feature = "cpython-model")]
 mod explorer {
     use greenlet::cleanup::Policy;
@@ -249,6 +303,26 @@ mod explorer {
             "{}",
             v.summary()
         );
+    }
+
+    /// Rule 2 still starting drains at shutdown: the worker's start drops
+    /// each unrun (rule 5's release), `has_calls` stays set, and the next
+    /// round starts another: the worker never leaves its loop. Live, a
+    /// runtime dropped with a call queued hung in its drop.
+    #[test]
+    fn starting_drains_at_shutdown_is_caught() {
+        let scenario = HubScenario::Shared(ScenarioName::Finalization);
+        let v = verdict(scenario, Policy::Robust, SlotRules::DrainAtShutdown);
+        let c = v.livelock.clone().expect("the worker loops at shutdown");
+        assert!(c.conclusion.contains("NO PROGRESS"), "{c}");
+        assert!(
+            steps(&c)
+                .last()
+                .unwrap()
+                .contains("add(drain) under the lock -> ok"),
+            "{c}"
+        );
+        assert!(v.traps > 0, "{}", v.summary());
     }
 
     /// Rule 6 without the close: a dying thread's add passes the

@@ -29,7 +29,11 @@
 //!    worker if calls wait (rule 3). Not sleeping while `busy` is set would
 //!    make every idle worker spin for as long as a call parks, since
 //!    `has_calls` stays set until the drain's next pop (the explorer's
-//!    `spin-while-busy`).
+//!    `spin-while-busy`). Once the runtime is shutting down no drain starts
+//!    (the worker drops every task started then, unrun: a drain started
+//!    each round and dropped each round kept `has_calls` set and the worker
+//!    in its loop for ever, the explorer's `drain-at-shutdown`); rule 6
+//!    runs what is queued.
 //! 3. **Drain**: up to `capacity` times: under the lock pop the front call;
 //!    if there is none, clear `has_calls` (still under the lock) and stop;
 //!    else run the call outside the lock (a panic is caught and reported).
@@ -321,7 +325,10 @@ impl Drop for Busy {
 /// Rule 2, at the top of each round of `w`'s loop.
 pub(crate) fn scheduling_point(w: &Worker) {
     let pending = &w.shared.pending;
-    if !wants_drain(&&pending.flags) || !(&pending.flags).claim_busy() {
+    if w.shared.is_shutting_down()
+        || !wants_drain(&&pending.flags)
+        || !(&pending.flags).claim_busy()
+    {
         return;
     }
     let busy = Busy(Arc::clone(&w.shared));

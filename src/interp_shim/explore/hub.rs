@@ -209,17 +209,21 @@ pub enum SlotRules {
     /// Rule 2's sleep test without `busy`: a worker with nothing to run
     /// does not sleep while `has_calls` is set, even with a drain parked.
     SpinWhileBusy,
+    /// Rule 2 still starting drains once the runtime is shutting down
+    /// (each is dropped unrun by the worker's start).
+    DrainAtShutdown,
 }
 
 impl SlotRules {
     /// Every variant, the real one first.
-    pub const ALL: [SlotRules; 6] = [
+    pub const ALL: [SlotRules; 7] = [
         SlotRules::Real,
         SlotRules::NoBusyFlag,
         SlotRules::ClearOutsideLock,
         SlotRules::NoCloseAtShutdown,
         SlotRules::CleanupCounted,
         SlotRules::SpinWhileBusy,
+        SlotRules::DrainAtShutdown,
     ];
 
     /// The command-line name.
@@ -238,6 +242,7 @@ impl SlotRules {
             SlotRules::NoCloseAtShutdown => "no-close",
             SlotRules::CleanupCounted => "cleanup-counted",
             SlotRules::SpinWhileBusy => "spin-while-busy",
+            SlotRules::DrainAtShutdown => "drain-at-shutdown",
         }
     }
 }
@@ -256,7 +261,7 @@ impl fmt::Display for SlotRules {
 /// assert!(err.to_string().contains("spin-while-busy"));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown slot rules {given:?}: expected one of real, no-busy, clear-outside-lock, no-close, cleanup-counted, spin-while-busy")]
+#[error("unknown slot rules {given:?}: expected one of real, no-busy, clear-outside-lock, no-close, cleanup-counted, spin-while-busy, drain-at-shutdown")]
 pub struct UnknownSlotRules {
     /// What was given.
     pub given: String,
@@ -480,6 +485,9 @@ struct Task {
     worker: u8,
     park: Park,
     frames: Vec<Frame>,
+    /// Resumed at least once (a task not yet started when the shutdown
+    /// begins is dropped unrun).
+    started: bool,
 }
 
 /// A dying thread: its operation, the sub-step of a death, the frames of a
@@ -546,7 +554,7 @@ enum Who {
 enum Act {
     ReadHasCalls(bool),
     Claim(bool),
-    DrainStartFailed(bool),
+    DroppedUnrun(bool, bool),
     Run(Who),
     Spin,
     Sleep,
@@ -926,8 +934,10 @@ impl HubModel<'_> {
         let mut s = st.clone();
         match st.workers[w] {
             WorkerAt::Top => {
-                // Rule 2: the scheduling point's read.
-                let wants = wants_drain(&self.bent(&mut s.flags));
+                // Rule 2: the scheduling point's read (none once shutting
+                // down, unless the rule is broken).
+                let wants = (st.shut == ShutAt::No || self.rules == SlotRules::DrainAtShutdown)
+                    && wants_drain(&self.bent(&mut s.flags));
                 s.workers[w] = if wants {
                     WorkerAt::Claim
                 } else {
@@ -945,19 +955,9 @@ impl HubModel<'_> {
                     return;
                 }
                 s.flags = flags;
-                // Rule 5: the drain's greenlet gets no stack; its dropped
-                // closure releases busy.
-                let mut failed = s.clone();
-                let mut f = failed.flags;
-                let wake = end_drain(&mut self.bent(&mut f));
-                failed.flags = f;
-                if wake {
-                    self.notify(&failed, |_, s2| push(Act::DrainStartFailed(true), s2));
-                } else {
-                    push(Act::DrainStartFailed(false), failed);
-                }
                 s.drains.push(Task {
                     worker: w as u8,
+                    started: false,
                     park: Park::Ready,
                     frames: vec![Frame::Slot {
                         ran: 0,
@@ -969,7 +969,30 @@ impl HubModel<'_> {
             WorkerAt::Pick => {
                 let ready = |t: &Task| t.worker as usize == w && t.park == Park::Ready;
                 if let Some(i) = st.drains.iter().position(ready) {
+                    if !st.drains[i].started {
+                        // Worker::start drops the drain unrun once the
+                        // shutdown began, or (rule 5) may find no stack for
+                        // it; its dropped closure releases busy.
+                        let mut dropped = s.clone();
+                        dropped.drains.remove(i);
+                        let mut flags = dropped.flags;
+                        let wake = end_drain(&mut self.bent(&mut flags));
+                        dropped.flags = flags;
+                        dropped.workers[w] = WorkerAt::Top;
+                        let shutting = st.shut != ShutAt::No;
+                        if wake {
+                            self.notify(&dropped, |_, s2| {
+                                push(Act::DroppedUnrun(shutting, true), s2)
+                            });
+                        } else {
+                            push(Act::DroppedUnrun(shutting, false), dropped);
+                        }
+                        if shutting {
+                            return;
+                        }
+                    }
                     s.drains[i].park = Park::Running;
+                    s.drains[i].started = true;
                     s.workers[w] = WorkerAt::Running;
                     push(Act::Run(Who::Drain(i as u8)), s);
                 } else if ready(&st.main) {
@@ -1267,6 +1290,7 @@ impl Host for HubModel<'_> {
             workers: vec![WorkerAt::Top; self.workers],
             main: Task {
                 worker: 0,
+                started: true,
                 park: Park::Ready,
                 frames: main,
             },
@@ -1384,8 +1408,13 @@ impl Host for HubModel<'_> {
                 "rule 2: CAS busy false->true -> {}",
                 if ok { "ok, drain started" } else { "failed" }
             ),
-            Act::DrainStartFailed(wake) => format!(
-                "rule 5: CAS busy ok, but the drain gets no stack: busy released{}",
+            Act::DroppedUnrun(shutting, wake) => format!(
+                "rule 5: Worker::start drops the drain unrun ({}): busy released{}",
+                if shutting {
+                    "shutting down"
+                } else {
+                    "no stack"
+                },
                 if wake {
                     "; wakes an idle worker, if one sleeps"
                 } else {
