@@ -28,6 +28,30 @@ impl Remains for Note {
     }
 }
 
+/// A one-worker runtime whose slot holds `capacity` calls, with its drain
+/// parked in a first call (popped: the ring is empty) until the returned
+/// gate's sender sends or is dropped.
+fn drain_parked(capacity: usize) -> (hub::Runtime, hub::Sender<()>) {
+    let rt = hub::Runtime::builder()
+        .worker_threads(1)
+        .pending_call_capacity(capacity)
+        .watchdog(None)
+        .build()
+        .expect("runtime");
+    let (gate_tx, gate_rx) = hub::channel::<()>(1);
+    let (started_tx, started_rx) = mpsc::channel();
+    rt.handle()
+        .add_pending_call(move || {
+            started_tx.send(()).unwrap();
+            let _ = gate_rx.recv();
+        })
+        .unwrap();
+    started_rx
+        .recv_timeout(HANG)
+        .expect("the first call never ran");
+    (rt, gate_tx)
+}
+
 /// The explorer's `drain-parks` under `cleanup-counted`, live: the slot is
 /// full (a call parked on the drain, another queued) when a thread's state
 /// is pushed. The cleanup queue's call is still taken (rule 7), so the
@@ -36,25 +60,8 @@ impl Remains for Note {
 /// and the state stayed queued.
 #[test]
 fn a_full_slot_still_takes_the_cleanup_queues_call() {
-    let rt = hub::Runtime::builder()
-        .worker_threads(1)
-        .pending_call_capacity(1)
-        .watchdog(None)
-        .build()
-        .expect("runtime");
+    let (rt, gate_tx) = drain_parked(1);
     let handle = rt.handle();
-    let (gate_tx, gate_rx) = hub::channel::<()>(1);
-    let (started_tx, started_rx) = mpsc::channel();
-    handle
-        .add_pending_call(move || {
-            started_tx.send(()).unwrap();
-            // Parks the drain's green thread until the test opens the gate.
-            gate_rx.recv().unwrap();
-        })
-        .unwrap();
-    started_rx
-        .recv_timeout(HANG)
-        .expect("the first call never ran");
     // The drain popped the first call and is parked in it: one more fills
     // the slot, a third is refused.
     handle.add_pending_call(|| {}).unwrap();
@@ -92,25 +99,9 @@ fn a_full_slot_still_takes_the_cleanup_queues_call() {
 /// the shutdown returns.
 #[test]
 fn a_shutdown_with_calls_queued_runs_them_and_returns() {
-    let rt = hub::Runtime::builder()
-        .worker_threads(1)
-        .pending_call_capacity(2)
-        .watchdog(None)
-        .build()
-        .expect("runtime");
+    // The gate never opens: the shutdown cancels the parked call.
+    let (rt, gate_tx) = drain_parked(2);
     let handle = rt.handle();
-    let (gate_tx, gate_rx) = hub::channel::<()>(1);
-    let (started_tx, started_rx) = mpsc::channel();
-    handle
-        .add_pending_call(move || {
-            started_tx.send(()).unwrap();
-            // Parked until the shutdown cancels it (the gate never opens).
-            let _ = gate_rx.recv();
-        })
-        .unwrap();
-    started_rx
-        .recv_timeout(HANG)
-        .expect("the first call never ran");
     let (ran_tx, ran_rx) = mpsc::channel();
     handle
         .add_pending_call(move || {
