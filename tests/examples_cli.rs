@@ -131,6 +131,18 @@ fn a_bad_value_names_the_flag_and_what_was_expected() {
             "possible values: table, tsv",
         ),
         ("explore", &["--scenario", "nope"], "nope"),
+        ("explore", &["--python", "4.0"], "or hub"),
+        (
+            "explore",
+            &["--python", "hub", "--mode", "trace"],
+            "CPython hosts only",
+        ),
+        ("explore", &["--slot-rules", "no-busy"], "--python hub only"),
+        (
+            "explore",
+            &["--python", "hub", "--slot-rules", "loose"],
+            "cleanup-counted",
+        ),
         ("explore", &["--format", "tsv"], "--table"),
         (
             "explore",

@@ -105,7 +105,7 @@ mod group;
 pub mod net;
 mod output;
 mod park;
-mod pending;
+pub(crate) mod pending;
 mod registry;
 mod runtime;
 mod select;

@@ -1,9 +1,13 @@
 //! The hub's native pending-call slot, and the cleanup queue's scheduler on
 //! it ([`HubScheduler`]).
 //!
-//! Owns: [`PendingCalls`] (the bounded slot, its flags and the drain) and
+//! Owns: the rules as pure steps ([`Ring`], [`Flags`], [`wants_drain`],
+//! [`drain_goes_on`], [`end_drain`]), [`PendingCalls`] (the live slot built
+//! on them: the ring under a lock, atomic flags, the drain) and
 //! [`Handle::add_pending_call`]. Uses the worker (to start the drain as a
 //! green thread at a scheduling point) and `cleanup`'s `Scheduler` trait.
+//! The explorer's Hub host (`interp_shim::explore::hub`) calls the same
+//! pure steps over every interleaving; this module knows nothing of it.
 //!
 //! # The rules (a host for the explorer, beside CPython 3.11/3.12/3.13)
 //! State, per runtime: `ring` (FIFO, at most `capacity` calls), `has_calls`
@@ -19,8 +23,17 @@
 //!    `has_calls` is set and a compare-and-swap of `busy` from false to true
 //!    succeeds, the worker starts the **drain** as a green thread ahead of
 //!    every other task; otherwise it goes on (a drain runs elsewhere or
-//!    nothing waits). A worker about to sleep re-reads `has_calls` and does
-//!    not sleep while it is set.
+//!    nothing waits). A worker about to sleep re-reads the flags and does
+//!    not sleep while `has_calls` is set and `busy` is clear (a drain could
+//!    start). While `busy` is set it may sleep: the drain's end wakes a
+//!    worker if calls wait (rule 3). Not sleeping while `busy` is set would
+//!    make every idle worker spin for as long as a call parks, since
+//!    `has_calls` stays set until the drain's next pop (the explorer's
+//!    `spin-while-busy`). Once the runtime is shutting down no drain starts
+//!    (the worker drops every task started then, unrun: a drain started
+//!    each round and dropped each round kept `has_calls` set and the worker
+//!    in its loop for ever, the explorer's `drain-at-shutdown`); rule 6
+//!    runs what is queued.
 //! 3. **Drain**: up to `capacity` times: under the lock pop the front call;
 //!    if there is none, clear `has_calls` (still under the lock) and stop;
 //!    else run the call outside the lock (a panic is caught and reported).
@@ -34,7 +47,19 @@
 //!    closure is dropped unrun, which clears `busy` (the calls stay queued
 //!    for the next point).
 //! 6. **Shutdown**: calls still queued when the workers have exited run on
-//!    the thread that shuts the runtime down, in order.
+//!    the thread that shuts the runtime down, in order; the pop that finds
+//!    the ring empty also closes it (under the lock), and an add to a
+//!    closed ring fails with [`HubError::ShuttingDown`]. Without the close,
+//!    an add that passed the shutting-down check before shutdown began and
+//!    took the lock after the last pop would be accepted and never run
+//!    (the explorer's `no-close` counterexample).
+//! 7. **The cleanup queue's call** (added by [`HubScheduler`]) is rule 1
+//!    without the capacity check: it is refused only by a closed slot. Its
+//!    count is bounded by the policy instead (one outstanding per queue
+//!    under `Scheduled`, `Shielded`, `Robust`). With the capacity counted, a
+//!    slot full of other calls when the last thread dies strands its state
+//!    under every policy, `Robust` included (a retry needs a later push;
+//!    the explorer's `drain-parks` under `cleanup-counted`).
 //!
 //! Safety: no call is lost (only the drain pops, and it clears `has_calls`
 //! only under the lock with the ring empty) and none runs twice; liveness:
@@ -43,8 +68,8 @@
 //!
 //! The cleanup queue of [`Handle::cleanup_queue`] (policy `Robust`)
 //! schedules its drains here: `schedule(queue)` adds a call that runs
-//! `queue.drain()`, and a full slot is a failed schedule, retried by the
-//! policy. Once the runtime is shutting down (or gone), `schedule` drains
+//! `queue.drain()` (rule 7: a full slot does not refuse it). Once the
+//! runtime is shutting down (or gone), `schedule` drains
 //! on the calling thread instead, as the `Inline` scheduler does: a thread
 //! that outlives the runtime (a blocking call still running at shutdown)
 //! still has its state cleaned up.
@@ -66,59 +91,211 @@ use super::worker::Worker;
 
 type Call = Box<dyn FnOnce() + Send>;
 
-/// A runtime's pending-call slot (see the module doc for its rules).
-pub(crate) struct PendingCalls {
-    ring: Mutex<VecDeque<Call>>,
+/// The slot's two flags as the rules see them: read without the lock,
+/// `has_calls` written only under it. [`AtomicFlags`] is the live slot's;
+/// the explorer's Hub host keeps plain booleans (and, to show that the
+/// explorer catches a broken rule, flags that bend one).
+pub(crate) trait Flags {
+    /// `has_calls`.
+    fn has_calls(&self) -> bool;
+    /// Write `has_calls` (under the lock: rules 1, 3 and 6).
+    fn set_has_calls(&mut self, to: bool);
+    /// Compare-and-swap `busy` from false to true: whether it succeeded.
+    fn claim_busy(&mut self) -> bool;
+    /// Clear `busy`.
+    fn release_busy(&mut self);
+    /// `busy`.
+    fn busy(&self) -> bool;
+}
+
+/// Why [`Ring::add`] refused a call; the call is handed back.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Refused<C> {
+    /// Rule 1: the ring holds its capacity.
+    Full(C),
+    /// Rule 6: the shutdown drain found the ring empty and closed it.
+    Closed(C),
+}
+
+/// The part of the slot that changes under its lock: the calls, the
+/// capacity, and whether the shutdown drain closed it. Each method is one
+/// rule's step under the lock; the live slot and the explorer's Hub host
+/// both call these, so the explorer checks this code, not a copy.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Ring<C> {
+    calls: VecDeque<C>,
     capacity: usize,
+    closed: bool,
+}
+
+impl<C> Ring<C> {
+    /// An empty, open ring of `capacity` calls.
+    pub(crate) fn new(capacity: usize) -> Ring<C> {
+        Ring {
+            calls: VecDeque::with_capacity(capacity),
+            capacity,
+            closed: false,
+        }
+    }
+
+    /// Calls waiting (the explorer's Hub host reads it).
+    #[cfg(feature = "cpython-model")]
+    pub(crate) fn len(&self) -> usize {
+        self.calls.len()
+    }
+
+    /// How many calls it holds at most (and one drain runs at most).
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Rule 1, under the lock: refuse when full (or closed, rule 6), else
+    /// queue `call` at the back and set `has_calls`.
+    pub(crate) fn add(&mut self, flags: &mut impl Flags, call: C) -> Result<(), Refused<C>> {
+        if self.calls.len() >= self.capacity && !self.closed {
+            return Err(Refused::Full(call));
+        }
+        self.add_cleanup(flags, call)
+    }
+
+    /// Rule 7, under the lock: rule 1 without the capacity check.
+    pub(crate) fn add_cleanup(
+        &mut self,
+        flags: &mut impl Flags,
+        call: C,
+    ) -> Result<(), Refused<C>> {
+        if self.closed {
+            return Err(Refused::Closed(call));
+        }
+        self.calls.push_back(call);
+        flags.set_has_calls(true);
+        Ok(())
+    }
+
+    /// Rule 3, under the lock: pop the front call, or clear `has_calls`
+    /// when there is none.
+    pub(crate) fn pop(&mut self, flags: &mut impl Flags) -> Option<C> {
+        let call = self.calls.pop_front();
+        if call.is_none() {
+            flags.set_has_calls(false);
+        }
+        call
+    }
+
+    /// Rule 6, under the lock: [`pop`](Ring::pop), and close the ring when
+    /// it is empty, so that no call can be accepted after the last one ran.
+    pub(crate) fn pop_at_shutdown(&mut self, flags: &mut impl Flags) -> Option<C> {
+        let call = self.pop(flags);
+        if call.is_none() {
+            self.closed = true;
+        }
+        call
+    }
+}
+
+/// Rule 2's first read: whether a scheduling point should try to start a
+/// drain (and whether a worker may not sleep).
+pub(crate) fn wants_drain(flags: &impl Flags) -> bool {
+    flags.has_calls()
+}
+
+/// Rule 2's last read: whether a worker with nothing to run may sleep.
+pub(crate) fn may_sleep(flags: &impl Flags) -> bool {
+    !flags.has_calls() || flags.busy()
+}
+
+/// Rule 3's bound: whether a drain that ran `ran` calls pops another.
+pub(crate) fn drain_goes_on(ran: usize, capacity: usize) -> bool {
+    ran < capacity
+}
+
+/// Rules 3 and 5: the drain ended (or its closure was dropped unrun):
+/// clear `busy`; whether calls wait, so an idle worker must be woken.
+pub(crate) fn end_drain(flags: &mut impl Flags) -> bool {
+    flags.release_busy();
+    flags.has_calls()
+}
+
+/// The live slot's flags.
+struct AtomicFlags {
     has_calls: AtomicBool,
     busy: AtomicBool,
+}
+
+impl Flags for &AtomicFlags {
+    fn has_calls(&self) -> bool {
+        self.has_calls.load(Ordering::SeqCst)
+    }
+    fn set_has_calls(&mut self, to: bool) {
+        self.has_calls.store(to, Ordering::SeqCst);
+    }
+    fn claim_busy(&mut self) -> bool {
+        self.busy
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+    }
+    fn release_busy(&mut self) {
+        self.busy.store(false, Ordering::SeqCst);
+    }
+    fn busy(&self) -> bool {
+        self.busy.load(Ordering::SeqCst)
+    }
+}
+
+/// A runtime's pending-call slot (see the module doc for its rules).
+pub(crate) struct PendingCalls {
+    ring: Mutex<Ring<Call>>,
+    flags: AtomicFlags,
 }
 
 impl PendingCalls {
     pub(crate) fn new(capacity: usize) -> PendingCalls {
         PendingCalls {
-            ring: Mutex::new(VecDeque::with_capacity(capacity)),
-            capacity,
-            has_calls: AtomicBool::new(false),
-            busy: AtomicBool::new(false),
+            ring: Mutex::new(Ring::new(capacity)),
+            flags: AtomicFlags {
+                has_calls: AtomicBool::new(false),
+                busy: AtomicBool::new(false),
+            },
         }
     }
 
-    pub(crate) fn has_calls(&self) -> bool {
-        self.has_calls.load(Ordering::SeqCst)
+    /// Rule 2: whether a worker with nothing to run may sleep.
+    pub(crate) fn may_sleep(&self) -> bool {
+        may_sleep(&&self.flags)
     }
 
-    /// Rule 1.
-    fn add(&self, call: Call) -> Result<(), HubError> {
+    /// Rule 1, or rule 7 for the cleanup queue's call (`cleanup`).
+    fn add(&self, call: Call, cleanup: bool) -> Result<(), HubError> {
         let mut ring = self.ring.lock();
-        if ring.len() >= self.capacity {
-            return Err(HubError::PendingCallsFull {
-                capacity: self.capacity,
-            });
+        let added = if cleanup {
+            ring.add_cleanup(&mut &self.flags, call)
+        } else {
+            ring.add(&mut &self.flags, call)
+        };
+        match added {
+            Ok(()) => Ok(()),
+            Err(Refused::Full(_)) => Err(HubError::PendingCallsFull {
+                capacity: ring.capacity(),
+            }),
+            Err(Refused::Closed(_)) => Err(HubError::ShuttingDown),
         }
-        ring.push_back(call);
-        self.has_calls.store(true, Ordering::SeqCst);
-        Ok(())
     }
 
     /// Rule 3: pop one call, or clear `has_calls` when there is none.
     fn pop(&self) -> Option<Call> {
-        let mut ring = self.ring.lock();
-        let call = ring.pop_front();
-        if call.is_none() {
-            self.has_calls.store(false, Ordering::SeqCst);
-        }
-        call
+        self.ring.lock().pop(&mut &self.flags)
     }
 
-    /// Rule 6: run what is left on this thread; how many ran.
+    /// Rule 6: run what is left on this thread, then close the slot; how
+    /// many ran.
     pub(crate) fn run_all_here(&self) -> usize {
         let mut n = 0;
-        while let Some(call) = self.pop() {
+        loop {
+            let next = self.ring.lock().pop_at_shutdown(&mut &self.flags);
+            let Some(call) = next else { return n };
             run_call(call);
             n += 1;
         }
-        n
     }
 }
 
@@ -139,8 +316,7 @@ struct Busy(Arc<Shared>);
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        self.0.pending.busy.store(false, Ordering::SeqCst);
-        if self.0.pending.has_calls() {
+        if end_drain(&mut &self.0.pending.flags) {
             self.0.notify_idle();
         }
     }
@@ -149,11 +325,9 @@ impl Drop for Busy {
 /// Rule 2, at the top of each round of `w`'s loop.
 pub(crate) fn scheduling_point(w: &Worker) {
     let pending = &w.shared.pending;
-    if !pending.has_calls.load(Ordering::Acquire)
-        || pending
-            .busy
-            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
-            .is_err()
+    if w.shared.is_shutting_down()
+        || !wants_drain(&&pending.flags)
+        || !(&pending.flags).claim_busy()
     {
         return;
     }
@@ -168,11 +342,14 @@ pub(crate) fn scheduling_point(w: &Worker) {
     let drain = move || {
         let busy = busy;
         let pending = &busy.0.pending;
-        for _ in 0..pending.capacity {
+        let capacity = pending.ring.lock().capacity();
+        let mut ran = 0;
+        while drain_goes_on(ran, capacity) {
             match pending.pop() {
                 Some(call) => run_call(call),
                 None => break,
             }
+            ran += 1;
         }
     };
     w.push_local_first(Arc::clone(&task), Box::new(body(task, slot, drain)));
@@ -194,10 +371,14 @@ impl Handle {
     /// assert_eq!(rx.recv().unwrap(), "ran");
     /// ```
     pub fn add_pending_call(&self, f: impl FnOnce() + Send + 'static) -> Result<(), HubError> {
+        self.add_call(Box::new(f), false)
+    }
+
+    fn add_call(&self, call: Call, cleanup: bool) -> Result<(), HubError> {
         if self.shared.is_shutting_down() {
             return Err(HubError::ShuttingDown);
         }
-        self.shared.pending.add(Box::new(f))?;
+        self.shared.pending.add(call, cleanup)?;
         self.shared.notify_idle();
         Ok(())
     }
@@ -260,7 +441,7 @@ impl Scheduler for HubScheduler {
             return Ok(());
         };
         let q = Arc::clone(queue);
-        match (Handle { shared }).add_pending_call(move || q.drain()) {
+        match (Handle { shared }).add_call(Box::new(move || q.drain()), true) {
             Ok(()) => Ok(()),
             Err(HubError::ShuttingDown) => {
                 queue.drain();
@@ -272,5 +453,88 @@ impl Scheduler for HubScheduler {
 
     fn name(&self) -> &str {
         "hub"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Plain flags, as a test (and the explorer) keeps them.
+    #[derive(Default)]
+    struct Plain {
+        has_calls: bool,
+        busy: bool,
+    }
+
+    impl Flags for Plain {
+        fn has_calls(&self) -> bool {
+            self.has_calls
+        }
+        fn set_has_calls(&mut self, to: bool) {
+            self.has_calls = to;
+        }
+        fn claim_busy(&mut self) -> bool {
+            !std::mem::replace(&mut self.busy, true)
+        }
+        fn release_busy(&mut self) {
+            self.busy = false;
+        }
+        fn busy(&self) -> bool {
+            self.busy
+        }
+    }
+
+    #[test]
+    fn add_refuses_a_full_ring_but_the_cleanup_call_is_taken() {
+        let (mut ring, mut flags) = (Ring::new(1), Plain::default());
+        assert_eq!(ring.add(&mut flags, 'a'), Ok(()));
+        assert!(wants_drain(&flags));
+        assert_eq!(ring.add(&mut flags, 'b'), Err(Refused::Full('b')));
+        assert_eq!(ring.add_cleanup(&mut flags, 'c'), Ok(()));
+        assert_eq!(ring.calls, ['a', 'c']);
+    }
+
+    #[test]
+    fn pop_clears_has_calls_only_when_it_finds_nothing() {
+        let (mut ring, mut flags) = (Ring::new(2), Plain::default());
+        ring.add(&mut flags, 1).unwrap();
+        assert_eq!(ring.pop(&mut flags), Some(1));
+        assert!(
+            flags.has_calls,
+            "cleared by the pop that found none, not this one"
+        );
+        assert_eq!(ring.pop(&mut flags), None);
+        assert!(!flags.has_calls);
+    }
+
+    #[test]
+    fn one_drain_at_a_time_bounded_by_the_capacity() {
+        let mut flags = Plain {
+            has_calls: true,
+            busy: false,
+        };
+        assert!(wants_drain(&flags) && flags.claim_busy());
+        assert!(
+            !flags.claim_busy(),
+            "a second scheduling point starts no drain"
+        );
+        assert!(drain_goes_on(1, 2) && !drain_goes_on(2, 2));
+        assert!(may_sleep(&flags), "the running drain's end wakes a worker");
+        assert!(end_drain(&mut flags), "has_calls still set: wake a worker");
+        assert!(!may_sleep(&flags), "a drain can start: stay awake");
+        assert!(flags.claim_busy());
+    }
+
+    #[test]
+    fn the_shutdown_drain_closes_the_ring_when_empty() {
+        let (mut ring, mut flags) = (Ring::new(2), Plain::default());
+        ring.add(&mut flags, 1).unwrap();
+        assert_eq!(ring.pop_at_shutdown(&mut flags), Some(1));
+        assert_eq!(ring.add(&mut flags, 2), Ok(()), "still open");
+        assert_eq!(ring.pop_at_shutdown(&mut flags), Some(2));
+        assert_eq!(ring.pop_at_shutdown(&mut flags), None);
+        assert_eq!(ring.add(&mut flags, 3), Err(Refused::Closed(3)));
+        assert_eq!(ring.add_cleanup(&mut flags, 4), Err(Refused::Closed(4)));
     }
 }

@@ -441,7 +441,7 @@ impl Worker {
     fn work_from_outside(&self) -> bool {
         self.remote().has_remote.load(Ordering::SeqCst)
             || !self.shared.injector.is_empty()
-            || self.shared.pending.has_calls()
+            || !self.shared.pending.may_sleep()
             || self
                 .shared
                 .workers

@@ -5,7 +5,10 @@
 //!
 //! Owns: the scenarios ([`scenario`]), the explored state and its
 //! transitions (`model`, internal), the breadth-first search ([`search`]) and the
-//! table over scenarios × versions × policies × modes.
+//! table over scenarios × versions × policies × modes; and the hub's
+//! pending-call slot as a further host ([`hub`]: its cells, [`HubCell`],
+//! are scenarios × policies, and [`ExploreCell`] is what both kinds of cell
+//! share).
 //!
 //! Uses the same semantic core as the live runtime — `InterpCore` for the
 //! interpreter and [`QueueCore`] for the cleanup policy — and nothing else of
@@ -41,6 +44,8 @@
 //!   `RESUME`. Cross-checked by backward reachability: every cell reports
 //!   the states from which quiescence is unreachable (traps), and the tests
 //!   assert traps exist exactly when a livelock does.
+//! - **violation** (the hub host only): a state that breaks a safety rule of
+//!   the hub's slot (see [`hub`]).
 //! - **leak**: a quiescent state (every dying thread finished, the main
 //!   thread in its idle loop with nothing below, the ring empty, not busy)
 //!   whose queue is non-empty with no drain outstanding
@@ -69,6 +74,7 @@
 //!
 //! [`QueueCore`]: crate::cleanup::QueueCore
 
+pub mod hub;
 pub(crate) mod model;
 pub mod scenario;
 pub mod search;
@@ -82,6 +88,10 @@ use parking_lot::Mutex;
 use crate::cleanup::Policy;
 use crate::interp_shim::PyVersion;
 
+pub use self::hub::{
+    explore_hub, HubCell, HubScenario, SlotRules, UnknownHubScenario, UnknownSlotRules,
+    HUB_CAPACITY,
+};
 pub use self::scenario::{Scenario, ScenarioName, UnknownScenario};
 pub use self::search::{explore, explore_scenario, BoundExceeded, Counterexample, Verdict};
 
@@ -236,6 +246,41 @@ impl fmt::Display for TableCell {
     }
 }
 
+/// A cell of a host's table: what names a verdict and how it is explored.
+///
+/// Implemented by [`TableCell`] (the CPython hosts) and [`HubCell`] (the
+/// hub's pending-call slot); [`explore_cells`] takes either.
+///
+/// ```
+/// use greenlet::cleanup::Policy;
+/// use greenlet::interp_shim::explore::{ExploreCell, HubCell, HubScenario, ScenarioName};
+///
+/// let cell = HubCell { scenario: HubScenario::Shared(ScenarioName::Seed), policy: Policy::Robust };
+/// assert_eq!(cell.columns(), "seed\thub\trobust\t-");
+/// ```
+pub trait ExploreCell: Copy + fmt::Display + fmt::Debug + Send + Sync {
+    /// The cell's four leading columns of [`TSV_HEADER`]: scenario,
+    /// python (`hub` for the hub), policy, mode (`-` where there is none).
+    fn columns(&self) -> String;
+    /// Explore the cell, up to `bound` distinct states.
+    ///
+    /// # Errors
+    /// [`BoundExceeded`] when it has more.
+    fn explore(self, bound: usize) -> Result<Verdict<Self>, BoundExceeded<Self>>;
+}
+
+impl ExploreCell for TableCell {
+    fn columns(&self) -> String {
+        format!(
+            "{}\t{}\t{}\t{}",
+            self.scenario, self.version, self.policy, self.mode
+        )
+    }
+    fn explore(self, bound: usize) -> Result<Verdict, BoundExceeded> {
+        explore(self, bound)
+    }
+}
+
 impl TableCell {
     /// Every cell: scenarios × versions × policies × modes.
     ///
@@ -264,6 +309,9 @@ impl TableCell {
     }
 }
 
+/// A cell's verdict, or why there is none.
+type Outcome<C> = Result<Verdict<C>, BoundExceeded<C>>;
+
 /// Explore each of `cells` (in parallel on up to `workers` threads) and
 /// return the verdicts in the order of `cells`.
 ///
@@ -282,20 +330,15 @@ impl TableCell {
 ///     verdicts.iter().map(|v| v.as_ref().unwrap().livelock_reachable()).collect();
 /// assert_eq!(livelocks, [true, false, false, false, false]);
 /// ```
-pub fn explore_cells(
-    cells: &[TableCell],
-    bound: usize,
-    workers: usize,
-) -> Vec<Result<Verdict, BoundExceeded>> {
+pub fn explore_cells<C: ExploreCell>(cells: &[C], bound: usize, workers: usize) -> Vec<Outcome<C>> {
     let next = AtomicUsize::new(0);
-    let results: Vec<Mutex<Option<Result<Verdict, BoundExceeded>>>> =
-        cells.iter().map(|_| Mutex::new(None)).collect();
+    let results: Vec<Mutex<Option<Outcome<C>>>> = cells.iter().map(|_| Mutex::new(None)).collect();
     std::thread::scope(|scope| {
         for _ in 0..workers.clamp(1, cells.len().max(1)) {
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(&cell) = cells.get(i) else { break };
-                *results[i].lock() = Some(explore(cell, bound));
+                *results[i].lock() = Some(cell.explore(bound));
             });
         }
     });
@@ -305,7 +348,7 @@ pub fn explore_cells(
         .map(|(r, &cell)| {
             // Every index below cells.len() was claimed by exactly one
             // worker; should one be missing, explore it here.
-            r.into_inner().unwrap_or_else(|| explore(cell, bound))
+            r.into_inner().unwrap_or_else(|| cell.explore(bound))
         })
         .collect()
 }
@@ -321,7 +364,7 @@ fn yes_no(b: bool) -> &'static str {
     }
 }
 
-impl Verdict {
+impl<C: ExploreCell> Verdict<C> {
     /// The cell as one tab-separated row under [`TSV_HEADER`].
     ///
     /// ```
@@ -336,11 +379,8 @@ impl Verdict {
     /// ```
     pub fn tsv_row(&self) -> String {
         format!(
-            "{}\t{}\t{}\t{}\t{}\t{}",
-            self.cell.scenario,
-            self.cell.version,
-            self.cell.policy,
-            self.cell.mode,
+            "{}\t{}\t{}",
+            self.cell.columns(),
             yes_no(self.livelock_reachable()),
             yes_no(self.leak_reachable()),
         )
@@ -389,6 +429,12 @@ impl Verdict {
                 format!("no ({} trap states)", self.traps)
             }
         ));
+        if let Some(v) = &self.violation {
+            s.push_str(&format!(
+                "\n  slot rule broken: yes (counterexample length {})",
+                v.len()
+            ));
+        }
         if let Some(stuck) = &self.stuck {
             s.push_str(&format!(
                 "\n  MODEL ERROR: a state where no thread can move ({} steps)",

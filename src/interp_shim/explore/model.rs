@@ -304,7 +304,7 @@ impl<'a> Model<'a> {
         }
     }
 
-    fn ops(&self, prog: ProgRef) -> &'a [Op] {
+    pub(crate) fn ops(&self, prog: ProgRef) -> &'a [Op] {
         match prog {
             ProgRef::Main => &self.scenario.main.ops,
             ProgRef::Finalizer(n) => &self.scenario.threads[n as usize].finalizer.ops,

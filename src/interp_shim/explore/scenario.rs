@@ -560,6 +560,57 @@ fn foreign_call() -> Scenario {
     }
 }
 
+/// The hub's own scenario (`drain-parks`, run by `explore::hub` only):
+/// the slot starts full; P1's finalizer sets an event and parks the drain
+/// on a timer; P2 waits for that event and dies (so while the drain is
+/// parked, or later); P3 dies at any moment, the slot full or not; the main
+/// green thread idles. Two workers.
+pub(crate) fn hub_drain_parks() -> Scenario {
+    Scenario {
+        name: "drain-parks",
+        about: "threads die while the hub's drain is parked in a finalizer; the slot starts full",
+        main: Program {
+            name: "main task",
+            ops: idle_loop(0).to_vec(),
+        },
+        idle_from: Some(0),
+        threads: vec![
+            ThreadSpec {
+                name: "P1",
+                ops: vec![ThreadOp::Python, ThreadOp::Die],
+                finalizer: Program {
+                    name: "p1_finalizer",
+                    ops: vec![
+                        Op::Enter("p1_finalizer"),
+                        Op::SetEvent(RELEASE_B),
+                        Op::Sleep,
+                        Op::Enter("after_park"),
+                    ],
+                },
+            },
+            sleepy_thread(
+                "P2",
+                vec![
+                    ThreadOp::Python,
+                    ThreadOp::Wait(Cond::Event(RELEASE_B)),
+                    ThreadOp::Die,
+                ],
+            ),
+            ThreadSpec {
+                name: "P3",
+                ops: vec![ThreadOp::Die],
+                finalizer: Program {
+                    name: "P3's main greenlet",
+                    ops: vec![],
+                },
+            },
+        ],
+        ring_full_at_start: true,
+        foreign_call: no_foreign_call(),
+        greenlets: vec![],
+    }
+}
+
 const G: u8 = 1;
 const MAIN_GREENLET: u8 = 0;
 

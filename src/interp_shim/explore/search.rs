@@ -3,17 +3,57 @@
 //! shortest counterexample of each.
 //!
 //! Owns: [`explore`], [`explore_scenario`], [`Verdict`], [`Counterexample`],
-//! [`BoundExceeded`]. Uses the internal `model::Model`'s transitions only; it knows no
-//! rule of CPython or of a policy.
+//! [`BoundExceeded`], and the `Host` trait that a host's transition system
+//! (the CPython model's `model::Model`, the hub's `hub::HubModel`)
+//! implements. Uses a host's transitions and predicates only; it knows no
+//! rule of CPython, of the hub or of a policy (the CPython livelock test
+//! below asks the model's own predicate and replays its own steps).
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::time::{Duration, Instant};
 
-use super::model::{Model, State, Step};
+use crate::cleanup::QueueCore;
+
+use super::model::{Model, State, StateToken, Step};
 use super::scenario::Scenario;
-use super::TableCell;
+use super::{ExploreCell, TableCell};
+
+/// A host's transition system, as the search needs it.
+pub(crate) trait Host {
+    /// One explored state (hashed and compared exactly).
+    type State: Clone + Eq + Hash;
+    /// What one transition did, for counterexamples.
+    type Step: Copy + Eq;
+    /// Whether the host's livelock is "a state from which quiescence is
+    /// unreachable" (the hub: no re-dispatch loop exists to name) rather
+    /// than [`Host::livelocked`].
+    const LIVELOCK_IS_NO_PROGRESS: bool;
+    /// The initial state.
+    fn initial(&self) -> Self::State;
+    /// Every step from `st`, with the state after it (`out` is cleared first).
+    fn successors(&self, st: &Self::State, out: &mut Vec<(Self::Step, Self::State)>);
+    /// The cleanup queue of `st`.
+    fn queue<'s>(&self, st: &'s Self::State) -> &'s QueueCore<StateToken>;
+    /// Nothing will ever run a drain again: the leak test's states.
+    fn quiescent(&self, st: &Self::State) -> bool;
+    /// The scenario's main program has ended.
+    fn main_done(&self, st: &Self::State) -> bool;
+    /// A livelocked state (unused when [`Host::LIVELOCK_IS_NO_PROGRESS`]).
+    fn livelocked(&self, st: &Self::State) -> bool;
+    /// A safety rule of the host broken in `st` (`terminal`: no step
+    /// leaves it), as the counterexample's conclusion.
+    fn violation(&self, st: &Self::State, terminal: bool) -> Option<String>;
+    /// One line describing a step.
+    fn describe(&self, step: Self::Step) -> String;
+    /// The state in one line.
+    fn describe_state(&self, st: &Self::State) -> String;
+    /// The conclusion of a livelock counterexample.
+    fn livelock_conclusion(&self, st: &Self::State) -> String;
+    /// Where the scenario's main program is, for a trap's conclusion.
+    fn main_stack(&self, st: &Self::State) -> String;
+}
 
 /// A cell's state space grew past the bound it was given.
 ///
@@ -31,9 +71,9 @@ use super::TableCell;
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{cell}: more than {bound} states; the verdict would not be a proof. Raise the bound (--max-states) or shrink the scenario")]
-pub struct BoundExceeded {
+pub struct BoundExceeded<C: ExploreCell = TableCell> {
     /// The cell.
-    pub cell: TableCell,
+    pub cell: C,
     /// The bound.
     pub bound: usize,
 }
@@ -129,9 +169,9 @@ impl fmt::Display for Counterexample {
 /// ```
 #[non_exhaustive]
 #[derive(Debug, Clone)]
-pub struct Verdict {
+pub struct Verdict<C: ExploreCell = TableCell> {
     /// The cell.
-    pub cell: TableCell,
+    pub cell: C,
     /// Distinct states reached.
     pub states: usize,
     /// Transitions taken (edges of the state graph, including those into
@@ -144,6 +184,11 @@ pub struct Verdict {
     /// The shortest schedule to a state where no thread can move although
     /// the main thread has not finished (a scenario bug; never expected).
     pub stuck: Option<Counterexample>,
+    /// The shortest schedule to a state that breaks a safety rule of the
+    /// host (the hub's slot: a call queued with `has_calls` clear, two
+    /// drains at once, a call accepted and never run); the CPython hosts
+    /// state none, so theirs is always `None`.
+    pub violation: Option<Counterexample>,
     /// States from which no schedule reaches quiescence (or, in a scenario
     /// that finalizes, the end): found by backward reachability over the
     /// whole state graph, independently of the livelock predicate. Every
@@ -162,7 +207,7 @@ pub struct Verdict {
     pub elapsed: Duration,
 }
 
-impl Verdict {
+impl<C: ExploreCell> Verdict<C> {
     /// Whether a livelock is reachable.
     ///
     /// # Examples
@@ -202,9 +247,9 @@ impl Verdict {
     }
 }
 
-struct Meta {
+struct Meta<P> {
     parent: u32,
-    step: Option<Step>,
+    step: Option<P>,
 }
 
 /// The hash of a state: FxHash's multiply-rotate over what `#[derive(Hash)]`
@@ -237,7 +282,7 @@ impl Hasher for Fx {
     }
 }
 
-fn fx(st: &State) -> u64 {
+fn fx(st: &impl Hash) -> u64 {
     let mut h = Fx::default();
     st.hash(&mut h);
     h.finish()
@@ -265,15 +310,15 @@ const NONE: u32 = u32::MAX;
 
 /// Every state seen, in breadth-first order, with an exact index: states
 /// with equal hashes are chained and compared in full.
-struct Seen {
-    states: Vec<State>,
-    meta: Vec<Meta>,
+struct Seen<S, P> {
+    states: Vec<S>,
+    meta: Vec<Meta<P>>,
     first: HashMap<u64, u32, BuildHasherDefault<Identity>>,
     chain: Vec<u32>,
 }
 
-impl Seen {
-    fn find(&self, h: u64, st: &State) -> Option<u32> {
+impl<S: Eq, P> Seen<S, P> {
+    fn find(&self, h: u64, st: &S) -> Option<u32> {
         let mut id = self.first.get(&h).copied().unwrap_or(NONE);
         while id != NONE {
             if self.states[id as usize] == *st {
@@ -284,7 +329,7 @@ impl Seen {
         None
     }
 
-    fn insert(&mut self, h: u64, st: State, meta: Meta) -> u32 {
+    fn insert(&mut self, h: u64, st: S, meta: Meta<P>) -> u32 {
         let id = self.states.len() as u32;
         let prev = self.first.insert(h, id).unwrap_or(NONE);
         self.chain.push(prev);
@@ -348,9 +393,73 @@ pub fn explore_scenario(
     scenario: &Scenario,
     bound: usize,
 ) -> Result<Verdict, BoundExceeded> {
+    let model = CpythonHost {
+        model: Model { scenario },
+        cell,
+    };
+    search(&model, cell, bound)
+}
+
+/// The CPython model of one cell as a [`Host`].
+struct CpythonHost<'a> {
+    model: Model<'a>,
+    cell: TableCell,
+}
+
+impl Host for CpythonHost<'_> {
+    type State = State;
+    type Step = Step;
+    const LIVELOCK_IS_NO_PROGRESS: bool = false;
+    fn initial(&self) -> State {
+        self.model
+            .initial(self.cell.version, self.cell.policy, self.cell.mode)
+    }
+    fn successors(&self, st: &State, out: &mut Vec<(Step, State)>) {
+        self.model.successors(st, out)
+    }
+    fn queue<'s>(&self, st: &'s State) -> &'s QueueCore<StateToken> {
+        &st.queue
+    }
+    fn quiescent(&self, st: &State) -> bool {
+        self.model.quiescent(st)
+    }
+    fn main_done(&self, st: &State) -> bool {
+        self.model.main_done(st)
+    }
+    fn livelocked(&self, st: &State) -> bool {
+        is_livelock(&self.model, st)
+    }
+    fn violation(&self, _: &State, _: bool) -> Option<String> {
+        None
+    }
+    fn describe(&self, step: Step) -> String {
+        self.model.describe(step)
+    }
+    fn describe_state(&self, st: &State) -> String {
+        self.model.describe_state(st)
+    }
+    fn livelock_conclusion(&self, st: &State) -> String {
+        format!(
+            "LIVELOCK: the main thread is at a traced RESUME ({}); handling the eval breaker \
+             changes nothing (make_pending_calls is busy below, calls_to_do and the breaker stay \
+             set) and re-dispatches the same RESUME, forever; no other thread can clear busy",
+            self.model.main_stack(st)
+        )
+    }
+    fn main_stack(&self, st: &State) -> String {
+        self.model.main_stack(st)
+    }
+}
+
+/// Explore every state of `host` reachable from its initial state, up to
+/// `bound` distinct ones, and judge them.
+pub(crate) fn search<H: Host, C: ExploreCell>(
+    host: &H,
+    cell: C,
+    bound: usize,
+) -> Result<Verdict<C>, BoundExceeded<C>> {
     let started = Instant::now();
-    let model = Model { scenario };
-    let init = model.initial(cell.version, cell.policy, cell.mode);
+    let init = host.initial();
 
     let mut seen = Seen {
         states: Vec::new(),
@@ -371,6 +480,7 @@ pub fn explore_scenario(
     let mut livelock_at = None;
     let mut leak_at = None;
     let mut stuck_at = None;
+    let mut violation_at: Option<(u32, String)> = None;
     let mut inconsistent = 0usize;
     let mut leaked_on_purpose = 0u64;
     let mut succ = Vec::new();
@@ -380,11 +490,12 @@ pub fn explore_scenario(
     let mut id = 0u32;
     while (id as usize) < seen.states.len() {
         let st = &seen.states[id as usize];
-        if livelock_at.is_none() && is_livelock(&model, st) {
+        if !H::LIVELOCK_IS_NO_PROGRESS && livelock_at.is_none() && host.livelocked(st) {
             livelock_at = Some(id);
         }
-        if model.quiescent(st) && !st.queue.is_finalized() && !st.queue.is_empty() {
-            if st.queue.is_stranded() {
+        let queue = host.queue(st);
+        if host.quiescent(st) && !queue.is_finalized() && !queue.is_empty() {
+            if queue.is_stranded() {
                 if leak_at.is_none() {
                     leak_at = Some(id);
                 }
@@ -392,15 +503,18 @@ pub fn explore_scenario(
                 inconsistent += 1;
             }
         }
-        model.successors(st, &mut succ);
+        host.successors(st, &mut succ);
+        if violation_at.is_none() {
+            violation_at = host.violation(st, succ.is_empty()).map(|why| (id, why));
+        }
         if succ.is_empty() {
-            if model.main_done(st) {
-                leaked_on_purpose = leaked_on_purpose.max(st.queue.metrics().states_leaked);
+            if host.main_done(st) {
+                leaked_on_purpose = leaked_on_purpose.max(queue.metrics().states_leaked);
             } else if stuck_at.is_none() {
                 stuck_at = Some(id);
             }
         }
-        if model.quiescent(st) || (succ.is_empty() && model.main_done(st)) {
+        if host.quiescent(st) || (succ.is_empty() && host.main_done(st)) {
             goals.push(id);
         }
         for (step, next) in succ.drain(..) {
@@ -429,32 +543,34 @@ pub fn explore_scenario(
     let trap_at = first_trap(seen.states.len(), &goals, &mut edges);
     let meta = &seen.meta;
 
-    let trace = |id: Option<u32>, what: &dyn Fn(&State) -> String| {
-        id.map(|id| counterexample(&model, &init, meta, id, what))
+    let trace = |id: Option<u32>, what: &dyn Fn(&H::State) -> String| {
+        id.map(|id| counterexample(host, &init, meta, id, what))
     };
-    let livelock = trace(livelock_at, &|st| {
-        format!(
-            "LIVELOCK: the main thread is at a traced RESUME ({}); handling the eval breaker \
-             changes nothing (make_pending_calls is busy below, calls_to_do and the breaker stay \
-             set) and re-dispatches the same RESUME, forever; no other thread can clear busy",
-            model.main_stack(st)
-        )
-    });
+    let livelock = trace(livelock_at, &|st| host.livelock_conclusion(st));
     let leak = trace(leak_at, &|st| {
         format!(
             "LEAK: every other thread finished, the main thread is idle and the ring is empty, \
              yet {} state(s) wait in the cleanup queue with no drain outstanding: nothing will \
              ever schedule one",
-            st.queue.len()
+            host.queue(st).len()
         )
     });
     let stuck = trace(stuck_at, &|_| "STUCK: no thread can move".to_string());
     let trap = trace(trap_at.map(|(first, _)| first), &|st| {
         format!(
             "NO PROGRESS: from here no schedule reaches quiescence (main thread: {})",
-            model.main_stack(st)
+            host.main_stack(st)
         )
     });
+    let violation = violation_at
+        .map(|(id, why)| counterexample(host, &init, meta, id, &|_| format!("VIOLATION: {why}")));
+    let livelock = if H::LIVELOCK_IS_NO_PROGRESS {
+        trace(trap_at.map(|(first, _)| first), &|st| {
+            host.livelock_conclusion(st)
+        })
+    } else {
+        livelock
+    };
     Ok(Verdict {
         cell,
         states: seen.states.len(),
@@ -462,6 +578,7 @@ pub fn explore_scenario(
         livelock,
         leak,
         stuck,
+        violation,
         inconsistent,
         traps: trap_at.map_or(0, |(_, n)| n),
         trap,
@@ -552,12 +669,12 @@ fn main_escapes(model: &Model<'_>, st: &State, frame: usize) -> bool {
     false
 }
 
-fn counterexample(
-    model: &Model<'_>,
-    init: &State,
-    meta: &[Meta],
+fn counterexample<H: Host>(
+    model: &H,
+    init: &H::State,
+    meta: &[Meta<H::Step>],
     id: u32,
-    conclusion: &dyn Fn(&State) -> String,
+    conclusion: &dyn Fn(&H::State) -> String,
 ) -> Counterexample {
     let mut steps = Vec::new();
     let mut cur = id;
@@ -611,7 +728,7 @@ mod tests {
             super::super::Mode::Trace,
         );
         assert_eq!(fx(&init), fx(&init.clone()));
-        let mut seen = Seen {
+        let mut seen: Seen<State, Step> = Seen {
             states: Vec::new(),
             meta: Vec::new(),
             first: HashMap::default(),
