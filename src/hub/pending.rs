@@ -259,6 +259,13 @@ impl PendingCalls {
         }
     }
 
+    /// Rule 2's first read, the worker loop's cheap test before it enters
+    /// [`scheduling_point`].
+    #[inline]
+    pub(crate) fn wants_drain(&self) -> bool {
+        wants_drain(&&self.flags)
+    }
+
     /// Rule 2: whether a worker with nothing to run may sleep.
     pub(crate) fn may_sleep(&self) -> bool {
         may_sleep(&&self.flags)

@@ -338,7 +338,7 @@ impl Worker {
         let mut burst: u32 = 0;
         let mut due = Vec::new();
         loop {
-            if self.shared.pending.has_calls() {
+            if self.shared.pending.wants_drain() {
                 super::pending::scheduling_point(self);
             }
             self.take_remote(remote);
