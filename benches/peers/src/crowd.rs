@@ -160,9 +160,9 @@ pub(crate) fn run_program(
         let left = deadline.saturating_duration_since(Instant::now());
         match receiver.recv_timeout(left.max(Duration::from_millis(1))) {
             Ok(line) => {
-                if let Some((k, v)) = line.split_once(' ') {
-                    lines.push((k.to_string(), v.to_string()));
-                }
+                // A bare word (`cap`) is a key with an empty value.
+                let (k, v) = line.split_once(' ').unwrap_or((line.as_str(), ""));
+                lines.push((k.to_string(), v.to_string()));
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
             Err(mpsc::RecvTimeoutError::Timeout) => {
