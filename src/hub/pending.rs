@@ -75,7 +75,7 @@
 //! still has its state cleaned up.
 
 use std::collections::VecDeque;
-use std::panic::{catch_unwind, AssertUnwindSafe, Location};
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe, Location};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -85,6 +85,7 @@ use crate::cleanup::{CleanupQueue, ScheduleError, Scheduler};
 use crate::diag::diag_error;
 
 use super::error::HubError;
+use super::park::CancelUnwind;
 use super::runtime::{Handle, Shared};
 use super::spawn::{body, new_task};
 use super::worker::Worker;
@@ -308,6 +309,12 @@ impl PendingCalls {
 
 fn run_call(call: Call) {
     if let Err(payload) = catch_unwind(AssertUnwindSafe(call)) {
+        if payload.is::<CancelUnwind>() {
+            // The drain's green thread was cancelled (a shutdown) while a
+            // call parked: the cancellation ends the drain, and the calls
+            // still queued run at shutdown (rule 6), not here.
+            resume_unwind(payload);
+        }
         let message = payload
             .downcast_ref::<&str>()
             .map(|s| s.to_string())

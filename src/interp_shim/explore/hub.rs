@@ -778,7 +778,12 @@ impl HubModel<'_> {
                         push(Act::Park(park), s);
                     } else {
                         // A plain thread's sleep, or a park cancelled by
-                        // the shutdown: returns at once.
+                        // the shutdown: returns at once. (A call parked on
+                        // the live drain is unwound instead, which ends
+                        // that drain, `pending::run_call`; the calls left
+                        // then run at shutdown, rule 6. Modelled here as a
+                        // return after which the drain goes on: either way
+                        // each queued call runs once.)
                         self.after_frames(&mut s, ctx);
                         push(Act::PlainSleep, s);
                     }
