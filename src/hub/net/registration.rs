@@ -455,7 +455,7 @@ impl<S: AsRawFd> Source<S> {
                     }
                     self.wait(Direction::Read, Some(seq), deadline)?;
                 }
-                None if worker::current_task().is_none() => {
+                None if worker::with_current_task(|_, _| ()).is_none() => {
                     deadline.check()?;
                     poll_fd(self.sock.as_raw_fd(), Direction::Read, deadline.at)?;
                     return deadline.check();
@@ -471,21 +471,26 @@ impl<S: AsRawFd> Source<S> {
     /// the deadline passes: an error).
     fn wait(&self, dir: Direction, seq: Option<u64>, deadline: Deadline) -> io::Result<()> {
         deadline.check()?;
-        let Some((w, task)) = worker::current_task() else {
-            return poll_fd(self.sock.as_raw_fd(), dir, deadline.at);
-        };
-        let reg = self.registration(&w)?;
-        {
-            let d = dir as usize;
-            let mut waiters = reg.io.waiters.lock();
-            reg.io.waiting[d].store(true, Ordering::SeqCst);
-            if seq != Some(reg.io.seq[d].load(Ordering::SeqCst)) {
-                return Ok(());
+        // The worker and the task are lent, not cloned: a wait costs no
+        // reference-count traffic but the waker's.
+        let waited = worker::with_current_task(|w, task| {
+            let reg = self.registration(w)?;
+            {
+                let d = dir as usize;
+                let mut waiters = reg.io.waiters.lock();
+                reg.io.waiting[d].store(true, Ordering::SeqCst);
+                if seq != Some(reg.io.seq[d].load(Ordering::SeqCst)) {
+                    return Ok(());
+                }
+                waiters[d].add(Waker::from(Arc::clone(task)));
             }
-            waiters[d].add(Waker::from(Arc::clone(&task)));
+            park_green(w, task, Wait::Io, deadline.at);
+            Ok(())
+        });
+        match waited {
+            Some(result) => result,
+            None => poll_fd(self.sock.as_raw_fd(), dir, deadline.at),
         }
-        park_green(&w, &task, Wait::Io, deadline.at);
-        Ok(())
     }
 
     /// Its registration, made now with `w`'s poller if it has none.
