@@ -25,15 +25,13 @@
 //! protocol's receiver does, and its payload returned.
 
 use std::ptr;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::error::GreenletError;
 use super::handle::Greenlet;
 use super::payload::Raised;
 use super::switch;
-use super::thread_state::{self, ThreadState};
-use super::trace;
+use super::thread_state;
 use super::value::Value;
 
 /// How a [`resume`] came back to main.
@@ -67,12 +65,12 @@ pub(crate) fn resume(g: &Greenlet) -> Resumed {
         if !ptr::eq(Arc::as_ptr(&g.record.thread), Arc::as_ptr(&(*ts).link))
             || (*ts).current != main
             || !g.record.flags().is_active()
-            || slow(ts)
+            || switch::needs_slow_path(ts)
         {
             return Resumed::Full(g.switch(()));
         }
         switch::resume_from_main(ts, main, dest);
-        if (*ts).slot.is_full() || pending(ts) {
+        if (*ts).slot.is_full() || switch::must_settle(ts) {
             return Resumed::Full(switch::take_and_settle(ts).map_err(Raised::into_error));
         }
         Resumed::Parked
@@ -97,40 +95,18 @@ pub(crate) fn park(main: &Greenlet) -> Result<(), GreenletError> {
     unsafe {
         if !ptr::eq(Arc::as_ptr(&main.record), (*ts).main_ptr)
             || (*ts).current == (*ts).main_ptr
-            || slow(ts)
+            || switch::needs_slow_path(ts)
         {
             return main.switch(()).map(drop);
         }
         switch::suspend_to_main(ts);
-        if (*ts).slot.is_full() || pending(ts) {
+        if (*ts).slot.is_full() || switch::must_settle(ts) {
             return switch::take_and_settle(ts)
                 .map(drop)
                 .map_err(Raised::into_error);
         }
         Ok(())
     }
-}
-
-/// Whether the sending side must take the full path (tracing, a forced
-/// unwind), as for the full protocol's fast path.
-///
-/// # Safety
-/// `ts` is the calling thread's live state.
-#[inline(always)]
-unsafe fn slow(ts: *mut ThreadState) -> bool {
-    // SAFETY: guaranteed by the caller; short read.
-    unsafe { (*ts).slow_switch() | trace::global_on() }
-}
-
-/// Whether the receiving context has work to settle (a retiring record,
-/// deferred kills, a trace event, mail from other threads).
-///
-/// # Safety
-/// `ts` is the calling thread's live state.
-#[inline(always)]
-unsafe fn pending(ts: *mut ThreadState) -> bool {
-    // SAFETY: guaranteed by the caller; short reads.
-    unsafe { (*ts).work | ThreadState::link(ts).has_mail.load(Ordering::Relaxed) }
 }
 
 #[cfg(test)]

@@ -104,7 +104,7 @@ pub(crate) unsafe fn transfer(
 /// # Safety
 /// `ts` is the calling thread's live state.
 #[inline(always)]
-unsafe fn needs_slow_path(ts: *mut ThreadState) -> bool {
+pub(super) unsafe fn needs_slow_path(ts: *mut ThreadState) -> bool {
     // SAFETY: guaranteed by the caller; short reads.
     unsafe { (*ts).slow_switch() | trace::global_on() }
 }
@@ -426,13 +426,25 @@ pub(super) unsafe fn take_and_settle(ts: *mut ThreadState) -> Payload {
     // SAFETY: guaranteed by the caller.
     unsafe {
         let payload = (*ts).slot.take();
-        if (*ts).work | ThreadState::link(ts).has_mail.load(Ordering::Relaxed) {
+        if must_settle(ts) {
             // By value, not by reference: a payload whose address is taken
             // lives in memory even on the fast path.
             return settle(ts, payload);
         }
         payload
     }
+}
+
+/// Whether the context that just got control has work to settle: a
+/// retiring record, deferred kills, a trace event, or mail from other
+/// threads.
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+#[inline(always)]
+pub(super) unsafe fn must_settle(ts: *mut ThreadState) -> bool {
+    // SAFETY: guaranteed by the caller; short reads.
+    unsafe { (*ts).work | ThreadState::link(ts).has_mail.load(Ordering::Relaxed) }
 }
 
 #[cold]

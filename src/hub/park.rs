@@ -47,8 +47,7 @@ pub(crate) fn park_green(w: &Worker, task: &Arc<Task>, wait: Wait, deadline: Opt
         w.timers.borrow_mut().arm(at, Arc::clone(task));
     }
     task.set_parked(wait);
-    if let Err(err) = direct::park(&w.hub) {
-        drop(err);
+    if direct::park(&w.hub).is_err() {
         raise(CancelUnwind);
     }
     check_scopes(&task.scopes);

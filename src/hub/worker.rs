@@ -193,16 +193,34 @@ pub(crate) struct Worker {
 }
 
 thread_local! {
-    static WORKER: RefCell<Option<Rc<Worker>>> = const { RefCell::new(None) };
-    /// `Rc::as_ptr` of `WORKER`'s worker while its loop and teardown run
-    /// (the only time green threads run on it), else null. No destructor,
-    /// so a park reads it in one load.
+    /// `Rc::as_ptr` of this thread's worker while its loop and teardown
+    /// run (the only time green threads run on it), else null. No
+    /// destructor, so a park reads it in one load.
     static RUNNING: Cell<*const Worker> = const { Cell::new(ptr::null()) };
+}
+
+/// Run `f` with this thread's worker, borrowed, while its loop or teardown
+/// runs; `None` elsewhere (a plain thread). `f` may park.
+#[inline]
+fn with_worker<R>(f: impl FnOnce(&Worker) -> R) -> Option<R> {
+    let w = RUNNING.with(Cell::get);
+    // SAFETY: a non-null `RUNNING` was set by `main` (through
+    // `MarkRunning`) to the worker its `Rc` keeps alive until after it is
+    // cleared, on this thread, also when the loop unwinds.
+    unsafe { w.as_ref() }.map(f)
 }
 
 /// This thread's worker, if it is one.
 pub(crate) fn current() -> Option<Rc<Worker>> {
-    WORKER.try_with(|w| w.borrow().clone()).ok().flatten()
+    with_worker(|w| {
+        let w: *const Worker = w;
+        // SAFETY: `w` is `Rc::as_ptr` of `main`'s live `Rc` (`with_worker`);
+        // the count is raised first, so the `Rc` made here owns a reference.
+        unsafe {
+            Rc::increment_strong_count(w);
+            Rc::from_raw(w)
+        }
+    })
 }
 
 /// The calling green thread and its worker (`None` on a plain thread, and
@@ -218,41 +236,31 @@ pub(crate) fn current_task() -> Option<(Rc<Worker>, Arc<Task>)> {
 /// hub outside any green thread. `f` may park.
 #[inline]
 pub(crate) fn with_current_task<R>(f: impl FnOnce(&Worker, &Arc<Task>) -> R) -> Option<R> {
-    let w = RUNNING.with(Cell::get);
-    if w.is_null() {
-        return None;
-    }
-    // SAFETY: `RUNNING` is set by `main` (through `MarkRunning`) to the
-    // worker its `Rc` keeps alive until after it is cleared, on this thread,
-    // also when the loop unwinds.
-    let w = unsafe { &*w };
-    let t = w.current.get();
-    if t.is_null() {
-        return None;
-    }
-    // SAFETY: `t` is `Arc::as_ptr` of the running task, whose `live` entry
-    // holds a reference until its greenlet is dead, so after this call
-    // (which runs on that greenlet) returns. Never dropped: no count change.
-    let task = ManuallyDrop::new(unsafe { Arc::from_raw(t) });
-    Some(f(w, &task))
+    with_worker(|w| {
+        let t = w.current.get();
+        if t.is_null() {
+            return None;
+        }
+        // SAFETY: `t` is `Arc::as_ptr` of the running task, whose `live`
+        // entry holds a reference until its greenlet is dead, so after this
+        // call (which runs on that greenlet) returns. Never dropped: no
+        // count change.
+        let task = ManuallyDrop::new(unsafe { Arc::from_raw(t) });
+        Some(f(w, &task))
+    })
+    .flatten()
 }
 
 /// Put a woken task on the ready queue of worker `owner`: directly when
 /// called on that worker, else through its remote queue.
 pub(crate) fn push_ready(task: Arc<Task>, owner: usize) {
-    let local = WORKER
-        .try_with(|w| {
-            let w = w.borrow();
-            match &*w {
-                Some(w) if w.index == owner && Arc::ptr_eq(&w.shared, &task.shared) => {
-                    w.ready.borrow_mut().push_back(Arc::clone(&task));
-                    true
-                }
-                _ => false,
-            }
-        })
-        .unwrap_or(false);
-    if !local {
+    let mut task = Some(task);
+    with_worker(|w| {
+        if let Some(t) = task.take_if(|t| w.index == owner && Arc::ptr_eq(&w.shared, &t.shared)) {
+            w.push_ready_local(t);
+        }
+    });
+    if let Some(task) = task {
         if let Some(remote) = task.shared.workers.get(owner) {
             remote.push(Arc::clone(&task));
         }
@@ -293,12 +301,10 @@ pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
         events: RefCell::new(mio::Events::with_capacity(256)),
         cancelled_all: Cell::new(false),
     });
-    WORKER.with(|c| *c.borrow_mut() = Some(Rc::clone(&w)));
     let running = MarkRunning::new(&w);
     w.run();
     w.teardown();
     drop(running);
-    WORKER.with(|c| c.borrow_mut().take());
 }
 
 impl Worker {
