@@ -486,12 +486,10 @@ fn root(ts: *mut ThreadState, record_ptr: *const Record, yielder: &Yielder<usize
             // The closure is moved out of the record before it runs, and the
             // record's `run` is not touched again.
             Ok(value) => {
+                // With no closure to run (a prepared greenlet always has
+                // one), the value is its result.
                 match catch_unwind(AssertUnwindSafe(move || Run::call_in_place(run, value))) {
-                    Ok(Ok(Ok(value))) => Ok(value),
-                    Ok(Ok(Err(err))) => Err(Raised::new(err)),
-                    // No closure to run (a prepared greenlet always has one):
-                    // the value is its result.
-                    Ok(Err(value)) => Ok(value),
+                    Ok(result) => result,
                     Err(panic) => {
                         if (*ts).unwinding() == record_ptr {
                             // corosensei's forced unwind: let it reach its root.
