@@ -141,10 +141,7 @@ impl Run {
     /// `this` points to a live `Run` that nothing else accesses during this
     /// call (the closure is moved out of it before it runs, and `this` is
     /// not used after that).
-    pub(crate) unsafe fn call_in_place(
-        this: *mut Run,
-        value: Value,
-    ) -> Payload {
+    pub(crate) unsafe fn call_in_place(this: *mut Run, value: Value) -> Payload {
         // SAFETY: guaranteed by the caller.
         unsafe {
             let Some(vtable) = (*this).vtable.take() else {
@@ -239,8 +236,15 @@ mod tests {
         let mut exit = Run::new(|_: Value| Err(GreenletError::GreenletExit(None)));
         // SAFETY: as above.
         let result = unsafe { Run::call_in_place(&mut exit, Value::unit()) };
-        assert!(matches!(result, Err(Raised::Exit)), "a bare exit is not boxed");
-        assert_eq!(Rc::strong_count(&drops), 1, "the failed closure was dropped");
+        assert!(
+            matches!(result, Err(Raised::Exit)),
+            "a bare exit is not boxed"
+        );
+        assert_eq!(
+            Rc::strong_count(&drops),
+            1,
+            "the failed closure was dropped"
+        );
     }
 
     #[test]
