@@ -94,7 +94,7 @@ impl Greenlet {
     {
         match thread_state::state() {
             // SAFETY: `ts` is this thread's live state.
-            Some(ts) => unsafe { spawn_in(ts, None, None, default_stack_size()).install(run) },
+            Some(ts) => unsafe { spawn_default(ts).install(run) },
             None => dead_on_arrival(None),
         }
     }
@@ -515,8 +515,21 @@ impl GreenletBuilder {
             }
         }
         // SAFETY: `ts` is this thread's live state.
-        Ok(unsafe { spawn_in(ts, self.parent, name, self.stack_size).install(run) })
+        Ok(unsafe { spawn_configured(ts, self.parent, name, self.stack_size).install(run) })
     }
+}
+
+/// [`spawn_in`] for [`Greenlet::new`]: no parent given (the current
+/// greenlet), no name, the default stack size. Its own copy, so that the
+/// common case is compiled with those constants (no parent or name to move
+/// or test, fewer registers to save).
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+#[inline(never)]
+unsafe fn spawn_default(ts: *mut ThreadState) -> Greenlet {
+    // SAFETY: guaranteed by the caller.
+    unsafe { spawn_in(ts, None, None, default_stack_size()) }
 }
 
 /// Create a greenlet in `ts`'s thread, without its closure (see
@@ -524,6 +537,7 @@ impl GreenletBuilder {
 ///
 /// # Safety
 /// `ts` is the calling thread's live state.
+#[inline(always)]
 unsafe fn spawn_in(
     ts: *mut ThreadState,
     parent: Option<Greenlet>,
@@ -549,6 +563,21 @@ unsafe fn spawn_in(
             record: ManuallyDrop::new(record),
         }
     }
+}
+
+/// [`spawn_in`] for [`GreenletBuilder::spawn`], out of line (not generic).
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+#[inline(never)]
+unsafe fn spawn_configured(
+    ts: *mut ThreadState,
+    parent: Option<Greenlet>,
+    name: Option<Box<str>>,
+    stack_size: usize,
+) -> Greenlet {
+    // SAFETY: guaranteed by the caller.
+    unsafe { spawn_in(ts, parent, name, stack_size) }
 }
 
 /// A new registered record, when the thread has no spare one (kept out of

@@ -829,7 +829,10 @@ impl Record {
         parent: Option<Greenlet>,
     ) -> Option<Greenlet> {
         self.id = id;
-        self.name = name;
+        // Written over the `None` the reset left (no drop test; were it
+        // ever a name, it would only leak).
+        debug_assert!(self.name.is_none(), "a spare record is reset");
+        mem::forget(mem::replace(&mut self.name, name));
         *self.handles.get_mut() = 1;
         *self.flags.get_mut() = Flags::UNSTARTED.0;
         self.local.get_mut().stack_size = stack_size;

@@ -2,15 +2,16 @@
 //!
 //! Owns the in-place/boxed storage of the closure and the vtable that calls
 //! or drops it (its `drop_stored` also serves the hub's task values,
-//! erased the same way). Uses only [`Value`] and [`GreenletError`] (the closure's
-//! argument and result types); knows nothing of records, threads or
-//! switching.
+//! erased the same way). Uses only [`Value`], [`GreenletError`] (the closure's
+//! argument and result types) and [`Raised`] (its error as it leaves, one
+//! word); knows nothing of records, threads or switching.
 
 use std::marker::PhantomData;
 use std::mem::{self, MaybeUninit};
 use std::ptr;
 
 use super::error::GreenletError;
+use super::payload::{Payload, Raised};
 use super::value::Value;
 
 /// Words of closure a greenlet keeps in its record without boxing it.
@@ -32,8 +33,11 @@ pub(crate) struct Run {
 }
 
 struct RunVtable {
-    /// Moves the closure out of the storage and calls it.
-    call: unsafe fn(*mut RunStorage, Value) -> Result<Value, GreenletError>,
+    /// Moves the closure out of the storage and calls it; its error comes
+    /// back boxed (a [`Payload`], two words in registers, rather than a
+    /// `Result` as wide as a `GreenletError` returned through memory and
+    /// copied again by the caller).
+    call: unsafe fn(*mut RunStorage, Value) -> Payload,
     /// Drops the closure in the storage without calling it.
     drop: unsafe fn(*mut RunStorage),
 }
@@ -46,26 +50,26 @@ const fn fits_in_run<T>() -> bool {
 
 /// # Safety
 /// `storage` holds an initialized `F`, which the call consumes.
-unsafe fn call_stored<F>(storage: *mut RunStorage, value: Value) -> Result<Value, GreenletError>
+unsafe fn call_stored<F>(storage: *mut RunStorage, value: Value) -> Payload
 where
     F: FnOnce(Value) -> Result<Value, GreenletError>,
 {
     // SAFETY: guaranteed by the caller; the `F` is moved out exactly once,
     // before anything else (the storage is not touched again).
     let run = unsafe { ptr::read(storage.cast::<F>()) };
-    run(value)
+    run(value).map_err(Raised::new)
 }
 
 /// # Safety
 /// `storage` holds an initialized `Box<F>`, which the call consumes.
-unsafe fn call_boxed<F>(storage: *mut RunStorage, value: Value) -> Result<Value, GreenletError>
+unsafe fn call_boxed<F>(storage: *mut RunStorage, value: Value) -> Payload
 where
     F: FnOnce(Value) -> Result<Value, GreenletError>,
 {
     // SAFETY: guaranteed by the caller; the box is moved out exactly once,
     // before anything else.
     let run = unsafe { ptr::read(storage.cast::<Box<F>>()) };
-    run(value)
+    run(value).map_err(Raised::new)
 }
 
 /// Drops the `S` that type-erased storage of type `St` holds (a [`Run`]'s
@@ -130,25 +134,22 @@ impl Run {
     }
 
     /// Call the closure where it is, with `value`, leaving nothing in
-    /// `this` (already before the call, which may switch away or panic).
-    /// `Err(value)` if there is no closure.
+    /// `this` (already before the call, which may switch away or panic);
+    /// its result, the error boxed. With no closure, `value` is the result.
     ///
     /// # Safety
     /// `this` points to a live `Run` that nothing else accesses during this
     /// call (the closure is moved out of it before it runs, and `this` is
     /// not used after that).
-    pub(crate) unsafe fn call_in_place(
-        this: *mut Run,
-        value: Value,
-    ) -> Result<Result<Value, GreenletError>, Value> {
+    pub(crate) unsafe fn call_in_place(this: *mut Run, value: Value) -> Payload {
         // SAFETY: guaranteed by the caller.
         unsafe {
             let Some(vtable) = (*this).vtable.take() else {
-                return Err(value);
+                return Ok(value);
             };
             // The storage holds what `vtable` expects (set together in
             // `new`); with `vtable` cleared, it is consumed exactly once.
-            Ok((vtable.call)(ptr::addr_of_mut!((*this).storage), value))
+            (vtable.call)(ptr::addr_of_mut!((*this).storage), value)
         }
     }
 }
@@ -202,16 +203,48 @@ mod tests {
             // SAFETY: `run` is a live local that nothing else touches.
             let result = unsafe { Run::call_in_place(&mut run, Value::new(100u64)) };
             assert!(!run.is_some(), "called: nothing left");
-            let Ok(Ok(value)) = result else {
+            let Ok(value) = result else {
                 panic!("the closure was called and returned Ok");
             };
             results.push(value.downcast::<u64>().unwrap());
             // SAFETY: as above; called again, there is nothing to call.
             let again = unsafe { Run::call_in_place(&mut run, Value::new(1u64)) };
-            assert_eq!(again.err().unwrap().downcast::<u64>().unwrap(), 1);
+            let Ok(again) = again else {
+                panic!("with no closure, the value is the result");
+            };
+            assert_eq!(again.downcast::<u64>().unwrap(), 1);
         }
         assert_eq!(results, [100, 105, 115, 107]);
         assert_eq!(Rc::strong_count(&drops), 1, "each closure dropped once");
+    }
+
+    #[test]
+    fn a_closure_error_comes_back_raised_and_a_bare_exit_unboxed() {
+        let drops = Rc::new(());
+        // `adder` downcasts its argument to `u64`: a string is an error.
+        let mut wrong = Run::new(adder(1u64, |c| *c, &drops));
+        // SAFETY: `wrong` is a live local that nothing else touches.
+        let result = unsafe { Run::call_in_place(&mut wrong, Value::new("not a number")) };
+        let Err(raised @ Raised::Error(_)) = result else {
+            panic!("a downcast error comes back boxed");
+        };
+        assert!(!raised.is_exit());
+        assert!(
+            !matches!(raised.into_error(), GreenletError::GreenletExit(_)),
+            "the closure's own error, not an exit"
+        );
+        let mut exit = Run::new(|_: Value| Err(GreenletError::GreenletExit(None)));
+        // SAFETY: as above.
+        let result = unsafe { Run::call_in_place(&mut exit, Value::unit()) };
+        assert!(
+            matches!(result, Err(Raised::Exit)),
+            "a bare exit is not boxed"
+        );
+        assert_eq!(
+            Rc::strong_count(&drops),
+            1,
+            "the failed closure was dropped"
+        );
     }
 
     #[test]
@@ -240,7 +273,7 @@ mod tests {
         });
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             // SAFETY: `run` is a live local that nothing else touches.
-            let _ = unsafe { Run::call_in_place(&mut run, Value::unit()) };
+            drop(unsafe { Run::call_in_place(&mut run, Value::unit()) });
         }));
         assert!(outcome.is_err());
         assert!(!run.is_some());
