@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use greenlet::hub::{self, Mutex, RecvTimeoutError, Selectable, Semaphore, Wait};
+use greenlet::hub::{self, Mutex, RecvTimeoutError, Selectable, Semaphore, TaskState, Wait};
 
 /// Block the worker (not park) until `d` has passed: the green threads
 /// woken meanwhile run only after it.
@@ -25,45 +25,78 @@ fn hold_worker(d: Duration) {
     }
 }
 
+/// Yield until `h` is parked on `wait` (true) or has finished (false).
+fn parked_or_done<T>(h: &hub::JoinHandle<T>, wait: Wait) -> bool {
+    let start = Instant::now();
+    while h.state() != TaskState::Parked(wait) {
+        if h.is_finished() {
+            return false;
+        }
+        assert!(start.elapsed() < HANG, "never parked on {wait}");
+        hub::yield_now();
+    }
+    true
+}
+
+/// Timeouts to try in turn: a slow run (valgrind) may see a short one
+/// elapse before the test reaches its send, and then tries a longer one.
+const TIMEOUTS_MS: [u64; 5] = [1, 10, 100, 1_000, 10_000];
+
 #[test]
 fn a_value_handed_to_a_receiver_that_then_times_out_goes_to_the_next() {
     // One worker: nothing runs between the send and the victim's resume.
-    rt(1)
+    let exercised = rt(1)
         .block_on(|| {
-            let (tx, rx) = hub::unbounded::<u32>();
-            let rx = Arc::new(rx);
-            let r = Arc::clone(&rx);
-            let victim = hub::spawn(move || hub::timeout(Duration::from_millis(1), || r.recv()));
-            let r = Arc::clone(&rx);
-            let survivor = hub::spawn(move || r.recv());
-            until_parked(&victim, Wait::Recv);
-            until_parked(&survivor, Wait::Recv);
-            // Handed to the victim (first in line); its timeout elapses
-            // before it runs, so it unwinds with the value in its hands.
-            tx.send(7).unwrap();
-            hold_worker(Duration::from_millis(2));
-            assert!(victim.join().unwrap().is_err(), "the victim timed out");
-            assert_eq!(survivor.join().unwrap(), Ok(7));
-            tx.send(8).unwrap();
-            tx.send(9).unwrap();
-            assert_eq!(rx.try_recv(), Ok(8), "order kept after the give-back");
-            assert_eq!(rx.try_recv(), Ok(9));
+            for ms in TIMEOUTS_MS {
+                let d = Duration::from_millis(ms);
+                let (tx, rx) = hub::unbounded::<u32>();
+                let rx = Arc::new(rx);
+                let r = Arc::clone(&rx);
+                let victim = hub::spawn(move || hub::timeout(d, || r.recv()));
+                let r = Arc::clone(&rx);
+                let survivor = hub::spawn(move || r.recv());
+                until_parked(&survivor, Wait::Recv);
+                if !parked_or_done(&victim, Wait::Recv) {
+                    continue; // timed out already: try a longer timeout
+                }
+                // Handed to the victim (first in line); its timeout
+                // elapses before it runs, so it unwinds holding the value.
+                tx.send(7).unwrap();
+                hold_worker(d);
+                assert!(victim.join().unwrap().is_err(), "the victim timed out");
+                assert_eq!(survivor.join().unwrap(), Ok(7));
+                tx.send(8).unwrap();
+                tx.send(9).unwrap();
+                assert_eq!(rx.try_recv(), Ok(8), "order kept after the give-back");
+                assert_eq!(rx.try_recv(), Ok(9));
+                return true;
+            }
+            false
         })
         .unwrap();
+    assert!(exercised, "every timeout elapsed before the send");
 }
 
 #[test]
 fn a_receive_whose_deadline_passes_after_a_handover_returns_the_value() {
-    rt(1)
+    let exercised = rt(1)
         .block_on(|| {
-            let (tx, rx) = hub::unbounded::<u32>();
-            let h = hub::spawn(move || rx.recv_timeout(Duration::from_millis(1)));
-            until_parked(&h, Wait::Recv);
-            tx.send(5).unwrap();
-            hold_worker(Duration::from_millis(2));
-            assert_eq!(h.join().unwrap(), Ok(5), "handed over before the deadline");
+            for ms in TIMEOUTS_MS {
+                let d = Duration::from_millis(ms);
+                let (tx, rx) = hub::unbounded::<u32>();
+                let h = hub::spawn(move || rx.recv_timeout(d));
+                if !parked_or_done(&h, Wait::Recv) {
+                    continue;
+                }
+                tx.send(5).unwrap();
+                hold_worker(d);
+                assert_eq!(h.join().unwrap(), Ok(5), "handed over before the deadline");
+                return true;
+            }
+            false
         })
         .unwrap();
+    assert!(exercised, "every deadline passed before the send");
 }
 
 #[test]
