@@ -3,14 +3,22 @@
 //! A receive or a send on a full channel parks a green thread and blocks a
 //! plain thread.
 //!
-//! Owns: the channel state and its ends, their errors, and the hooks
-//! [`select`](super::select) uses. Uses [`WaitList`] / [`wait_on`].
+//! Owns: the channel state and its ends, their errors, and the hook
+//! [`select`](super::select) uses. Uses [`WaitList`] / [`wait_on`] /
+//! [`Watch`].
+//!
+//! Hand-over: a send to an empty channel whose first waiter is a parked
+//! receive gives the value to that receive (it returns it without going
+//! through the queue); a receive from a full channel moves the first
+//! parked sender's value into the room it leaves (that send returns
+//! without retrying). Either side takes the channel's lock once, and the
+//! woken side once more to read what it was given.
 //!
 //! Closing: when every [`Sender`] is gone, receives return what is queued,
 //! then [`RecvError`] (so iteration ends); when the [`Receiver`] is gone,
 //! sends fail with the value back. Nothing sent is lost to a receiver that
-//! is cancelled (or times out) while parked: a value is only taken off the
-//! queue by a receive that returns it.
+//! is cancelled (or times out) while parked: a value handed to it goes
+//! back to the front of the queue and on to the next receiver.
 
 use std::collections::VecDeque;
 use std::fmt;
