@@ -51,6 +51,7 @@ pub(crate) enum Wakeup {
 
 impl Wakeup {
     /// The caller's.
+    #[inline]
     fn current() -> Wakeup {
         worker::with_current_task(|_, task| Wakeup::Task(Arc::clone(task)))
             .unwrap_or_else(|| Wakeup::Thread(std::thread::current()))
