@@ -154,6 +154,31 @@ fn a_cancelled_parked_sender_sends_nothing_unless_its_value_was_taken() {
 }
 
 #[test]
+fn a_parked_send_timed_out_after_its_value_was_taken_stays_sent() {
+    let exercised = rt(1)
+        .block_on(|| {
+            for ms in TIMEOUTS_MS {
+                let d = Duration::from_millis(ms);
+                let (tx, rx) = hub::channel::<u32>(1);
+                tx.send(1).unwrap();
+                let h = hub::spawn(move || hub::timeout(d, || tx.send(2)));
+                if !parked_or_done(&h, Wait::Send) {
+                    continue;
+                }
+                assert_eq!(rx.recv(), Ok(1)); // moves 2 into the room it leaves
+                hold_worker(d);
+                assert!(h.join().unwrap().is_err(), "the send's timeout elapsed");
+                assert_eq!(rx.try_recv(), Ok(2), "the value taken stays sent");
+                assert!(rx.try_recv().is_err(), "and only once");
+                return true;
+            }
+            false
+        })
+        .unwrap();
+    assert!(exercised, "every timeout elapsed before the receive");
+}
+
+#[test]
 fn a_parked_sender_gets_its_value_back_when_the_receiver_goes() {
     rt(1)
         .block_on(|| {

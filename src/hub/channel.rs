@@ -184,7 +184,10 @@ pub fn unbounded<T>() -> (Sender<T>, Receiver<T>) {
 }
 
 impl<T> Sender<T> {
-    /// Send `value`, parking while a bounded channel is full.
+    /// Send `value`, parking while a bounded channel is full. A parking
+    /// point: a send cancelled (or whose `timeout` elapses) while parked
+    /// did not happen, its value dropped with it, unless a receive had
+    /// already moved the value into the channel, in which case it did.
     ///
     /// # Errors
     /// [`SendError`] with the value when the receiver is gone.
