@@ -38,65 +38,62 @@ fn parked_or_done<T>(h: &hub::JoinHandle<T>, wait: Wait) -> bool {
     true
 }
 
-/// Timeouts to try in turn: a slow run (valgrind) may see a short one
-/// elapse before the test reaches its send, and then tries a longer one.
-const TIMEOUTS_MS: [u64; 5] = [1, 10, 100, 1_000, 10_000];
+/// On one worker (nothing runs between a hand-over and the resume of the
+/// one it went to), run `attempt` with a timeout of 1 ms, then 10, 100,
+/// ... until it gets to exercise its path (returns true): a slow run
+/// (valgrind) may see a short timeout elapse before the attempt reaches
+/// its hand-over (the attempt returns false), and then tries a longer one.
+fn with_growing_timeouts(what: &str, attempt: fn(Duration) -> bool) {
+    let exercised = rt(1)
+        .block_on(move || {
+            [1, 10, 100, 1_000, 10_000]
+                .into_iter()
+                .any(|ms| attempt(Duration::from_millis(ms)))
+        })
+        .unwrap();
+    assert!(exercised, "every timeout elapsed before {what}");
+}
 
 #[test]
 fn a_value_handed_to_a_receiver_that_then_times_out_goes_to_the_next() {
-    // One worker: nothing runs between the send and the victim's resume.
-    let exercised = rt(1)
-        .block_on(|| {
-            for ms in TIMEOUTS_MS {
-                let d = Duration::from_millis(ms);
-                let (tx, rx) = hub::unbounded::<u32>();
-                let rx = Arc::new(rx);
-                let r = Arc::clone(&rx);
-                let victim = hub::spawn(move || hub::timeout(d, || r.recv()));
-                let r = Arc::clone(&rx);
-                let survivor = hub::spawn(move || r.recv());
-                until_parked(&survivor, Wait::Recv);
-                if !parked_or_done(&victim, Wait::Recv) {
-                    continue; // timed out already: try a longer timeout
-                }
-                // Handed to the victim (first in line); its timeout
-                // elapses before it runs, so it unwinds holding the value.
-                tx.send(7).unwrap();
-                hold_worker(d);
-                assert!(victim.join().unwrap().is_err(), "the victim timed out");
-                assert_eq!(survivor.join().unwrap(), Ok(7));
-                tx.send(8).unwrap();
-                tx.send(9).unwrap();
-                assert_eq!(rx.try_recv(), Ok(8), "order kept after the give-back");
-                assert_eq!(rx.try_recv(), Ok(9));
-                return true;
-            }
-            false
-        })
-        .unwrap();
-    assert!(exercised, "every timeout elapsed before the send");
+    with_growing_timeouts("the send", |d| {
+        let (tx, rx) = hub::unbounded::<u32>();
+        let rx = Arc::new(rx);
+        let r = Arc::clone(&rx);
+        let victim = hub::spawn(move || hub::timeout(d, || r.recv()));
+        let r = Arc::clone(&rx);
+        let survivor = hub::spawn(move || r.recv());
+        until_parked(&survivor, Wait::Recv);
+        if !parked_or_done(&victim, Wait::Recv) {
+            return false; // timed out already
+        }
+        // Handed to the victim (first in line); its timeout
+        // elapses before it runs, so it unwinds holding the value.
+        tx.send(7).unwrap();
+        hold_worker(d);
+        assert!(victim.join().unwrap().is_err(), "the victim timed out");
+        assert_eq!(survivor.join().unwrap(), Ok(7));
+        tx.send(8).unwrap();
+        tx.send(9).unwrap();
+        assert_eq!(rx.try_recv(), Ok(8), "order kept after the give-back");
+        assert_eq!(rx.try_recv(), Ok(9));
+        true
+    });
 }
 
 #[test]
 fn a_receive_whose_deadline_passes_after_a_handover_returns_the_value() {
-    let exercised = rt(1)
-        .block_on(|| {
-            for ms in TIMEOUTS_MS {
-                let d = Duration::from_millis(ms);
-                let (tx, rx) = hub::unbounded::<u32>();
-                let h = hub::spawn(move || rx.recv_timeout(d));
-                if !parked_or_done(&h, Wait::Recv) {
-                    continue;
-                }
-                tx.send(5).unwrap();
-                hold_worker(d);
-                assert_eq!(h.join().unwrap(), Ok(5), "handed over before the deadline");
-                return true;
-            }
-            false
-        })
-        .unwrap();
-    assert!(exercised, "every deadline passed before the send");
+    with_growing_timeouts("the send", |d| {
+        let (tx, rx) = hub::unbounded::<u32>();
+        let h = hub::spawn(move || rx.recv_timeout(d));
+        if !parked_or_done(&h, Wait::Recv) {
+            return false;
+        }
+        tx.send(5).unwrap();
+        hold_worker(d);
+        assert_eq!(h.join().unwrap(), Ok(5), "handed over before the deadline");
+        true
+    });
 }
 
 #[test]
@@ -155,27 +152,20 @@ fn a_cancelled_parked_sender_sends_nothing_unless_its_value_was_taken() {
 
 #[test]
 fn a_parked_send_timed_out_after_its_value_was_taken_stays_sent() {
-    let exercised = rt(1)
-        .block_on(|| {
-            for ms in TIMEOUTS_MS {
-                let d = Duration::from_millis(ms);
-                let (tx, rx) = hub::channel::<u32>(1);
-                tx.send(1).unwrap();
-                let h = hub::spawn(move || hub::timeout(d, || tx.send(2)));
-                if !parked_or_done(&h, Wait::Send) {
-                    continue;
-                }
-                assert_eq!(rx.recv(), Ok(1)); // moves 2 into the room it leaves
-                hold_worker(d);
-                assert!(h.join().unwrap().is_err(), "the send's timeout elapsed");
-                assert_eq!(rx.try_recv(), Ok(2), "the value taken stays sent");
-                assert!(rx.try_recv().is_err(), "and only once");
-                return true;
-            }
-            false
-        })
-        .unwrap();
-    assert!(exercised, "every timeout elapsed before the receive");
+    with_growing_timeouts("the receive", |d| {
+        let (tx, rx) = hub::channel::<u32>(1);
+        tx.send(1).unwrap();
+        let h = hub::spawn(move || hub::timeout(d, || tx.send(2)));
+        if !parked_or_done(&h, Wait::Send) {
+            return false;
+        }
+        assert_eq!(rx.recv(), Ok(1)); // moves 2 into the room it leaves
+        hold_worker(d);
+        assert!(h.join().unwrap().is_err(), "the send's timeout elapsed");
+        assert_eq!(rx.try_recv(), Ok(2), "the value taken stays sent");
+        assert!(rx.try_recv().is_err(), "and only once");
+        true
+    });
 }
 
 #[test]
