@@ -3,14 +3,22 @@
 //! A receive or a send on a full channel parks a green thread and blocks a
 //! plain thread.
 //!
-//! Owns: the channel state and its ends, their errors, and the hooks
-//! [`select`](super::select) uses. Uses [`WaitList`] / [`wait_on`].
+//! Owns: the channel state and its ends, their errors, and the hook
+//! [`select`](super::select) uses. Uses [`WaitList`] / [`wait_on`] /
+//! [`Watch`].
+//!
+//! Hand-over: a send to an empty channel whose first waiter is a parked
+//! receive gives the value to that receive (it returns it without going
+//! through the queue); a receive from a full channel moves the first
+//! parked sender's value into the room it leaves (that send returns
+//! without retrying). Either side takes the channel's lock once, and the
+//! woken side once more to read what it was given.
 //!
 //! Closing: when every [`Sender`] is gone, receives return what is queued,
 //! then [`RecvError`] (so iteration ends); when the [`Receiver`] is gone,
 //! sends fail with the value back. Nothing sent is lost to a receiver that
-//! is cancelled (or times out) while parked: a value is only taken off the
-//! queue by a receive that returns it.
+//! is cancelled (or times out) while parked: a value handed to it goes
+//! back to the front of the queue and on to the next receiver.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -20,27 +28,82 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::task::Wait;
-use super::wait::{wait_on, wake_all, WaitList, Waiter};
+use super::wait::{wait_on, wake, wake_all, Site, WaitList, Wakeup, Watch};
 
 pub(crate) struct State<T> {
     queue: VecDeque<T>,
     capacity: Option<usize>,
     senders: usize,
     receiver: bool,
-    recv: WaitList,
-    send: WaitList,
+    /// Parked receives (they take a value handed to them) and `select`
+    /// watches (they do not). Only while `queue` is empty does a receive
+    /// wait un-notified at its front.
+    recv: WaitList<T>,
+    /// Parked sends, each offering its value.
+    send: WaitList<T>,
 }
 
 pub(crate) struct Chan<T> {
     state: Mutex<State<T>>,
 }
 
-fn recv_list<T>(s: &mut State<T>) -> &mut WaitList {
-    &mut s.recv
-}
+impl<T> State<T> {
+    /// A parked receive.
+    const RECV: Site<State<T>, T> = Site {
+        list: |s| &mut s.recv,
+        wait: Wait::Recv,
+        takes: true,
+        unwind: State::give_back,
+    };
 
-fn send_list<T>(s: &mut State<T>) -> &mut WaitList {
-    &mut s.send
+    /// A parked send on a full channel.
+    const SEND: Site<State<T>, T> = Site {
+        list: |s| &mut s.send,
+        wait: Wait::Send,
+        takes: false,
+        // Notified, its value was either taken (sent) or is still its own
+        // (the receiver went): nothing to pass on.
+        unwind: |_, _| None,
+    };
+
+    /// A receiver notified (and maybe handed `value`) that will not
+    /// receive: the value goes back to the front of the queue (it was
+    /// handed over only when the queue was empty), and the next waiter is
+    /// told there is something.
+    fn give_back(&mut self, value: Option<T>) -> Option<Wakeup> {
+        if let Some(v) = value {
+            self.queue.push_front(v);
+        }
+        if self.queue.is_empty() {
+            return None;
+        }
+        self.recv.notify_one()
+    }
+
+    /// Send `value` if there is room: straight to a receive parked on an
+    /// empty queue, else onto the queue. Returns whom to wake.
+    fn offer(&mut self, value: T) -> Result<Option<Wakeup>, TrySendError<T>> {
+        if !self.receiver {
+            return Err(TrySendError::Disconnected(value));
+        }
+        if self.queue.is_empty() && self.recv.first_takes() {
+            return Ok(self.recv.notify_one_with(|slot| *slot = Some(value)));
+        }
+        if self.capacity.is_some_and(|c| self.queue.len() >= c) {
+            return Err(TrySendError::Full(value));
+        }
+        self.queue.push_back(value);
+        Ok(self.recv.notify_one())
+    }
+
+    /// Take the next queued value; a parked sender's value fills the room
+    /// it leaves. Returns it and whom to wake.
+    fn take(&mut self) -> Option<(T, Option<Wakeup>)> {
+        let v = self.queue.pop_front()?;
+        let queue = &mut self.queue;
+        let sender = self.send.notify_one_with(|slot| queue.extend(slot.take()));
+        Some((v, sender))
+    }
 }
 
 /// The sending end of a channel; clone it for more producers.
@@ -121,7 +184,10 @@ pub fn unbounded<T>() -> (Sender<T>, Receiver<T>) {
 }
 
 impl<T> Sender<T> {
-    /// Send `value`, parking while a bounded channel is full.
+    /// Send `value`, parking while a bounded channel is full. A parking
+    /// point: a send cancelled (or whose `timeout` elapses) while parked
+    /// did not happen, its value dropped with it, unless a receive had
+    /// already moved the value into the channel, in which case it did.
     ///
     /// # Errors
     /// [`SendError`] with the value when the receiver is gone.
@@ -132,16 +198,24 @@ impl<T> Sender<T> {
     /// assert_eq!(tx.send(5).unwrap_err().0, 5);
     /// ```
     pub fn send(&self, value: T) -> Result<(), SendError<T>> {
+        let mut st = self.chan.state.lock();
         let mut value = value;
         loop {
-            match self.try_send(value) {
-                Ok(()) => return Ok(()),
+            match st.offer(value) {
+                Ok(w) => {
+                    drop(st);
+                    wake(w);
+                    return Ok(());
+                }
                 Err(TrySendError::Disconnected(v)) => return Err(SendError(v)),
                 Err(TrySendError::Full(v)) => {
-                    value = v;
-                    let st = self.chan.state.lock();
-                    if st.receiver && st.capacity.is_some_and(|c| st.queue.len() >= c) {
-                        wait_on(&self.chan.state, st, send_list, Wait::Send, None);
+                    let woken = wait_on(&self.chan.state, st, State::SEND, Some(v), None);
+                    st = woken.guard;
+                    match woken.value {
+                        // A receive took it.
+                        None => return Ok(()),
+                        // The receiver went (or a spurious return): retry.
+                        Some(v) => value = v,
                     }
                 }
             }
@@ -162,18 +236,9 @@ impl<T> Sender<T> {
     /// ```
     pub fn try_send(&self, value: T) -> Result<(), TrySendError<T>> {
         let mut st = self.chan.state.lock();
-        if !st.receiver {
-            return Err(TrySendError::Disconnected(value));
-        }
-        if st.capacity.is_some_and(|c| st.queue.len() >= c) {
-            return Err(TrySendError::Full(value));
-        }
-        st.queue.push_back(value);
-        let w = st.recv.notify_one();
+        let w = st.offer(value)?;
         drop(st);
-        if let Some(w) = w {
-            w.wake();
-        }
+        wake(w);
         Ok(())
     }
 
@@ -257,14 +322,11 @@ impl<T> Receiver<T> {
     }
 
     fn recv_until(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
+        let mut st = self.chan.state.lock();
         loop {
-            let mut st = self.chan.state.lock();
-            if let Some(v) = st.queue.pop_front() {
-                let w = st.send.notify_one();
+            if let Some((v, w)) = st.take() {
                 drop(st);
-                if let Some(w) = w {
-                    w.wake();
-                }
+                wake(w);
                 return Ok(v);
             }
             if st.senders == 0 {
@@ -273,7 +335,13 @@ impl<T> Receiver<T> {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(RecvTimeoutError::Timeout);
             }
-            wait_on(&self.chan.state, st, recv_list, Wait::Recv, deadline);
+            let woken = wait_on(&self.chan.state, st, State::RECV, None, deadline);
+            if let Some(v) = woken.value {
+                // Handed over by a send: the queue was empty, no sender
+                // waits for room.
+                return Ok(v);
+            }
+            st = woken.guard;
         }
     }
 
@@ -291,13 +359,10 @@ impl<T> Receiver<T> {
     /// ```
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
         let mut st = self.chan.state.lock();
-        match st.queue.pop_front() {
-            Some(v) => {
-                let w = st.send.notify_one();
+        match st.take() {
+            Some((v, w)) => {
                 drop(st);
-                if let Some(w) = w {
-                    w.wake();
-                }
+                wake(w);
                 Ok(v)
             }
             None if st.senders == 0 => Err(TryRecvError::Disconnected),
@@ -345,24 +410,10 @@ impl<T> Receiver<T> {
         !st.queue.is_empty() || st.senders == 0
     }
 
-    pub(crate) fn watch(&self) -> Arc<Waiter> {
-        self.chan.state.lock().recv.push()
-    }
-
-    /// Stop watching; when `w` was notified and `pass_on`, hand the
-    /// notification to the next receiver.
-    pub(crate) fn unwatch(&self, w: &Arc<Waiter>, pass_on: bool) {
-        let mut st = self.chan.state.lock();
-        let waiting = st.recv.remove(w);
-        let next = if !waiting && pass_on && !st.queue.is_empty() {
-            st.recv.notify_one()
-        } else {
-            None
-        };
-        drop(st);
-        if let Some(n) = next {
-            n.wake();
-        }
+    /// Watch it for `select`: the caller is woken when a value comes or
+    /// the last sender goes; dropping the watch passes a notification on.
+    pub(crate) fn watch(&self) -> Watch<'_, State<T>, T> {
+        Watch::new(&self.chan.state, State::RECV)
     }
 }
 

@@ -26,6 +26,7 @@ pub(crate) struct TimeoutUnwind(pub(crate) u64);
 /// Park the caller until it is woken (or `deadline` passes). May return
 /// spuriously: callers re-check their condition. A parking point: a
 /// pending cancellation or an elapsed `timeout` unwinds from here.
+#[inline]
 pub(crate) fn park(wait: Wait, deadline: Option<Instant>) {
     let parked = worker::with_current_task(|w, task| park_green(w, task, wait, deadline));
     if parked.is_none() {

@@ -14,7 +14,12 @@ use super::task::Wait;
 
 mod sealed {
     pub trait Sealed {}
+    /// A registration of [`Watch::watch`](super::Watch::watch): dropping
+    /// it ends it.
+    pub trait Watching {}
 }
+
+impl<S, P> sealed::Watching for super::wait::Watch<'_, S, P> {}
 
 /// A receiver [`select`] can wait on.
 pub trait Selectable: sealed::Sealed {
@@ -28,10 +33,10 @@ pub trait Selectable: sealed::Sealed {
 pub trait Watch {
     /// Whether a receive would return at once.
     fn ready(&self) -> bool;
-    /// Register the caller's waker; returns a token for `unwatch`.
-    fn watch(&self) -> Box<dyn std::any::Any>;
-    /// Undo `watch`; pass a notification on when `pass_on`.
-    fn unwatch(&self, token: Box<dyn std::any::Any>, pass_on: bool);
+    /// Register the caller to be woken when it becomes ready; dropping
+    /// the registration ends it (passing a notification on to the next
+    /// receiver).
+    fn watch(&self) -> Box<dyn sealed::Watching + '_>;
 }
 
 impl<T> sealed::Sealed for Receiver<T> {}
@@ -41,13 +46,8 @@ impl<T> Watch for Receiver<T> {
     fn ready(&self) -> bool {
         self.is_ready()
     }
-    fn watch(&self) -> Box<dyn std::any::Any> {
+    fn watch(&self) -> Box<dyn sealed::Watching + '_> {
         Box::new(Receiver::watch(self))
-    }
-    fn unwatch(&self, token: Box<dyn std::any::Any>, pass_on: bool) {
-        if let Ok(w) = token.downcast::<std::sync::Arc<super::wait::Waiter>>() {
-            Receiver::unwatch(self, &w, pass_on);
-        }
     }
 }
 
@@ -91,31 +91,13 @@ pub fn select(receivers: &[&dyn Selectable], deadline: Option<Instant>) -> Resul
         if deadline.is_some_and(|d| Instant::now() >= d) {
             return Err(Elapsed);
         }
-        let tokens: Vec<_> = receivers.iter().map(|r| r.as_watch().watch()).collect();
-        let guard = Unwatch {
-            receivers,
-            tokens: Some(tokens),
-        };
+        // Dropped after the park, also when it unwinds: each passes a
+        // notification on (the caller receives from at most one of them,
+        // and none if it unwinds).
+        let watches: Vec<_> = receivers.iter().map(|r| r.as_watch().watch()).collect();
         if !receivers.iter().any(|r| r.as_watch().ready()) {
             park(Wait::Select, deadline);
         }
-        drop(guard);
-    }
-}
-
-/// Unregisters from every receiver; passes notifications on (the caller
-/// receives from at most one of them, and none if it unwinds).
-struct Unwatch<'a> {
-    receivers: &'a [&'a dyn Selectable],
-    tokens: Option<Vec<Box<dyn std::any::Any>>>,
-}
-
-impl Drop for Unwatch<'_> {
-    fn drop(&mut self) {
-        if let Some(tokens) = self.tokens.take() {
-            for (r, t) in self.receivers.iter().zip(tokens) {
-                r.as_watch().unwatch(t, true);
-            }
-        }
+        drop(watches);
     }
 }

@@ -14,16 +14,21 @@ use parking_lot::Mutex as Lock;
 
 use super::error::Elapsed;
 use super::task::Wait;
-use super::wait::{wait_on, wake_all, WaitList};
+use super::wait::{wait_on, wake, wake_all, Site, WaitList};
 
 struct EventState {
     set: bool,
-    waiters: WaitList,
+    waiters: WaitList<()>,
 }
 
-fn event_list(s: &mut EventState) -> &mut WaitList {
-    &mut s.waiters
-}
+/// Waiting for an event: `set` wakes every waiter, so a waiter that
+/// unwinds has nothing to pass on.
+const EVENT: Site<EventState, ()> = Site {
+    list: |s| &mut s.waiters,
+    wait: Wait::Event,
+    takes: false,
+    unwind: |_, _| None,
+};
 
 /// A flag green threads can wait for (gevent's `Event`): `set` wakes every
 /// waiter and lets later waits through until `clear`.
@@ -127,15 +132,15 @@ impl Event {
     }
 
     fn wait_until(&self, deadline: Option<Instant>) -> Result<(), Elapsed> {
+        let mut st = self.state.lock();
         loop {
-            let st = self.state.lock();
             if st.set {
                 return Ok(());
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(Elapsed);
             }
-            wait_on(&self.state, st, event_list, Wait::Event, deadline);
+            st = wait_on(&self.state, st, EVENT, None, deadline).guard;
         }
     }
 }
@@ -150,12 +155,20 @@ impl fmt::Debug for Event {
 
 struct LockState {
     locked: bool,
-    waiters: WaitList,
+    waiters: WaitList<()>,
 }
 
-fn lock_list(s: &mut LockState) -> &mut WaitList {
-    &mut s.waiters
-}
+/// Waiting for a lock: a waiter that unwinds after an unlock notified it
+/// passes the notification on while the lock is still free.
+const LOCK: Site<LockState, ()> = Site {
+    list: |s| &mut s.waiters,
+    wait: Wait::Mutex,
+    takes: false,
+    unwind: |s, _| match s.locked {
+        false => s.waiters.notify_one(),
+        true => None,
+    },
+};
 
 /// A mutual-exclusion lock whose `lock` parks a green thread (instead of
 /// blocking its worker) while another holds it.
@@ -238,8 +251,8 @@ impl<T: ?Sized> Mutex<T> {
     /// assert_eq!(*m.lock(), [1, 2]);
     /// ```
     pub fn lock(&self) -> MutexGuard<'_, T> {
+        let mut st = self.state.lock();
         loop {
-            let mut st = self.state.lock();
             if !st.locked {
                 st.locked = true;
                 return MutexGuard {
@@ -247,7 +260,7 @@ impl<T: ?Sized> Mutex<T> {
                     _value: PhantomData,
                 };
             }
-            wait_on(&self.state, st, lock_list, Wait::Mutex, None);
+            st = wait_on(&self.state, st, LOCK, None, None).guard;
         }
     }
 
@@ -293,9 +306,7 @@ impl<T: ?Sized> Drop for MutexGuard<'_, T> {
         st.locked = false;
         let w = st.waiters.notify_one();
         drop(st);
-        if let Some(w) = w {
-            w.wake();
-        }
+        wake(w);
     }
 }
 
@@ -315,12 +326,20 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for MutexGuard<'_, T> {
 
 struct SemState {
     permits: usize,
-    waiters: WaitList,
+    waiters: WaitList<()>,
 }
 
-fn sem_list(s: &mut SemState) -> &mut WaitList {
-    &mut s.waiters
-}
+/// Waiting for a permit: a waiter that unwinds after `add_permits`
+/// notified it passes the notification on while a permit is free.
+const PERMIT: Site<SemState, ()> = Site {
+    list: |s| &mut s.waiters,
+    wait: Wait::Semaphore,
+    takes: false,
+    unwind: |s, _| match s.permits {
+        0 => None,
+        _ => s.waiters.notify_one(),
+    },
+};
 
 /// A counting semaphore: `acquire` parks while no permit is left.
 ///
@@ -364,13 +383,13 @@ impl Semaphore {
     /// assert_eq!(s.available(), 0);
     /// ```
     pub fn acquire(&self) -> SemaphorePermit<'_> {
+        let mut st = self.state.lock();
         loop {
-            let mut st = self.state.lock();
             if st.permits > 0 {
                 st.permits -= 1;
                 return SemaphorePermit { sem: self };
             }
-            wait_on(&self.state, st, sem_list, Wait::Semaphore, None);
+            st = wait_on(&self.state, st, PERMIT, None, None).guard;
         }
     }
 
