@@ -200,6 +200,66 @@ fn cancel_before_start_never_runs_and_drops_the_closure() {
     assert_eq!(Arc::strong_count(&token), 1);
 }
 
+/// A capture of `N` words plus a drop counter, over-aligned when asked.
+#[derive(Clone)]
+#[repr(C, align(32))]
+struct Wide<const N: usize>([u64; N], Arc<()>);
+
+#[test]
+fn closures_small_large_and_over_aligned_run_once_or_drop_once_unstarted() {
+    let token = Arc::new(());
+    let rt = rt(1);
+    let t = Arc::clone(&token);
+    let (sums, errors) = rt
+        .block_on(move || {
+            let none = hub::spawn(|| 1u64);
+            let small = {
+                let c = (7u64, Arc::clone(&t));
+                hub::spawn(move || c.0)
+            };
+            let large = {
+                let c = Wide([1, 2, 3, 4, 5, 6], Arc::clone(&t));
+                hub::spawn(move || c.0.iter().sum::<u64>())
+            };
+            let aligned = {
+                let c = Wide([9], Arc::clone(&t));
+                hub::spawn(move || c.0[0])
+            };
+            let local = {
+                let rc = Rc::new(40u64);
+                let c = Wide([1, 1, 1, 1], Arc::clone(&t));
+                hub::spawn_local(move || *rc + c.0.iter().sum::<u64>() - 2)
+            };
+            // Cancelled before they start (one worker, no park since).
+            let cancelled = [
+                {
+                    let c = Wide([0; 8], Arc::clone(&t));
+                    hub::spawn(move || c.0[0])
+                },
+                {
+                    let c = (0u64, Arc::clone(&t));
+                    hub::spawn(move || c.0)
+                },
+            ];
+            for h in &cancelled {
+                h.cancel();
+            }
+            let sums: Vec<u64> = [none, small, large, aligned, local]
+                .into_iter()
+                .map(|h| h.join().unwrap())
+                .collect();
+            let errors: Vec<bool> = cancelled
+                .into_iter()
+                .map(|h| h.join().unwrap_err().is_cancelled())
+                .collect();
+            (sums, errors)
+        })
+        .unwrap();
+    assert_eq!(sums, [1, 7, 21, 9, 42]);
+    assert_eq!(errors, [true, true]);
+    assert_eq!(Arc::strong_count(&token), 1, "every capture dropped once");
+}
+
 #[test]
 fn a_running_green_thread_is_cancelled_at_its_next_parking_point_only() {
     let (reached, err) = hub::run(|| {

@@ -24,13 +24,14 @@ use crate::coroutine::default_stack_size;
 use crate::diag::diag_error;
 
 use super::blocking::BlockingPool;
+use super::body::Unstarted;
 use super::dump::TaskInfo;
 use super::error::{HubError, JoinError};
 use super::pending::{HubScheduler, PendingCalls};
 use super::registry::Registry;
 use super::task::{JoinHandle, Task};
 use super::watchdog::Watchdog;
-use super::worker::{self, Remote, Seed, Unstarted, WAKE_TOKEN};
+use super::worker::{self, Remote, Seed, WAKE_TOKEN};
 
 /// How long dropping a [`Runtime`] waits for cancelled green threads.
 pub const DROP_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);

@@ -1,6 +1,6 @@
 //! A green thread's shared header ([`Task`]: identity, state, wake and
-//! cancel flags, join waiters, its value once it finished), its waker, and
-//! the typed [`JoinHandle`].
+//! cancel flags, join waiters, its closure until it starts, its value once
+//! it finished), its waker, and the typed [`JoinHandle`].
 //!
 //! Owns the task's state machine as seen from other threads. Uses the
 //! worker's `push_ready` to route a wake, the registry to deregister a
@@ -8,13 +8,16 @@
 
 use std::fmt;
 use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 use std::panic::Location;
+use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Wake, Waker};
 
 use parking_lot::Mutex;
 
+use super::body::Body;
 use super::error::JoinError;
 use super::output::Output;
 use super::park::park;
@@ -174,6 +177,8 @@ pub(crate) struct Task {
     output: Mutex<Output>,
     /// Its `timeout` scopes.
     pub(crate) scopes: Scopes,
+    /// Its closure until it starts (reached through its `NotStarted`).
+    pub(crate) body: Body,
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -185,6 +190,7 @@ impl Task {
         site: &'static Location<'static>,
         stack_size: usize,
         shard: usize,
+        body: Body,
     ) -> Task {
         Task {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -206,6 +212,7 @@ impl Task {
             join_waiters: Mutex::new(JoinWaiters::new()),
             output: Mutex::new(Output::new()),
             scopes: Scopes::default(),
+            body,
         }
     }
 
@@ -282,15 +289,23 @@ impl Task {
     /// Queue it on its worker's ready queue unless it already is. A task not
     /// started on a worker (queued, or a blocking call) has nothing to queue.
     pub(crate) fn schedule(self: &Arc<Task>) {
+        if let Some(owner) = self.mark_scheduled() {
+            worker::push_ready(Arc::clone(self), owner);
+        }
+    }
+
+    /// Mark it scheduled and ready; the owner worker the caller must queue
+    /// it on, unless it was scheduled already, is not started or is done.
+    fn mark_scheduled(&self) -> Option<usize> {
         if self.scheduled.swap(true, Ordering::AcqRel) {
-            return;
+            return None;
         }
         let owner = self.owner();
         if owner == NO_OWNER || self.is_done() {
-            return;
+            return None;
         }
         self.state.store(READY, Ordering::Relaxed);
-        worker::push_ready(Arc::clone(self), owner);
+        Some(owner)
     }
 
     /// [`schedule`](Self::schedule) from the owner worker `w`'s own
@@ -331,7 +346,7 @@ impl Task {
 
     /// Register `waker` to be woken when it finishes; `false` if it already
     /// has (nothing registered).
-    pub(crate) fn add_join_waiter(&self, waker: &Waker) -> bool {
+    pub(crate) fn add_join_waiter(&self, waker: Waker) -> bool {
         let mut list = self.join_waiters.lock();
         if self.is_done() {
             return false;
@@ -362,20 +377,22 @@ impl JoinWaiters {
     }
 
     /// Add `waker` unless one that wakes the same task is there.
-    fn add(&mut self, waker: &Waker) {
-        let known = |w: &Waker| w.will_wake(waker);
+    fn add(&mut self, waker: Waker) {
+        let known = |w: &Waker| w.will_wake(&waker);
         match &self.first {
-            None => self.first = Some(waker.clone()),
+            None => self.first = Some(waker),
             Some(first) if known(first) => {}
             Some(_) if self.rest.iter().any(known) => {}
-            Some(_) => self.rest.push(waker.clone()),
+            Some(_) => self.rest.push(waker),
         }
     }
 }
 
 impl Wake for Task {
     fn wake(self: Arc<Self>) {
-        self.schedule();
+        if let Some(owner) = self.mark_scheduled() {
+            worker::push_ready(self, owner);
+        }
     }
     fn wake_by_ref(self: &Arc<Self>) {
         self.schedule();
@@ -485,13 +502,19 @@ impl<T> JoinHandle<T> {
     /// ```
     pub fn join(self) -> Result<T, JoinError> {
         while !self.task.is_done() {
-            let waker = super::park::current_waker();
-            if !self.task.add_join_waiter(&waker) {
+            if !self.task.add_join_waiter(super::park::current_waker()) {
                 break;
             }
             park(Wait::Join, None);
         }
-        self.take_result()
+        let result = self.take_result();
+        // Done, so no value comes later: the handle goes without `Drop`'s
+        // `abandon_output` (a lock taken for nothing).
+        let this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again, so its `Arc` is
+        // moved out (and dropped) exactly once.
+        drop(unsafe { ptr::read(&this.task) });
+        result
     }
 
     /// The result of a finished task (call only once it is done).
@@ -620,14 +643,14 @@ mod tests {
         let counts: Vec<Arc<Count>> = (0..3).map(|_| Arc::default()).collect();
         let wakers: Vec<Waker> = counts.iter().map(|c| Waker::from(Arc::clone(c))).collect();
         let mut waiters = JoinWaiters::new();
-        waiters.add(&wakers[0]);
-        waiters.add(&wakers[0]);
+        waiters.add(wakers[0].clone());
+        waiters.add(wakers[0].clone());
         assert!(
             waiters.first.is_some() && waiters.rest.is_empty(),
             "one joiner: no list"
         );
         for i in [1, 2, 1, 0, 2] {
-            waiters.add(&wakers[i]);
+            waiters.add(wakers[i].clone());
         }
         assert_eq!(waiters.rest.len(), 2);
         let taken = std::mem::take(&mut waiters);

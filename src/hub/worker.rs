@@ -44,6 +44,7 @@ use crate::coroutine::direct::{self, Resumed};
 use crate::coroutine::{getcurrent, Greenlet, GreenletError, Value};
 use crate::diag::diag_warn;
 
+use super::body::{Launch, LocalUnstarted, NotStarted, Unstarted};
 use super::error::JoinError;
 use super::runtime::Shared;
 use super::task::Task;
@@ -62,49 +63,6 @@ const IDLE_YIELDS: u32 = 2;
 const START_BURST: u32 = 32;
 /// The poller token of the worker's `mio::Waker`.
 pub(crate) const WAKE_TOKEN: mio::Token = mio::Token(usize::MAX);
-
-/// A task that has not started, with its closure. Dropped unstarted (a
-/// worker's deque at exit, a refused spawn, a cancellation), it drops the
-/// closure, then finishes the task as cancelled: no task is left unjoinable.
-pub(crate) struct NotStarted<B: ?Sized> {
-    task: Arc<Task>,
-    body: Option<Box<B>>,
-}
-
-/// A spawned `Send` task: it may start on any worker.
-pub(crate) type Unstarted = NotStarted<dyn FnOnce() + Send>;
-
-/// A `spawn_local` task: it starts on the worker that spawned it.
-type LocalUnstarted = NotStarted<dyn FnOnce()>;
-
-impl<B: ?Sized> NotStarted<B> {
-    pub(crate) fn new(task: Arc<Task>, body: Box<B>) -> Self {
-        NotStarted {
-            task,
-            body: Some(body),
-        }
-    }
-
-    pub(crate) fn task(&self) -> &Arc<Task> {
-        &self.task
-    }
-
-    /// The task, and its closure unless it was already taken.
-    pub(crate) fn into_parts(mut self) -> (Arc<Task>, Option<Box<B>>) {
-        (Arc::clone(&self.task), self.body.take())
-    }
-}
-
-impl<B: ?Sized> Drop for NotStarted<B> {
-    fn drop(&mut self) {
-        if let Some(body) = self.body.take() {
-            drop(body);
-            self.task.finish(Some(JoinError::Cancelled {
-                name: self.task.name(),
-            }));
-        }
-    }
-}
 
 /// The part of a worker that other threads reach.
 pub(crate) struct Remote {
@@ -320,17 +278,13 @@ impl Worker {
     }
 
     /// Queue a `!Send` task on this worker.
-    pub(crate) fn push_local(&self, task: Arc<Task>, body: Box<dyn FnOnce()>) {
-        self.local_new
-            .borrow_mut()
-            .push_back(LocalUnstarted::new(task, body));
+    pub(crate) fn push_local(&self, u: LocalUnstarted) {
+        self.local_new.borrow_mut().push_back(u);
     }
 
     /// Start a task at the front of the line (the pending-call drain).
-    pub(crate) fn push_local_first(&self, task: Arc<Task>, body: Box<dyn FnOnce()>) {
-        self.local_new
-            .borrow_mut()
-            .push_front(LocalUnstarted::new(task, body));
+    pub(crate) fn push_local_first(&self, u: LocalUnstarted) {
+        self.local_new.borrow_mut().push_front(u);
     }
 
     /// How many green threads this worker has started and not finished.
@@ -368,7 +322,7 @@ impl Worker {
             burst = 0;
             let next = self.ready.borrow_mut().pop_front();
             if let Some(task) = next {
-                self.resume_on(remote, task);
+                self.resume_on(remote, &task);
                 continue;
             }
             if shutting_down {
@@ -392,15 +346,11 @@ impl Worker {
     fn start_next(&self) -> bool {
         let local = self.local_new.borrow_mut().pop_front();
         if let Some(u) = local {
-            if let (task, Some(body)) = u.into_parts() {
-                self.start(task, body);
-            }
+            self.start(u);
             return true;
         }
         if let Some(u) = self.find_unstarted() {
-            if let (task, Some(body)) = u.into_parts() {
-                self.start(task, body);
-            }
+            self.start(u);
             return true;
         }
         false
@@ -524,13 +474,13 @@ impl Worker {
         }
     }
 
-    /// Start `task` as a greenlet whose parent is the hub.
-    fn start(&self, task: Arc<Task>, body: Box<dyn FnOnce()>) {
-        if task.cancel_requested() || self.shared.is_shutting_down() {
-            drop(body);
-            task.finish(Some(JoinError::Cancelled { name: task.name() }));
+    /// Start the task of `u` as a greenlet whose parent is the hub.
+    fn start<K: 'static>(&self, u: NotStarted<K>) {
+        if u.task().cancel_requested() || self.shared.is_shutting_down() {
+            drop(u);
             return;
         }
+        let task = Arc::clone(u.task());
         task.set_owner(self.index);
         let mut builder = Greenlet::builder()
             .parent(&self.hub)
@@ -538,8 +488,9 @@ impl Worker {
         if let Some(name) = task.has_name() {
             builder = builder.name(name);
         }
+        let launch = Launch::new(u);
         let g = match builder.spawn(move |_| {
-            body();
+            launch.run();
             Ok(Value::unit())
         }) {
             Ok(g) => g,
@@ -552,16 +503,12 @@ impl Worker {
         };
         let key = self.live.borrow_mut().insert((Arc::clone(&task), g));
         task.live_key.store(key, Ordering::Relaxed);
-        self.resume(task);
+        self.resume_on(self.remote(), &task);
     }
 
-    /// Switch into a started task until it parks or ends.
-    fn resume(&self, task: Arc<Task>) {
-        self.resume_on(self.remote(), task);
-    }
-
-    /// [`resume`](Self::resume), with this worker's `remote` at hand.
-    fn resume_on(&self, remote: &Remote, task: Arc<Task>) {
+    /// Switch into a started task until it parks or ends, with this
+    /// worker's `remote` at hand.
+    fn resume_on(&self, remote: &Remote, task: &Arc<Task>) {
         task.take_scheduled();
         if task.is_done() {
             return;
@@ -571,7 +518,7 @@ impl Worker {
         // (start, cancel_all, teardown), and it is suspended meanwhile.
         let live = self.live.borrow();
         let g = match live.get(key) {
-            Some((t, g)) if Arc::ptr_eq(t, &task) => g,
+            Some((t, g)) if Arc::ptr_eq(t, task) => g,
             _ => return,
         };
         // Only this thread writes these two counters.
@@ -582,7 +529,7 @@ impl Worker {
         let tick = remote.tick.load(Ordering::Relaxed);
         remote.tick.store(tick.wrapping_add(1), Ordering::Relaxed);
         let cancel = task.take_cancel();
-        self.current.set(Arc::as_ptr(&task));
+        self.current.set(Arc::as_ptr(task));
         let resumed = if cancel {
             Resumed::Full(g.throw(GreenletError::exit()))
         } else {
@@ -593,7 +540,7 @@ impl Worker {
         if let Resumed::Full(result) = resumed {
             let dead = g.is_dead();
             drop(live);
-            self.after_full_switch(&task, key, result, dead);
+            self.after_full_switch(task, key, result, dead);
         }
     }
 
