@@ -17,7 +17,7 @@ use super::error::{HubError, JoinError};
 use super::park::CancelUnwind;
 use super::runtime::{Handle, Shared};
 use super::task::{JoinHandle, Slot, Task};
-use super::worker;
+use super::worker::{self, Worker};
 
 /// The message of the panic of [`spawn`] outside a runtime.
 const NO_RUNTIME: &str = "greenlet::hub::spawn called outside a hub runtime: call it from a green \
@@ -44,10 +44,14 @@ where
     T: Send + 'static,
 {
     let site = Location::caller();
-    match Handle::current() {
-        Ok(h) => h.spawn_at(f, None, None, site),
-        Err(_) => panic!("{NO_RUNTIME}"),
-    }
+    // On a worker, its runtime is at hand: no `Handle` (an `Arc` clone).
+    worker::with_current(|here| match here {
+        Some(w) => spawn_on(&w.shared, here, f, None, None, site),
+        None => match Handle::current() {
+            Ok(h) => h.spawn_at(f, None, None, site),
+            Err(_) => panic!("{NO_RUNTIME}"),
+        },
+    })
 }
 
 /// Run `f` (which need not be `Send`) on a new green thread of the calling
@@ -197,8 +201,7 @@ impl NewTask<'_> {
         let slot = Slot::<T>::new();
         let body = Body::new(move |task: &Task| match catch_unwind(AssertUnwindSafe(f)) {
             Ok(v) => {
-                task.put_output(slot, v);
-                task.finish(None);
+                task.finish_with_output(slot, v);
             }
             Err(payload) => fail(task, payload),
         });
@@ -218,8 +221,7 @@ impl NewTask<'_> {
         let slot = Slot::<T>::new();
         let run = move |task: &Task| match catch_unwind(AssertUnwindSafe(f)) {
             Ok(v) => {
-                task.put_local_output(slot, v);
-                task.finish(None);
+                task.finish_with_local_output(slot, v);
             }
             Err(payload) => fail(task, payload),
         };
@@ -292,24 +294,43 @@ impl Handle {
         T: Send + 'static,
     {
         let shared = &self.shared;
-        let here = worker::current().filter(|w| Arc::ptr_eq(&w.shared, shared));
-        let shard = here.as_ref().map_or(shared.workers.len(), |w| w.index);
-        let (u, handle) = NewTask {
-            shared,
-            name,
-            stack_size,
-            site,
-            shard,
-        }
-        .build(f);
-        if shared.is_shutting_down() {
-            drop(u);
-        } else if let Some(w) = here {
-            w.push_unstarted(u);
-        } else {
-            shared.injector.push(u);
-            shared.notify_idle();
-        }
-        handle
+        worker::with_current(|w| {
+            let here = w.filter(|w| Arc::ptr_eq(&w.shared, shared));
+            spawn_on(shared, here, f, name, stack_size, site)
+        })
     }
+}
+
+/// Spawn on `shared`'s runtime: onto `here`'s deque (a worker of it, the
+/// caller's), else onto the injector.
+fn spawn_on<F, T>(
+    shared: &Arc<Shared>,
+    here: Option<&Worker>,
+    f: F,
+    name: Option<String>,
+    stack_size: Option<usize>,
+    site: &'static Location<'static>,
+) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let shard = here.map_or(shared.workers.len(), |w| w.index);
+    let (u, handle) = NewTask {
+        shared,
+        name,
+        stack_size,
+        site,
+        shard,
+    }
+    .build(f);
+    if shared.is_shutting_down() {
+        drop(u);
+    } else if let Some(w) = here {
+        w.push_unstarted(u);
+    } else {
+        shared.injector.push(u);
+        shared.notify_idle();
+    }
+    handle
 }

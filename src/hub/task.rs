@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Wake, Waker};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
 use super::body::Body;
 use super::error::JoinError;
@@ -168,13 +168,10 @@ pub(crate) struct Task {
     pub(crate) shard: usize,
     /// The stack size its greenlet asks for.
     pub(crate) stack_size: usize,
-    /// Set once the outcome is recorded (under `finish`'s lock).
+    /// Set once the outcome is recorded (under the `outcome` lock).
     done: AtomicBool,
-    /// The outcome when it is not a value (the value is in the typed slot).
-    error: Mutex<Option<JoinError>>,
-    join_waiters: Mutex<JoinWaiters>,
-    /// Its value, once its body put it (typed by its `Slot<T>`).
-    output: Mutex<Output>,
+    /// Its outcome and joiners, under one lock.
+    outcome: Mutex<Outcome>,
     /// Its `timeout` scopes.
     pub(crate) scopes: Scopes,
     /// Its closure until it starts (reached through its `NotStarted`).
@@ -208,9 +205,11 @@ impl Task {
             shard,
             stack_size,
             done: AtomicBool::new(false),
-            error: Mutex::new(None),
-            join_waiters: Mutex::new(JoinWaiters::new()),
-            output: Mutex::new(Output::new()),
+            outcome: Mutex::new(Outcome {
+                waiters: JoinWaiters::new(),
+                output: Output::new(),
+                error: None,
+            }),
             scopes: Scopes::default(),
             body,
         }
@@ -323,20 +322,24 @@ impl Task {
         self.done.load(Ordering::Acquire)
     }
 
-    /// Record the outcome (`None`: the value is in the typed slot), wake the
-    /// joiners, and leave the registry. Only the first call counts.
+    /// Record the outcome when it is not a value (`None`: cancelled, or a
+    /// value already put), wake the joiners, and leave the registry. Only
+    /// the first outcome counts.
     pub(crate) fn finish(&self, error: Option<JoinError>) {
-        let waiters = {
-            let mut list = self.join_waiters.lock();
-            if self.done.load(Ordering::Acquire) {
-                return;
-            }
-            if let Some(e) = error {
-                *self.error.lock() = Some(e);
-            }
-            self.done.store(true, Ordering::Release);
-            std::mem::take(&mut *list)
-        };
+        let mut outcome = self.outcome.lock();
+        if self.is_done() {
+            return;
+        }
+        outcome.error = error;
+        self.complete(outcome);
+    }
+
+    /// With its outcome recorded under `outcome`'s lock: mark it done, wake
+    /// the joiners (after the lock), and leave the registry.
+    fn complete(&self, mut outcome: MutexGuard<'_, Outcome>) {
+        self.done.store(true, Ordering::Release);
+        let waiters = std::mem::take(&mut outcome.waiters);
+        drop(outcome);
         self.state.store(FINISHED, Ordering::Relaxed);
         self.shared.registry.remove(self);
         for w in waiters.first.into_iter().chain(waiters.rest) {
@@ -347,17 +350,22 @@ impl Task {
     /// Register `waker` to be woken when it finishes; `false` if it already
     /// has (nothing registered).
     pub(crate) fn add_join_waiter(&self, waker: Waker) -> bool {
-        let mut list = self.join_waiters.lock();
+        let mut outcome = self.outcome.lock();
         if self.is_done() {
             return false;
         }
-        list.add(waker);
+        outcome.waiters.add(waker);
         true
     }
+}
 
-    pub(crate) fn take_error(&self) -> Option<JoinError> {
-        self.error.lock().take()
-    }
+/// A task's outcome and its joiners (see `Task::outcome`).
+struct Outcome {
+    waiters: JoinWaiters,
+    /// Its value, once its body put it (typed by its `Slot<T>`).
+    output: Output,
+    /// The outcome when it is not a value.
+    error: Option<JoinError>,
 }
 
 /// The wakers of a task's joiners, each once: the first kept inline, so
@@ -431,34 +439,52 @@ impl<T> Clone for Slot<T> {
 impl<T> Copy for Slot<T> {}
 
 impl Task {
-    /// Put the value of its body (which ran `f` of a `T: Send`).
-    pub(crate) fn put_output<T: Send>(&self, _: Slot<T>, value: T) {
+    /// Put the value of its body (which ran `f` of a `T: Send`) and finish
+    /// it (see [`finish`](Self::finish)), under one lock.
+    pub(crate) fn finish_with_output<T: Send>(&self, _: Slot<T>, value: T) {
+        let mut outcome = self.outcome.lock();
         // SAFETY: the slot token types every put and take of this task's
         // output as `T` (it is made with the task, for one `T`).
-        let unwanted = unsafe { self.output.lock().put(value) };
+        let unwanted = unsafe { outcome.output.put(value) };
+        self.complete_unless_done(outcome);
         drop(unwanted);
     }
 
-    /// [`put_output`](Self::put_output) for a `spawn_local` task, whose
-    /// value need not be `Send`.
-    pub(crate) fn put_local_output<T>(&self, _: Slot<T>, value: T) {
-        // SAFETY: as in `put_output`; the handle of a `T` that is not `Send`
-        // is not `Send` (its `Slot<T>`), as `put_local` requires.
-        let unwanted = unsafe { self.output.lock().put_local(value) };
+    /// [`finish_with_output`](Self::finish_with_output) for a `spawn_local`
+    /// task, whose value need not be `Send`.
+    pub(crate) fn finish_with_local_output<T>(&self, _: Slot<T>, value: T) {
+        let mut outcome = self.outcome.lock();
+        // SAFETY: as in `finish_with_output`; the handle of a `T` that is
+        // not `Send` is not `Send` (its `Slot<T>`), as `put_local` requires.
+        let unwanted = unsafe { outcome.output.put_local(value) };
+        self.complete_unless_done(outcome);
         drop(unwanted);
     }
 
-    /// Take its value, if it was put and not taken yet.
-    fn take_output<T>(&self, _: Slot<T>) -> Option<T> {
-        // SAFETY: as in `put_output`.
-        unsafe { self.output.lock().take() }
+    fn complete_unless_done(&self, outcome: MutexGuard<'_, Outcome>) {
+        if !self.is_done() {
+            self.complete(outcome);
+        }
+    }
+
+    /// Take its outcome: its value, if it was put and not taken yet, else
+    /// its error (cancelled when there is none).
+    fn take_outcome<T>(&self, _: Slot<T>) -> Result<T, JoinError> {
+        let mut outcome = self.outcome.lock();
+        // SAFETY: as in `finish_with_output`.
+        if let Some(v) = unsafe { outcome.output.take() } {
+            return Ok(v);
+        }
+        let error = outcome.error.take();
+        drop(outcome);
+        Err(error.unwrap_or_else(|| JoinError::Cancelled { name: self.name() }))
     }
 
     /// Its handle goes: a value put already is dropped now (after the
     /// lock), one put later by its body.
     fn abandon_output<T>(&self, _: Slot<T>) {
-        // SAFETY: as in `put_output`.
-        let value = unsafe { self.output.lock().abandon::<T>() };
+        // SAFETY: as in `finish_with_output`.
+        let value = unsafe { self.outcome.lock().output.abandon::<T>() };
         drop(value);
     }
 }
@@ -519,15 +545,7 @@ impl<T> JoinHandle<T> {
 
     /// The result of a finished task (call only once it is done).
     pub(crate) fn take_result(&self) -> Result<T, JoinError> {
-        if let Some(v) = self.task.take_output(self.slot) {
-            return Ok(v);
-        }
-        Err(self
-            .task
-            .take_error()
-            .unwrap_or_else(|| JoinError::Cancelled {
-                name: self.task.name(),
-            }))
+        self.task.take_outcome(self.slot)
     }
 
     /// Whether it has finished (its result can be taken without waiting).

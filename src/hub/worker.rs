@@ -168,6 +168,15 @@ fn with_worker<R>(f: impl FnOnce(&Worker) -> R) -> Option<R> {
     unsafe { w.as_ref() }.map(f)
 }
 
+/// Run `f` with this thread's worker, borrowed, or `None` on a thread that
+/// is not a worker; `f` may not park.
+#[inline]
+pub(crate) fn with_current<R>(f: impl FnOnce(Option<&Worker>) -> R) -> R {
+    let w = RUNNING.with(Cell::get);
+    // SAFETY: as in `with_worker`.
+    f(unsafe { w.as_ref() })
+}
+
 /// This thread's worker, if it is one.
 pub(crate) fn current() -> Option<Rc<Worker>> {
     with_worker(|w| {
@@ -271,10 +280,14 @@ impl Worker {
     }
 
     /// Queue a `Send` task on this worker's deque (other workers may steal
-    /// it) and wake an idle worker to come and take some.
+    /// it) and wake an idle worker to come and take some. A runtime of one
+    /// worker has no other worker to wake (this one is awake: it runs the
+    /// caller), so it skips the notification's `SeqCst` fence.
     pub(crate) fn push_unstarted(&self, u: Unstarted) {
         self.deque.push(u);
-        self.shared.notify_idle();
+        if self.shared.workers.len() > 1 {
+            self.shared.notify_idle();
+        }
     }
 
     /// Queue a `!Send` task on this worker.
