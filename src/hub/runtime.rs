@@ -350,6 +350,7 @@ impl Runtime {
         T: Send + 'static,
     {
         self.handle
+            .shared
             .spawn_at(f, Some("block_on".into()), None, Location::caller())
             .join()
     }
@@ -507,7 +508,7 @@ impl Handle {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        self.spawn_at(f, None, None, Location::caller())
+        self.shared.spawn_at(f, None, None, Location::caller())
     }
 
     /// How many worker threads it has.

@@ -17,7 +17,7 @@ use super::error::{HubError, JoinError};
 use super::park::CancelUnwind;
 use super::runtime::{Handle, Shared};
 use super::task::{JoinHandle, Slot, Task};
-use super::worker::{self, Worker};
+use super::worker;
 
 /// The message of the panic of [`spawn`] outside a runtime.
 const NO_RUNTIME: &str = "greenlet::hub::spawn called outside a hub runtime: call it from a green \
@@ -46,9 +46,9 @@ where
     let site = Location::caller();
     // On a worker, its runtime is at hand: no `Handle` (an `Arc` clone).
     worker::with_current(|here| match here {
-        Some(w) => spawn_on(&w.shared, here, f, None, None, site),
+        Some(w) => w.shared.spawn_at(f, None, None, site),
         None => match Handle::current() {
-            Ok(h) => h.spawn_at(f, None, None, site),
+            Ok(h) => h.shared.spawn_at(f, None, None, site),
             Err(_) => panic!("{NO_RUNTIME}"),
         },
     })
@@ -145,7 +145,7 @@ impl TaskBuilder {
     {
         let site = Location::caller();
         let h = Handle::current()?;
-        Ok(h.spawn_at(f, self.name, self.stack_size, site))
+        Ok(h.shared.spawn_at(f, self.name, self.stack_size, site))
     }
 
     /// Spawn `f` on the calling worker thread, like [`spawn_local`].
@@ -279,11 +279,11 @@ fn join_error(task: &Task, payload: &(dyn Any + Send)) -> JoinError {
     }
 }
 
-impl Handle {
-    /// Spawn from this handle, anywhere: onto the calling worker's deque if
-    /// it is one of this runtime's workers, else onto the injector.
+impl Shared {
+    /// Spawn on this runtime from anywhere: onto the calling worker's deque
+    /// if it is one of this runtime's workers, else onto the injector.
     pub(crate) fn spawn_at<F, T>(
-        &self,
+        self: &Arc<Shared>,
         f: F,
         name: Option<String>,
         stack_size: Option<usize>,
@@ -293,44 +293,26 @@ impl Handle {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let shared = &self.shared;
         worker::with_current(|w| {
-            let here = w.filter(|w| Arc::ptr_eq(&w.shared, shared));
-            spawn_on(shared, here, f, name, stack_size, site)
+            let here = w.filter(|w| Arc::ptr_eq(&w.shared, self));
+            let shard = here.map_or(self.workers.len(), |w| w.index);
+            let (u, handle) = NewTask {
+                shared: self,
+                name,
+                stack_size,
+                site,
+                shard,
+            }
+            .build(f);
+            if self.is_shutting_down() {
+                drop(u);
+            } else if let Some(w) = here {
+                w.push_unstarted(u);
+            } else {
+                self.injector.push(u);
+                self.notify_idle();
+            }
+            handle
         })
     }
-}
-
-/// Spawn on `shared`'s runtime: onto `here`'s deque (a worker of it, the
-/// caller's), else onto the injector.
-fn spawn_on<F, T>(
-    shared: &Arc<Shared>,
-    here: Option<&Worker>,
-    f: F,
-    name: Option<String>,
-    stack_size: Option<usize>,
-    site: &'static Location<'static>,
-) -> JoinHandle<T>
-where
-    F: FnOnce() -> T + Send + 'static,
-    T: Send + 'static,
-{
-    let shard = here.map_or(shared.workers.len(), |w| w.index);
-    let (u, handle) = NewTask {
-        shared,
-        name,
-        stack_size,
-        site,
-        shard,
-    }
-    .build(f);
-    if shared.is_shutting_down() {
-        drop(u);
-    } else if let Some(w) = here {
-        w.push_unstarted(u);
-    } else {
-        shared.injector.push(u);
-        shared.notify_idle();
-    }
-    handle
 }
