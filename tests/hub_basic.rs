@@ -72,6 +72,39 @@ fn yield_interleaves_two_green_threads_on_one_worker() {
     assert_eq!(log, ["a0", "b0", "a1", "b1", "a2", "b2"]);
 }
 
+type Log = Arc<StdMutex<Vec<&'static str>>>;
+
+/// A task that notes `name` in `log` when it runs.
+fn leaf(log: &Log, name: &'static str) -> hub::JoinHandle<()> {
+    let log = Arc::clone(log);
+    hub::spawn(move || log.lock().unwrap().push(name))
+}
+
+#[test]
+fn spawned_tasks_start_in_spawn_order_and_before_older_ones() {
+    let rt = rt(1);
+    let log = rt
+        .block_on(|| {
+            let log = Log::default();
+            let a = {
+                let log = Arc::clone(&log);
+                hub::spawn(move || {
+                    log.lock().unwrap().push("a");
+                    let kids = [leaf(&log, "a1"), leaf(&log, "a2")];
+                    kids.into_iter().for_each(|h| h.join().unwrap());
+                })
+            };
+            let b = leaf(&log, "b");
+            a.join().unwrap();
+            b.join().unwrap();
+            let v = log.lock().unwrap().clone();
+            v
+        })
+        .unwrap();
+    // Depth first: a's children, spawned after b, start before it.
+    assert_eq!(log, ["a", "a1", "a2", "b"]);
+}
+
 #[test]
 fn sleepers_wake_in_deadline_order() {
     let rt = rt(1);

@@ -199,7 +199,7 @@ impl Builder {
             let poll = mio::Poll::new().map_err(os("create a worker's poller"))?;
             let waker = mio::Waker::new(poll.registry(), WAKE_TOKEN)
                 .map_err(os("create a worker's waker"))?;
-            let deque = crossbeam_deque::Worker::new_fifo();
+            let deque = crossbeam_deque::Worker::new_lifo();
             remotes.push(Remote::new(waker, deque.stealer()));
             seeds.push(Seed { index, poll, deque });
         }

@@ -19,7 +19,13 @@
 //! with the poller); then start an unstarted task (this worker's own
 //! `spawn_local` ones, its deque, the injector, stolen batches from other
 //! workers) or resume a ready one. New tasks go first, but never more than
-//! [`START_BURST`] in a row while ready tasks wait. With nothing to do the
+//! [`START_BURST`] in a row while ready tasks wait. The tasks a green
+//! thread spawns go on the deque when it parks (or, with another worker
+//! idle or [`SPAWN_BATCH`] of them waiting, at once), the first spawned on
+//! top: a worker starts them in spawn order (by batch, the newest batch
+//! first) and before older unstarted
+//! tasks (depth first, so a tree of tasks keeps few stacks alive), and
+//! other workers steal the oldest. With nothing to do the
 //! worker yields its CPU [`IDLE_YIELDS`] times watching its remote queue,
 //! then sleeps in `mio::Poll::poll` until the next timer's deadline, a
 //! wake from another thread (through the `mio::Waker`), or I/O. Tokens
@@ -61,6 +67,9 @@ pub(crate) const POLL_EVERY: u32 = 61;
 const IDLE_YIELDS: u32 = 2;
 /// New tasks started in a row at most while ready tasks wait.
 const START_BURST: u32 = 32;
+/// Tasks a running green thread spawns before they are put where other
+/// workers can steal them even though none is idle.
+const SPAWN_BATCH: usize = 16;
 /// The poller token of the worker's `mio::Waker`.
 pub(crate) const WAKE_TOKEN: mio::Token = mio::Token(usize::MAX);
 
@@ -138,6 +147,11 @@ pub(crate) struct Worker {
     pub(crate) hub: Greenlet,
     ready: RefCell<VecDeque<Arc<Task>>>,
     local_new: RefCell<VecDeque<LocalUnstarted>>,
+    /// `Send` tasks spawned by the green thread running now, in spawn
+    /// order, until it parks (see [`flush_spawned`](Self::flush_spawned)).
+    spawned: RefCell<Vec<Unstarted>>,
+    /// Unstarted `Send` tasks, newest batch on top (a LIFO deque); other
+    /// workers steal the oldest.
     deque: crossbeam_deque::Worker<Unstarted>,
     pub(crate) timers: RefCell<Timers>,
     /// The green thread running now (`Arc::as_ptr` of it), or null. Its
@@ -260,6 +274,7 @@ pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
         hub: getcurrent(),
         ready: RefCell::new(VecDeque::new()),
         local_new: RefCell::new(VecDeque::new()),
+        spawned: RefCell::new(Vec::new()),
         deque: seed.deque,
         timers: RefCell::new(Timers::default()),
         current: Cell::new(ptr::null()),
@@ -279,12 +294,39 @@ impl Worker {
         &self.shared.workers[self.index]
     }
 
-    /// Queue a `Send` task on this worker's deque (other workers may steal
-    /// it) and wake an idle worker to come and take some. A runtime of one
-    /// worker has no other worker to wake (this one is awake: it runs the
-    /// caller), so it skips the notification's `SeqCst` fence.
+    /// Queue a `Send` task spawned on this worker: kept aside until the
+    /// spawning green thread parks, then on this worker's deque, where other
+    /// workers may steal it (at once if one is idle, or once
+    /// [`SPAWN_BATCH`] wait).
     pub(crate) fn push_unstarted(&self, u: Unstarted) {
-        self.deque.push(u);
+        let mut spawned = self.spawned.borrow_mut();
+        spawned.push(u);
+        if self.shared.workers.len() > 1
+            && (spawned.len() >= SPAWN_BATCH || self.shared.idle.load(Ordering::Relaxed) > 0)
+        {
+            drop(spawned);
+            self.flush_spawned();
+        }
+    }
+
+    /// Move the tasks spawned since the last flush onto the deque, the
+    /// first spawned on top: this worker starts them in spawn order (each
+    /// flushed batch, the newest batch first), and
+    /// before the tasks queued earlier (depth first: a tree of tasks keeps
+    /// few stacks alive), while other workers steal the oldest. Then wake
+    /// an idle worker to come and take some; a runtime of one worker has
+    /// no other worker to wake, so it skips the notification's `SeqCst`
+    /// fence.
+    fn flush_spawned(&self) {
+        let mut spawned = self.spawned.borrow_mut();
+        if spawned.is_empty() {
+            return;
+        }
+        // The last spawned first, so that the first ends on top.
+        while let Some(u) = spawned.pop() {
+            self.deque.push(u);
+        }
+        drop(spawned);
         if self.shared.workers.len() > 1 {
             self.shared.notify_idle();
         }
@@ -329,6 +371,7 @@ impl Worker {
             }
             let has_ready = !self.ready.borrow().is_empty();
             if (!has_ready || burst < START_BURST) && self.start_next() {
+                self.flush_spawned();
                 burst += 1;
                 continue;
             }
@@ -336,6 +379,7 @@ impl Worker {
             let next = self.ready.borrow_mut().pop_front();
             if let Some(task) = next {
                 self.resume_on(remote, &task);
+                self.flush_spawned();
                 continue;
             }
             if shutting_down {
@@ -611,6 +655,8 @@ impl Worker {
         }
         let local: Vec<LocalUnstarted> = self.local_new.borrow_mut().drain(..).collect();
         drop(local);
+        let spawned: Vec<Unstarted> = self.spawned.borrow_mut().drain(..).collect();
+        drop(spawned);
         while let Some(u) = self.deque.pop() {
             drop(u);
         }
@@ -664,6 +710,8 @@ impl Worker {
             }
             task.finish(Some(JoinError::Cancelled { name: task.name() }));
         }
+        let spawned: Vec<Unstarted> = self.spawned.borrow_mut().drain(..).collect();
+        drop(spawned);
         self.timers.borrow_mut().clear();
         self.ready.borrow_mut().clear();
         drop(entries);
