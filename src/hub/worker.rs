@@ -150,6 +150,8 @@ pub(crate) struct Worker {
     /// `Send` tasks spawned by the green thread running now, in spawn
     /// order, until it parks (see [`flush_spawned`](Self::flush_spawned)).
     spawned: RefCell<Vec<Unstarted>>,
+    /// Whether `spawned` may hold tasks (one load where the loop checks).
+    has_spawned: Cell<bool>,
     /// Unstarted `Send` tasks, newest batch on top (a LIFO deque); other
     /// workers steal the oldest.
     deque: crossbeam_deque::Worker<Unstarted>,
@@ -275,6 +277,7 @@ pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
         ready: RefCell::new(VecDeque::new()),
         local_new: RefCell::new(VecDeque::new()),
         spawned: RefCell::new(Vec::new()),
+        has_spawned: Cell::new(false),
         deque: seed.deque,
         timers: RefCell::new(Timers::default()),
         current: Cell::new(ptr::null()),
@@ -301,6 +304,7 @@ impl Worker {
     pub(crate) fn push_unstarted(&self, u: Unstarted) {
         let mut spawned = self.spawned.borrow_mut();
         spawned.push(u);
+        self.has_spawned.set(true);
         if self.shared.workers.len() > 1
             && (spawned.len() >= SPAWN_BATCH || self.shared.idle.load(Ordering::Relaxed) > 0)
         {
@@ -310,18 +314,22 @@ impl Worker {
     }
 
     /// Move the tasks spawned since the last flush onto the deque, the
-    /// first spawned on top: this worker starts them in spawn order (each
-    /// flushed batch, the newest batch first), and
-    /// before the tasks queued earlier (depth first: a tree of tasks keeps
-    /// few stacks alive), while other workers steal the oldest. Then wake
-    /// an idle worker to come and take some; a runtime of one worker has
-    /// no other worker to wake, so it skips the notification's `SeqCst`
-    /// fence.
+    /// first spawned on top: this worker starts them in spawn order (by
+    /// flushed batch, the newest batch first) and before the tasks queued
+    /// earlier (depth first: a tree of tasks keeps few stacks alive), while
+    /// other workers steal the oldest. Then wake an idle worker to come and
+    /// take some; a runtime of one worker has no other worker to wake, so
+    /// it skips the notification's `SeqCst` fence.
+    #[inline]
     fn flush_spawned(&self) {
-        let mut spawned = self.spawned.borrow_mut();
-        if spawned.is_empty() {
-            return;
+        if self.has_spawned.replace(false) {
+            self.flush_spawned_now();
         }
+    }
+
+    /// [`flush_spawned`](Self::flush_spawned), with tasks waiting.
+    fn flush_spawned_now(&self) {
+        let mut spawned = self.spawned.borrow_mut();
         // The last spawned first, so that the first ends on top.
         while let Some(u) = spawned.pop() {
             self.deque.push(u);
