@@ -72,6 +72,39 @@ fn yield_interleaves_two_green_threads_on_one_worker() {
     assert_eq!(log, ["a0", "b0", "a1", "b1", "a2", "b2"]);
 }
 
+type Log = Arc<StdMutex<Vec<&'static str>>>;
+
+/// A task that notes `name` in `log` when it runs.
+fn leaf(log: &Log, name: &'static str) -> hub::JoinHandle<()> {
+    let log = Arc::clone(log);
+    hub::spawn(move || log.lock().unwrap().push(name))
+}
+
+#[test]
+fn spawned_tasks_start_in_spawn_order_and_before_older_ones() {
+    let rt = rt(1);
+    let log = rt
+        .block_on(|| {
+            let log = Log::default();
+            let a = {
+                let log = Arc::clone(&log);
+                hub::spawn(move || {
+                    log.lock().unwrap().push("a");
+                    let kids = [leaf(&log, "a1"), leaf(&log, "a2")];
+                    kids.into_iter().for_each(|h| h.join().unwrap());
+                })
+            };
+            let b = leaf(&log, "b");
+            a.join().unwrap();
+            b.join().unwrap();
+            let v = log.lock().unwrap().clone();
+            v
+        })
+        .unwrap();
+    // Depth first: a's children, spawned after b, start before it.
+    assert_eq!(log, ["a", "a1", "a2", "b"]);
+}
+
 #[test]
 fn sleepers_wake_in_deadline_order() {
     let rt = rt(1);
@@ -198,6 +231,66 @@ fn cancel_before_start_never_runs_and_drops_the_closure() {
     assert!(err.is_cancelled());
     assert_eq!(ran.load(Ordering::SeqCst), 0);
     assert_eq!(Arc::strong_count(&token), 1);
+}
+
+/// A capture of `N` words plus a drop counter, over-aligned when asked.
+#[derive(Clone)]
+#[repr(C, align(32))]
+struct Wide<const N: usize>([u64; N], Arc<()>);
+
+#[test]
+fn closures_small_large_and_over_aligned_run_once_or_drop_once_unstarted() {
+    let token = Arc::new(());
+    let rt = rt(1);
+    let t = Arc::clone(&token);
+    let (sums, errors) = rt
+        .block_on(move || {
+            let none = hub::spawn(|| 1u64);
+            let small = {
+                let c = (7u64, Arc::clone(&t));
+                hub::spawn(move || c.0)
+            };
+            let large = {
+                let c = Wide([1, 2, 3, 4, 5, 6], Arc::clone(&t));
+                hub::spawn(move || c.0.iter().sum::<u64>())
+            };
+            let aligned = {
+                let c = Wide([9], Arc::clone(&t));
+                hub::spawn(move || c.0[0])
+            };
+            let local = {
+                let rc = Rc::new(40u64);
+                let c = Wide([1, 1, 1, 1], Arc::clone(&t));
+                hub::spawn_local(move || *rc + c.0.iter().sum::<u64>() - 2)
+            };
+            // Cancelled before they start (one worker, no park since).
+            let cancelled = [
+                {
+                    let c = Wide([0; 8], Arc::clone(&t));
+                    hub::spawn(move || c.0[0])
+                },
+                {
+                    let c = (0u64, Arc::clone(&t));
+                    hub::spawn(move || c.0)
+                },
+            ];
+            for h in &cancelled {
+                h.cancel();
+            }
+            let sums: Vec<u64> = [none, small, large, aligned, local]
+                .into_iter()
+                .map(|h| h.join().unwrap())
+                .collect();
+            let errors: Vec<bool> = cancelled
+                .into_iter()
+                .map(|h| h.join().unwrap_err().is_cancelled())
+                .collect();
+            (sums, errors)
+        })
+        .unwrap();
+    assert_eq!(sums, [1, 7, 21, 9, 42]);
+    assert_eq!(errors, [true, true]);
+    assert_eq!(Arc::strong_count(&token), 1, "every capture dropped once");
 }
 
 #[test]

@@ -18,11 +18,11 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::cleanup::set_thread_queue;
 
+use super::body::Unstarted;
 use super::error::JoinError;
 use super::runtime::{self, Handle, Shared};
-use super::spawn::{body, new_task};
+use super::spawn::NewTask;
 use super::task::JoinHandle;
-use super::worker::Unstarted;
 
 /// How long an idle pool thread waits for work before it exits.
 const KEEP_ALIVE: Duration = Duration::from_secs(10);
@@ -87,7 +87,7 @@ impl BlockingPool {
                 let failed: Vec<Unstarted> = st.jobs.drain(..).collect();
                 drop(st);
                 for job in failed {
-                    let (task, _body) = job.into_parts();
+                    let task = job.into_task();
                     task.finish(Some(JoinError::NoThread {
                         name: task.name(),
                         reason: e.to_string(),
@@ -138,11 +138,8 @@ fn pool_thread(shared: Arc<Shared>) {
             drop(job);
             continue;
         }
-        let (task, body) = job.into_parts();
-        task.set_blocking();
-        if let Some(body) = body {
-            body();
-        }
+        job.task().set_blocking();
+        job.run();
     }
     pool.state.lock().threads -= 1;
 }
@@ -198,13 +195,15 @@ impl Handle {
         T: Send + 'static,
     {
         let shared = &self.shared;
-        let shard = shared.workers.len();
-        let (task, slot) = new_task(shared, Some("blocking".into()), None, site, shard);
-        let job = Unstarted::new(
-            Arc::clone(&task),
-            Box::new(body(Arc::clone(&task), slot, f)),
-        );
+        let (job, handle) = NewTask {
+            shared,
+            name: Some("blocking".into()),
+            stack_size: None,
+            site,
+            shard: shared.workers.len(),
+        }
+        .build(f);
         shared.blocking.submit(shared, job);
-        JoinHandle { task, slot }
+        handle
     }
 }

@@ -92,7 +92,7 @@ impl<T: Send + 'static> TaskGroup<T> {
         let index = self.next;
         self.next += 1;
         let ended = Ended(self.tx.clone(), index);
-        let h = handle.spawn_at(
+        let h = handle.shared.spawn_at(
             move || {
                 let _ended = ended;
                 f()

@@ -88,7 +88,7 @@
 //! it; see `pending` for the rules.
 //!
 //! Module map: `runtime` (builder, runtime, handle), `worker` (the hub
-//! loop), `task` (task header, join handle), `spawn`, `park`, `time`,
+//! loop), `task` (task header, join handle), `body` (an unstarted task's closure), `spawn`, `park`, `time`,
 //! `timer`, `wait`, `channel`, `select`, `sync`, `future`, `blocking`,
 //! `group`, `dump`, `watchdog`, `pending`, `registry`, `error`, and the
 //! public [`net`] (TCP and UDP sockets that park).
@@ -97,6 +97,7 @@
 //! nothing of the CPython model.
 
 mod blocking;
+mod body;
 mod channel;
 mod dump;
 mod error;

@@ -87,7 +87,7 @@ use crate::diag::diag_error;
 use super::error::HubError;
 use super::park::CancelUnwind;
 use super::runtime::{Handle, Shared};
-use super::spawn::{body, new_task};
+use super::spawn::NewTask;
 use super::worker::Worker;
 
 type Call = Box<dyn FnOnce() + Send>;
@@ -346,13 +346,6 @@ pub(crate) fn scheduling_point(w: &Worker) {
         return;
     }
     let busy = Busy(Arc::clone(&w.shared));
-    let (task, slot) = new_task::<()>(
-        &w.shared,
-        Some("pending-calls".into()),
-        None,
-        Location::caller(),
-        w.index,
-    );
     let drain = move || {
         let busy = busy;
         let pending = &busy.0.pending;
@@ -366,7 +359,16 @@ pub(crate) fn scheduling_point(w: &Worker) {
             ran += 1;
         }
     };
-    w.push_local_first(Arc::clone(&task), Box::new(body(task, slot, drain)));
+    let (u, handle) = NewTask {
+        shared: &w.shared,
+        name: Some("pending-calls".into()),
+        stack_size: None,
+        site: Location::caller(),
+        shard: w.index,
+    }
+    .build_local(drain);
+    drop(handle);
+    w.push_local_first(u);
 }
 
 impl Handle {

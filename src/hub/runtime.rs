@@ -24,13 +24,14 @@ use crate::coroutine::default_stack_size;
 use crate::diag::diag_error;
 
 use super::blocking::BlockingPool;
+use super::body::Unstarted;
 use super::dump::TaskInfo;
 use super::error::{HubError, JoinError};
 use super::pending::{HubScheduler, PendingCalls};
 use super::registry::Registry;
 use super::task::{JoinHandle, Task};
 use super::watchdog::Watchdog;
-use super::worker::{self, Remote, Seed, Unstarted, WAKE_TOKEN};
+use super::worker::{self, Remote, Seed, WAKE_TOKEN};
 
 /// How long dropping a [`Runtime`] waits for cancelled green threads.
 pub const DROP_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -198,7 +199,7 @@ impl Builder {
             let poll = mio::Poll::new().map_err(os("create a worker's poller"))?;
             let waker = mio::Waker::new(poll.registry(), WAKE_TOKEN)
                 .map_err(os("create a worker's waker"))?;
-            let deque = crossbeam_deque::Worker::new_fifo();
+            let deque = crossbeam_deque::Worker::new_lifo();
             remotes.push(Remote::new(waker, deque.stealer()));
             seeds.push(Seed { index, poll, deque });
         }
@@ -349,6 +350,7 @@ impl Runtime {
         T: Send + 'static,
     {
         self.handle
+            .shared
             .spawn_at(f, Some("block_on".into()), None, Location::caller())
             .join()
     }
@@ -506,7 +508,7 @@ impl Handle {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        self.spawn_at(f, None, None, Location::caller())
+        self.shared.spawn_at(f, None, None, Location::caller())
     }
 
     /// How many worker threads it has.

@@ -1,20 +1,23 @@
 //! Starting green threads: [`spawn`], [`spawn_local`], and the [`task()`]
-//! builder (name, stack size), plus the body that runs a closure, catches
-//! its panic or cancellation, and records the outcome.
+//! builder (name, stack size), plus making a task ([`NewTask`]) with the
+//! body that runs its closure, catches its panic or cancellation, and
+//! records the outcome.
 //!
-//! Owns: the spawn paths and [`TaskBuilder`]. Uses the runtime's shared
-//! state (registry, injector), the current worker (its deque and local
-//! queue), and the task's `finish`.
+//! Owns: the spawn paths, [`TaskBuilder`] and [`NewTask`]. Uses the
+//! runtime's shared state (registry, injector), the current worker (its
+//! deque and local queue), `body` (the closure kept in the task, and the
+//! token that starts it), and the task's `finish`.
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::sync::Arc;
 
+use super::body::{Body, LocalUnstarted, Unstarted};
 use super::error::{HubError, JoinError};
 use super::park::CancelUnwind;
 use super::runtime::{Handle, Shared};
 use super::task::{JoinHandle, Slot, Task};
-use super::worker::{self, Unstarted};
+use super::worker;
 
 /// The message of the panic of [`spawn`] outside a runtime.
 const NO_RUNTIME: &str = "greenlet::hub::spawn called outside a hub runtime: call it from a green \
@@ -41,10 +44,14 @@ where
     T: Send + 'static,
 {
     let site = Location::caller();
-    match Handle::current() {
-        Ok(h) => h.spawn_at(f, None, None, site),
-        Err(_) => panic!("{NO_RUNTIME}"),
-    }
+    // On a worker, its runtime is at hand: no `Handle` (an `Arc` clone).
+    worker::with_current(|here| match here {
+        Some(w) => w.shared.spawn_at(f, None, None, site),
+        None => match Handle::current() {
+            Ok(h) => h.shared.spawn_at(f, None, None, site),
+            Err(_) => panic!("{NO_RUNTIME}"),
+        },
+    })
 }
 
 /// Run `f` (which need not be `Send`) on a new green thread of the calling
@@ -138,7 +145,7 @@ impl TaskBuilder {
     {
         let site = Location::caller();
         let h = Handle::current()?;
-        Ok(h.spawn_at(f, self.name, self.stack_size, site))
+        Ok(h.shared.spawn_at(f, self.name, self.stack_size, site))
     }
 
     /// Spawn `f` on the calling worker thread, like [`spawn_local`].
@@ -158,59 +165,93 @@ impl TaskBuilder {
     {
         let site = Location::caller();
         let w = worker::current().ok_or(HubError::NotOnWorker)?;
-        let (task, slot) = new_task(&w.shared, self.name, self.stack_size, site, w.index);
-        let body = Box::new(local_body(Arc::clone(&task), slot, f));
-        w.push_local(Arc::clone(&task), body);
-        Ok(JoinHandle { task, slot })
+        let (u, handle) = NewTask {
+            shared: &w.shared,
+            name: self.name,
+            stack_size: self.stack_size,
+            site,
+            shard: w.index,
+        }
+        .build_local(f);
+        w.push_local(u);
+        Ok(handle)
     }
 }
 
-/// A registered task and the token of its value's type.
-pub(crate) fn new_task<T>(
-    shared: &Arc<Shared>,
-    name: Option<String>,
-    stack_size: Option<usize>,
-    site: &'static Location<'static>,
-    shard: usize,
-) -> (Arc<Task>, Slot<T>) {
-    let task = Arc::new(Task::new(
-        Arc::clone(shared),
-        name.map(String::into_boxed_str),
-        site,
-        stack_size.unwrap_or(shared.stack_size),
-        shard,
-    ));
-    shared.registry.insert(&task);
-    (task, Slot::new())
+/// What a new task is made with (its runtime, name, stack size, spawn
+/// site and registry shard): [`build`](Self::build) and
+/// [`build_local`](Self::build_local) make and register it.
+pub(crate) struct NewTask<'a> {
+    pub(crate) shared: &'a Arc<Shared>,
+    pub(crate) name: Option<String>,
+    pub(crate) stack_size: Option<usize>,
+    pub(crate) site: &'static Location<'static>,
+    pub(crate) shard: usize,
 }
 
-/// The closure a green thread (or blocking call) runs: `f`, with its panic
-/// or cancellation caught, and the outcome recorded.
-pub(crate) fn body<F, T>(task: Arc<Task>, slot: Slot<T>, f: F) -> impl FnOnce()
-where
-    F: FnOnce() -> T,
-    T: Send,
-{
-    move || match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(v) => {
-            task.put_output(slot, v);
-            task.finish(None);
-        }
-        Err(payload) => fail(&task, payload),
+impl NewTask<'_> {
+    /// A registered task that runs the `Send` closure `f` (with its panic
+    /// or cancellation caught, and its outcome recorded), the token that
+    /// starts it, and its handle.
+    pub(crate) fn build<F, T>(self, f: F) -> (Unstarted, JoinHandle<T>)
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let slot = Slot::<T>::new();
+        let body = Body::new(move |task: &Task| match catch_unwind(AssertUnwindSafe(f)) {
+            Ok(v) => {
+                task.finish_with_output(slot, v);
+            }
+            Err(payload) => fail(task, payload),
+        });
+        let task = self.make(body);
+        // SAFETY: made just now, with a `Send` body; this is its only token.
+        let u = unsafe { Unstarted::new(Arc::clone(&task)) };
+        (u, JoinHandle { task, slot })
     }
-}
 
-/// [`body`] for a `spawn_local` task, whose value need not be `Send`.
-fn local_body<F, T>(task: Arc<Task>, slot: Slot<T>, f: F) -> impl FnOnce()
-where
-    F: FnOnce() -> T,
-{
-    move || match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(v) => {
-            task.put_local_output(slot, v);
-            task.finish(None);
-        }
-        Err(payload) => fail(&task, payload),
+    /// [`build`](Self::build) for a closure (and value) that need not be
+    /// `Send`: its token stays on the calling thread.
+    pub(crate) fn build_local<F, T>(self, f: F) -> (LocalUnstarted, JoinHandle<T>)
+    where
+        F: FnOnce() -> T + 'static,
+        T: 'static,
+    {
+        let slot = Slot::<T>::new();
+        let run = move |task: &Task| match catch_unwind(AssertUnwindSafe(f)) {
+            Ok(v) => {
+                task.finish_with_local_output(slot, v);
+            }
+            Err(payload) => fail(task, payload),
+        };
+        // SAFETY: its token is the `LocalUnstarted` made below.
+        let body = unsafe { Body::local(run) };
+        let task = self.make(body);
+        // SAFETY: made just now; this is its only token.
+        let u = unsafe { LocalUnstarted::new(Arc::clone(&task)) };
+        (u, JoinHandle { task, slot })
+    }
+
+    /// The task, allocated once with its header and `body` in it, and
+    /// registered.
+    fn make(self, body: Body) -> Arc<Task> {
+        let shared = self.shared;
+        // Made in its allocation (`new_cyclic` allocates first), not moved
+        // there: `Arc::new` of the task (some 400 bytes) cost a `memcpy` of
+        // it per spawn.
+        let task = Arc::new_cyclic(|_| {
+            Task::new(
+                Arc::clone(shared),
+                self.name.map(String::into_boxed_str),
+                self.site,
+                self.stack_size.unwrap_or(shared.stack_size),
+                self.shard,
+                body,
+            )
+        });
+        shared.registry.insert(&task);
+        task
     }
 }
 
@@ -238,11 +279,11 @@ fn join_error(task: &Task, payload: &(dyn Any + Send)) -> JoinError {
     }
 }
 
-impl Handle {
-    /// Spawn from this handle, anywhere: onto the calling worker's deque if
-    /// it is one of this runtime's workers, else onto the injector.
+impl Shared {
+    /// Spawn on this runtime from anywhere: onto the calling worker's deque
+    /// if it is one of this runtime's workers, else onto the injector.
     pub(crate) fn spawn_at<F, T>(
-        &self,
+        self: &Arc<Shared>,
         f: F,
         name: Option<String>,
         stack_size: Option<usize>,
@@ -252,22 +293,26 @@ impl Handle {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let shared = &self.shared;
-        let here = worker::current().filter(|w| Arc::ptr_eq(&w.shared, shared));
-        let shard = here.as_ref().map_or(shared.workers.len(), |w| w.index);
-        let (task, slot) = new_task(shared, name, stack_size, site, shard);
-        let u = Unstarted::new(
-            Arc::clone(&task),
-            Box::new(body(Arc::clone(&task), slot, f)),
-        );
-        if shared.is_shutting_down() {
-            drop(u);
-        } else if let Some(w) = here {
-            w.push_unstarted(u);
-        } else {
-            shared.injector.push(u);
-            shared.notify_idle();
-        }
-        JoinHandle { task, slot }
+        worker::with_current(|w| {
+            let here = w.filter(|w| Arc::ptr_eq(&w.shared, self));
+            let shard = here.map_or(self.workers.len(), |w| w.index);
+            let (u, handle) = NewTask {
+                shared: self,
+                name,
+                stack_size,
+                site,
+                shard,
+            }
+            .build(f);
+            if self.is_shutting_down() {
+                drop(u);
+            } else if let Some(w) = here {
+                w.push_unstarted(u);
+            } else {
+                self.injector.push(u);
+                self.notify_idle();
+            }
+            handle
+        })
     }
 }

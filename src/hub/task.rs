@@ -1,6 +1,6 @@
 //! A green thread's shared header ([`Task`]: identity, state, wake and
-//! cancel flags, join waiters, its value once it finished), its waker, and
-//! the typed [`JoinHandle`].
+//! cancel flags, join waiters, its closure until it starts, its value once
+//! it finished), its waker, and the typed [`JoinHandle`].
 //!
 //! Owns the task's state machine as seen from other threads. Uses the
 //! worker's `push_ready` to route a wake, the registry to deregister a
@@ -8,13 +8,16 @@
 
 use std::fmt;
 use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 use std::panic::Location;
+use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Wake, Waker};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
+use super::body::Body;
 use super::error::JoinError;
 use super::output::Output;
 use super::park::park;
@@ -165,15 +168,14 @@ pub(crate) struct Task {
     pub(crate) shard: usize,
     /// The stack size its greenlet asks for.
     pub(crate) stack_size: usize,
-    /// Set once the outcome is recorded (under `finish`'s lock).
+    /// Set once the outcome is recorded (under the `outcome` lock).
     done: AtomicBool,
-    /// The outcome when it is not a value (the value is in the typed slot).
-    error: Mutex<Option<JoinError>>,
-    join_waiters: Mutex<JoinWaiters>,
-    /// Its value, once its body put it (typed by its `Slot<T>`).
-    output: Mutex<Output>,
+    /// Its outcome and joiners, under one lock.
+    outcome: Mutex<Outcome>,
     /// Its `timeout` scopes.
     pub(crate) scopes: Scopes,
+    /// Its closure until it starts (reached through its `NotStarted`).
+    pub(crate) body: Body,
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -185,6 +187,7 @@ impl Task {
         site: &'static Location<'static>,
         stack_size: usize,
         shard: usize,
+        body: Body,
     ) -> Task {
         Task {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -202,10 +205,13 @@ impl Task {
             shard,
             stack_size,
             done: AtomicBool::new(false),
-            error: Mutex::new(None),
-            join_waiters: Mutex::new(JoinWaiters::new()),
-            output: Mutex::new(Output::new()),
+            outcome: Mutex::new(Outcome {
+                waiters: JoinWaiters::new(),
+                output: Output::new(),
+                error: None,
+            }),
             scopes: Scopes::default(),
+            body,
         }
     }
 
@@ -282,15 +288,23 @@ impl Task {
     /// Queue it on its worker's ready queue unless it already is. A task not
     /// started on a worker (queued, or a blocking call) has nothing to queue.
     pub(crate) fn schedule(self: &Arc<Task>) {
+        if let Some(owner) = self.mark_scheduled() {
+            worker::push_ready(Arc::clone(self), owner);
+        }
+    }
+
+    /// Mark it scheduled and ready; the owner worker the caller must queue
+    /// it on, unless it was scheduled already, is not started or is done.
+    fn mark_scheduled(&self) -> Option<usize> {
         if self.scheduled.swap(true, Ordering::AcqRel) {
-            return;
+            return None;
         }
         let owner = self.owner();
         if owner == NO_OWNER || self.is_done() {
-            return;
+            return None;
         }
         self.state.store(READY, Ordering::Relaxed);
-        worker::push_ready(Arc::clone(self), owner);
+        Some(owner)
     }
 
     /// [`schedule`](Self::schedule) from the owner worker `w`'s own
@@ -308,20 +322,24 @@ impl Task {
         self.done.load(Ordering::Acquire)
     }
 
-    /// Record the outcome (`None`: the value is in the typed slot), wake the
-    /// joiners, and leave the registry. Only the first call counts.
+    /// Record the outcome when it is not a value (`None`: cancelled, or a
+    /// value already put), wake the joiners, and leave the registry. Only
+    /// the first outcome counts.
     pub(crate) fn finish(&self, error: Option<JoinError>) {
-        let waiters = {
-            let mut list = self.join_waiters.lock();
-            if self.done.load(Ordering::Acquire) {
-                return;
-            }
-            if let Some(e) = error {
-                *self.error.lock() = Some(e);
-            }
-            self.done.store(true, Ordering::Release);
-            std::mem::take(&mut *list)
-        };
+        let mut outcome = self.outcome.lock();
+        if self.is_done() {
+            return;
+        }
+        outcome.error = error;
+        self.complete(outcome);
+    }
+
+    /// With its outcome recorded under `outcome`'s lock: mark it done, wake
+    /// the joiners (after the lock), and leave the registry.
+    fn complete(&self, mut outcome: MutexGuard<'_, Outcome>) {
+        self.done.store(true, Ordering::Release);
+        let waiters = std::mem::take(&mut outcome.waiters);
+        drop(outcome);
         self.state.store(FINISHED, Ordering::Relaxed);
         self.shared.registry.remove(self);
         for w in waiters.first.into_iter().chain(waiters.rest) {
@@ -331,18 +349,23 @@ impl Task {
 
     /// Register `waker` to be woken when it finishes; `false` if it already
     /// has (nothing registered).
-    pub(crate) fn add_join_waiter(&self, waker: &Waker) -> bool {
-        let mut list = self.join_waiters.lock();
+    pub(crate) fn add_join_waiter(&self, waker: Waker) -> bool {
+        let mut outcome = self.outcome.lock();
         if self.is_done() {
             return false;
         }
-        list.add(waker);
+        outcome.waiters.add(waker);
         true
     }
+}
 
-    pub(crate) fn take_error(&self) -> Option<JoinError> {
-        self.error.lock().take()
-    }
+/// A task's outcome and its joiners (see `Task::outcome`).
+struct Outcome {
+    waiters: JoinWaiters,
+    /// Its value, once its body put it (typed by its `Slot<T>`).
+    output: Output,
+    /// The outcome when it is not a value.
+    error: Option<JoinError>,
 }
 
 /// The wakers of a task's joiners, each once: the first kept inline, so
@@ -362,20 +385,22 @@ impl JoinWaiters {
     }
 
     /// Add `waker` unless one that wakes the same task is there.
-    fn add(&mut self, waker: &Waker) {
-        let known = |w: &Waker| w.will_wake(waker);
+    fn add(&mut self, waker: Waker) {
+        let known = |w: &Waker| w.will_wake(&waker);
         match &self.first {
-            None => self.first = Some(waker.clone()),
+            None => self.first = Some(waker),
             Some(first) if known(first) => {}
             Some(_) if self.rest.iter().any(known) => {}
-            Some(_) => self.rest.push(waker.clone()),
+            Some(_) => self.rest.push(waker),
         }
     }
 }
 
 impl Wake for Task {
     fn wake(self: Arc<Self>) {
-        self.schedule();
+        if let Some(owner) = self.mark_scheduled() {
+            worker::push_ready(self, owner);
+        }
     }
     fn wake_by_ref(self: &Arc<Self>) {
         self.schedule();
@@ -414,34 +439,52 @@ impl<T> Clone for Slot<T> {
 impl<T> Copy for Slot<T> {}
 
 impl Task {
-    /// Put the value of its body (which ran `f` of a `T: Send`).
-    pub(crate) fn put_output<T: Send>(&self, _: Slot<T>, value: T) {
+    /// Put the value of its body (which ran `f` of a `T: Send`) and finish
+    /// it (see [`finish`](Self::finish)), under one lock.
+    pub(crate) fn finish_with_output<T: Send>(&self, _: Slot<T>, value: T) {
+        let mut outcome = self.outcome.lock();
         // SAFETY: the slot token types every put and take of this task's
         // output as `T` (it is made with the task, for one `T`).
-        let unwanted = unsafe { self.output.lock().put(value) };
+        let unwanted = unsafe { outcome.output.put(value) };
+        self.complete_unless_done(outcome);
         drop(unwanted);
     }
 
-    /// [`put_output`](Self::put_output) for a `spawn_local` task, whose
-    /// value need not be `Send`.
-    pub(crate) fn put_local_output<T>(&self, _: Slot<T>, value: T) {
-        // SAFETY: as in `put_output`; the handle of a `T` that is not `Send`
-        // is not `Send` (its `Slot<T>`), as `put_local` requires.
-        let unwanted = unsafe { self.output.lock().put_local(value) };
+    /// [`finish_with_output`](Self::finish_with_output) for a `spawn_local`
+    /// task, whose value need not be `Send`.
+    pub(crate) fn finish_with_local_output<T>(&self, _: Slot<T>, value: T) {
+        let mut outcome = self.outcome.lock();
+        // SAFETY: as in `finish_with_output`; the handle of a `T` that is
+        // not `Send` is not `Send` (its `Slot<T>`), as `put_local` requires.
+        let unwanted = unsafe { outcome.output.put_local(value) };
+        self.complete_unless_done(outcome);
         drop(unwanted);
     }
 
-    /// Take its value, if it was put and not taken yet.
-    fn take_output<T>(&self, _: Slot<T>) -> Option<T> {
-        // SAFETY: as in `put_output`.
-        unsafe { self.output.lock().take() }
+    fn complete_unless_done(&self, outcome: MutexGuard<'_, Outcome>) {
+        if !self.is_done() {
+            self.complete(outcome);
+        }
+    }
+
+    /// Take its outcome: its value, if it was put and not taken yet, else
+    /// its error (cancelled when there is none).
+    fn take_outcome<T>(&self, _: Slot<T>) -> Result<T, JoinError> {
+        let mut outcome = self.outcome.lock();
+        // SAFETY: as in `finish_with_output`.
+        if let Some(v) = unsafe { outcome.output.take() } {
+            return Ok(v);
+        }
+        let error = outcome.error.take();
+        drop(outcome);
+        Err(error.unwrap_or_else(|| JoinError::Cancelled { name: self.name() }))
     }
 
     /// Its handle goes: a value put already is dropped now (after the
     /// lock), one put later by its body.
     fn abandon_output<T>(&self, _: Slot<T>) {
-        // SAFETY: as in `put_output`.
-        let value = unsafe { self.output.lock().abandon::<T>() };
+        // SAFETY: as in `finish_with_output`.
+        let value = unsafe { self.outcome.lock().output.abandon::<T>() };
         drop(value);
     }
 }
@@ -485,26 +528,24 @@ impl<T> JoinHandle<T> {
     /// ```
     pub fn join(self) -> Result<T, JoinError> {
         while !self.task.is_done() {
-            let waker = super::park::current_waker();
-            if !self.task.add_join_waiter(&waker) {
+            if !self.task.add_join_waiter(super::park::current_waker()) {
                 break;
             }
             park(Wait::Join, None);
         }
-        self.take_result()
+        let result = self.take_result();
+        // Done, so no value comes later: the handle goes without `Drop`'s
+        // `abandon_output` (a lock taken for nothing).
+        let this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again, so its `Arc` is
+        // moved out (and dropped) exactly once.
+        drop(unsafe { ptr::read(&this.task) });
+        result
     }
 
     /// The result of a finished task (call only once it is done).
     pub(crate) fn take_result(&self) -> Result<T, JoinError> {
-        if let Some(v) = self.task.take_output(self.slot) {
-            return Ok(v);
-        }
-        Err(self
-            .task
-            .take_error()
-            .unwrap_or_else(|| JoinError::Cancelled {
-                name: self.task.name(),
-            }))
+        self.task.take_outcome(self.slot)
     }
 
     /// Whether it has finished (its result can be taken without waiting).
@@ -620,14 +661,14 @@ mod tests {
         let counts: Vec<Arc<Count>> = (0..3).map(|_| Arc::default()).collect();
         let wakers: Vec<Waker> = counts.iter().map(|c| Waker::from(Arc::clone(c))).collect();
         let mut waiters = JoinWaiters::new();
-        waiters.add(&wakers[0]);
-        waiters.add(&wakers[0]);
+        waiters.add(wakers[0].clone());
+        waiters.add(wakers[0].clone());
         assert!(
             waiters.first.is_some() && waiters.rest.is_empty(),
             "one joiner: no list"
         );
         for i in [1, 2, 1, 0, 2] {
-            waiters.add(&wakers[i]);
+            waiters.add(wakers[i].clone());
         }
         assert_eq!(waiters.rest.len(), 2);
         let taken = std::mem::take(&mut waiters);

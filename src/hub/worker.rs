@@ -19,7 +19,13 @@
 //! with the poller); then start an unstarted task (this worker's own
 //! `spawn_local` ones, its deque, the injector, stolen batches from other
 //! workers) or resume a ready one. New tasks go first, but never more than
-//! [`START_BURST`] in a row while ready tasks wait. With nothing to do the
+//! [`START_BURST`] in a row while ready tasks wait. The tasks a green
+//! thread spawns go on the deque when it parks (or, with another worker
+//! idle or [`SPAWN_BATCH`] of them waiting, at once), the first spawned on
+//! top: a worker starts them in spawn order (by batch, the newest batch
+//! first) and before older unstarted
+//! tasks (depth first, so a tree of tasks keeps few stacks alive), and
+//! other workers steal the oldest. With nothing to do the
 //! worker yields its CPU [`IDLE_YIELDS`] times watching its remote queue,
 //! then sleeps in `mio::Poll::poll` until the next timer's deadline, a
 //! wake from another thread (through the `mio::Waker`), or I/O. Tokens
@@ -44,6 +50,7 @@ use crate::coroutine::direct::{self, Resumed};
 use crate::coroutine::{getcurrent, Greenlet, GreenletError, Value};
 use crate::diag::diag_warn;
 
+use super::body::{Launch, LocalUnstarted, NotStarted, Unstarted};
 use super::error::JoinError;
 use super::runtime::Shared;
 use super::task::Task;
@@ -60,51 +67,11 @@ pub(crate) const POLL_EVERY: u32 = 61;
 const IDLE_YIELDS: u32 = 2;
 /// New tasks started in a row at most while ready tasks wait.
 const START_BURST: u32 = 32;
+/// Tasks a running green thread spawns before they are put where other
+/// workers can steal them even though none is idle.
+const SPAWN_BATCH: usize = 16;
 /// The poller token of the worker's `mio::Waker`.
 pub(crate) const WAKE_TOKEN: mio::Token = mio::Token(usize::MAX);
-
-/// A task that has not started, with its closure. Dropped unstarted (a
-/// worker's deque at exit, a refused spawn, a cancellation), it drops the
-/// closure, then finishes the task as cancelled: no task is left unjoinable.
-pub(crate) struct NotStarted<B: ?Sized> {
-    task: Arc<Task>,
-    body: Option<Box<B>>,
-}
-
-/// A spawned `Send` task: it may start on any worker.
-pub(crate) type Unstarted = NotStarted<dyn FnOnce() + Send>;
-
-/// A `spawn_local` task: it starts on the worker that spawned it.
-type LocalUnstarted = NotStarted<dyn FnOnce()>;
-
-impl<B: ?Sized> NotStarted<B> {
-    pub(crate) fn new(task: Arc<Task>, body: Box<B>) -> Self {
-        NotStarted {
-            task,
-            body: Some(body),
-        }
-    }
-
-    pub(crate) fn task(&self) -> &Arc<Task> {
-        &self.task
-    }
-
-    /// The task, and its closure unless it was already taken.
-    pub(crate) fn into_parts(mut self) -> (Arc<Task>, Option<Box<B>>) {
-        (Arc::clone(&self.task), self.body.take())
-    }
-}
-
-impl<B: ?Sized> Drop for NotStarted<B> {
-    fn drop(&mut self) {
-        if let Some(body) = self.body.take() {
-            drop(body);
-            self.task.finish(Some(JoinError::Cancelled {
-                name: self.task.name(),
-            }));
-        }
-    }
-}
 
 /// The part of a worker that other threads reach.
 pub(crate) struct Remote {
@@ -180,6 +147,13 @@ pub(crate) struct Worker {
     pub(crate) hub: Greenlet,
     ready: RefCell<VecDeque<Arc<Task>>>,
     local_new: RefCell<VecDeque<LocalUnstarted>>,
+    /// `Send` tasks spawned by the green thread running now, in spawn
+    /// order, until it parks (see [`flush_spawned`](Self::flush_spawned)).
+    spawned: RefCell<Vec<Unstarted>>,
+    /// Whether `spawned` may hold tasks (one load where the loop checks).
+    has_spawned: Cell<bool>,
+    /// Unstarted `Send` tasks, newest batch on top (a LIFO deque); other
+    /// workers steal the oldest.
     deque: crossbeam_deque::Worker<Unstarted>,
     pub(crate) timers: RefCell<Timers>,
     /// The green thread running now (`Arc::as_ptr` of it), or null. Its
@@ -208,6 +182,15 @@ fn with_worker<R>(f: impl FnOnce(&Worker) -> R) -> Option<R> {
     // `MarkRunning`) to the worker its `Rc` keeps alive until after it is
     // cleared, on this thread, also when the loop unwinds.
     unsafe { w.as_ref() }.map(f)
+}
+
+/// Run `f` with this thread's worker, borrowed, or `None` on a thread that
+/// is not a worker; `f` may not park.
+#[inline]
+pub(crate) fn with_current<R>(f: impl FnOnce(Option<&Worker>) -> R) -> R {
+    let w = RUNNING.with(Cell::get);
+    // SAFETY: as in `with_worker`.
+    f(unsafe { w.as_ref() })
 }
 
 /// This thread's worker, if it is one.
@@ -293,6 +276,8 @@ pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
         hub: getcurrent(),
         ready: RefCell::new(VecDeque::new()),
         local_new: RefCell::new(VecDeque::new()),
+        spawned: RefCell::new(Vec::new()),
+        has_spawned: Cell::new(false),
         deque: seed.deque,
         timers: RefCell::new(Timers::default()),
         current: Cell::new(ptr::null()),
@@ -312,25 +297,57 @@ impl Worker {
         &self.shared.workers[self.index]
     }
 
-    /// Queue a `Send` task on this worker's deque (other workers may steal
-    /// it) and wake an idle worker to come and take some.
+    /// Queue a `Send` task spawned on this worker: kept aside until the
+    /// spawning green thread parks, then on this worker's deque, where other
+    /// workers may steal it (at once if one is idle, or once
+    /// [`SPAWN_BATCH`] wait).
     pub(crate) fn push_unstarted(&self, u: Unstarted) {
-        self.deque.push(u);
-        self.shared.notify_idle();
+        let mut spawned = self.spawned.borrow_mut();
+        spawned.push(u);
+        self.has_spawned.set(true);
+        if self.shared.workers.len() > 1
+            && (spawned.len() >= SPAWN_BATCH || self.shared.idle.load(Ordering::Relaxed) > 0)
+        {
+            drop(spawned);
+            self.flush_spawned();
+        }
+    }
+
+    /// Move the tasks spawned since the last flush onto the deque, the
+    /// first spawned on top: this worker starts them in spawn order (by
+    /// flushed batch, the newest batch first) and before the tasks queued
+    /// earlier (depth first: a tree of tasks keeps few stacks alive), while
+    /// other workers steal the oldest. Then wake an idle worker to come and
+    /// take some; a runtime of one worker has no other worker to wake, so
+    /// it skips the notification's `SeqCst` fence.
+    #[inline]
+    fn flush_spawned(&self) {
+        if self.has_spawned.replace(false) {
+            self.flush_spawned_now();
+        }
+    }
+
+    /// [`flush_spawned`](Self::flush_spawned), with tasks waiting.
+    fn flush_spawned_now(&self) {
+        let mut spawned = self.spawned.borrow_mut();
+        // The last spawned first, so that the first ends on top.
+        while let Some(u) = spawned.pop() {
+            self.deque.push(u);
+        }
+        drop(spawned);
+        if self.shared.workers.len() > 1 {
+            self.shared.notify_idle();
+        }
     }
 
     /// Queue a `!Send` task on this worker.
-    pub(crate) fn push_local(&self, task: Arc<Task>, body: Box<dyn FnOnce()>) {
-        self.local_new
-            .borrow_mut()
-            .push_back(LocalUnstarted::new(task, body));
+    pub(crate) fn push_local(&self, u: LocalUnstarted) {
+        self.local_new.borrow_mut().push_back(u);
     }
 
     /// Start a task at the front of the line (the pending-call drain).
-    pub(crate) fn push_local_first(&self, task: Arc<Task>, body: Box<dyn FnOnce()>) {
-        self.local_new
-            .borrow_mut()
-            .push_front(LocalUnstarted::new(task, body));
+    pub(crate) fn push_local_first(&self, u: LocalUnstarted) {
+        self.local_new.borrow_mut().push_front(u);
     }
 
     /// How many green threads this worker has started and not finished.
@@ -362,13 +379,15 @@ impl Worker {
             }
             let has_ready = !self.ready.borrow().is_empty();
             if (!has_ready || burst < START_BURST) && self.start_next() {
+                self.flush_spawned();
                 burst += 1;
                 continue;
             }
             burst = 0;
             let next = self.ready.borrow_mut().pop_front();
             if let Some(task) = next {
-                self.resume_on(remote, task);
+                self.resume_on(remote, &task);
+                self.flush_spawned();
                 continue;
             }
             if shutting_down {
@@ -392,15 +411,11 @@ impl Worker {
     fn start_next(&self) -> bool {
         let local = self.local_new.borrow_mut().pop_front();
         if let Some(u) = local {
-            if let (task, Some(body)) = u.into_parts() {
-                self.start(task, body);
-            }
+            self.start(u);
             return true;
         }
         if let Some(u) = self.find_unstarted() {
-            if let (task, Some(body)) = u.into_parts() {
-                self.start(task, body);
-            }
+            self.start(u);
             return true;
         }
         false
@@ -524,13 +539,13 @@ impl Worker {
         }
     }
 
-    /// Start `task` as a greenlet whose parent is the hub.
-    fn start(&self, task: Arc<Task>, body: Box<dyn FnOnce()>) {
-        if task.cancel_requested() || self.shared.is_shutting_down() {
-            drop(body);
-            task.finish(Some(JoinError::Cancelled { name: task.name() }));
+    /// Start the task of `u` as a greenlet whose parent is the hub.
+    fn start<K: 'static>(&self, u: NotStarted<K>) {
+        if u.task().cancel_requested() || self.shared.is_shutting_down() {
+            drop(u);
             return;
         }
+        let task = Arc::clone(u.task());
         task.set_owner(self.index);
         let mut builder = Greenlet::builder()
             .parent(&self.hub)
@@ -538,8 +553,9 @@ impl Worker {
         if let Some(name) = task.has_name() {
             builder = builder.name(name);
         }
+        let launch = Launch::new(u);
         let g = match builder.spawn(move |_| {
-            body();
+            launch.run();
             Ok(Value::unit())
         }) {
             Ok(g) => g,
@@ -552,16 +568,12 @@ impl Worker {
         };
         let key = self.live.borrow_mut().insert((Arc::clone(&task), g));
         task.live_key.store(key, Ordering::Relaxed);
-        self.resume(task);
+        self.resume_on(self.remote(), &task);
     }
 
-    /// Switch into a started task until it parks or ends.
-    fn resume(&self, task: Arc<Task>) {
-        self.resume_on(self.remote(), task);
-    }
-
-    /// [`resume`](Self::resume), with this worker's `remote` at hand.
-    fn resume_on(&self, remote: &Remote, task: Arc<Task>) {
+    /// Switch into a started task until it parks or ends, with this
+    /// worker's `remote` at hand.
+    fn resume_on(&self, remote: &Remote, task: &Arc<Task>) {
         task.take_scheduled();
         if task.is_done() {
             return;
@@ -571,7 +583,7 @@ impl Worker {
         // (start, cancel_all, teardown), and it is suspended meanwhile.
         let live = self.live.borrow();
         let g = match live.get(key) {
-            Some((t, g)) if Arc::ptr_eq(t, &task) => g,
+            Some((t, g)) if Arc::ptr_eq(t, task) => g,
             _ => return,
         };
         // Only this thread writes these two counters.
@@ -582,7 +594,7 @@ impl Worker {
         let tick = remote.tick.load(Ordering::Relaxed);
         remote.tick.store(tick.wrapping_add(1), Ordering::Relaxed);
         let cancel = task.take_cancel();
-        self.current.set(Arc::as_ptr(&task));
+        self.current.set(Arc::as_ptr(task));
         let resumed = if cancel {
             Resumed::Full(g.throw(GreenletError::exit()))
         } else {
@@ -593,7 +605,7 @@ impl Worker {
         if let Resumed::Full(result) = resumed {
             let dead = g.is_dead();
             drop(live);
-            self.after_full_switch(&task, key, result, dead);
+            self.after_full_switch(task, key, result, dead);
         }
     }
 
@@ -651,6 +663,8 @@ impl Worker {
         }
         let local: Vec<LocalUnstarted> = self.local_new.borrow_mut().drain(..).collect();
         drop(local);
+        let spawned: Vec<Unstarted> = self.spawned.borrow_mut().drain(..).collect();
+        drop(spawned);
         while let Some(u) = self.deque.pop() {
             drop(u);
         }
@@ -704,6 +718,8 @@ impl Worker {
             }
             task.finish(Some(JoinError::Cancelled { name: task.name() }));
         }
+        let spawned: Vec<Unstarted> = self.spawned.borrow_mut().drain(..).collect();
+        drop(spawned);
         self.timers.borrow_mut().clear();
         self.ready.borrow_mut().clear();
         drop(entries);

@@ -1,0 +1,271 @@
+//! An unstarted task's closure ([`Body`]), kept inside its task with its
+//! type erased: in place when it fits in [`WORDS`] words, boxed otherwise,
+//! so that spawning a task with a small closure allocates only the task
+//! (the closure used to be a `Box<dyn FnOnce() + Send>` of its own); and
+//! [`NotStarted`], the one token that may run or drop it.
+//!
+//! Owns the storage, its vtable and the token's rules: the token is made
+//! with the task, only its holder touches the storage, and it either runs
+//! the closure ([`NotStarted::run`]), drops it and finishes the task as
+//! cancelled (dropped unstarted), or gives it up to an error the caller
+//! records ([`NotStarted::into_task`]). A `Send` closure's token is `Send`
+//! (it moves between workers); a `spawn_local` one's is not. Uses the
+//! task's `finish` and the coroutine module's `drop_stored` (a greenlet's
+//! closure is erased the same way).
+
+use std::cell::UnsafeCell;
+use std::marker::PhantomData;
+use std::mem::{self, ManuallyDrop, MaybeUninit};
+use std::ptr;
+use std::sync::Arc;
+
+use crate::coroutine::run::drop_stored;
+
+use super::error::JoinError;
+use super::task::Task;
+
+/// Words of closure kept in place (a closure capturing a few numbers,
+/// handles or `Arc`s).
+const WORDS: usize = 3;
+
+type Storage = MaybeUninit<[usize; WORDS]>;
+
+/// Whether a `G` is kept in the storage itself.
+const fn fits<G>() -> bool {
+    mem::size_of::<G>() <= mem::size_of::<Storage>()
+        && mem::align_of::<G>() <= mem::align_of::<Storage>()
+}
+
+struct Vtable {
+    /// Moves the closure out of the storage and calls it.
+    call: unsafe fn(*mut Storage, &Task),
+    /// Drops the closure in the storage without calling it.
+    drop: unsafe fn(*mut Storage),
+}
+
+/// # Safety
+/// `storage` holds an initialized `G`, which the call consumes.
+unsafe fn call_stored<G: FnOnce(&Task)>(storage: *mut Storage, task: &Task) {
+    // SAFETY: guaranteed by the caller; moved out exactly once, first.
+    let g = unsafe { ptr::read(storage.cast::<G>()) };
+    g(task);
+}
+
+/// # Safety
+/// `storage` holds an initialized `Box<G>`, which the call consumes.
+unsafe fn call_boxed<G: FnOnce(&Task)>(storage: *mut Storage, task: &Task) {
+    // SAFETY: guaranteed by the caller; moved out exactly once, first.
+    let g = unsafe { ptr::read(storage.cast::<Box<G>>()) };
+    g(task);
+}
+
+struct Stored {
+    storage: Storage,
+    /// How to call or drop what `storage` holds; `None`: it holds nothing.
+    vtable: Option<&'static Vtable>,
+}
+
+/// A task's closure until it starts (see the module doc).
+pub(crate) struct Body {
+    cell: UnsafeCell<Stored>,
+}
+
+// SAFETY: the storage is only reached through the task's `NotStarted`
+// token, which is unique (made once, with the task, and consumed by
+// running, dropping or giving up the closure), so never from two threads
+// at once; a closure that is not `Send` is stored only by `Body::local`,
+// whose token is not `Send` either and so runs or drops it on the thread
+// that made it. Left unconsumed (a leaked token), the closure is leaked:
+// `Body` has no destructor.
+unsafe impl Sync for Body {}
+// SAFETY: as for `Sync`.
+unsafe impl Send for Body {}
+
+impl Body {
+    /// The body of a `Send` closure `g`, run on whichever thread starts it.
+    pub(crate) fn new<G: FnOnce(&Task) + Send + 'static>(g: G) -> Body {
+        Body::store(g)
+    }
+
+    /// The body of a closure that need not be `Send`.
+    ///
+    /// # Safety
+    /// Its token is a [`LocalUnstarted`] (which stays on this thread).
+    pub(crate) unsafe fn local<G: FnOnce(&Task) + 'static>(g: G) -> Body {
+        Body::store(g)
+    }
+
+    fn store<G: FnOnce(&Task) + 'static>(g: G) -> Body {
+        let mut storage = Storage::uninit();
+        let vtable: &'static Vtable = if fits::<G>() {
+            // SAFETY: `G` fits the storage's size and alignment (checked).
+            unsafe { storage.as_mut_ptr().cast::<G>().write(g) };
+            const {
+                &Vtable {
+                    call: call_stored::<G>,
+                    drop: drop_stored::<G, Storage>,
+                }
+            }
+        } else {
+            const { assert!(fits::<Box<()>>()) };
+            // SAFETY: a `Box` of a sized type is one word (asserted above).
+            unsafe { storage.as_mut_ptr().cast::<Box<G>>().write(Box::new(g)) };
+            const {
+                &Vtable {
+                    call: call_boxed::<G>,
+                    drop: drop_stored::<Box<G>, Storage>,
+                }
+            }
+        };
+        Body {
+            cell: UnsafeCell::new(Stored {
+                storage,
+                vtable: Some(vtable),
+            }),
+        }
+    }
+
+    /// Take the vtable, leaving nothing to run or drop.
+    ///
+    /// # Safety
+    /// The caller holds the task's token; the storage is consumed with the
+    /// vtable returned (called or dropped) before anything else reads it.
+    unsafe fn take(&self) -> Option<(&'static Vtable, *mut Storage)> {
+        let stored = self.cell.get();
+        // SAFETY: only the token's holder (the caller) reaches the cell.
+        unsafe {
+            let vtable = (*stored).vtable.take()?;
+            Some((vtable, ptr::addr_of_mut!((*stored).storage)))
+        }
+    }
+}
+
+/// Marks a [`NotStarted`] whose closure is `Send`.
+#[derive(Debug)]
+pub(crate) enum Sendable {}
+
+/// Marks a [`NotStarted`] whose closure may not be `Send` (a `spawn_local`
+/// task's, or the pending-call drain's).
+#[derive(Debug)]
+pub(crate) struct Local(PhantomData<*const ()>);
+
+/// The right to start a task: to run its closure, or to drop it. Dropped
+/// unstarted (a worker's deque at exit, a refused spawn, a cancellation),
+/// it drops the closure, then finishes the task as cancelled: no task is
+/// left unjoinable.
+pub(crate) struct NotStarted<K> {
+    task: Arc<Task>,
+    _kind: PhantomData<K>,
+}
+
+/// A spawned `Send` task: it may start on any worker.
+pub(crate) type Unstarted = NotStarted<Sendable>;
+
+/// A `spawn_local` task: it starts on the worker that spawned it.
+pub(crate) type LocalUnstarted = NotStarted<Local>;
+
+impl<K> NotStarted<K> {
+    /// The token of `task`, made with its body.
+    ///
+    /// # Safety
+    /// `task` was made just now with its body, and no other token of it
+    /// exists; for a [`Sendable`] token, with [`Body::new`].
+    pub(crate) unsafe fn new(task: Arc<Task>) -> Self {
+        NotStarted {
+            task,
+            _kind: PhantomData,
+        }
+    }
+
+    pub(crate) fn task(&self) -> &Arc<Task> {
+        &self.task
+    }
+
+    /// Run the closure here (it records the task's outcome), then let the
+    /// token go.
+    pub(crate) fn run(self) {
+        let task = self.into_arc();
+        // SAFETY: the token (consumed just now) was the only way to the
+        // body; its vtable and storage are used once, here.
+        if let Some((vtable, storage)) = unsafe { task.body.take() } {
+            // SAFETY: the storage holds what the vtable expects (set
+            // together in `Body::store`); with the vtable taken it is
+            // consumed exactly once.
+            unsafe { (vtable.call)(storage, &task) };
+        }
+    }
+
+    /// Drop the closure without running it and give the task back, for the
+    /// caller to finish with its own error.
+    pub(crate) fn into_task(self) -> Arc<Task> {
+        let task = self.into_arc();
+        // SAFETY: as in `run`.
+        unsafe { task.body.drop_closure() };
+        task
+    }
+
+    /// The task, the token gone without its `Drop` (the body untouched).
+    fn into_arc(self) -> Arc<Task> {
+        let this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again, so the `Arc` is
+        // moved out exactly once.
+        unsafe { ptr::read(&this.task) }
+    }
+}
+
+impl Body {
+    /// Drop the closure, if there is one; whether there was.
+    ///
+    /// # Safety
+    /// The caller holds the task's token, or consumed it just now.
+    unsafe fn drop_closure(&self) -> bool {
+        // SAFETY: guaranteed by the caller.
+        match unsafe { self.take() } {
+            Some((vtable, storage)) => {
+                // SAFETY: as in `NotStarted::run`, dropped instead of called.
+                unsafe { (vtable.drop)(storage) };
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// A token moved into its task's greenlet: it runs the closure when the
+/// greenlet starts. Dropped unrun (the greenlet could not start, or was
+/// killed first), it drops the closure and leaves the task's outcome to
+/// the worker, which knows why.
+pub(crate) struct Launch<K>(ManuallyDrop<NotStarted<K>>);
+
+impl<K> Launch<K> {
+    pub(crate) fn new(u: NotStarted<K>) -> Launch<K> {
+        Launch(ManuallyDrop::new(u))
+    }
+
+    /// Run the closure (see [`NotStarted::run`]).
+    pub(crate) fn run(self) {
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again: the token is moved
+        // out exactly once.
+        unsafe { ManuallyDrop::take(&mut this.0) }.run();
+    }
+}
+
+impl<K> Drop for Launch<K> {
+    fn drop(&mut self) {
+        // SAFETY: dropped, so never used again: the token is moved out once.
+        let u = unsafe { ManuallyDrop::take(&mut self.0) };
+        drop(u.into_task());
+    }
+}
+
+impl<K> Drop for NotStarted<K> {
+    fn drop(&mut self) {
+        // SAFETY: the token, being dropped, is the only way to the body.
+        if unsafe { self.task.body.drop_closure() } {
+            self.task.finish(Some(JoinError::Cancelled {
+                name: self.task.name(),
+            }));
+        }
+    }
+}
