@@ -388,3 +388,13 @@ fn a_plain_thread_blocked_in_recv_is_handed_the_value() {
     .unwrap();
     assert_eq!(plain.join().unwrap(), Ok(3));
 }
+
+/// Waiter nodes are pointers in the wait lists now; the owned sync types
+/// stay `UnwindSafe`, as they were when the nodes were `Arc`s.
+#[test]
+fn owned_sync_types_stay_unwind_safe() {
+    fn unwind_safe<T: std::panic::UnwindSafe>(_: &T) {}
+    unwind_safe(&hub::Event::new());
+    unwind_safe(&Mutex::new(0_u32));
+    unwind_safe(&Semaphore::new(1));
+}

@@ -60,7 +60,8 @@ impl Wakeup {
     /// Wake it (call without holding the lock its wait list is under).
     pub(crate) fn wake(self) {
         match self {
-            Wakeup::Task(task) => task.schedule(),
+            // By value: the ready queue takes this `Arc` (no clone).
+            Wakeup::Task(task) => std::task::Wake::wake(task),
             Wakeup::Thread(thread) => thread.unpark(),
         }
     }
@@ -132,6 +133,13 @@ pub(crate) struct WaitList<P> {
 // list lives in (see the module doc), and what they reach (a `Wakeup`,
 // which is `Send`, and a `P`) moves between threads only as a `P: Send`.
 unsafe impl<P: Send> Send for WaitList<P> {}
+
+// The node pointers make the list `!UnwindSafe` by default, which would
+// take that from `Event`, `Mutex`, `Semaphore` and the channels, as they
+// were before nodes were pointers. Nothing a caught panic could observe is
+// half-done: a node is linked or unlinked by one queue operation and its
+// flag, both under the lock.
+impl<P> std::panic::UnwindSafe for WaitList<P> {}
 
 impl<P> Default for WaitList<P> {
     fn default() -> Self {
