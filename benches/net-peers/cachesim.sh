@@ -87,4 +87,4 @@ for impl in $SERVERS; do
                 (d[5] + d[6]) / n, (d[8] + d[9]) / n, d[4] / n
         }'
 done
-echo "(connections $CONNS, $SIZE B messages; D1 48 KiB 12-way, L2 as LL 1.25 MiB 20-way, 64 B lines)"
+echo "(connections $CONNS, $SIZE B messages; D1 49152,12,64; L2 as valgrind's LL $LL (size,ways,line))"
