@@ -198,12 +198,11 @@ impl Header {
     /// within their page, so in the same few sets of a cache indexed by that
     /// offset: with the L2 simulated so (`benches/net-peers/cachesim.sh`,
     /// `LL=1310720,320,64`), an echo server's 500 connections missed it 16
-    /// times per request (tokio's 0.2), with the colour about 0. The colour
-    /// is a Fibonacci hash of the
-    /// header's address over 4 KiB, so consecutive slots get unrelated
-    /// colours. corosensei asks for the base on every resume (it keeps the
-    /// link to the resumer there), so this is arithmetic on the address
-    /// alone: no division, no load.
+    /// times per request (tokio's about 0), with the colour about 0 too.
+    /// The colour is a Fibonacci hash of the header's address over 4 KiB,
+    /// so consecutive slots get unrelated colours. corosensei asks for the
+    /// base on every resume (it keeps the link to the resumer there), so
+    /// this is arithmetic on the address alone: no division, no load.
     fn stack_top(&self) -> usize {
         let header = self as *const Header as usize;
         let hash = ((header >> 12) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
