@@ -847,8 +847,9 @@ fn give_to_global(map_len: usize, mut stacks: Vec<RawStack>) {
 /// This length is also the pool's size class.
 fn mapping_len(size: usize) -> io::Result<usize> {
     let page = page_size();
+    let above = std::mem::size_of::<Header>() + (STACK_COLOURS as usize - 1) * CACHE_LINE;
     size.max(MIN_STACK_SIZE)
-        .checked_add(std::mem::size_of::<Header>() + (STACK_COLOURS as usize - 1) * CACHE_LINE + page - 1)
+        .checked_add(above + page - 1)
         .map(|bytes| bytes & !(page - 1))
         .and_then(|bytes| bytes.checked_add(page))
         .filter(|&len| len <= isize::MAX as usize)
