@@ -4,6 +4,7 @@
 #
 #   bash benches/net-peers/run.sh            # DURATION=3 seconds per run
 #   DURATION=5 bash benches/net-peers/run.sh
+#   PARTS=1 bash benches/net-peers/run.sh    # part 1 only (1 worker)
 #
 # Part 1, 1 worker: the server is pinned to CPU 0, the client to CPU 1
 # (taskset). Part 2, 2 workers: the server may use both CPUs, so the client
@@ -22,6 +23,7 @@ ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 PEERS="$ROOT/benches/net-peers"
 OUT="$ROOT/target/net-peers"
 DURATION="${DURATION:-3}"
+PARTS="${PARTS:-1 2}"
 mkdir -p "$OUT"
 LOAD_BEFORE="$(cut -d" " -f1-3 /proc/loadavg)"
 
@@ -87,7 +89,7 @@ run() {
     echo "$label,$impl,${rps:-0},${p99:-0},$cpu" >>"$CSV"
 }
 
-for part in 1 2; do
+for part in $PARTS; do
     if [ $part = 1 ]; then W=1; S=0; C=1; TAG="1w"; else W=2; S=0,1; C=0,1; TAG="2w"; fi
     for conns in 1 50 500; do
         for size in 64 4096; do

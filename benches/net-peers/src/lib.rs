@@ -1,7 +1,9 @@
-//! What the peer servers share: their flags and the HTTP/1.1 request
+//! What the peer servers share: their flags, the tokio servers' listener
+//! (with the hub's and may's listen backlog) and the HTTP/1.1 request
 //! handling (runtime-agnostic: bytes in, response bytes out), so the tokio
 //! and may servers have the same shape as the hub's examples.
 
+use std::io;
 use std::net::SocketAddr;
 
 use clap::Parser;
@@ -28,6 +30,26 @@ impl Args {
         }
         a
     }
+}
+
+/// The listen backlog of every server in the comparison: the hub's
+/// `TcpListener::bind` and may's listen with 1,024; tokio's `bind` (through
+/// mio) with 128, which 500 clients connecting at once overflow (the
+/// dropped SYNs wait for a retransmission), so the tokio servers bind
+/// through [`tokio_listener`] instead.
+pub const BACKLOG: u32 = 1024;
+
+/// A tokio listener on `addr` with `SO_REUSEADDR` (as mio's `bind`) and a
+/// backlog of [`BACKLOG`]. Call it inside the runtime.
+pub fn tokio_listener(addr: SocketAddr) -> io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(BACKLOG)
 }
 
 /// The hello response.

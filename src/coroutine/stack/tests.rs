@@ -40,10 +40,12 @@ fn acquire_gives_at_least_the_size_with_sound_bounds() {
         );
         assert_eq!(base % corosensei::stack::STACK_ALIGNMENT, 0);
         assert_eq!(limit % page(), 0);
-        assert_eq!(
-            base - limit,
-            stack.size() + page(),
-            "one guard page below the usable area"
+        // One guard page below the usable area, and above it the colour
+        // that is not part of `size()` (the same for every stack of a size).
+        let colour = base - limit - page() - stack.size();
+        assert!(
+            colour < STACK_COLOURS as usize * CACHE_LINE,
+            "colour {colour}"
         );
         // The whole usable area is writable: its lowest and highest bytes.
         let lowest = (limit + page()) as *mut u8;
@@ -720,4 +722,30 @@ fn trimming_gives_back_this_threads_cache_and_the_global_pool() {
     });
     assert_eq!(local, 0);
     assert!(stack_stats().destroyed >= destroyed_before + 5);
+}
+
+#[test]
+fn stack_tops_are_coloured_within_the_header_page() {
+    // A size class of its own (see the module doc).
+    let size = 11 * 4096 + 321;
+    let stacks: Vec<PooledStack> = (0..256).map(|_| acquire(size).expect("acquire")).collect();
+    let mut offsets = std::collections::BTreeSet::new();
+    for stack in &stacks {
+        let (base, header) = (stack.base().get(), stack.raw.0.as_ptr() as usize);
+        assert!(stack.size() >= size);
+        assert_eq!(
+            stack.size(),
+            stacks[0].size(),
+            "one size for one size class"
+        );
+        assert_eq!(base % CACHE_LINE, 0);
+        assert!(header - base < STACK_COLOURS as usize * CACHE_LINE);
+        offsets.insert(base % page());
+    }
+    // 256 stacks over 32 colours: a hash that spreads them hits most.
+    assert!(
+        offsets.len() >= 16,
+        "only {} distinct stack tops within their page",
+        offsets.len()
+    );
 }

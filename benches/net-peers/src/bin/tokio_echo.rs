@@ -2,7 +2,6 @@
 //! otherwise; one task per connection.
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 
 fn main() -> std::io::Result<()> {
     let args = net_peers::Args::get();
@@ -16,7 +15,7 @@ fn main() -> std::io::Result<()> {
     .enable_io()
     .build()?;
     rt.block_on(async move {
-        let l = TcpListener::bind(args.addr).await?;
+        let l = net_peers::tokio_listener(args.addr)?;
         println!("tokio_echo listening on {}", l.local_addr()?);
         loop {
             let (mut s, _) = l.accept().await?;

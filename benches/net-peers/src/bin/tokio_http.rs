@@ -1,7 +1,7 @@
 //! The HTTP/1.1 hello server on tokio + httparse: one task per connection.
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 async fn http(mut s: TcpStream) {
     let mut buf = vec![0u8; 8192];
@@ -42,7 +42,7 @@ fn main() -> std::io::Result<()> {
     .enable_io()
     .build()?;
     rt.block_on(async move {
-        let l = TcpListener::bind(args.addr).await?;
+        let l = net_peers::tokio_listener(args.addr)?;
         println!("tokio_http listening on {}", l.local_addr()?);
         loop {
             let (s, _) = l.accept().await?;
