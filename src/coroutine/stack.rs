@@ -25,7 +25,7 @@
 //! ```
 //! The colour is 0 to 31 cache lines, different from slot to slot, so that
 //! the hot top frames of many stacks do not all fall into the same cache
-//! sets (see `Header::stack_top`).
+//! sets (see `coloured_top`).
 //! A stack is one slot of a region: many stacks of one size share a
 //! `MAP_NORESERVE` mapping (see `region`). The guard page is a guard region
 //! (`MADV_GUARD_INSTALL`, Linux 6.13+), which leaves the mapping whole, or
@@ -146,7 +146,7 @@ pub fn set_default_stack_size(size: usize) -> io::Result<usize> {
 const LABEL_CAPACITY: usize = 96;
 
 /// Colours of stack tops: so many cache lines of offsets below the header
-/// (see `Header::stack_top`). 32 lines (2 KiB) keep a parked hub echo
+/// (see `coloured_top`). 32 lines (2 KiB) keep a parked hub echo
 /// handler (about 1.9 KiB of frames) in the header's page; 48 did not (its
 /// idle RSS per connection rose from 5.0 to 6.4 KiB).
 const STACK_COLOURS: u64 = 32;
@@ -171,6 +171,8 @@ struct Header {
     region: usize,
     /// First address above the guard page: the lowest usable stack byte.
     guard_end: usize,
+    /// The initial stack pointer, coloured (see [`coloured_top`]).
+    top: StackPointer,
     /// Id valgrind gave the stack when it was registered (0 outside valgrind).
     valgrind_id: usize,
     /// Number of valid bytes in `label`. Written last, after the bytes.
@@ -186,28 +188,10 @@ struct Header {
 
 impl Header {
     /// Usable bytes above the guard page that every stack of this size
-    /// class has: up to the top of the most coloured one (see `stack_top`),
+    /// class has: up to the top of the most coloured one (see `coloured_top`),
     /// so that the size, and the overflow message, do not vary by colour.
     fn usable_size(&self) -> usize {
         self as *const Header as usize - self.guard_end - (STACK_COLOURS as usize - 1) * CACHE_LINE
-    }
-
-    /// The stack's initial stack pointer: its colour, 0 to
-    /// [`STACK_COLOURS`] - 1 cache lines that vary from slot to slot, below
-    /// the header. Without it every stack's top frames sit at the same offset
-    /// within their page, so in the same few sets of a cache indexed by that
-    /// offset: with the L2 simulated so (`benches/net-peers/cachesim.sh`,
-    /// `LL=1310720,320,64`), an echo server's 500 connections missed it 16
-    /// times per request (tokio's about 0), with the colour about 0 too.
-    /// The colour is a Fibonacci hash of the header's address over 4 KiB,
-    /// so consecutive slots get unrelated colours. corosensei asks for the
-    /// base on every resume (it keeps the link to the resumer there), so
-    /// this is arithmetic on the address alone: no division, no load.
-    fn stack_top(&self) -> usize {
-        let header = self as *const Header as usize;
-        let hash = ((header >> 12) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let colour = ((hash >> 32) * STACK_COLOURS) >> 32;
-        header - colour as usize * CACHE_LINE
     }
 
     /// Copies the label into `out` and returns its length.
@@ -440,7 +424,7 @@ impl fmt::Write for LabelWriter<'_> {
     }
 }
 
-// SAFETY: base() is the stack's top (`Header::stack_top`), a whole number of
+// SAFETY: base() is the stack's top (`Header::top`, see `coloured_top`), a whole number of
 // cache lines below the header's address, so aligned to 64 (so to
 // STACK_ALIGNMENT) because the slot is page-aligned and the header's size is
 // a multiple of its 64-byte alignment; `mapping_len` makes room for the
@@ -451,7 +435,7 @@ impl fmt::Write for LabelWriter<'_> {
 unsafe impl Stack for PooledStack {
     #[inline]
     fn base(&self) -> StackPointer {
-        StackPointer::new(self.raw.header().stack_top()).expect("stack top is not null")
+        self.raw.header().top
     }
 
     #[inline]
@@ -1025,6 +1009,23 @@ fn release_cold(raw: RawStack) {
     }
 }
 
+/// The initial stack pointer of the stack whose header is at `header`:
+/// its colour, 0 to [`STACK_COLOURS`] - 1 cache lines that vary from slot to
+/// slot, below the header. Without it every stack's top frames sit at the
+/// same offset within their page, so in the same few sets of a cache indexed
+/// by that offset: with the L2 simulated so
+/// (`benches/net-peers/cachesim.sh`, `LL=1310720,320,64`), an echo server's
+/// 500 connections missed it 16 times per request (tokio's 0.2), with the
+/// colour about 0. The colour is a Fibonacci hash of the header's address
+/// over 4 KiB, so consecutive slots get unrelated colours. Computed once,
+/// when the slot's header is made (`Header::top`): corosensei asks for the
+/// base on every resume (it keeps the link to the resumer there).
+fn coloured_top(header: usize) -> StackPointer {
+    let hash = ((header >> 12) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let colour = ((hash >> 32) * STACK_COLOURS) >> 32;
+    StackPointer::new(header - colour as usize * CACHE_LINE).expect("stack tops are not null")
+}
+
 /// Prepares a new stack in a slot of `map_len` bytes: guard page, usable
 /// area, header.
 fn create(map_len: usize) -> io::Result<RawStack> {
@@ -1042,6 +1043,7 @@ fn create(map_len: usize) -> io::Result<RawStack> {
             map_len,
             region: slot.region,
             guard_end,
+            top: coloured_top(header as usize),
             valgrind_id,
             label_len: AtomicUsize::new(0),
             label: UnsafeCell::new([0; LABEL_CAPACITY]),
