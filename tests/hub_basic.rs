@@ -105,6 +105,62 @@ fn spawned_tasks_start_in_spawn_order_and_before_older_ones() {
     assert_eq!(log, ["a", "a1", "a2", "b"]);
 }
 
+/// A task spawned by a green thread that then runs on without parking is
+/// stolen by another worker, also when that worker went idle only after
+/// the spawn. (Kept aside until its spawner parked, it waited for ever: the
+/// other worker, busy at the spawn, then slept with nothing to steal.)
+#[test]
+fn a_task_spawned_by_a_spinning_green_thread_is_stolen_by_a_worker_idle_later() {
+    let rt = rt(2);
+    let outcome = rt
+        .block_on(|| {
+            let deadline = Instant::now() + HANG;
+            let spin_until = |flag: &AtomicUsize, value: usize| {
+                while flag.load(Ordering::Acquire) != value {
+                    if Instant::now() > deadline {
+                        return false;
+                    }
+                    std::hint::spin_loop();
+                }
+                true
+            };
+            let busy = Arc::new(AtomicUsize::new(0));
+            let me = thread::current().id();
+            // Keeps the other worker busy while the probe is spawned.
+            let held = Arc::clone(&busy);
+            let holder = hub::spawn(move || {
+                // Not over a 2 stored already (it started too late).
+                let _ = held.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire);
+                while held.load(Ordering::Acquire) != 2 && Instant::now() < deadline {
+                    std::hint::spin_loop();
+                }
+                thread::current().id()
+            });
+            if !spin_until(&busy, 1) {
+                busy.store(2, Ordering::Release);
+                return Err("the holder never started on the other worker");
+            }
+            let ran = Arc::new(AtomicUsize::new(0));
+            let flag = Arc::clone(&ran);
+            let probe = hub::spawn(move || flag.store(1, Ordering::Release));
+            // The other worker goes idle only now, after the spawn.
+            busy.store(2, Ordering::Release);
+            let stolen = spin_until(&ran, 1);
+            let holder_thread = holder.join().unwrap();
+            probe.join().unwrap();
+            if holder_thread == me {
+                return Err("the holder ran on the spawning worker");
+            }
+            Ok(stolen)
+        })
+        .unwrap();
+    assert_eq!(
+        outcome,
+        Ok(true),
+        "the probe did not start while its spawner spun for {HANG:?}"
+    );
+}
+
 #[test]
 fn sleepers_wake_in_deadline_order() {
     let rt = rt(1);

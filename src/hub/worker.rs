@@ -19,13 +19,14 @@
 //! with the poller); then start an unstarted task (this worker's own
 //! `spawn_local` ones, its deque, the injector, stolen batches from other
 //! workers) or resume a ready one. New tasks go first, but never more than
-//! [`START_BURST`] in a row while ready tasks wait. The tasks a green
-//! thread spawns go on the deque when it parks (or, with another worker
-//! idle or [`SPAWN_BATCH`] of them waiting, at once), the first spawned on
-//! top: a worker starts them in spawn order (by batch, the newest batch
-//! first) and before older unstarted
-//! tasks (depth first, so a tree of tasks keeps few stacks alive), and
-//! other workers steal the oldest. With nothing to do the
+//! [`START_BURST`] in a row while ready tasks wait. The deque is LIFO: a
+//! worker starts the newest unstarted task first (depth first, so a tree
+//! of tasks keeps few stacks alive), and other workers steal the oldest.
+//! With other workers a spawned task goes on the deque at once (so it can
+//! be stolen while its spawner runs on), so siblings start newest first;
+//! on a runtime of one worker the tasks a green thread spawns go on it
+//! when it parks, the first spawned on top, so they start in spawn order
+//! (and before older unstarted tasks). With nothing to do the
 //! worker yields its CPU [`IDLE_YIELDS`] times watching its remote queue,
 //! then sleeps in `mio::Poll::poll` until the next timer's deadline, a
 //! wake from another thread (through the `mio::Waker`), or I/O. Tokens
@@ -67,9 +68,6 @@ pub(crate) const POLL_EVERY: u32 = 61;
 const IDLE_YIELDS: u32 = 2;
 /// New tasks started in a row at most while ready tasks wait.
 const START_BURST: u32 = 32;
-/// Tasks a running green thread spawns before they are put where other
-/// workers can steal them even though none is idle.
-const SPAWN_BATCH: usize = 16;
 /// The poller token of the worker's `mio::Waker`.
 pub(crate) const WAKE_TOKEN: mio::Token = mio::Token(usize::MAX);
 
@@ -297,29 +295,31 @@ impl Worker {
         &self.shared.workers[self.index]
     }
 
-    /// Queue a `Send` task spawned on this worker: kept aside until the
-    /// spawning green thread parks, then on this worker's deque, where other
-    /// workers may steal it (at once if one is idle, or once
-    /// [`SPAWN_BATCH`] wait).
+    /// Queue a `Send` task spawned on this worker. With other workers it
+    /// goes on the deque at once, where they may steal it while its spawner
+    /// keeps running (kept aside until the spawner parks, a task spawned by
+    /// a green thread that then spins or computes would wait for it, with
+    /// the other workers asleep: the two-worker ping-pong's pinger, which
+    /// spins until the other worker has started its echo, hung so); on top,
+    /// so this worker starts the newest first (depth first). On a runtime
+    /// of one worker nobody steals: the tasks wait until the spawner parks,
+    /// then go on the deque in spawn order (see
+    /// [`flush_spawned`](Self::flush_spawned)).
     pub(crate) fn push_unstarted(&self, u: Unstarted) {
-        let mut spawned = self.spawned.borrow_mut();
-        spawned.push(u);
-        self.has_spawned.set(true);
-        if self.shared.workers.len() > 1
-            && (spawned.len() >= SPAWN_BATCH || self.shared.idle.load(Ordering::Relaxed) > 0)
-        {
-            drop(spawned);
-            self.flush_spawned();
+        if self.shared.workers.len() > 1 {
+            self.deque.push(u);
+            self.shared.notify_idle();
+            return;
         }
+        self.spawned.borrow_mut().push(u);
+        self.has_spawned.set(true);
     }
 
-    /// Move the tasks spawned since the last flush onto the deque, the
-    /// first spawned on top: this worker starts them in spawn order (by
-    /// flushed batch, the newest batch first) and before the tasks queued
-    /// earlier (depth first: a tree of tasks keeps few stacks alive), while
-    /// other workers steal the oldest. Then wake an idle worker to come and
-    /// take some; a runtime of one worker has no other worker to wake, so
-    /// it skips the notification's `SeqCst` fence.
+    /// On a runtime of one worker, move the tasks spawned since the last
+    /// flush onto the deque, the first spawned on top: the worker starts
+    /// them in spawn order and before the tasks queued earlier (depth
+    /// first: a tree of tasks keeps few stacks alive). No other worker to
+    /// wake, so no notification.
     #[inline]
     fn flush_spawned(&self) {
         if self.has_spawned.replace(false) {
@@ -333,10 +333,6 @@ impl Worker {
         // The last spawned first, so that the first ends on top.
         while let Some(u) = spawned.pop() {
             self.deque.push(u);
-        }
-        drop(spawned);
-        if self.shared.workers.len() > 1 {
-            self.shared.notify_idle();
         }
     }
 
