@@ -233,9 +233,9 @@ unsafe fn resolve(
 
 /// Give an unstarted greenlet its stack and coroutine. Inlined into its
 /// callers (the start fast path of [`transfer_slow`], [`resolve`], and the
-/// hub's lean start, `direct::start`): as a
-/// call it cost a second save of every callee-saved register and a
-/// `Result` as wide as a `GreenletError` written and tested through memory.
+/// hub's lean start, `direct::start`): as a call it cost a second save of
+/// every callee-saved register and a `Result` as wide as a `GreenletError`
+/// written and tested through memory.
 ///
 /// # Safety
 /// `ts` is the calling thread's live state; `record` is one of its
