@@ -1,8 +1,9 @@
-//! The hub's park and resume take a lean switch path (`coroutine::direct`)
-//! only when nothing observes the switch: with a trace hook set on a
-//! worker's thread, its hooks still see every switch between a green
-//! thread and its hub; and a cancellation still arrives at a parking point
-//! entered through the lean path.
+//! The hub's start, park and resume of a green thread take a lean switch
+//! path (`coroutine::direct`) only when nothing observes the switch: with a
+//! trace hook set on a worker's thread, its hooks still see every switch
+//! between a green thread and its hub, a green thread's start and end
+//! included; and a cancellation still arrives at a parking point entered
+//! through the lean path.
 
 mod common;
 
@@ -13,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use greenlet::hub::{self, Wait};
-use greenlet::{settrace, ThreadTraceHook, TraceEvent};
+use greenlet::{getcurrent, settrace, ThreadTraceHook, TraceEvent};
 
 use common::hub::{rt, until_parked};
 
@@ -47,6 +48,43 @@ fn trace_hooks_see_the_hubs_switches_while_one_is_set() {
         .expect("the green thread");
     // Each yield: the green thread to the hub, then the hub back to it.
     assert_eq!(events, [(false, true), (true, false)].repeat(3));
+}
+
+#[test]
+fn trace_hooks_see_a_green_threads_start_and_end_while_one_is_set() {
+    let rt = rt(1);
+    let (me, task, events) = rt
+        .block_on(|| {
+            // (origin id, target id, target is the hub) per switch event.
+            let seen: Rc<RefCell<Vec<(u64, u64, bool)>>> = Rc::default();
+            let log = Rc::clone(&seen);
+            let hook: ThreadTraceHook = Rc::new(move |event: &TraceEvent| {
+                if let TraceEvent::Switch { origin, target } = event {
+                    log.borrow_mut()
+                        .push((origin.id(), target.id(), target.is_main()));
+                }
+                Ok(())
+            });
+            let old = settrace(Some(hook));
+            let task = hub::spawn(|| getcurrent().id()).join();
+            settrace(old);
+            let events = seen.borrow().clone();
+            (getcurrent().id(), task, events)
+        })
+        .expect("the green thread");
+    let task = task.expect("the spawned green thread");
+    let hub = events.first().map(|e| e.1).expect("an event");
+    // The join parks, the hub starts the task, the task ends back into the
+    // hub, the hub resumes the joiner.
+    assert_eq!(
+        events,
+        [
+            (me, hub, true),
+            (hub, task, false),
+            (task, hub, true),
+            (hub, me, false)
+        ]
+    );
 }
 
 #[test]

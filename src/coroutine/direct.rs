@@ -1,20 +1,22 @@
 //! The hub's lean switch path: a scheduler running on its thread's main
-//! greenlet resumes a greenlet ([`resume`]), and that greenlet hands control
-//! back to main ([`park`]), with nothing crossing the switch: no `Value`, no
-//! `Result`, the slot left empty.
+//! greenlet starts a greenlet ([`start`]) or resumes one ([`resume`]), and
+//! that greenlet hands control back to main ([`park`]), with nothing
+//! crossing the switch: no `Value`, no `Result`, the slot left empty.
 //!
-//! Owns those two functions and [`Resumed`]. Uses the switch protocol's
-//! pieces (`resume`, the dispatcher loop, settling) and the thread state;
-//! `pub(crate)` only, for [`crate::hub`].
+//! Owns those three functions and [`Resumed`]. Uses the switch protocol's
+//! pieces (`prepare`, `resume`, the dispatcher loop, settling) and the
+//! thread state; `pub(crate)` only, for [`crate::hub`].
 //!
 //! Each side takes the fast path only when it is exactly a plain switch of
 //! the full protocol with a unit value: the target (main for a park) belongs
 //! to the calling thread (checked: the target's thread link against the
-//! thread state's, main's record against the state's), is started and not
-//! dead, is not the running greenlet, no trace hook is set (thread or
-//! global) and no greenlet is being force-unwound. Anything else goes
-//! through the public [`Greenlet::switch`], unchanged: trace hooks see the
-//! hub's switches while one is set, a start, a dead target, a wrong thread
+//! thread state's, main's record against the state's), is not the running
+//! greenlet, no trace hook is set (thread or global) and no greenlet is
+//! being force-unwound; a resume's target is started and not dead, a
+//! start's has never run, was not killed, has main as its live parent and
+//! gets its stack. Anything else goes through the public
+//! [`Greenlet::switch`], unchanged: trace hooks see the hub's switches while
+//! one is set, a dead target, a wrong thread, a stack that cannot be mapped
 //! or a forced unwind behave as they always did.
 //!
 //! The two sides mix freely with the full protocol. What a context finds
@@ -22,7 +24,9 @@
 //! no pending work or mail is a plain switch (the fast case); a full slot
 //! (a throw such as a hub's cancellation, a kill, a greenlet's end, any
 //! switch by the full path) or pending work is settled as the full
-//! protocol's receiver does, and its payload returned.
+//! protocol's receiver does, and its payload returned. A greenlet started
+//! here finds its slot empty, which its `root` takes as the unit value a
+//! `switch(())` would have brought.
 
 use std::ptr;
 use std::sync::Arc;
@@ -30,8 +34,9 @@ use std::sync::Arc;
 use super::error::GreenletError;
 use super::handle::Greenlet;
 use super::payload::Raised;
+use super::record::Flags;
 use super::switch;
-use super::thread_state;
+use super::thread_state::{self, ThreadState};
 use super::value::Value;
 
 /// How a [`resume`] came back to main.
@@ -55,21 +60,75 @@ pub(crate) fn resume(g: &Greenlet) -> Resumed {
     let Some(ts) = thread_state::existing_state() else {
         return Resumed::Full(g.switch(()));
     };
-    let dest = Arc::as_ptr(&g.record);
-    // SAFETY: `ts` is this thread's live state (short reads). The thread
-    // check makes `dest` one of its greenlets, and `is_active` a started,
-    // live one, kept alive by the registry (and by `g`); main is current, so
-    // `dest` is not: what `switch::resume_from_main` needs.
+    // SAFETY: `ts` is this thread's live state (short reads). `plain_from_main`
+    // makes `g` one of its greenlets with main current, so `g` is not
+    // current, and `is_active` a started, live one, kept alive by the
+    // registry (and by `g`): what `switch::resume_from_main` needs.
+    unsafe {
+        if !plain_from_main(ts, g) || !g.record.flags().is_active() {
+            return Resumed::Full(g.switch(()));
+        }
+        switch::resume_from_main(ts, (*ts).main_ptr, Arc::as_ptr(&g.record));
+        back_on_main(ts)
+    }
+}
+
+/// Start `g` from the main greenlet (the hub starting a green thread) and
+/// return when control comes back to main. The fast path needs `g` to be a
+/// greenlet of this thread that never ran and was not killed, whose parent
+/// is main (live: main is running), main to be running, no tracing or
+/// forced unwind, and its stack to be mapped; otherwise this is
+/// `g.switch(())`, which also reports a stack that cannot be mapped (trying
+/// to map it again). Either way `g`'s body is called with the unit value.
+#[inline]
+pub(crate) fn start(g: &Greenlet) -> Resumed {
+    let Some(ts) = thread_state::existing_state() else {
+        return Resumed::Full(g.switch(()));
+    };
+    // SAFETY: `ts` is this thread's live state (short reads). As in
+    // `resume`, `g` is one of its greenlets and not current; the owner
+    // thread reads its parent (`live_parent_ptr`), and `prepare` gets an
+    // alive (held by `g`), unstarted one. Prepared, it is what
+    // `switch::resume_from_main` needs: the first resume runs its `root`.
     unsafe {
         let main = (*ts).main_ptr;
-        if !ptr::eq(Arc::as_ptr(&g.record.thread), Arc::as_ptr(&(*ts).link))
-            || (*ts).current != main
-            || !g.record.flags().is_active()
-            || switch::needs_slow_path(ts)
+        if !plain_from_main(ts, g)
+            || g.record.flags() != Flags::UNSTARTED
+            || g.record.live_parent_ptr() != Some(main)
+            || switch::prepare(ts, &g.record).is_err()
         {
             return Resumed::Full(g.switch(()));
         }
-        switch::resume_from_main(ts, main, dest);
+        switch::resume_from_main(ts, main, Arc::as_ptr(&g.record));
+        back_on_main(ts)
+    }
+}
+
+/// Whether a switch from main into `g` is a plain one: `g` belongs to this
+/// thread (its thread link is the state's), main is running, and no trace
+/// hook is set nor a greenlet force-unwound.
+///
+/// # Safety
+/// `ts` is this thread's live state.
+#[inline(always)]
+unsafe fn plain_from_main(ts: *mut ThreadState, g: &Greenlet) -> bool {
+    // SAFETY: guaranteed by the caller; short reads.
+    unsafe {
+        ptr::eq(Arc::as_ptr(&g.record.thread), Arc::as_ptr(&(*ts).link))
+            && (*ts).current == (*ts).main_ptr
+            && !switch::needs_slow_path(ts)
+    }
+}
+
+/// Main got control back from a lean resume or start: a plain park, or
+/// what the full protocol brought (settled).
+///
+/// # Safety
+/// `ts` is this thread's live state, and main is current.
+#[inline(always)]
+unsafe fn back_on_main(ts: *mut ThreadState) -> Resumed {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
         if (*ts).slot.is_full() || switch::must_settle(ts) {
             return Resumed::Full(switch::take_and_settle(ts).map_err(Raised::into_error));
         }
@@ -111,7 +170,7 @@ pub(crate) fn park(main: &Greenlet) -> Result<(), GreenletError> {
 
 #[cfg(test)]
 mod tests {
-    use std::cell::RefCell;
+    use std::cell::{Cell, RefCell};
     use std::rc::Rc;
 
     use super::*;
@@ -178,15 +237,20 @@ mod tests {
         assert!(g.is_dead());
     }
 
-    #[test]
-    fn trace_hooks_see_the_switches_while_one_is_set() {
-        // The target's id per event.
+    /// A trace hook that logs each event's target id, and its log.
+    fn target_ids() -> (Rc<RefCell<Vec<u64>>>, ThreadTraceHook) {
         let seen: Rc<RefCell<Vec<u64>>> = Rc::default();
         let log = Rc::clone(&seen);
         let hook: ThreadTraceHook = Rc::new(move |event: &TraceEvent| {
             log.borrow_mut().push(event.target().id());
             Ok(())
         });
+        (seen, hook)
+    }
+
+    #[test]
+    fn trace_hooks_see_the_switches_while_one_is_set() {
+        let (seen, hook) = target_ids();
         let g = parker(2);
         assert!(matches!(resume(&g), Resumed::Full(Ok(_))));
         let old = settrace(Some(hook));
@@ -197,6 +261,94 @@ mod tests {
         // main -> g (its park returning), g -> main (its next park).
         assert_eq!(*seen.borrow(), vec![g.id(), getcurrent().id()]);
         assert_eq!(value_of(resume(&g)), 2);
+        assert_eq!(seen.borrow().len(), 2, "no events once the hook is gone");
+    }
+
+    /// A greenlet that checks it was started with the unit value, sets
+    /// `ran`, then parks through [`park`] once and returns 5.
+    fn starter(ran: &Rc<Cell<bool>>) -> Greenlet {
+        let main = getcurrent();
+        let ran = Rc::clone(ran);
+        Greenlet::new(move |value| {
+            assert!(value.is::<()>(), "started with {}", value.type_name());
+            ran.set(true);
+            park(&main)?;
+            Ok(Value::new(5usize))
+        })
+    }
+
+    #[test]
+    fn a_fast_start_parks_and_the_end_comes_back_in_full() {
+        let ran = Rc::new(Cell::new(false));
+        let g = starter(&ran);
+        // Parked, not `Full`: the start and the park both took the lean path.
+        assert!(matches!(start(&g), Resumed::Parked));
+        assert!(ran.get() && g.is_started() && !g.is_dead());
+        assert_eq!(value_of(resume(&g)), 5);
+        assert!(g.is_dead());
+        // Started once: a second start is the full path's switch to a dead
+        // greenlet, whose unit value comes straight back to main.
+        assert!(matches!(start(&g), Resumed::Full(Ok(_))));
+    }
+
+    #[test]
+    fn a_greenlet_that_ends_in_its_first_run_returns_its_result_in_full() {
+        let g = Greenlet::new(|value| Ok(Value::new(value.is::<()>())));
+        match start(&g) {
+            Resumed::Full(Ok(value)) => assert!(value.downcast::<bool>().expect("a bool")),
+            other => panic!("expected the greenlet's result, got {other:?}"),
+        }
+        assert!(g.is_dead());
+    }
+
+    #[test]
+    fn a_start_of_a_greenlet_whose_parent_is_not_main_takes_the_full_path() {
+        let ran = Rc::new(Cell::new(false));
+        let other = Greenlet::new(Ok);
+        let main = getcurrent();
+        let flag = Rc::clone(&ran);
+        let g = Greenlet::builder()
+            .parent(&other)
+            .spawn(move |_| {
+                flag.set(true);
+                park(&main)?;
+                Ok(Value::unit())
+            })
+            .expect("a greenlet");
+        // The full path's switch returns the unit value the park left.
+        assert!(matches!(start(&g), Resumed::Full(Ok(_))));
+        assert!(ran.get());
+        // Its end goes to its parent, `other`, which starts with it and
+        // ends, its result going to main.
+        assert!(matches!(resume(&g), Resumed::Full(Ok(_))));
+        assert!(g.is_dead() && other.is_dead());
+    }
+
+    #[test]
+    fn a_greenlet_killed_before_its_start_never_runs() {
+        let ran = Rc::new(Cell::new(false));
+        let g = starter(&ran);
+        assert!(g.kill().is_ok());
+        assert!(g.is_dead());
+        // A switch to a dead greenlet: its unit value comes back to main.
+        assert!(matches!(start(&g), Resumed::Full(Ok(_))));
+        assert!(!ran.get(), "the body of a killed greenlet ran");
+        assert!(!g.is_started());
+    }
+
+    #[test]
+    fn trace_hooks_see_a_start_while_one_is_set() {
+        let (seen, hook) = target_ids();
+        let ran = Rc::new(Cell::new(false));
+        let g = starter(&ran);
+        let old = settrace(Some(hook));
+        let started = start(&g);
+        settrace(old);
+        assert!(matches!(started, Resumed::Full(Ok(_))), "{started:?}");
+        assert!(ran.get());
+        // main -> g (its start), g -> main (its park).
+        assert_eq!(*seen.borrow(), vec![g.id(), getcurrent().id()]);
+        assert_eq!(value_of(resume(&g)), 5);
         assert_eq!(seen.borrow().len(), 2, "no events once the hook is gone");
     }
 
@@ -219,14 +371,16 @@ mod tests {
             drop(g);
         });
         let carried = rx.recv().expect("the other thread");
-        let resumed = resume(&carried.0);
-        assert!(
-            matches!(
-                resumed,
-                Resumed::Full(Err(GreenletError::WrongThread { .. }))
-            ),
-            "{resumed:?}"
-        );
+        for enter in [resume, start] {
+            let entered = enter(&carried.0);
+            assert!(
+                matches!(
+                    entered,
+                    Resumed::Full(Err(GreenletError::WrongThread { .. }))
+                ),
+                "{entered:?}"
+            );
+        }
         assert!(!carried.0.is_started());
         back_tx.send(carried).expect("the other thread");
         other.join().expect("the other thread");

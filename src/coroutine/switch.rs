@@ -231,16 +231,20 @@ unsafe fn resolve(
     }
 }
 
-/// Give an unstarted greenlet its stack and coroutine. Inlined into both
-/// callers (the start fast path of [`transfer_slow`] and [`resolve`]): as a
-/// call it cost a second save of every callee-saved register and a
-/// `Result` as wide as a `GreenletError` written and tested through memory.
+/// Give an unstarted greenlet its stack and coroutine. Inlined into its
+/// callers (the start fast path of [`transfer_slow`], [`resolve`], and the
+/// hub's lean start, `direct::start`): as a call it cost a second save of
+/// every callee-saved register and a `Result` as wide as a `GreenletError`
+/// written and tested through memory.
 ///
 /// # Safety
 /// `ts` is the calling thread's live state; `record` is one of its
 /// greenlets, alive and unstarted.
 #[inline(always)]
-unsafe fn prepare(ts: *mut ThreadState, record: &Arc<Record>) -> Result<(), GreenletError> {
+pub(super) unsafe fn prepare(
+    ts: *mut ThreadState,
+    record: &Arc<Record>,
+) -> Result<(), GreenletError> {
     // SAFETY: owner thread (caller); short accesses to `local`.
     unsafe {
         let local = record.local();

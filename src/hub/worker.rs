@@ -7,8 +7,8 @@
 //! reach ([`Remote`]: the remote wake queue, the poller's `mio::Waker`, the
 //! stealer, the watchdog's counters), and the routing of a wake
 //! ([`push_ready`]). Uses the coroutine API (`Greenlet::builder` with the
-//! hub as parent, `throw`, `kill`; a resume and a park take the lean
-//! `coroutine::direct` path), `crossbeam-deque` for the
+//! hub as parent, `throw`, `kill`; a start, a resume and a park take the
+//! lean `coroutine::direct` path), `crossbeam-deque` for the
 //! unstarted tasks, `mio` for idle sleep.
 //!
 //! # The loop
@@ -564,12 +564,20 @@ impl Worker {
         };
         let key = self.live.borrow_mut().insert((Arc::clone(&task), g));
         task.live_key.store(key, Ordering::Relaxed);
-        self.resume_on(self.remote(), &task);
+        self.switch_into(self.remote(), &task, direct::start);
     }
 
     /// Switch into a started task until it parks or ends, with this
     /// worker's `remote` at hand.
     fn resume_on(&self, remote: &Remote, task: &Arc<Task>) {
+        self.switch_into(remote, task, direct::resume);
+    }
+
+    /// Switch into `task`, through `lean` (`direct::start` for its first
+    /// run, `direct::resume` after) unless a cancellation is to be thrown
+    /// into it, until it parks or ends.
+    #[inline(always)]
+    fn switch_into(&self, remote: &Remote, task: &Arc<Task>, lean: fn(&Greenlet) -> Resumed) {
         task.take_scheduled();
         if task.is_done() {
             return;
@@ -594,7 +602,7 @@ impl Worker {
         let resumed = if cancel {
             Resumed::Full(g.throw(GreenletError::exit()))
         } else {
-            direct::resume(g)
+            lean(g)
         };
         self.current.set(ptr::null());
         remote.running.store(0, Ordering::Relaxed);
