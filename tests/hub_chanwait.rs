@@ -182,18 +182,31 @@ fn a_parked_sender_gets_its_value_back_when_the_receiver_goes() {
         .unwrap();
 }
 
+/// On an unbounded channel, a `select` parked on its receiver first, then
+/// a receive parked behind it.
+#[allow(clippy::type_complexity)]
+fn select_then_receive() -> (
+    hub::Sender<u32>,
+    Arc<hub::Receiver<u32>>,
+    hub::JoinHandle<Result<usize, hub::Elapsed>>,
+    hub::JoinHandle<Result<u32, hub::RecvError>>,
+) {
+    let (tx, rx) = hub::unbounded::<u32>();
+    let rx = Arc::new(rx);
+    let r = Arc::clone(&rx);
+    let selector = hub::spawn(move || hub::select(&[&*r as &dyn Selectable], None));
+    let r = Arc::clone(&rx);
+    let receiver = hub::spawn(move || r.recv());
+    until_parked(&selector, Wait::Select);
+    until_parked(&receiver, Wait::Recv);
+    (tx, rx, selector, receiver)
+}
+
 #[test]
 fn a_select_notified_then_cancelled_passes_the_value_to_a_parked_receive() {
     rt(1)
         .block_on(|| {
-            let (tx, rx) = hub::unbounded::<u32>();
-            let rx = Arc::new(rx);
-            let r = Arc::clone(&rx);
-            let selector = hub::spawn(move || hub::select(&[&*r as &dyn Selectable], None));
-            let r = Arc::clone(&rx);
-            let receiver = hub::spawn(move || r.recv());
-            until_parked(&selector, Wait::Select);
-            until_parked(&receiver, Wait::Recv);
+            let (tx, _rx, selector, receiver) = select_then_receive();
             // The select is first: the value is queued (a watch takes none)
             // and the select notified; cancelled, it passes that on.
             tx.send(11).unwrap();
@@ -208,15 +221,8 @@ fn a_select_notified_then_cancelled_passes_the_value_to_a_parked_receive() {
 fn a_receive_behind_a_select_keeps_the_order() {
     rt(1)
         .block_on(|| {
-            let (tx, rx) = hub::unbounded::<u32>();
-            let rx = Arc::new(rx);
-            let r = Arc::clone(&rx);
-            // It only watches: it receives nothing.
-            let selector = hub::spawn(move || hub::select(&[&*r as &dyn Selectable], None));
-            let r = Arc::clone(&rx);
-            let receiver = hub::spawn(move || r.recv());
-            until_parked(&selector, Wait::Select);
-            until_parked(&receiver, Wait::Recv);
+            // The select only watches: it receives nothing.
+            let (tx, rx, selector, receiver) = select_then_receive();
             tx.send(1).unwrap(); // queued, the select notified
             tx.send(2).unwrap(); // queued behind 1 (not handed past it)
             assert_eq!(selector.join().unwrap(), Ok(0));

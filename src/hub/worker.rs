@@ -665,10 +665,9 @@ impl Worker {
         for t in tasks {
             t.request_cancel();
         }
-        let local: Vec<LocalUnstarted> = self.local_new.borrow_mut().drain(..).collect();
-        drop(local);
-        let spawned: Vec<Unstarted> = self.spawned.borrow_mut().drain(..).collect();
-        drop(spawned);
+        // Taken out first: a closure's destructor may spawn.
+        drop(self.local_new.take());
+        drop(self.spawned.take());
         while let Some(u) = self.deque.pop() {
             drop(u);
         }
@@ -722,8 +721,7 @@ impl Worker {
             }
             task.finish(Some(JoinError::Cancelled { name: task.name() }));
         }
-        let spawned: Vec<Unstarted> = self.spawned.borrow_mut().drain(..).collect();
-        drop(spawned);
+        drop(self.spawned.take());
         self.timers.borrow_mut().clear();
         self.ready.borrow_mut().clear();
         drop(entries);
