@@ -252,9 +252,12 @@ pub(super) unsafe fn prepare(
             return Ok(());
         }
         let size = (*local).stack_size;
-        let stack = match stack::acquire(size) {
-            Ok(stack) => stack,
-            Err(source) => return Err(stack_error(record, size, source)),
+        let stack = match (*ts).kept_stack.take(size) {
+            Some(stack) => stack,
+            None => match stack::acquire(size) {
+                Ok(stack) => stack,
+                Err(source) => return Err(stack_error(record, size, source)),
+            },
         };
         label_stack(&stack, record);
         let stack = (*local).stack.insert(stack) as *const PooledStack;
@@ -397,8 +400,10 @@ unsafe fn resume(ts: *mut ThreadState, next: *const Record) -> usize {
     }
 }
 
-/// A greenlet's coroutine returned: drop it and its stack (the record is
-/// kept by the registry while it has handles, else by `retiring`).
+/// A greenlet's coroutine returned: drop it, and keep its stack for the
+/// thread's next greenlet start (`ThreadState::kept_stack`) or give it back
+/// to the pool (the record is kept by the registry while it has handles,
+/// else by `retiring`).
 ///
 /// # Safety
 /// `ts` is the calling thread's live state, whose current greenlet's
@@ -407,11 +412,13 @@ unsafe fn resume(ts: *mut ThreadState, next: *const Record) -> usize {
 #[inline(never)]
 unsafe fn release_finished(ts: *mut ThreadState) {
     // SAFETY: guaranteed by the caller; the coroutine is dropped before the
-    // stack it ran on.
+    // stack it ran on is kept or released.
     unsafe {
         let local = (*(*ts).current).local();
         drop((*local).co.take());
-        drop((*local).stack.take());
+        if let Some(stack) = (*local).stack.take() {
+            (*ts).kept_stack.keep((*local).stack_size, stack);
+        }
     }
 }
 

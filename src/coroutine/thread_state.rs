@@ -23,6 +23,7 @@ use slab::Slab;
 use super::error::GreenletError;
 use super::payload::{Kind, Slot};
 use super::record::{IdBlock, Record, RecordCount, Spare};
+use super::stack::{self, KeptStack};
 use super::thread_exit;
 use super::thread_link::ThreadLink;
 use super::trace::ThreadTraceHook;
@@ -78,6 +79,9 @@ pub(crate) struct ThreadState {
     slow_switch: usize,
     /// This thread's block of greenlet ids.
     pub(crate) ids: IdBlock,
+    /// The stack of the last greenlet that finished, kept for the next
+    /// start (see `switch::release_finished` and `switch::prepare`).
+    pub(crate) kept_stack: KeptStack,
     /// Where the main greenlet's finalizers go when the thread exits,
     /// captured when the state was created.
     pub(crate) queue: Arc<CleanupQueue>,
@@ -297,6 +301,38 @@ impl ThreadState {
     }
 }
 
+/// Gives every free stack in the global pool and in the calling thread's
+/// cache back to its region, returning its memory to the system, and
+/// returns how many it gave back; the stack the calling thread keeps for
+/// its next greenlet (the last finished greenlet's) goes too. Regions left
+/// with no live or pooled stack are unmapped.
+///
+/// A pooled stack keeps the pages it touched while it was in use, so after a
+/// burst of greenlets (or of greenlets that used deep stacks) the pool can
+/// hold on to memory (at most 1,024 stacks per size in the global pool, 64
+/// per size in each thread's cache, and one kept by each thread for its next
+/// greenlet). Call this after such a burst to give it back now. Other
+/// threads' caches are theirs and stay as they are.
+///
+/// ```
+/// use greenlet::coroutine::{acquire_stack, stack_stats, trim_stack_pool};
+///
+/// drop(acquire_stack(96 * 1024)?);
+/// let g = greenlet::Greenlet::new(Ok);
+/// g.switch(())?;
+/// assert!(trim_stack_pool() >= 2, "the free stack and the finished greenlet's");
+/// assert_eq!(stack_stats().pooled, 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn trim_stack_pool() -> usize {
+    let kept = existing_state().is_some_and(|ts| {
+        // SAFETY: `ts` is this thread's live state; short access, and
+        // releasing a free stack runs no user code.
+        unsafe { (*ts).kept_stack.clear() }
+    });
+    usize::from(kept) + stack::trim_pool()
+}
+
 /// Check that the calling thread owns `target`; returns its state.
 #[inline]
 pub(crate) fn check_owner(target: &Record) -> Result<*mut ThreadState, GreenletError> {
@@ -416,6 +452,7 @@ fn create() -> Option<*mut ThreadState> {
         unwinding: ptr::null(),
         slow_switch: 0,
         ids: IdBlock::new(),
+        kept_stack: KeptStack::new(),
         queue: cleanup::current_queue(),
     });
     let ts = Box::into_raw(ts);
