@@ -228,6 +228,68 @@ impl ThreadState {
         }
     }
 
+    /// The common case of an only handle's drop on the owner thread
+    /// (`lifecycle::drop_only_handle`), tested once: a greenlet that simply
+    /// finished (not main, not leaked or being killed on drop) and is not
+    /// the current one, registered, with no weak handle, no other reference
+    /// and no finalizer ever registered, goes straight to the spare list
+    /// (there is room). Nobody can register a finalizer or see whether it
+    /// was finalized, so there is nothing to finalize (see
+    /// `Record::finalize_unreachable`), and its owner-only part is empty (a
+    /// dead greenlet's closure, coroutine and stack went when it died; the
+    /// killer's link when its kill returned): tested anyway, as
+    /// [`recycle`](Self::recycle) does. Otherwise `record` comes back,
+    /// nothing changed, for the general path.
+    ///
+    /// # Safety
+    /// `ts` is the calling thread's live state, which owns `record`, and
+    /// `record` is the greenlet's only handle's reference (its handle count
+    /// is 1 and no other handle can be made meanwhile: see
+    /// `lifecycle::drop_only_handle`).
+    #[inline(always)]
+    pub(crate) unsafe fn recycle_finished(
+        ts: *mut ThreadState,
+        record: Arc<Record>,
+    ) -> Option<Arc<Record>> {
+        // SAFETY: guaranteed by the caller; short reads of the owner-only part.
+        let simple = unsafe {
+            let local = &*record.local();
+            record.flags().is_simply_finished()
+                && !ptr::eq(Arc::as_ptr(&record), (*ts).current)
+                && local.key != usize::MAX
+                && Arc::strong_count(&record) == 2
+                && Arc::weak_count(&record) == 0
+                && !record.has_finalizers()
+                && (*ts).spare.has_room()
+                && !local.run.is_some()
+                && local.co.is_none()
+                && local.stack.is_none()
+                && local.return_to.is_none()
+        };
+        if !simple {
+            return Some(record);
+        }
+        record.clear_only_handle();
+        // As in `recycle`: other threads' last uses happen before the reuse.
+        fence(Ordering::Acquire);
+        // SAFETY: as in `recycle`: `record` and the registry's entry are the
+        // only references (tested above), so nothing else reads or writes
+        // the record during the reset.
+        let (counted, old_parent) =
+            unsafe { (*Arc::as_ptr(&record).cast_mut()).reset_without_finalizers(&(*ts).main) };
+        // SAFETY: `ts` is live and owns the reset, registered record.
+        unsafe {
+            if counted {
+                (*ts).records.add(-1);
+            }
+            (*ts).spare.push(record);
+        }
+        // Dropping another parent's handle may kill it (user code), after the
+        // record was put away.
+        drop(old_parent);
+        None
+    }
+
     /// `record`'s last handle went on its owner thread: keep the record in the
     /// thread's spare records if it is a dead greenlet that nothing but `record`
     /// and the registry refers to; else drop `record`, and the registry's
