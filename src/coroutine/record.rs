@@ -304,31 +304,41 @@ fn count_records(delta: isize) {
 pub(crate) type Co = Coroutine<usize, usize, usize, StackRef>;
 
 /// The stack of a coroutine, owned by the greenlet's record (next to the
-/// coroutine) so that the pool's stack can be named while it runs.
-pub(crate) struct StackRef(*const PooledStack);
+/// coroutine) so that the pool's stack can be named while it runs. Holds
+/// the stack's base itself (fixed for a stack's life), so that
+/// corosensei's resume, which asks for the base every time, loads one field
+/// instead of following the record's `PooledStack` to its header.
+pub(crate) struct StackRef {
+    base: StackPointer,
+    stack: *const PooledStack,
+}
 
-// SAFETY: points to the `PooledStack` in the same greenlet record as the
-// coroutine that uses it; the record does not move (it is in an `Arc`) and
-// the coroutine is always dropped before the stack (`dispatch`,
-// `kill_unstarted`, `force_unwind`, and `Local`'s field order).
+// SAFETY: `stack` points to the `PooledStack` in the same greenlet record
+// as the coroutine that uses it, and `base` is that stack's base; the record
+// does not move (it is in an `Arc`) and the coroutine is always dropped
+// before the stack (`release_finished`, `kill_unstarted`, `force_unwind`,
+// and `Local`'s field order), so both stay valid while the coroutine exists.
 unsafe impl Stack for StackRef {
     #[inline]
     fn base(&self) -> StackPointer {
-        // SAFETY: see the impl's comment: the pointee outlives the coroutine.
-        unsafe { (*self.0).base() }
+        self.base
     }
     #[inline]
     fn limit(&self) -> StackPointer {
-        // SAFETY: as for `base`.
-        unsafe { (*self.0).limit() }
+        // SAFETY: see the impl's comment: the pointee outlives the coroutine.
+        unsafe { (*self.stack).limit() }
     }
 }
 
 impl StackRef {
     /// The stack at `stack`, which must outlive the coroutine (see the
     /// `Stack` impl).
-    pub(crate) fn new(stack: *const PooledStack) -> StackRef {
-        StackRef(stack)
+    #[inline]
+    pub(crate) fn new(stack: &PooledStack) -> StackRef {
+        StackRef {
+            base: stack.base(),
+            stack,
+        }
     }
 }
 

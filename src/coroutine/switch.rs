@@ -260,11 +260,9 @@ pub(super) unsafe fn prepare(
             },
         };
         label_stack(&stack, record);
-        let stack = (*local).stack.insert(stack) as *const PooledStack;
+        let stack = StackRef::new((*local).stack.insert(stack));
         let record_ptr = Arc::as_ptr(record);
-        let co = Co::with_stack(StackRef::new(stack), move |yielder, _| {
-            root(ts, record_ptr, yielder)
-        });
+        let co = Co::with_stack(stack, move |yielder, _| root(ts, record_ptr, yielder));
         // Written over the `None` tested above (the pool ran no code of
         // this record's meanwhile): nothing to drop.
         ptr::write(ptr::addr_of_mut!((*local).co), Some(co));
@@ -415,7 +413,16 @@ unsafe fn release_finished(ts: *mut ThreadState) {
     // stack it ran on is kept or released.
     unsafe {
         let local = (*(*ts).current).local();
-        drop((*local).co.take());
+        let co = ptr::addr_of_mut!((*local).co);
+        if (*co).as_ref().is_some_and(Co::done) {
+            // A coroutine that returned holds nothing to release: its drop
+            // only unwinds a suspended one, and its stack is a `StackRef`
+            // (two plain words) to the record's own `stack`. Cleared
+            // without a copy of it to drop.
+            ptr::write(co, None);
+        } else {
+            drop((*co).take());
+        }
         if let Some(stack) = (*local).stack.take() {
             (*ts).kept_stack.keep((*local).stack_size, stack);
         }
