@@ -6,11 +6,12 @@
 //! Owns [`ThreadState`] (heap-allocated, reached through a const-initialized
 //! thread-local pointer that has no destructor, so it stays readable during
 //! thread-local teardown) with its registry methods (unregister, recycle
-//! into the spare list, the thread-exit sweeps), and the ownership checks
-//! ([`check_owner`], [`owner_state`]).
+//! into the spare list, the thread-exit sweeps), the ownership checks
+//! ([`check_owner`], [`owner_state`]), and [`trim_stack_pool`] (the pool's
+//! trim plus the stack the state keeps for its next greenlet).
 //!
-//! Uses records, the thread link, the payload slot and the cleanup queue
-//! (captured at creation). Calls up only once: the thread-local guard's
+//! Uses records, the thread link, the payload slot, the stack pool (the
+//! kept stack) and the cleanup queue (captured at creation). Calls up only once: the thread-local guard's
 //! destructor runs [`thread_exit::teardown`](super::thread_exit::teardown).
 
 use std::cell::Cell;
