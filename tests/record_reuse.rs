@@ -190,3 +190,63 @@ fn dead_greenlets_dropped_on_other_threads_while_the_owner_keeps_making_greenlet
         assert_eq!(live_greenlets(), live_before);
     });
 }
+
+#[test]
+fn a_finished_greenlets_stack_is_kept_for_the_next_start_and_counted_as_pooled() {
+    use greenlet::coroutine::trim_stack_pool;
+    let _serial = common::serial();
+    // Earlier tests' threads left their stacks in the global pool.
+    trim_stack_pool();
+    let before = stack_stats();
+    assert_eq!(before.pooled, 0, "{before:?}");
+    std::thread::spawn(move || {
+        let run = || {
+            let g = Greenlet::new(Ok);
+            g.switch(()).unwrap();
+            assert!(g.is_dead());
+        };
+        run();
+        let kept = stack_stats();
+        assert_eq!(kept.live, before.live, "a kept stack is not live: {kept:?}");
+        assert_eq!(kept.pooled, 1, "it is pooled: {kept:?}");
+        for _ in 0..100 {
+            run();
+        }
+        let after = stack_stats();
+        assert_eq!(
+            (after.live, after.pooled, after.created),
+            (kept.live, kept.pooled, kept.created),
+            "each start took the kept stack, each finish kept it again"
+        );
+        // Another size does not take it (and keeps nothing more).
+        let big = Greenlet::builder()
+            .stack_size(1024 * 1024)
+            .spawn(Ok)
+            .unwrap();
+        big.switch(()).unwrap();
+        assert_eq!(stack_stats().live, before.live);
+        assert!(
+            trim_stack_pool() >= 2,
+            "the kept stack and the other size's"
+        );
+        let trimmed = stack_stats();
+        assert_eq!(
+            (trimmed.live, trimmed.pooled),
+            (before.live, 0),
+            "{trimmed:?}"
+        );
+        // Kept again, then the thread exits with it.
+        run();
+        assert_eq!(stack_stats().pooled, 1);
+    })
+    .join()
+    .unwrap();
+    let exited = stack_stats();
+    assert_eq!(exited.live, before.live, "no stack left out: {exited:?}");
+    assert_eq!(
+        exited.pooled, 1,
+        "the exited thread's kept stack is in the pool"
+    );
+    trim_stack_pool();
+    assert_eq!(stack_stats().pooled, 0);
+}

@@ -164,6 +164,10 @@ pub(crate) unsafe fn kill_unstarted(ts: *mut ThreadState, record: &Arc<Record>) 
 pub(crate) fn drop_only_handle(record: Arc<Record>) {
     match owner_state(&record) {
         Some(ts) => {
+            // SAFETY: `ts` is this thread's live state and owns `record`.
+            let Some(record) = (unsafe { ThreadState::recycle_finished(ts, record) }) else {
+                return;
+            };
             if Arc::weak_count(&record) == 0 {
                 record.clear_only_handle();
             } else if !record.release_handle() {

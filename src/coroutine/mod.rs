@@ -116,9 +116,9 @@ pub use self::handle::{getcurrent, Greenlet, GreenletBuilder};
 pub use self::record::live_greenlets;
 pub use self::stack::{
     acquire as acquire_stack, default_stack_size, set_default_stack_size, set_stack_guard,
-    stack_guard, stack_stats, trim_stack_pool, PooledStack, StackGuard, StackStats,
-    DEFAULT_STACK_SIZE,
+    stack_guard, stack_stats, PooledStack, StackGuard, StackStats, DEFAULT_STACK_SIZE,
 };
+pub use self::thread_state::trim_stack_pool;
 pub use self::trace::{
     gettrace, set_global_trace, settrace, ThreadTraceHook, TraceEvent, TraceHook,
 };

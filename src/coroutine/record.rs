@@ -304,31 +304,41 @@ fn count_records(delta: isize) {
 pub(crate) type Co = Coroutine<usize, usize, usize, StackRef>;
 
 /// The stack of a coroutine, owned by the greenlet's record (next to the
-/// coroutine) so that the pool's stack can be named while it runs.
-pub(crate) struct StackRef(*const PooledStack);
+/// coroutine) so that the pool's stack can be named while it runs. Holds
+/// the stack's base itself (fixed for a stack's life), so that
+/// corosensei's resume, which asks for the base every time, loads one field
+/// instead of following the record's `PooledStack` to its header.
+pub(crate) struct StackRef {
+    base: StackPointer,
+    stack: *const PooledStack,
+}
 
-// SAFETY: points to the `PooledStack` in the same greenlet record as the
-// coroutine that uses it; the record does not move (it is in an `Arc`) and
-// the coroutine is always dropped before the stack (`dispatch`,
-// `kill_unstarted`, `force_unwind`, and `Local`'s field order).
+// SAFETY: `stack` points to the `PooledStack` in the same greenlet record
+// as the coroutine that uses it, and `base` is that stack's base; the record
+// does not move (it is in an `Arc`) and the coroutine is always dropped
+// before the stack (`release_finished`, `kill_unstarted`, `force_unwind`,
+// and `Local`'s field order), so both stay valid while the coroutine exists.
 unsafe impl Stack for StackRef {
     #[inline]
     fn base(&self) -> StackPointer {
-        // SAFETY: see the impl's comment: the pointee outlives the coroutine.
-        unsafe { (*self.0).base() }
+        self.base
     }
     #[inline]
     fn limit(&self) -> StackPointer {
-        // SAFETY: as for `base`.
-        unsafe { (*self.0).limit() }
+        // SAFETY: see the impl's comment: the pointee outlives the coroutine.
+        unsafe { (*self.stack).limit() }
     }
 }
 
 impl StackRef {
     /// The stack at `stack`, which must outlive the coroutine (see the
     /// `Stack` impl).
-    pub(crate) fn new(stack: *const PooledStack) -> StackRef {
-        StackRef(stack)
+    #[inline]
+    pub(crate) fn new(stack: &PooledStack) -> StackRef {
+        StackRef {
+            base: stack.base(),
+            stack,
+        }
     }
 }
 
@@ -423,10 +433,15 @@ impl Spare {
     /// # Safety
     /// Called on the thread that owns the list; `record` is a reset dead
     /// record of that thread, registered, with no other reference.
-    #[inline]
+    #[inline(always)]
     pub(crate) unsafe fn push(&mut self, record: Arc<Record>) {
-        // SAFETY: guaranteed by the caller.
-        unsafe { (*record.local()).next_spare = self.top.take() };
+        // SAFETY: guaranteed by the caller. A record off the list has no
+        // next one (`pop` takes it), so the write over it drops nothing.
+        unsafe {
+            let next = ptr::addr_of_mut!((*record.local()).next_spare);
+            debug_assert!((*next).is_none(), "a record off the list has no next");
+            ptr::write(next, self.top.take());
+        }
         self.top = Some(record);
         self.len += 1;
     }
@@ -737,6 +752,13 @@ impl Record {
         }
     }
 
+    /// Whether a finalizer was ever registered (see `has_finalizers`).
+    #[inline]
+    pub(crate) fn has_finalizers(&self) -> bool {
+        // Pairs with the Release store in `add_finalizer`.
+        self.has_finalizers.load(Ordering::Acquire)
+    }
+
     /// Take the finalizers, marking the greenlet finalized.
     pub(crate) fn take_finalizers(&self) -> Finalizers {
         self.finalizers.lock().take().unwrap_or_default()
@@ -760,7 +782,7 @@ impl Record {
     pub(crate) fn finalize_unreachable(this: &Arc<Record>, held: usize) {
         // The Acquire pairs with the Release store in `add_finalizer`; that
         // thread's handle drop (AcqRel) also orders it before this call.
-        if Arc::strong_count(this) == held && !this.has_finalizers.load(Ordering::Acquire) {
+        if Arc::strong_count(this) == held && !this.has_finalizers() {
             return;
         }
         this.finalize();
@@ -803,8 +825,25 @@ impl Record {
         if finalizers.as_ref().is_some_and(|list| !list.is_empty()) {
             return None;
         }
-        // `None` once finalized; else already the empty list.
-        finalizers.get_or_insert_with(Finalizers::new);
+        Some(self.reset_without_finalizers(main))
+    }
+
+    /// [`reset_for_reuse`](Self::reset_for_reuse) of a record whose
+    /// finalizer list is empty or gone (finalized): always the case when no
+    /// finalizer was ever registered (`has_finalizers` is false), which
+    /// `ThreadState::recycle_finished` tested.
+    #[inline(always)]
+    pub(crate) fn reset_without_finalizers(
+        &mut self,
+        main: &Arc<Record>,
+    ) -> (bool, Option<Greenlet>) {
+        let finalizers = self.finalizers.get_mut();
+        debug_assert!(!finalizers.as_ref().is_some_and(|list| !list.is_empty()));
+        // `None` once finalized; else already the empty list (tested here
+        // rather than through `get_or_insert_with`, which was not inlined).
+        if finalizers.is_none() {
+            *finalizers = Some(Finalizers::new());
+        }
         *self.has_finalizers.get_mut() = false;
         let counted = !mem::replace(self.uncounted.get_mut(), false);
         self.local.get_mut().yielder = ptr::null();
@@ -813,7 +852,7 @@ impl Record {
         let keep = parent
             .as_ref()
             .is_some_and(|p| Arc::ptr_eq(&p.record, main));
-        Some((counted, if keep { None } else { parent.take() }))
+        (counted, if keep { None } else { parent.take() })
     }
 
     /// Make a spare record (reset by [`reset_for_reuse`](Self::reset_for_reuse))

@@ -4,7 +4,8 @@
 //! corosensei's [`Stack`] trait), the pool that recycles stacks (a per-thread
 //! cache, whose last released stack waits in a thread-local slot of its own
 //! for the next acquire, in front of a global free list, capped so that
-//! stacks beyond it go back to their region), the stack counters
+//! stacks beyond it go back to their region), the one free stack a thread's
+//! greenlet state keeps for its next greenlet ([`KeptStack`]), the stack counters
 //! ([`stack_stats`]), the valgrind registration of every stack, and
 //! stack-overflow reporting: the thread-local mark of the stack that is
 //! running (set by the dispatcher through [`running`]) and the fault handler
@@ -42,7 +43,7 @@
 //! and released to the pool, any number of times, keeping its touched pages;
 //! given back to its region (header forgotten, pages discarded with
 //! `MADV_DONTNEED`, in batches) by
-//! [`trim_stack_pool`] or when the global pool is full; a region none of
+//! [`trim_stack_pool`](crate::coroutine::trim_stack_pool) or when the global pool is full; a region none of
 //! whose slots is out is unmapped.
 
 mod batch;
@@ -507,7 +508,7 @@ pub struct StackStats {
     /// first time, and a header).
     pub created: u64,
     /// Stacks ever given back to their region, their memory returned to the
-    /// system (by [`trim_stack_pool`], or released beyond the pool's cap).
+    /// system (by [`trim_stack_pool`](crate::coroutine::trim_stack_pool), or released beyond the pool's cap).
     pub destroyed: u64,
     /// Regions of address space mapped now, each holding many stacks of one
     /// size (unmapped when none of its stacks is live or pooled).
@@ -552,25 +553,11 @@ pub fn stack_stats() -> StackStats {
 }
 
 /// Gives every free stack in the global pool and in the calling thread's
-/// cache back to its region, returning its memory to the system, and
-/// returns how many it gave back. Regions left with no live or pooled
-/// stack are unmapped.
-///
-/// A pooled stack keeps the pages it touched while it was in use, so after a
-/// burst of greenlets (or of greenlets that used deep stacks) the pool can
-/// hold on to memory (at most 1,024 stacks per size in the global pool and
-/// 64 per size in each thread's cache). Call this after such a burst to give
-/// it back now. Other threads' caches are theirs and stay as they are.
-///
-/// ```
-/// use greenlet::coroutine::{acquire_stack, stack_stats, trim_stack_pool};
-///
-/// drop(acquire_stack(96 * 1024)?);
-/// let given_back = trim_stack_pool();
-/// assert!(given_back >= 1);
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn trim_stack_pool() -> usize {
+/// cache back to its region and returns how many it gave back: the pool's
+/// part of [`trim_stack_pool`](crate::coroutine::trim_stack_pool), which
+/// first releases the stack the thread's greenlet state keeps
+/// ([`KeptStack`]).
+pub(crate) fn trim_pool() -> usize {
     let mut free: Vec<RawStack> = Vec::new();
     let _ = CACHE.try_with(|cache| {
         if let Ok(mut cache) = cache.try_borrow_mut() {
@@ -1006,6 +993,86 @@ fn release_cold(raw: RawStack) {
     if let Some(raw) = spare {
         LIVE.fetch_sub(1, Ordering::Relaxed);
         give_to_global(raw.header().map_len, vec![raw]);
+    }
+}
+
+/// One free stack that a thread's greenlet state keeps for its next
+/// greenlet start, with the size that greenlet asked for: a finished
+/// greenlet's stack goes here (if it is empty) instead of back to the pool,
+/// and the next start of that size takes it without the pool's acquire and
+/// release. Counted as pooled in [`stack_stats`] while kept (in its thread's
+/// cache counts, moved from `live` to `pooled` and back), and given back to
+/// the pool by [`clear`](KeptStack::clear) (the public
+/// [`trim_stack_pool`](crate::coroutine::trim_stack_pool) calls it) or
+/// when it is dropped with its thread's state.
+pub(crate) struct KeptStack {
+    kept: Option<(usize, PooledStack)>,
+}
+
+impl KeptStack {
+    /// Nothing kept.
+    pub(crate) const fn new() -> KeptStack {
+        KeptStack { kept: None }
+    }
+
+    /// Keep `stack`, a free stack of a greenlet that asked for `size`
+    /// bytes, if nothing is kept yet and this thread's cache (which counts
+    /// it) exists; else release it to the pool.
+    #[inline]
+    pub(crate) fn keep(&mut self, size: usize, stack: PooledStack) {
+        if self.kept.is_none() {
+            if let Some(counts) = thread_counts() {
+                counts.add(1, -1);
+                self.kept = Some((size, stack));
+                return;
+            }
+        }
+        drop(stack);
+    }
+
+    /// The kept stack, if it was kept for `size` bytes.
+    #[inline]
+    pub(crate) fn take(&mut self, size: usize) -> Option<PooledStack> {
+        match self.kept {
+            Some((kept_size, _)) if kept_size == size => {
+                let (_, stack) = self.kept.take()?;
+                uncount_kept();
+                Some(stack)
+            }
+            _ => None,
+        }
+    }
+
+    /// Release the kept stack to the pool; returns whether there was one.
+    pub(crate) fn clear(&mut self) -> bool {
+        match self.kept.take() {
+            Some((_, stack)) => {
+                uncount_kept();
+                drop(stack);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl Drop for KeptStack {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
+/// A kept stack leaves [`KeptStack`]: counted live again, in this thread's
+/// cache, or globally if the cache went meanwhile (it folded its `live`
+/// count, with the kept stack's −1, into the global count and forgot its
+/// `pooled` one).
+#[inline]
+fn uncount_kept() {
+    match thread_counts() {
+        Some(counts) => counts.add(-1, 1),
+        None => {
+            LIVE.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 

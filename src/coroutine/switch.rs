@@ -252,16 +252,17 @@ pub(super) unsafe fn prepare(
             return Ok(());
         }
         let size = (*local).stack_size;
-        let stack = match stack::acquire(size) {
-            Ok(stack) => stack,
-            Err(source) => return Err(stack_error(record, size, source)),
+        let stack = match (*ts).kept_stack.take(size) {
+            Some(stack) => stack,
+            None => match stack::acquire(size) {
+                Ok(stack) => stack,
+                Err(source) => return Err(stack_error(record, size, source)),
+            },
         };
         label_stack(&stack, record);
-        let stack = (*local).stack.insert(stack) as *const PooledStack;
+        let stack = StackRef::new((*local).stack.insert(stack));
         let record_ptr = Arc::as_ptr(record);
-        let co = Co::with_stack(StackRef::new(stack), move |yielder, _| {
-            root(ts, record_ptr, yielder)
-        });
+        let co = Co::with_stack(stack, move |yielder, _| root(ts, record_ptr, yielder));
         // Written over the `None` tested above (the pool ran no code of
         // this record's meanwhile): nothing to drop.
         ptr::write(ptr::addr_of_mut!((*local).co), Some(co));
@@ -397,8 +398,10 @@ unsafe fn resume(ts: *mut ThreadState, next: *const Record) -> usize {
     }
 }
 
-/// A greenlet's coroutine returned: drop it and its stack (the record is
-/// kept by the registry while it has handles, else by `retiring`).
+/// A greenlet's coroutine returned: drop it, and keep its stack for the
+/// thread's next greenlet start (`ThreadState::kept_stack`) or give it back
+/// to the pool (the record is kept by the registry while it has handles,
+/// else by `retiring`).
 ///
 /// # Safety
 /// `ts` is the calling thread's live state, whose current greenlet's
@@ -407,11 +410,22 @@ unsafe fn resume(ts: *mut ThreadState, next: *const Record) -> usize {
 #[inline(never)]
 unsafe fn release_finished(ts: *mut ThreadState) {
     // SAFETY: guaranteed by the caller; the coroutine is dropped before the
-    // stack it ran on.
+    // stack it ran on is kept or released.
     unsafe {
         let local = (*(*ts).current).local();
-        drop((*local).co.take());
-        drop((*local).stack.take());
+        let co = ptr::addr_of_mut!((*local).co);
+        if (*co).as_ref().is_some_and(Co::done) {
+            // A coroutine that returned holds nothing to release: its drop
+            // only unwinds a suspended one, and its stack is a `StackRef`
+            // (two plain words) to the record's own `stack`. Cleared
+            // without a copy of it to drop.
+            ptr::write(co, None);
+        } else {
+            drop((*co).take());
+        }
+        if let Some(stack) = (*local).stack.take() {
+            (*ts).kept_stack.keep((*local).stack_size, stack);
+        }
     }
 }
 

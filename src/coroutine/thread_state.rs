@@ -6,11 +6,12 @@
 //! Owns [`ThreadState`] (heap-allocated, reached through a const-initialized
 //! thread-local pointer that has no destructor, so it stays readable during
 //! thread-local teardown) with its registry methods (unregister, recycle
-//! into the spare list, the thread-exit sweeps), and the ownership checks
-//! ([`check_owner`], [`owner_state`]).
+//! into the spare list, the thread-exit sweeps), the ownership checks
+//! ([`check_owner`], [`owner_state`]), and [`trim_stack_pool`] (the pool's
+//! trim plus the stack the state keeps for its next greenlet).
 //!
-//! Uses records, the thread link, the payload slot and the cleanup queue
-//! (captured at creation). Calls up only once: the thread-local guard's
+//! Uses records, the thread link, the payload slot, the stack pool (the
+//! kept stack) and the cleanup queue (captured at creation). Calls up only once: the thread-local guard's
 //! destructor runs [`thread_exit::teardown`](super::thread_exit::teardown).
 
 use std::cell::Cell;
@@ -23,6 +24,7 @@ use slab::Slab;
 use super::error::GreenletError;
 use super::payload::{Kind, Slot};
 use super::record::{IdBlock, Record, RecordCount, Spare};
+use super::stack::{self, KeptStack};
 use super::thread_exit;
 use super::thread_link::ThreadLink;
 use super::trace::ThreadTraceHook;
@@ -78,6 +80,9 @@ pub(crate) struct ThreadState {
     slow_switch: usize,
     /// This thread's block of greenlet ids.
     pub(crate) ids: IdBlock,
+    /// The stack of the last greenlet that finished, kept for the next
+    /// start (see `switch::release_finished` and `switch::prepare`).
+    pub(crate) kept_stack: KeptStack,
     /// Where the main greenlet's finalizers go when the thread exits,
     /// captured when the state was created.
     pub(crate) queue: Arc<CleanupQueue>,
@@ -224,6 +229,68 @@ impl ThreadState {
         }
     }
 
+    /// The common case of an only handle's drop on the owner thread
+    /// (`lifecycle::drop_only_handle`), tested once: a greenlet that simply
+    /// finished (not main, not leaked or being killed on drop) and is not
+    /// the current one, registered, with no weak handle, no other reference
+    /// and no finalizer ever registered, goes straight to the spare list
+    /// (there is room). Nobody can register a finalizer or see whether it
+    /// was finalized, so there is nothing to finalize (see
+    /// `Record::finalize_unreachable`), and its owner-only part is empty (a
+    /// dead greenlet's closure, coroutine and stack went when it died; the
+    /// killer's link when its kill returned): tested anyway, as
+    /// [`recycle`](Self::recycle) does. Otherwise `record` comes back,
+    /// nothing changed, for the general path.
+    ///
+    /// # Safety
+    /// `ts` is the calling thread's live state, which owns `record`, and
+    /// `record` is the greenlet's only handle's reference (its handle count
+    /// is 1 and no other handle can be made meanwhile: see
+    /// `lifecycle::drop_only_handle`).
+    #[inline(always)]
+    pub(crate) unsafe fn recycle_finished(
+        ts: *mut ThreadState,
+        record: Arc<Record>,
+    ) -> Option<Arc<Record>> {
+        // SAFETY: guaranteed by the caller; short reads of the owner-only part.
+        let simple = unsafe {
+            let local = &*record.local();
+            record.flags().is_simply_finished()
+                && !ptr::eq(Arc::as_ptr(&record), (*ts).current)
+                && local.key != usize::MAX
+                && Arc::strong_count(&record) == 2
+                && Arc::weak_count(&record) == 0
+                && !record.has_finalizers()
+                && (*ts).spare.has_room()
+                && !local.run.is_some()
+                && local.co.is_none()
+                && local.stack.is_none()
+                && local.return_to.is_none()
+        };
+        if !simple {
+            return Some(record);
+        }
+        record.clear_only_handle();
+        // As in `recycle`: other threads' last uses happen before the reuse.
+        fence(Ordering::Acquire);
+        // SAFETY: as in `recycle`: `record` and the registry's entry are the
+        // only references (tested above), so nothing else reads or writes
+        // the record during the reset.
+        let (counted, old_parent) =
+            unsafe { (*Arc::as_ptr(&record).cast_mut()).reset_without_finalizers(&(*ts).main) };
+        // SAFETY: `ts` is live and owns the reset, registered record.
+        unsafe {
+            if counted {
+                (*ts).records.add(-1);
+            }
+            (*ts).spare.push(record);
+        }
+        // Dropping another parent's handle may kill it (user code), after the
+        // record was put away.
+        drop(old_parent);
+        None
+    }
+
     /// `record`'s last handle went on its owner thread: keep the record in the
     /// thread's spare records if it is a dead greenlet that nothing but `record`
     /// and the registry refers to; else drop `record`, and the registry's
@@ -295,6 +362,38 @@ impl ThreadState {
         // record was put away.
         drop(old_parent);
     }
+}
+
+/// Gives every free stack in the global pool and in the calling thread's
+/// cache back to its region, returning its memory to the system, and
+/// returns how many it gave back; the stack the calling thread keeps for
+/// its next greenlet (the last finished greenlet's) goes too. Regions left
+/// with no live or pooled stack are unmapped.
+///
+/// A pooled stack keeps the pages it touched while it was in use, so after a
+/// burst of greenlets (or of greenlets that used deep stacks) the pool can
+/// hold on to memory (at most 1,024 stacks per size in the global pool, 64
+/// per size in each thread's cache, and one kept by each thread for its next
+/// greenlet). Call this after such a burst to give it back now. Other
+/// threads' caches are theirs and stay as they are.
+///
+/// ```
+/// use greenlet::coroutine::{acquire_stack, stack_stats, trim_stack_pool};
+///
+/// drop(acquire_stack(96 * 1024)?);
+/// let g = greenlet::Greenlet::new(Ok);
+/// g.switch(())?;
+/// assert!(trim_stack_pool() >= 2, "the free stack and the finished greenlet's");
+/// assert_eq!(stack_stats().pooled, 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn trim_stack_pool() -> usize {
+    let kept = existing_state().is_some_and(|ts| {
+        // SAFETY: `ts` is this thread's live state; short access, and
+        // releasing a free stack runs no user code.
+        unsafe { (*ts).kept_stack.clear() }
+    });
+    usize::from(kept) + stack::trim_pool()
 }
 
 /// Check that the calling thread owns `target`; returns its state.
@@ -416,6 +515,7 @@ fn create() -> Option<*mut ThreadState> {
         unwinding: ptr::null(),
         slow_switch: 0,
         ids: IdBlock::new(),
+        kept_stack: KeptStack::new(),
         queue: cleanup::current_queue(),
     });
     let ts = Box::into_raw(ts);

@@ -245,11 +245,11 @@ fn trimming_discards_the_pages_of_free_stacks_and_unmaps_empty_regions() {
     assert_eq!(resident(from), pages, "touched pages are resident");
     drop(used);
     assert_eq!(resident(from), pages, "a pooled stack keeps its pages");
-    trim_stack_pool();
+    trim_pool();
     assert_eq!(resident(from), 0, "a trimmed stack gives them back");
     assert!(region::holds(start, mapping_len(size).expect("valid size")));
     drop(keep);
-    trim_stack_pool();
+    trim_pool();
     assert!(
         !region::holds(start, mapping_len(size).expect("valid size")),
         "the region is unmapped once none of its stacks is out"
@@ -714,7 +714,7 @@ fn trimming_gives_back_this_threads_cache_and_the_global_pool() {
     .expect("thread");
     drop(stacks);
     assert_eq!(global_len(map_len), 2);
-    assert!(trim_stack_pool() >= 5);
+    assert!(trim_pool() >= 5);
     assert_eq!(global_len(map_len), 0);
     let local = CACHE.with(|cache| {
         let mut cache = cache.borrow_mut();
