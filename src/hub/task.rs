@@ -21,6 +21,7 @@ use super::body::Body;
 use super::error::JoinError;
 use super::output::Output;
 use super::park::park;
+use super::registry::Links;
 use super::runtime::Shared;
 use super::time::Scopes;
 use super::worker;
@@ -163,8 +164,8 @@ pub(crate) struct Task {
     pub(crate) park_seq: AtomicU64,
     /// The key in the owner worker's table of live greenlets.
     pub(crate) live_key: AtomicUsize,
-    /// The key in the runtime's registry shard `shard`.
-    pub(crate) registry_key: AtomicUsize,
+    /// Its place in the runtime's registry shard `shard`.
+    pub(crate) links: Links,
     pub(crate) shard: usize,
     /// The stack size its greenlet asks for.
     pub(crate) stack_size: usize,
@@ -201,7 +202,7 @@ impl Task {
             cancel: AtomicBool::new(false),
             park_seq: AtomicU64::new(0),
             live_key: AtomicUsize::new(usize::MAX),
-            registry_key: AtomicUsize::new(usize::MAX),
+            links: Links::new(),
             shard,
             stack_size,
             done: AtomicBool::new(false),
