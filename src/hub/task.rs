@@ -20,7 +20,7 @@ use parking_lot::{Mutex, MutexGuard};
 use super::body::Body;
 use super::error::JoinError;
 use super::output::Output;
-use super::park::park;
+use super::park::{current_waker, park, park_green};
 use super::registry::Links;
 use super::runtime::Shared;
 use super::time::Scopes;
@@ -339,12 +339,17 @@ impl Task {
     /// the joiners (after the lock), and leave the registry.
     fn complete(&self, mut outcome: MutexGuard<'_, Outcome>) {
         self.done.store(true, Ordering::Release);
-        let waiters = std::mem::take(&mut outcome.waiters);
+        let JoinWaiters { first, rest } = std::mem::take(&mut outcome.waiters);
         drop(outcome);
         self.state.store(FINISHED, Ordering::Relaxed);
         self.shared.registry.remove(self);
-        for w in waiters.first.into_iter().chain(waiters.rest) {
+        // The first (usually the only) joiner without an iterator over the
+        // list.
+        if let Some(w) = first {
             w.wake();
+        }
+        if !rest.is_empty() {
+            rest.into_iter().for_each(Waker::wake);
         }
     }
 
@@ -528,11 +533,25 @@ impl<T> JoinHandle<T> {
     /// assert_eq!(v, "done");
     /// ```
     pub fn join(self) -> Result<T, JoinError> {
-        while !self.task.is_done() {
-            if !self.task.add_join_waiter(super::park::current_waker()) {
-                break;
+        if !self.task.is_done() {
+            // On a green thread, its worker and task are looked up once for
+            // the waker and the park.
+            let green = worker::with_current_task(|w, me| {
+                while self.task.add_join_waiter(Waker::from(Arc::clone(me))) {
+                    park_green(w, me, Wait::Join, None);
+                    if self.task.is_done() {
+                        break;
+                    }
+                }
+            });
+            if green.is_none() {
+                while !self.task.is_done() {
+                    if !self.task.add_join_waiter(current_waker()) {
+                        break;
+                    }
+                    park(Wait::Join, None);
+                }
             }
-            park(Wait::Join, None);
         }
         let result = self.take_result();
         // Done, so no value comes later: the handle goes without `Drop`'s
