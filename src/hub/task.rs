@@ -23,6 +23,7 @@ use super::output::Output;
 use super::park::{current_waker, park, park_green};
 use super::registry::Links;
 use super::runtime::Shared;
+use super::spawn::recycle;
 use super::time::Scopes;
 use super::worker;
 
@@ -214,6 +215,67 @@ impl Task {
             scopes: Scopes::default(),
             body,
         }
+    }
+
+    /// A new task in a new allocation: made in it (`new_cyclic` allocates
+    /// first), not moved there: `Arc::new` of the task (some 400 bytes)
+    /// cost a `memcpy` of it per spawn.
+    pub(crate) fn allocate(
+        shared: &Arc<Shared>,
+        name: Option<Box<str>>,
+        site: &'static Location<'static>,
+        stack_size: usize,
+        shard: usize,
+        body: Body,
+    ) -> Arc<Task> {
+        Arc::new_cyclic(|_| Task::new(Arc::clone(shared), name, site, stack_size, shard, body))
+    }
+
+    /// Whether this task's allocation may be made a new task
+    /// ([`renew`](Self::renew)): it finished, and its value, error,
+    /// joiners, closure and `timeout` scopes are gone. Its caller holds the
+    /// only reference (`&mut`, from `Arc::get_mut`), so no handle, waker,
+    /// timer or queue can see it any more, and it is in no registry shard
+    /// (a shard holds a count of each task on its list).
+    pub(crate) fn is_spent(&mut self) -> bool {
+        let outcome = self.outcome.get_mut();
+        *self.done.get_mut()
+            && outcome.waiters.first.is_none()
+            && outcome.waiters.rest.capacity() == 0
+            && outcome.output.is_empty()
+            && outcome.error.is_none()
+            && self.body.is_empty()
+            && self.scopes.earliest().is_none()
+    }
+
+    /// Make this spent task (see [`is_spent`](Self::is_spent)) a new one,
+    /// as [`Task::new`] would, in its allocation: a new id, queued, not
+    /// started, with `body` to run. Only what a task's life changed is
+    /// written again (its runtime stays: the pool that keeps it is one
+    /// of that runtime's workers').
+    pub(crate) fn renew(
+        &mut self,
+        name: Option<Box<str>>,
+        site: &'static Location<'static>,
+        stack_size: usize,
+        shard: usize,
+        body: Body,
+    ) {
+        self.id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        self.name = name;
+        self.site = site;
+        self.stack_size = stack_size;
+        self.shard = shard;
+        *self.owner.get_mut() = NO_OWNER;
+        *self.state.get_mut() = QUEUED;
+        *self.wait.get_mut() = 0;
+        *self.scheduled.get_mut() = false;
+        *self.cancel.get_mut() = false;
+        *self.park_seq.get_mut() = 0;
+        *self.live_key.get_mut() = usize::MAX;
+        *self.done.get_mut() = false;
+        self.outcome.get_mut().output.renew();
+        self.body = body;
     }
 
     /// Its name: the one given to [`task()`](super::task), else `task-<id>`.
@@ -555,11 +617,12 @@ impl<T> JoinHandle<T> {
         }
         let result = self.take_result();
         // Done, so no value comes later: the handle goes without `Drop`'s
-        // `abandon_output` (a lock taken for nothing).
+        // `abandon_output` (a lock taken for nothing), its task to the
+        // worker's pool of spent tasks if this was the last reference.
         let this = ManuallyDrop::new(self);
         // SAFETY: `this` is never used or dropped again, so its `Arc` is
-        // moved out (and dropped) exactly once.
-        drop(unsafe { ptr::read(&this.task) });
+        // moved out (and given up) exactly once.
+        recycle(unsafe { ptr::read(&this.task) });
         result
     }
 

@@ -54,6 +54,7 @@ use crate::diag::diag_warn;
 use super::body::{Launch, LocalUnstarted, NotStarted, Unstarted};
 use super::error::JoinError;
 use super::runtime::Shared;
+use super::spawn::TaskPool;
 use super::task::Task;
 use super::timer::Timers;
 
@@ -162,6 +163,8 @@ pub(crate) struct Worker {
     poll: RefCell<mio::Poll>,
     events: RefCell<mio::Events>,
     cancelled_all: Cell<bool>,
+    /// Spent tasks, for spawns on this worker to reuse.
+    pub(crate) pool: TaskPool,
 }
 
 thread_local! {
@@ -283,6 +286,7 @@ pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
         poll: RefCell::new(seed.poll),
         events: RefCell::new(mio::Events::with_capacity(256)),
         cancelled_all: Cell::new(false),
+        pool: TaskPool::new(),
     });
     let running = MarkRunning::new(&w);
     w.run();
@@ -750,6 +754,7 @@ impl Worker {
             task.finish(Some(JoinError::Cancelled { name: task.name() }));
         }
         drop(self.spawned.take());
+        self.pool.clear();
         self.timers.borrow_mut().clear();
         self.ready.borrow_mut().clear();
         drop(entries);
