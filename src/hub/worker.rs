@@ -646,33 +646,34 @@ impl Worker {
                 return;
             };
             let task = &entry.0;
-            Self::record_error(task, result);
+            if let Err(e) = result {
+                Self::record_error(task, e);
+            }
             if !task.is_done() {
                 task.finish(Some(JoinError::Cancelled { name: task.name() }));
             }
             drop(entry);
-        } else if result.is_err() {
+        } else if let Err(e) = result {
             let task = self.live.borrow().get(key).map(|(t, _)| Arc::clone(t));
             if let Some(task) = task {
-                Self::record_error(&task, result);
+                Self::record_error(&task, e);
             }
         }
     }
 
-    /// The outcome of a task whose switch returned `result` through the full
-    /// protocol, when that is an error other than its cancellation.
-    fn record_error(task: &Task, result: Result<Value, GreenletError>) {
-        match result {
-            Ok(_) => {}
-            Err(GreenletError::StackAllocation { size, source, .. }) => {
+    /// The outcome of a task whose switch through the full protocol
+    /// returned `error`, unless that is its cancellation.
+    fn record_error(task: &Task, error: GreenletError) {
+        match error {
+            GreenletError::StackAllocation { size, source, .. } => {
                 task.finish(Some(JoinError::NoStack {
                     name: task.name(),
                     size,
                     reason: source.to_string(),
                 }));
             }
-            Err(e) if e.is_exit() => {}
-            Err(e) => task.finish(Some(JoinError::Panicked {
+            e if e.is_exit() => {}
+            e => task.finish(Some(JoinError::Panicked {
                 name: task.name(),
                 message: e.to_string(),
             })),
