@@ -125,6 +125,12 @@ impl Body {
         }
     }
 
+    /// Whether it holds no closure (run, dropped or given up). `&mut`: no
+    /// token can be using it.
+    pub(crate) fn is_empty(&mut self) -> bool {
+        self.cell.get_mut().vtable.is_none()
+    }
+
     /// Take the vtable, leaving nothing to run or drop.
     ///
     /// # Safety

@@ -64,6 +64,19 @@ impl Output {
         }
     }
 
+    /// Whether it holds no value (none put, or taken).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.drop.is_none()
+    }
+
+    /// Wanted again, for a new task in a spent one's allocation (it holds
+    /// no value: see `Task::is_spent`).
+    pub(crate) fn renew(&mut self) {
+        debug_assert!(self.is_empty(), "a renewed task's output holds nothing");
+        self.wanted = true;
+        self.local_to = None;
+    }
+
     /// Put the task's value (once, from its body); hands it back if its
     /// handle went already, for the caller to drop after the lock.
     ///

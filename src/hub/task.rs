@@ -20,8 +20,10 @@ use parking_lot::{Mutex, MutexGuard};
 use super::body::Body;
 use super::error::JoinError;
 use super::output::Output;
-use super::park::park;
+use super::park::{current_waker, park, park_green};
+use super::registry::Links;
 use super::runtime::Shared;
+use super::spawn::recycle;
 use super::time::Scopes;
 use super::worker;
 
@@ -163,8 +165,8 @@ pub(crate) struct Task {
     pub(crate) park_seq: AtomicU64,
     /// The key in the owner worker's table of live greenlets.
     pub(crate) live_key: AtomicUsize,
-    /// The key in the runtime's registry shard `shard`.
-    pub(crate) registry_key: AtomicUsize,
+    /// Its place in the runtime's registry shard `shard`.
+    pub(crate) links: Links,
     pub(crate) shard: usize,
     /// The stack size its greenlet asks for.
     pub(crate) stack_size: usize,
@@ -201,7 +203,7 @@ impl Task {
             cancel: AtomicBool::new(false),
             park_seq: AtomicU64::new(0),
             live_key: AtomicUsize::new(usize::MAX),
-            registry_key: AtomicUsize::new(usize::MAX),
+            links: Links::new(),
             shard,
             stack_size,
             done: AtomicBool::new(false),
@@ -213,6 +215,67 @@ impl Task {
             scopes: Scopes::default(),
             body,
         }
+    }
+
+    /// A new task in a new allocation: made in it (`new_cyclic` allocates
+    /// first), not moved there: `Arc::new` of the task (some 400 bytes)
+    /// cost a `memcpy` of it per spawn.
+    pub(crate) fn allocate(
+        shared: &Arc<Shared>,
+        name: Option<Box<str>>,
+        site: &'static Location<'static>,
+        stack_size: usize,
+        shard: usize,
+        body: Body,
+    ) -> Arc<Task> {
+        Arc::new_cyclic(|_| Task::new(Arc::clone(shared), name, site, stack_size, shard, body))
+    }
+
+    /// Whether this task's allocation may be made a new task
+    /// ([`renew`](Self::renew)): it finished, and its value, error,
+    /// joiners, closure and `timeout` scopes are gone. Its caller holds the
+    /// only reference (`&mut`, from `Arc::get_mut`), so no handle, waker,
+    /// timer or queue can see it any more, and it is in no registry shard
+    /// (a shard holds a count of each task on its list).
+    pub(crate) fn is_spent(&mut self) -> bool {
+        let outcome = self.outcome.get_mut();
+        *self.done.get_mut()
+            && outcome.waiters.first.is_none()
+            && outcome.waiters.rest.capacity() == 0
+            && outcome.output.is_empty()
+            && outcome.error.is_none()
+            && self.body.is_empty()
+            && self.scopes.earliest().is_none()
+    }
+
+    /// Make this spent task (see [`is_spent`](Self::is_spent)) a new one,
+    /// as [`Task::new`] would, in its allocation: a new id, queued, not
+    /// started, with `body` to run. Only what a task's life changed is
+    /// written again (its runtime stays: the pool that keeps it is one
+    /// of that runtime's workers').
+    pub(crate) fn renew(
+        &mut self,
+        name: Option<Box<str>>,
+        site: &'static Location<'static>,
+        stack_size: usize,
+        shard: usize,
+        body: Body,
+    ) {
+        self.id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        self.name = name;
+        self.site = site;
+        self.stack_size = stack_size;
+        self.shard = shard;
+        *self.owner.get_mut() = NO_OWNER;
+        *self.state.get_mut() = QUEUED;
+        *self.wait.get_mut() = 0;
+        *self.scheduled.get_mut() = false;
+        *self.cancel.get_mut() = false;
+        *self.park_seq.get_mut() = 0;
+        *self.live_key.get_mut() = usize::MAX;
+        *self.done.get_mut() = false;
+        self.outcome.get_mut().output.renew();
+        self.body = body;
     }
 
     /// Its name: the one given to [`task()`](super::task), else `task-<id>`.
@@ -338,12 +401,17 @@ impl Task {
     /// the joiners (after the lock), and leave the registry.
     fn complete(&self, mut outcome: MutexGuard<'_, Outcome>) {
         self.done.store(true, Ordering::Release);
-        let waiters = std::mem::take(&mut outcome.waiters);
+        let JoinWaiters { first, rest } = std::mem::take(&mut outcome.waiters);
         drop(outcome);
         self.state.store(FINISHED, Ordering::Relaxed);
         self.shared.registry.remove(self);
-        for w in waiters.first.into_iter().chain(waiters.rest) {
+        // The first (usually the only) joiner without an iterator over the
+        // list.
+        if let Some(w) = first {
             w.wake();
+        }
+        if !rest.is_empty() {
+            rest.into_iter().for_each(Waker::wake);
         }
     }
 
@@ -527,19 +595,34 @@ impl<T> JoinHandle<T> {
     /// assert_eq!(v, "done");
     /// ```
     pub fn join(self) -> Result<T, JoinError> {
-        while !self.task.is_done() {
-            if !self.task.add_join_waiter(super::park::current_waker()) {
-                break;
+        if !self.task.is_done() {
+            // On a green thread, its worker and task are looked up once for
+            // the waker and the park.
+            let green = worker::with_current_task(|w, me| {
+                while self.task.add_join_waiter(Waker::from(Arc::clone(me))) {
+                    park_green(w, me, Wait::Join, None);
+                    if self.task.is_done() {
+                        break;
+                    }
+                }
+            });
+            if green.is_none() {
+                while !self.task.is_done() {
+                    if !self.task.add_join_waiter(current_waker()) {
+                        break;
+                    }
+                    park(Wait::Join, None);
+                }
             }
-            park(Wait::Join, None);
         }
         let result = self.take_result();
         // Done, so no value comes later: the handle goes without `Drop`'s
-        // `abandon_output` (a lock taken for nothing).
+        // `abandon_output` (a lock taken for nothing), its task to the
+        // worker's pool of spent tasks if this was the last reference.
         let this = ManuallyDrop::new(self);
         // SAFETY: `this` is never used or dropped again, so its `Arc` is
-        // moved out (and dropped) exactly once.
-        drop(unsafe { ptr::read(&this.task) });
+        // moved out (and given up) exactly once.
+        recycle(unsafe { ptr::read(&this.task) });
         result
     }
 

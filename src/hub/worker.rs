@@ -54,6 +54,7 @@ use crate::diag::diag_warn;
 use super::body::{Launch, LocalUnstarted, NotStarted, Unstarted};
 use super::error::JoinError;
 use super::runtime::Shared;
+use super::spawn::TaskPool;
 use super::task::Task;
 use super::timer::Timers;
 
@@ -162,6 +163,8 @@ pub(crate) struct Worker {
     poll: RefCell<mio::Poll>,
     events: RefCell<mio::Events>,
     cancelled_all: Cell<bool>,
+    /// Spent tasks, for spawns on this worker to reuse.
+    pub(crate) pool: TaskPool,
 }
 
 thread_local! {
@@ -283,6 +286,7 @@ pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
         poll: RefCell::new(seed.poll),
         events: RefCell::new(mio::Events::with_capacity(256)),
         cancelled_all: Cell::new(false),
+        pool: TaskPool::new(),
     });
     let running = MarkRunning::new(&w);
     w.run();
@@ -541,6 +545,7 @@ impl Worker {
             drop(u);
             return;
         }
+        // The `live` entry's reference (the token's goes into the greenlet).
         let task = Arc::clone(u.task());
         task.set_owner(self.index);
         let mut builder = Greenlet::builder()
@@ -562,33 +567,53 @@ impl Worker {
                 return;
             }
         };
-        let key = self.live.borrow_mut().insert((Arc::clone(&task), g));
+        let key = self.live.borrow_mut().insert((task, g));
+        let live = self.live.borrow();
+        let task = &live[key].0;
         task.live_key.store(key, Ordering::Relaxed);
-        self.switch_into(self.remote(), &task, direct::start);
+        let full = self.switch_into(self.remote(), &live, task, direct::start);
+        drop(live);
+        if let Some((result, dead)) = full {
+            self.after_full_switch(key, result, dead);
+        }
     }
 
     /// Switch into a started task until it parks or ends, with this
     /// worker's `remote` at hand.
     fn resume_on(&self, remote: &Remote, task: &Arc<Task>) {
-        self.switch_into(remote, task, direct::resume);
+        let live = self.live.borrow();
+        let full = self.switch_into(remote, &live, task, direct::resume);
+        drop(live);
+        if let Some((result, dead)) = full {
+            self.after_full_switch(task.live_key.load(Ordering::Relaxed), result, dead);
+        }
     }
 
-    /// Switch into `task`, through `lean` (`direct::start` for its first
-    /// run, `direct::resume` after) unless a cancellation is to be thrown
-    /// into it, until it parks or ends.
+    /// Switch into `task`, whose greenlet is in `live` (this worker's
+    /// table, borrowed by the caller across the switch: only this loop
+    /// borrows it mutably, in `start`, `after_full_switch`, `cancel_all`
+    /// and teardown, and it is suspended meanwhile), through `lean`
+    /// (`direct::start` for its first run, `direct::resume` after) unless
+    /// a cancellation is to be thrown into it, until it parks or ends.
+    /// What a switch through the full protocol returned, and whether the
+    /// greenlet is dead now, for [`after_full_switch`](Self::after_full_switch)
+    /// once the caller's borrow is gone.
     #[inline(always)]
-    fn switch_into(&self, remote: &Remote, task: &Arc<Task>, lean: fn(&Greenlet) -> Resumed) {
+    fn switch_into(
+        &self,
+        remote: &Remote,
+        live: &Slab<(Arc<Task>, Greenlet)>,
+        task: &Task,
+        lean: fn(&Greenlet) -> Resumed,
+    ) -> Option<(Result<Value, GreenletError>, bool)> {
         task.take_scheduled();
         if task.is_done() {
-            return;
+            return None;
         }
         let key = task.live_key.load(Ordering::Relaxed);
-        // Held across the switch: only this loop borrows `live` mutably
-        // (start, cancel_all, teardown), and it is suspended meanwhile.
-        let live = self.live.borrow();
         let g = match live.get(key) {
-            Some((t, g)) if Arc::ptr_eq(t, task) => g,
-            _ => return,
+            Some((t, g)) if ptr::eq(Arc::as_ptr(t), task) => g,
+            _ => return None,
         };
         // Only this thread writes these two counters.
         let seq = task.park_seq.load(Ordering::Relaxed);
@@ -598,7 +623,7 @@ impl Worker {
         let tick = remote.tick.load(Ordering::Relaxed);
         remote.tick.store(tick.wrapping_add(1), Ordering::Relaxed);
         let cancel = task.take_cancel();
-        self.current.set(Arc::as_ptr(task));
+        self.current.set(task);
         let resumed = if cancel {
             Resumed::Full(g.throw(GreenletError::exit()))
         } else {
@@ -606,44 +631,52 @@ impl Worker {
         };
         self.current.set(ptr::null());
         remote.running.store(0, Ordering::Relaxed);
-        if let Resumed::Full(result) = resumed {
-            let dead = g.is_dead();
-            drop(live);
-            self.after_full_switch(task, key, result, dead);
+        match resumed {
+            Resumed::Full(result) => Some((result, g.is_dead())),
+            _ => None,
         }
     }
 
-    /// A resume came back through the full protocol: record how the task
-    /// ended if it did (`dead`), and drop its greenlet then.
-    fn after_full_switch(
-        &self,
-        task: &Arc<Task>,
-        key: usize,
-        result: Result<Value, GreenletError>,
-        dead: bool,
-    ) {
-        if let Err(e) = result {
-            match e {
-                GreenletError::StackAllocation { size, source, .. } => {
-                    task.finish(Some(JoinError::NoStack {
-                        name: task.name(),
-                        size,
-                        reason: source.to_string(),
-                    }));
-                }
-                e if e.is_exit() => {}
-                e => task.finish(Some(JoinError::Panicked {
-                    name: task.name(),
-                    message: e.to_string(),
-                })),
-            }
-        }
+    /// A switch into the task at `key` of `live` came back through the
+    /// full protocol: record how the task ended if it did (`dead`: its
+    /// entry leaves `live`, and its greenlet is dropped after).
+    fn after_full_switch(&self, key: usize, result: Result<Value, GreenletError>, dead: bool) {
         if dead {
-            let entry = self.live.borrow_mut().try_remove(key);
+            let Some(entry) = self.live.borrow_mut().try_remove(key) else {
+                return;
+            };
+            let task = &entry.0;
+            if let Err(e) = result {
+                Self::record_error(task, e);
+            }
             if !task.is_done() {
                 task.finish(Some(JoinError::Cancelled { name: task.name() }));
             }
             drop(entry);
+        } else if let Err(e) = result {
+            let task = self.live.borrow().get(key).map(|(t, _)| Arc::clone(t));
+            if let Some(task) = task {
+                Self::record_error(&task, e);
+            }
+        }
+    }
+
+    /// The outcome of a task whose switch through the full protocol
+    /// returned `error`, unless that is its cancellation.
+    fn record_error(task: &Task, error: GreenletError) {
+        match error {
+            GreenletError::StackAllocation { size, source, .. } => {
+                task.finish(Some(JoinError::NoStack {
+                    name: task.name(),
+                    size,
+                    reason: source.to_string(),
+                }));
+            }
+            e if e.is_exit() => {}
+            e => task.finish(Some(JoinError::Panicked {
+                name: task.name(),
+                message: e.to_string(),
+            })),
         }
     }
 
@@ -722,6 +755,7 @@ impl Worker {
             task.finish(Some(JoinError::Cancelled { name: task.name() }));
         }
         drop(self.spawned.take());
+        self.pool.clear();
         self.timers.borrow_mut().clear();
         self.ready.borrow_mut().clear();
         drop(entries);
