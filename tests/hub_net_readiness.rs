@@ -5,40 +5,27 @@
 //! (and its watchdog fail it) if the rule waited when data was queued or
 //! lost a wake; loopback only.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::Shutdown;
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::Duration;
 
+use common::hub::bounded;
 use greenlet::hub::net::{TcpListener, TcpStream};
 use greenlet::hub::{self, Runtime};
 
 /// Run `f` on a new runtime of `workers` workers; fail the test if it has
 /// not finished within a minute (a hang).
 fn on_runtime<T: Send + 'static>(workers: usize, f: impl FnOnce() -> T + Send + 'static) -> T {
-    bounded(move || {
+    bounded(60, move || {
         let rt = Runtime::builder().worker_threads(workers).build().unwrap();
         let out = rt.block_on(f).unwrap();
         let report = rt.shutdown_timeout(Duration::from_secs(10));
         assert!(report.refused.is_empty(), "{report:?}");
         out
     })
-}
-
-/// Run `f` on a thread of its own; fail the test if it has not finished
-/// within a minute (a hang, or a wait that spins).
-fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    let t = std::thread::spawn(move || {
-        let out = f();
-        let _ = tx.send(());
-        out
-    });
-    assert!(
-        rx.recv_timeout(Duration::from_secs(60)).is_ok(),
-        "watchdog: the test did not finish within 60 s"
-    );
-    t.join().unwrap()
 }
 
 /// A connected pair: the hub's stream and a std stream as its peer.
@@ -222,7 +209,7 @@ fn a_stream_drained_on_a_green_thread_reads_on_a_plain_thread_after_its_runtime_
     // Its registration's readiness numbers stop moving with the runtime:
     // the plain thread's wait (poll(2)) must not be taken for a wait on
     // them, or read and readable() would spin forever.
-    let (read, readable_then_read) = bounded(|| {
+    let (read, readable_then_read) = bounded(60, || {
         let (s, mut peer) = hub::run(|| {
             let (s, peer) = pair();
             let (n, peer) = read_after_parking(&s, peer, b"ab", &mut [0u8; 64]);
