@@ -12,23 +12,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+use common::hub::bounded;
 use greenlet::hub::net::{serve, TcpListener};
 use greenlet::hub::{Runtime, TaskState, Wait};
-
-/// Fail the test if `f` does not return within `secs` (a hang).
-fn bounded<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    let t = std::thread::spawn(move || {
-        let out = f();
-        let _ = tx.send(());
-        out
-    });
-    assert!(
-        rx.recv_timeout(Duration::from_secs(secs)).is_ok(),
-        "watchdog: not finished within {secs} s"
-    );
-    t.join().unwrap()
-}
 
 fn runtime(workers: usize) -> Runtime {
     Runtime::builder()

@@ -5,6 +5,9 @@
 #   bash benches/net-peers/run.sh            # DURATION=3 seconds per run
 #   DURATION=5 bash benches/net-peers/run.sh
 #   PARTS=1 bash benches/net-peers/run.sh    # part 1 only (1 worker)
+#   HUB_VARIANTS="base=DIR other=DIR2" bash benches/net-peers/run.sh
+#       # also other builds' echo_server and http_hello (from DIR, DIR2:
+#       # servers "base", "other"), run beside the others in every cell
 #
 # Part 1, 1 worker: the server is pinned to CPU 0, the client to CPU 1
 # (taskset). Part 2, 2 workers: the server may use both CPUs, so the client
@@ -40,6 +43,19 @@ declare -A SERVER=(
     [hub_echo]="$EX/echo_server" [tokio_echo]="$PB/tokio_echo" [may_echo]="$PB/may_echo"
     [hub_http]="$EX/http_hello" [tokio_http]="$PB/tokio_http" [may_http]="$PB/may_http"
 )
+IMPLS="hub"
+for v in ${HUB_VARIANTS:-}; do
+    name=${v%%=*}
+    dir=${v#*=}
+    if [ "$name" = "$v" ] || [ ! -x "$dir/echo_server" ] || [ ! -x "$dir/http_hello" ]; then
+        echo "HUB_VARIANTS: want NAME=DIR with DIR/echo_server and DIR/http_hello, not $v" >&2
+        exit 2
+    fi
+    SERVER[${name}_echo]="$dir/echo_server"
+    SERVER[${name}_http]="$dir/http_hello"
+    IMPLS="$IMPLS $name"
+done
+IMPLS="$IMPLS tokio may"
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
@@ -93,13 +109,13 @@ for part in $PARTS; do
     if [ $part = 1 ]; then W=1; S=0; C=1; TAG="1w"; else W=2; S=0,1; C=0,1; TAG="2w"; fi
     for conns in 1 50 500; do
         for size in 64 4096; do
-            for impl in hub tokio may; do
+            for impl in $IMPLS; do
                 run echo $impl $W $S $C $conns $size "echo-$TAG-c$conns-${size}B"
             done
         done
     done
     for conns in 50 500; do
-        for impl in hub tokio may; do
+        for impl in $IMPLS; do
             run http $impl $W $S $C $conns 0 "http-$TAG-c$conns"
         done
     done

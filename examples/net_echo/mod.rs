@@ -2,12 +2,15 @@
 //! `net_soak`'s server): one green thread per connection, echoing what it
 //! reads until the client closes.
 //!
-//! Uses `TcpStream::readable` so that an idle connection holds no read
+//! Uses `TcpStream::readable` so that a waiting connection holds no read
 //! buffer: the handler parks there with none, takes a buffer from its
-//! worker thread's spare list when data comes, echoes until a read comes
-//! up short (the receive queue is empty), and gives the buffer back before
-//! it parks again. Green threads never migrate, so a buffer goes back to
-//! the thread it came from.
+//! worker thread's spare list when data comes, echoes one read's worth and
+//! gives the buffer back. `readable` returns at once while data may be
+//! queued (the last read filled its buffer and the kernel did not report
+//! the queue empty) and parks once a read drained it, so a message of
+//! exactly the buffer's size parks without a buffer too, and the spare
+//! list hands the same few, cache-warm buffers round. Green threads never
+//! migrate, so a buffer goes back to the thread it came from.
 
 use std::cell::RefCell;
 use std::io::{Read, Write};
@@ -33,7 +36,7 @@ pub(crate) fn echo(s: TcpStream, buffer: usize) {
             .with(|b| b.borrow_mut().pop())
             .filter(|b| b.len() == buffer)
             .unwrap_or_else(|| vec![0u8; buffer]);
-        let open = echo_queued(&s, &mut buf);
+        let open = echo_one(&s, &mut buf);
         SPARE.with(|b| {
             let mut b = b.borrow_mut();
             if b.len() < SPARE_MAX {
@@ -46,19 +49,10 @@ pub(crate) fn echo(s: TcpStream, buffer: usize) {
     }
 }
 
-/// Echo until a read comes up short; whether the connection is still open.
-fn echo_queued(mut s: &TcpStream, buf: &mut [u8]) -> bool {
-    loop {
-        match s.read(buf) {
-            Ok(0) | Err(_) => return false,
-            Ok(n) => {
-                if s.write_all(&buf[..n]).is_err() {
-                    return false;
-                }
-                if n < buf.len() {
-                    return true;
-                }
-            }
-        }
+/// Echo what one read returns; whether the connection is still open.
+fn echo_one(mut s: &TcpStream, buf: &mut [u8]) -> bool {
+    match s.read(buf) {
+        Ok(0) | Err(_) => false,
+        Ok(n) => s.write_all(&buf[..n]).is_ok(),
     }
 }

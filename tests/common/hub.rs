@@ -8,6 +8,22 @@ use greenlet::hub::{self, Runtime, TaskState, Wait};
 /// takes, so only a hang reaches it.
 pub(crate) const HANG: Duration = Duration::from_secs(30);
 
+/// Run `f` on a thread of its own; fail the test if it does not return
+/// within `secs` (a hang, or a wait that spins).
+pub(crate) fn bounded<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = std::thread::spawn(move || {
+        let out = f();
+        let _ = tx.send(());
+        out
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_secs(secs)).is_ok(),
+        "watchdog: not finished within {secs} s"
+    );
+    t.join().unwrap()
+}
+
 /// A runtime with `workers` worker threads and no watchdog.
 pub(crate) fn rt(workers: usize) -> Runtime {
     Runtime::builder()

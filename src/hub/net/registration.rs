@@ -31,11 +31,19 @@
 //! either.
 //!
 //! A stream transfer that moves fewer bytes than asked drained the receive
-//! buffer (or filled the send buffer): the next one in that direction
-//! waits for the number to move instead of making a futile call first, as
-//! tokio does. The peer's close and socket errors are sticky per direction
-//! (an edge for them may have been consumed with the data's), and turn the
-//! shortcut off.
+//! buffer (or filled the send buffer), and so did a read after which the
+//! kernel reports nothing left queued (`TCP_INQ`, see [`TcpStream`]'s
+//! reads): the next one in that direction waits for the number to move
+//! instead of making a futile call first (tokio does the first half). The
+//! number is read before the call, so readiness that comes during or after
+//! it moves the number past the one the shortcut remembers, wherever the
+//! poller runs: a wrong shortcut costs one futile call, never a lost wake.
+//! The peer's close and socket errors are sticky per direction (an edge
+//! for them may have been consumed with the data's), and turn the shortcut
+//! off. `poll(2)` on a plain thread moves no number, so after it the call
+//! is tried at once.
+//!
+//! [`TcpStream`]: super::TcpStream
 
 use std::cell::RefCell;
 use std::io;
@@ -394,54 +402,61 @@ impl<S: AsRawFd> Source<S> {
         }
     }
 
-    /// [`io`](Self::io) for a stream transfer of `len` bytes: a transfer
-    /// that moves fewer (but some) bytes drained the receive buffer or
-    /// filled the send buffer, so the next one in that direction waits for
+    /// [`io`](Self::io) for a stream transfer of `len` bytes. `op` returns
+    /// the bytes moved and whether the kernel reported the receive queue
+    /// empty after them (`TCP_INQ`; `false` when it was not asked). A
+    /// transfer that moves some bytes but fewer than `len`, or that the
+    /// kernel reports left nothing queued, drained the receive buffer (or
+    /// filled the send buffer), so the next one in that direction waits for
     /// new readiness before it tries the system call (one futile
     /// `WouldBlock` call saved per message).
+    ///
+    /// On a plain thread the wait is `poll(2)`, which is level-triggered
+    /// and moves no readiness number: after it the call is tried at once.
     pub(crate) fn io_stream(
         &self,
         dir: Direction,
         deadline: Deadline,
         len: usize,
-        mut op: impl FnMut(&S) -> io::Result<usize>,
+        mut op: impl FnMut(&S) -> io::Result<(usize, bool)>,
     ) -> io::Result<usize> {
         let d = dir as usize;
+        let mut polled = false;
         loop {
             let reg = self.reg.get();
             let seq = reg.map(|r| r.io.seq[d].load(Ordering::SeqCst));
-            if let (Some(s), Some(r)) = (seq, reg) {
+            if let (false, Some(s), Some(r)) = (polled, seq, reg) {
                 if self.drained[d].load(Ordering::Relaxed) == s.wrapping_add(1)
                     && !r.io.closed[d].load(Ordering::SeqCst)
                 {
-                    self.wait(dir, seq, deadline)?;
+                    polled = self.wait(dir, seq, deadline)?;
                     continue;
                 }
             }
             match op(&self.sock) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Ok(n) => {
+                Ok((n, empty)) => {
                     if let Some(s) = seq {
-                        if n > 0 && n < len {
+                        if n > 0 && (n < len || empty) {
                             self.drained[d].store(s.wrapping_add(1), Ordering::Relaxed);
                         }
                     }
                     return Ok(n);
                 }
-                r => return r,
+                Err(e) => return Err(e),
             }
-            self.wait(dir, seq, deadline)?;
+            polled = self.wait(dir, seq, deadline)?;
         }
     }
 
     /// Wait until a read may find data, end of file or an error, without
-    /// reading: at once if readiness came since the last read that came up
-    /// short (or the peer closed, or there was never a short read and an
-    /// event came); else park (on a plain thread: `poll(2)`) until it
+    /// reading: at once if readiness came since the last read that drained
+    /// the queue (or the peer closed, or there was never such a read and
+    /// an event came); else park (on a plain thread: `poll(2)`) until it
     /// comes, or `deadline` passes (an error). May return early, when the
-    /// event that came was already consumed by a full-sized read: a read
-    /// after it then waits as usual.
+    /// event that came was already consumed by a read that did not drain
+    /// the queue: a read after it then waits as usual.
     pub(crate) fn readable(&self, deadline: Deadline) -> io::Result<()> {
         let d = Direction::Read as usize;
         loop {
@@ -453,7 +468,12 @@ impl<S: AsRawFd> Source<S> {
                     if fresh || r.io.closed[d].load(Ordering::SeqCst) {
                         return Ok(());
                     }
-                    self.wait(Direction::Read, Some(seq), deadline)?;
+                    // `poll(2)` said readable (or timed out): the numbers
+                    // of a registration made on a worker do not move for
+                    // it, so asking them again would spin.
+                    if self.wait(Direction::Read, Some(seq), deadline)? {
+                        return deadline.check();
+                    }
                 }
                 None if worker::with_current_task(|_, _| ()).is_none() => {
                     deadline.check()?;
@@ -462,14 +482,17 @@ impl<S: AsRawFd> Source<S> {
                 }
                 // Registers, then returns: the registration reports the
                 // socket's current readiness as an event.
-                None => self.wait(Direction::Read, None, deadline)?,
+                None => {
+                    self.wait(Direction::Read, None, deadline)?;
+                }
             }
         }
     }
 
     /// Wait until `dir` readiness may have changed since `seq` was read (or
-    /// the deadline passes: an error).
-    fn wait(&self, dir: Direction, seq: Option<u64>, deadline: Deadline) -> io::Result<()> {
+    /// the deadline passes: an error). Returns whether it waited in
+    /// `poll(2)` (a plain thread) rather than for the number to move.
+    fn wait(&self, dir: Direction, seq: Option<u64>, deadline: Deadline) -> io::Result<bool> {
         deadline.check()?;
         // The worker and the task are lent, not cloned: a wait costs no
         // reference-count traffic but the waker's.
@@ -480,16 +503,16 @@ impl<S: AsRawFd> Source<S> {
                 let mut waiters = reg.io.waiters.lock();
                 reg.io.waiting[d].store(true, Ordering::SeqCst);
                 if seq != Some(reg.io.seq[d].load(Ordering::SeqCst)) {
-                    return Ok(());
+                    return Ok(false);
                 }
                 waiters[d].add(Waker::from(Arc::clone(task)));
             }
             park_green(w, task, Wait::Io, deadline.at);
-            Ok(())
+            Ok(false)
         });
         match waited {
             Some(result) => result,
-            None => poll_fd(self.sock.as_raw_fd(), dir, deadline.at),
+            None => poll_fd(self.sock.as_raw_fd(), dir, deadline.at).map(|()| true),
         }
     }
 

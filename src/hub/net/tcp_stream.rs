@@ -9,6 +9,7 @@ use std::fmt;
 use std::io::{self, IoSlice, IoSliceMut, Read, Write};
 use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
 use super::error::NetError;
@@ -44,12 +45,24 @@ use super::sys;
 /// ```
 pub struct TcpStream {
     src: Source<mio::net::TcpStream>,
+    /// Whether reads ask the kernel how much is left queued: [`INQ_OFF`]
+    /// until a read first fills its whole buffer, then [`INQ_ON`] (or
+    /// [`INQ_UNAVAILABLE`] if `TCP_INQ` cannot be set).
+    inq: AtomicU8,
 }
+
+/// Reads use `recvfrom`: no read has filled its buffer yet.
+const INQ_OFF: u8 = 0;
+/// Reads use `recvmsg` and learn whether they left the queue empty.
+const INQ_ON: u8 = 1;
+/// `TCP_INQ` could not be set; reads use `recvfrom`.
+const INQ_UNAVAILABLE: u8 = 2;
 
 impl TcpStream {
     pub(crate) fn from_mio(s: mio::net::TcpStream) -> TcpStream {
         TcpStream {
             src: Source::new(s),
+            inq: AtomicU8::new(INQ_OFF),
         }
     }
 
@@ -177,6 +190,10 @@ impl TcpStream {
     /// # }).unwrap();
     /// ```
     pub fn into_std(self) -> io::Result<std::net::TcpStream> {
+        if self.inq.load(Ordering::Relaxed) == INQ_ON {
+            // Its reads' control messages are no business of std's users.
+            sys::set_inq(self.src.get(), false)?;
+        }
         let s: std::net::TcpStream = self.src.into_inner().into();
         s.set_nonblocking(false)?;
         Ok(s)
@@ -349,8 +366,9 @@ impl TcpStream {
     /// idle connection costs no buffer memory (take the buffer after this
     /// returns, give it back once a read comes up short). Returns at once
     /// if data may be queued: nothing was read yet since readiness last
-    /// came, or the last read filled its whole buffer. It may return early
-    /// (the data it saw was already read): the read then waits as usual.
+    /// came, or the last read filled its whole buffer without the kernel
+    /// reporting the queue empty. It may return early (the data it saw
+    /// was already read): the read then waits as usual.
     /// Honours the read timeout.
     ///
     /// # Errors
@@ -392,24 +410,49 @@ impl TcpStream {
         self.src.get().take_error()
     }
 
+    /// One read. A read that comes up short shows the queue drained; one
+    /// that fills the buffer does not, and the read after it would make a
+    /// futile call to find out. So from the first full read on, reads go
+    /// through `recvmsg` with `TCP_INQ` on, which says whether anything is
+    /// left (a connection whose messages fit the buffer with room to spare
+    /// never pays for the option).
     fn read_one(&self, buf: &mut [u8]) -> io::Result<usize> {
         let deadline = self.src.read_deadline("read");
-        self.src
-            .io_stream(Direction::Read, deadline, buf.len(), |s| sys::recv(s, buf))
+        let len = buf.len();
+        if self.inq.load(Ordering::Relaxed) == INQ_ON {
+            return self
+                .src
+                .io_stream(Direction::Read, deadline, len, |s| sys::recv_inq(s, buf));
+        }
+        let n = self.src.io_stream(Direction::Read, deadline, len, |s| {
+            sys::recv(s, buf).map(|n| (n, false))
+        })?;
+        if n == len && n > 0 {
+            let state = match sys::set_inq(self.src.get(), true) {
+                Ok(()) => INQ_ON,
+                Err(_) => INQ_UNAVAILABLE,
+            };
+            let _ = self
+                .inq
+                .compare_exchange(INQ_OFF, state, Ordering::Relaxed, Ordering::Relaxed);
+        }
+        Ok(n)
     }
 
     fn read_many(&self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
         let deadline = self.src.read_deadline("read");
         let len = bufs.iter().map(|b| b.len()).sum();
         self.src.io_stream(Direction::Read, deadline, len, |mut s| {
-            s.read_vectored(bufs)
+            s.read_vectored(bufs).map(|n| (n, false))
         })
     }
 
     fn write_one(&self, buf: &[u8]) -> io::Result<usize> {
         let deadline = self.src.write_deadline("write");
         self.src
-            .io_stream(Direction::Write, deadline, buf.len(), |s| sys::send(s, buf))
+            .io_stream(Direction::Write, deadline, buf.len(), |s| {
+                sys::send(s, buf).map(|n| (n, false))
+            })
     }
 
     fn write_many(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
@@ -417,7 +460,7 @@ impl TcpStream {
         let len = bufs.iter().map(|b| b.len()).sum();
         self.src
             .io_stream(Direction::Write, deadline, len, |mut s| {
-                s.write_vectored(bufs)
+                s.write_vectored(bufs).map(|n| (n, false))
             })
     }
 }
