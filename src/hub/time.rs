@@ -101,8 +101,10 @@ pub(crate) fn with_scopes<R>(f: impl FnOnce(&Scopes) -> R) -> R {
 /// .unwrap();
 /// ```
 pub fn sleep(d: Duration) {
-    match Instant::now().checked_add(d) {
-        Some(at) => sleep_until(at),
+    let now = Instant::now();
+    match now.checked_add(d) {
+        Some(at) if at > now => park_until(at),
+        Some(_) => {}
         None => loop {
             park(Wait::Sleep, None);
         },
@@ -121,8 +123,24 @@ pub fn sleep(d: Duration) {
 /// .unwrap();
 /// ```
 pub fn sleep_until(deadline: Instant) {
-    while Instant::now() < deadline {
+    if Instant::now() < deadline {
+        park_until(deadline);
+    }
+}
+
+/// Park until `deadline`, which had not passed at the last look. After a
+/// wake, the worker's latest timer expiry tells whether it has passed (a
+/// timer's wake comes from a clock reading at or after the deadline)
+/// without reading the clock again; only when it does not is the clock
+/// read.
+fn park_until(deadline: Instant) {
+    loop {
         park(Wait::Sleep, Some(deadline));
+        let known =
+            worker::with_current(|w| w.is_some_and(|w| w.timers.borrow().has_passed(deadline)));
+        if known || Instant::now() >= deadline {
+            return;
+        }
     }
 }
 
