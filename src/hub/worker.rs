@@ -355,13 +355,14 @@ impl Worker {
         let remote = self.remote();
         let mut until_poll: u32 = POLL_EVERY;
         let mut burst: u32 = 0;
+        let mut due = Vec::new();
         loop {
             if self.shared.pending.wants_drain() {
                 super::pending::scheduling_point(self);
             }
             self.take_remote(remote);
             if !self.timers.borrow().is_empty() {
-                self.fire_timers(Instant::now());
+                self.fire_timers(Instant::now(), &mut due);
             }
             until_poll -= 1;
             if until_poll == 0 {
@@ -529,11 +530,15 @@ impl Worker {
 
     /// Queue every task whose timer is due at `now`, in deadline order.
     /// (A live timer's task is parked on this worker, in the park that armed
-    /// it: not done, not queued.)
-    fn fire_timers(&self, now: Instant) {
-        self.timers
-            .borrow_mut()
-            .expire(now, |t| t.schedule_on(self));
+    /// it: not done, not queued.) Through the loop's `due` buffer: queued
+    /// straight from the expiry instead, the loop grew past the size at
+    /// which the compiler inlines the switch into it (+20 instructions per
+    /// yield, callgrind).
+    fn fire_timers(&self, now: Instant, due: &mut Vec<Arc<Task>>) {
+        self.timers.borrow_mut().expire(now, |t| due.push(t));
+        for t in due.drain(..) {
+            t.schedule_on(self);
+        }
     }
 
     /// Start the task of `u` as a greenlet whose parent is the hub.
