@@ -64,13 +64,16 @@ struct Entry<T> {
     target: T,
 }
 
+/// The order in which entries fire: deadline, then arming order.
+type Key = (Instant, u64);
+
 impl<T: Parked> Entry<T> {
     fn is_stale(&self) -> bool {
         self.target.park_seq() != self.park_seq
     }
 
     /// The order in which entries fire.
-    fn key(&self) -> (Instant, u64) {
+    fn key(&self) -> Key {
         (self.at, self.seq)
     }
 }
@@ -111,6 +114,9 @@ pub(crate) struct Timers<T = Arc<Task>> {
     sweep_at: usize,
     /// The clock reading of the latest expiry: a time already passed.
     expired_at: Option<Instant>,
+    /// Not after the earliest deadline held (`None`: nothing held since
+    /// the last expiry): an expiry before it has nothing to do.
+    soonest: Option<Instant>,
 }
 
 impl<T> Default for Timers<T> {
@@ -122,6 +128,7 @@ impl<T> Default for Timers<T> {
             len: 0,
             sweep_at: SWEEP_MIN,
             expired_at: None,
+            soonest: None,
         }
     }
 }
@@ -141,6 +148,10 @@ impl<T: Parked> Timers<T> {
             None => self.heap.push(entry),
         }
         self.len += 1;
+        self.soonest = Some(match self.soonest {
+            Some(s) if s <= at => s,
+            _ => at,
+        });
         if self.len >= self.sweep_at {
             self.sweep();
         }
@@ -174,20 +185,42 @@ impl<T: Parked> Timers<T> {
     /// The earliest deadline held, if any (it may be a stale entry's: the
     /// caller wakes at most once too early, never too late).
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        self.next().map(|(_, at)| at)
+        self.next().map(|(_, (at, _), _)| at)
     }
 
-    /// The source of the entry that fires next, and its deadline.
-    fn next(&self) -> Option<(Source, Instant)> {
+    /// The source of the entry that fires next, its key, and the key of
+    /// the first entry of any other source (the runner-up): up to that
+    /// one, the chosen source can be drained without looking again.
+    fn next(&self) -> Option<(Source, Key, Option<Key>)> {
         let mut best = self.heap.peek().map(|e| (Source::Heap, e.key()));
+        let mut runner_up = None;
         for (i, lane) in self.lanes.iter().enumerate() {
             let Some(e) = lane.front() else { continue };
             match best {
-                Some((_, k)) if k <= e.key() => {}
-                _ => best = Some((Source::Lane(i), e.key())),
+                Some((_, k)) if k <= e.key() => {
+                    runner_up = Some(runner_up.map_or(e.key(), |r: Key| r.min(e.key())));
+                }
+                _ => {
+                    runner_up = best.map(|(_, k)| k);
+                    best = Some((Source::Lane(i), e.key()));
+                }
             }
         }
-        best.map(|(s, (at, _))| (s, at))
+        best.map(|(s, k)| (s, k, runner_up))
+    }
+
+    fn front_key(&self, source: Source) -> Option<Key> {
+        match source {
+            Source::Lane(i) => self.lanes[i].front().map(Entry::key),
+            Source::Heap => self.heap.peek().map(Entry::key),
+        }
+    }
+
+    fn pop(&mut self, source: Source) -> Option<Entry<T>> {
+        match source {
+            Source::Lane(i) => self.lanes[i].pop_front(),
+            Source::Heap => self.heap.pop(),
+        }
     }
 
     /// Whether `at` is known to have passed: not after the clock reading of
@@ -201,20 +234,39 @@ impl<T: Parked> Timers<T> {
     /// the targets still parked in the park that armed them.
     pub(crate) fn expire(&mut self, now: Instant, mut wake: impl FnMut(T)) {
         self.expired_at = Some(now);
-        while let Some((source, at)) = self.next() {
-            if at > now {
-                break;
-            }
-            let entry = match source {
-                Source::Lane(i) => self.lanes[i].pop_front(),
-                Source::Heap => self.heap.pop(),
-            };
-            let Some(entry) = entry else { break };
-            self.len -= 1;
-            if !entry.is_stale() {
-                wake(entry.target);
-            }
+        match self.soonest {
+            Some(at) if at <= now => {}
+            _ => return,
         }
+        let mut pick = self.next();
+        self.soonest = loop {
+            let Some((source, (at, _), runner_up)) = pick else {
+                break None;
+            };
+            if at > now {
+                break Some(at);
+            }
+            // Drain the source while it holds the earliest entry.
+            while let Some(key) = self.front_key(source) {
+                if key.0 > now || runner_up.is_some_and(|r| key > r) {
+                    break;
+                }
+                let Some(entry) = self.pop(source) else { break };
+                self.len -= 1;
+                if !entry.is_stale() {
+                    wake(entry.target);
+                }
+            }
+            // The next entry is this source's front or the runner-up: look
+            // at the others again only when the runner-up is due too.
+            match (self.front_key(source), runner_up) {
+                (Some(key), None) => break Some(key.0),
+                (Some(key), Some(r)) if key < r => break Some(key.0),
+                (_, Some(r)) if r.0 > now => break Some(r.0),
+                (_, None) => break None,
+                _ => pick = self.next(),
+            }
+        };
         if self.len < self.sweep_at / 4 && self.sweep_at > SWEEP_MIN {
             self.sweep_at = (self.len * 2).max(SWEEP_MIN);
         }
@@ -238,6 +290,7 @@ impl<T: Parked> Timers<T> {
         }
         self.heap.clear();
         self.len = 0;
+        self.soonest = None;
         self.sweep_at = SWEEP_MIN;
     }
 }
