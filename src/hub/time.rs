@@ -2,7 +2,9 @@
 //! [`timeout`] / [`timeout_at`] with the per-task deadline scopes they use.
 //!
 //! Owns: these functions and [`Scopes`] (a task's, or a plain thread's,
-//! stack of active `timeout` deadlines). Uses `park` and the current task.
+//! stack of active `timeout` deadlines). Uses `park`, the current task,
+//! and the current worker's timers (whether a deadline is known to have
+//! passed, so that a woken sleeper need not read the clock).
 //!
 //! A `timeout` is delivered like a cancellation, at a parking point: when
 //! its deadline passes, the innermost parking point inside it unwinds (so
