@@ -267,6 +267,8 @@ impl<T: Parked> Timers<T> {
                 _ => pick = self.next(),
             }
         };
+        // After the timers have shrunk, the next sweep comes at twice what
+        // they hold now, not twice what they held at the last sweep.
         if self.len < self.sweep_at / 4 && self.sweep_at > SWEEP_MIN {
             self.sweep_at = (self.len * 2).max(SWEEP_MIN);
         }
