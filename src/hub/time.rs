@@ -2,7 +2,9 @@
 //! [`timeout`] / [`timeout_at`] with the per-task deadline scopes they use.
 //!
 //! Owns: these functions and [`Scopes`] (a task's, or a plain thread's,
-//! stack of active `timeout` deadlines). Uses `park` and the current task.
+//! stack of active `timeout` deadlines). Uses `park`, the current task,
+//! and the current worker's timers (whether a deadline is known to have
+//! passed, so that a woken sleeper need not read the clock).
 //!
 //! A `timeout` is delivered like a cancellation, at a parking point: when
 //! its deadline passes, the innermost parking point inside it unwinds (so
@@ -101,8 +103,10 @@ pub(crate) fn with_scopes<R>(f: impl FnOnce(&Scopes) -> R) -> R {
 /// .unwrap();
 /// ```
 pub fn sleep(d: Duration) {
-    match Instant::now().checked_add(d) {
-        Some(at) => sleep_until(at),
+    let now = Instant::now();
+    match now.checked_add(d) {
+        Some(at) if at > now => park_until(at),
+        Some(_) => {}
         None => loop {
             park(Wait::Sleep, None);
         },
@@ -121,8 +125,24 @@ pub fn sleep(d: Duration) {
 /// .unwrap();
 /// ```
 pub fn sleep_until(deadline: Instant) {
-    while Instant::now() < deadline {
+    if Instant::now() < deadline {
+        park_until(deadline);
+    }
+}
+
+/// Park until `deadline`, which had not passed at the last look. After a
+/// wake, the worker's latest timer expiry tells whether it has passed (a
+/// timer's wake comes from a clock reading at or after the deadline)
+/// without reading the clock again; only when it does not is the clock
+/// read.
+fn park_until(deadline: Instant) {
+    loop {
         park(Wait::Sleep, Some(deadline));
+        let known =
+            worker::with_current(|w| w.is_some_and(|w| w.timers.borrow().has_passed(deadline)));
+        if known || Instant::now() >= deadline {
+            return;
+        }
     }
 }
 

@@ -532,10 +532,16 @@ impl Worker {
         }
     }
 
+    /// Queue every task whose timer is due at `now`, in deadline order.
+    /// (A live timer's task is parked on this worker, in the park that armed
+    /// it: not done, not queued.) Through the loop's `due` buffer: queued
+    /// straight from the expiry instead, the loop grew past the size at
+    /// which the compiler inlines the switch into it (+20 instructions per
+    /// yield, callgrind).
     fn fire_timers(&self, now: Instant, due: &mut Vec<Arc<Task>>) {
-        self.timers.borrow_mut().expire(now, due);
+        self.timers.borrow_mut().expire(now, |t| due.push(t));
         for t in due.drain(..) {
-            t.schedule();
+            t.schedule_on(self);
         }
     }
 
