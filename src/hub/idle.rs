@@ -4,9 +4,10 @@
 //!
 //! Owns: [`Idle`] (the per-worker state of the policy, part of the worker's
 //! `Remote`: the `spinning` flag and the CPU that other workers read, the
-//! [`Backoff`] that only its own worker touches), [`Plan`], [`Spun`] and
-//! the policy's constants. Uses `libc::sched_getcpu` (through glibc's
-//! `rseq` area, no system call) and `std::hint::spin_loop`. The worker
+//! [`Backoff`] and the hold-off that only its own worker touches), [`Plan`],
+//! [`Spun`], the machine's crowding ([`crowded`]) and the policy's
+//! constants. Uses `libc::sched_getcpu` (through glibc's `rseq` area, no
+//! system call), `/proc/loadavg` and `std::hint::spin_loop`. The worker
 //! (`worker.rs`) asks for a [`Plan`], runs the spin with its own look for
 //! work, and then, if nothing came, goes through its sleep handshake
 //! (`Remote::sleeping`), which this policy does not touch: a spin is only a
@@ -37,12 +38,27 @@
 //!   on, it is runnable but waiting for this very CPU: a spin would hold it
 //!   off until the window ends. The worker gives the CPU away instead
 //!   ([`Plan::Yield`], as the policy before spinning did).
-//! - **One CPU.** On a machine (or a CPU set) of one CPU, never.
+//! - **Preempted.** A spin that lost its CPU (two looks at the clock far
+//!   apart) means other threads want it: no spin for [`HOLD_OFF`].
+//! - **A crowded machine.** Not while the machine has more runnable
+//!   threads than this process has CPUs (counted from `/proc/loadavg`
+//!   every [`COUNT_EVERY`] at most, see [`crowded`]), and never on one CPU.
+//!   There a spinning thread is one more of the crowd, and the scheduler
+//!   runs it only in its turn, while a sleeping one is run as soon as it is
+//!   woken: with two CPU hogs beside the two-worker ping-pong, spinning was
+//!   measured slower than not (see benches/RESULTS.md, session 9).
+//!
+//! Where the policy does not spin it keeps what the worker did before it:
+//! two `sched_yield`s watching the remote queue, then the sleep (measured
+//! better than sleeping at once on a crowded machine, where the yields hand
+//! the CPU to the other worker when both share one).
 //!
 //! Shutdown, pending calls and unstarted work end a spin the same way a
 //! wake does (the worker's look for work sees them), and a spin never runs
 //! past the next timer's deadline.
 
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -62,6 +78,11 @@ const PREEMPTED: Duration = Duration::from_micros(10);
 /// for its turn (a time slice of theirs, milliseconds) where a sleeping one
 /// is woken at once.
 const HOLD_OFF: Duration = Duration::from_millis(50);
+/// How old the machine's count of runnable threads may be (see
+/// [`crowded`]): reading it costs a few microseconds.
+const COUNT_EVERY: Duration = Duration::from_millis(5);
+/// [`COUNT_EVERY`] in nanoseconds.
+const COUNT_EVERY_NS: u64 = COUNT_EVERY.as_nanos() as u64;
 /// Idles skipped at most after spins that found nothing (a power of two,
 /// minus one).
 const MAX_SKIP: u32 = 63;
@@ -190,18 +211,20 @@ impl Idle {
     /// Choose what worker `me` of `all` does before it sleeps, running on
     /// CPU `cpu` (see [`current_cpu`]). `part(w)`: worker `w`'s idle state,
     /// whether it is in its sleep handshake, and whether it has a wake
-    /// queued.
+    /// queued. `crowded`: whether the machine has no CPU to spare (see
+    /// [`crowded`]), asked last.
     pub(crate) fn plan<W>(
         all: &[W],
         me: usize,
         cpu: u32,
         part: impl Fn(&W) -> (&Idle, bool, bool),
+        crowded: impl FnOnce() -> bool,
     ) -> Plan {
         let (this, _, _) = part(&all[me]);
         let mut backoff = this.load_backoff();
         let may = backoff.may_spin();
         this.store_backoff(backoff);
-        if !may || cpus() < 2 || this.held_off() {
+        if !may || this.held_off() {
             return Plan::Yield;
         }
         this.cpu.store(cpu, Ordering::Relaxed);
@@ -219,7 +242,10 @@ impl Idle {
                 return Plan::Yield;
             }
         }
-        Plan::Spin
+        match crowded() {
+            true => Plan::Yield,
+            false => Plan::Spin,
+        }
     }
 
     /// Whether a preempted spin holds this worker off spinning now.
@@ -283,6 +309,47 @@ fn since_epoch(t: Instant) -> u64 {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     let epoch = *EPOCH.get_or_init(Instant::now);
     u64::try_from(t.saturating_duration_since(epoch).as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Whether the machine has no CPU to spare for a spin: this process may
+/// run on one CPU only, or the machine had more runnable threads than
+/// that many CPUs when last counted (`/proc/loadavg`'s fourth field, read
+/// again when the count is older than [`COUNT_EVERY`]; never crowded where
+/// it cannot be read). The count includes this thread and a busy or
+/// spinning peer: two workers ping-ponging on two CPUs are not crowded, one
+/// more runnable thread anywhere is.
+pub(crate) fn crowded() -> bool {
+    static LOADAVG: OnceLock<Option<File>> = OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    static CROWDED: AtomicBool = AtomicBool::new(false);
+    if cpus() < 2 {
+        return true;
+    }
+    let now = since_epoch(Instant::now());
+    if now < NEXT.load(Ordering::Relaxed) {
+        return CROWDED.load(Ordering::Relaxed);
+    }
+    // Two workers may count at once: both store a fresh answer.
+    NEXT.store(now.saturating_add(COUNT_EVERY_NS), Ordering::Relaxed);
+    let Some(file) = LOADAVG.get_or_init(|| File::open("/proc/loadavg").ok()) else {
+        return false;
+    };
+    let mut text = [0u8; 128];
+    let crowded = file
+        .read_at(&mut text, 0)
+        .ok()
+        .and_then(|n| runnable(&text[..n]))
+        .is_some_and(|r| r > cpus());
+    CROWDED.store(crowded, Ordering::Relaxed);
+    crowded
+}
+
+/// The runnable threads in the text of `/proc/loadavg` (`0.50 0.40 0.30
+/// 3/456 789`: 3).
+fn runnable(text: &[u8]) -> Option<usize> {
+    let text = std::str::from_utf8(text).ok()?;
+    let field = text.split_ascii_whitespace().nth(3)?;
+    field.split_once('/')?.0.parse().ok()
 }
 
 /// The CPUs this process may run on (1 if unknown), once.
@@ -392,15 +459,7 @@ mod tests {
     type Part<'a> = (&'a Idle, bool, bool);
 
     fn plan_for(all: &[Part<'_>], me: usize, cpu: u32) -> Plan {
-        Idle::plan(all, me, cpu, |p| *p)
-    }
-
-    /// `Plan::Spin`, on a machine where spinning can pay at all.
-    fn spin_if_cpus() -> Plan {
-        match cpus() {
-            1 => Plan::Yield,
-            _ => Plan::Spin,
-        }
+        Idle::plan(all, me, cpu, |p| *p, || false)
     }
 
     #[test]
@@ -414,7 +473,7 @@ mod tests {
         );
         assert_eq!(
             plan_for(&[(&a, false, true), (&b, false, false)], 1, 0),
-            spin_if_cpus()
+            Plan::Spin
         );
     }
 
@@ -432,17 +491,44 @@ mod tests {
         // give the CPU away.
         assert_eq!(
             plan_for(&[(&a, true, false), (&b, false, false)], 1, 3),
-            spin_if_cpus()
+            Plan::Spin
         );
         assert_eq!(
             plan_for(&[(&a, false, false), (&b, false, false)], 1, 2),
-            spin_if_cpus()
+            Plan::Spin
         );
         a.cpu.store(NO_CPU, Ordering::Relaxed);
         assert_eq!(
             plan_for(&[(&a, false, false), (&b, false, false)], 1, NO_CPU),
-            spin_if_cpus()
+            Plan::Spin
         );
+    }
+
+    #[test]
+    fn a_crowded_machine_gets_no_spin() {
+        let a = Idle::default();
+        let b = Idle::default();
+        let all = [(&a, true, false), (&b, false, false)];
+        assert_eq!(Idle::plan(&all, 1, 0, |p| *p, || true), Plan::Yield);
+        // Asked last: a worker that yields for another reason reads no
+        // count.
+        a.spinning.store(true, Ordering::Relaxed);
+        let asked = std::cell::Cell::new(false);
+        let crowded = || {
+            asked.set(true);
+            false
+        };
+        assert_eq!(Idle::plan(&all, 1, 0, |p| *p, crowded), Plan::Yield);
+        assert!(!asked.get());
+    }
+
+    #[test]
+    fn loadavg_runnable_field() {
+        assert_eq!(runnable(b"0.50 0.40 0.30 3/456 789\n"), Some(3));
+        assert_eq!(runnable(b"12.17 9.94 7.88 14/179 23234"), Some(14));
+        assert_eq!(runnable(b"0.50 0.40 0.30"), None);
+        assert_eq!(runnable(b"0.50 0.40 0.30 x/456 789"), None);
+        assert_eq!(runnable(&[0xff, 0xfe]), None);
     }
 
     #[test]
@@ -458,7 +544,7 @@ mod tests {
         );
         assert_eq!(
             plan_for(&[(&a, true, false), (&b, false, false)], 1, 0),
-            spin_if_cpus()
+            Plan::Spin
         );
     }
 

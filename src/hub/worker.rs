@@ -489,13 +489,19 @@ impl Worker {
         let shutting_down = self.shared.is_shutting_down();
         let plan = match shutting_down {
             true => Plan::Yield,
-            false => Idle::plan(&self.shared.workers, self.index, idle::current_cpu(), |r| {
-                (
-                    &r.idle,
-                    r.sleeping.load(Ordering::Relaxed),
-                    r.has_remote.load(Ordering::Relaxed),
-                )
-            }),
+            false => Idle::plan(
+                &self.shared.workers,
+                self.index,
+                idle::current_cpu(),
+                |r| {
+                    (
+                        &r.idle,
+                        r.sleeping.load(Ordering::Relaxed),
+                        r.has_remote.load(Ordering::Relaxed),
+                    )
+                },
+                idle::crowded,
+            ),
         };
         match plan {
             Plan::Spin => {
