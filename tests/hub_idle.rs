@@ -1,8 +1,8 @@
 //! The workers' idle policy (`src/hub/idle.rs`) seen from outside: an idle
 //! runtime does not burn CPU (its workers' own CPU clocks over an idle
 //! stretch), a ping-pong between two workers loses no wake-up whether the
-//! other worker spins, yields or sleeps when a message comes, and timers and
-//! shutdown are honoured while workers spin.
+//! other worker spins, is about to sleep or sleeps when a message comes,
+//! and timers and shutdown are honoured while workers spin.
 
 mod common;
 
@@ -106,8 +106,8 @@ fn ping_pong_across_workers_loses_no_wake() {
     // The echo runs on the other worker (the pinger holds its own worker
     // until the echo has started elsewhere). Between messages each side
     // computes for a varying while, from nothing to well past a spin
-    // window, so a message finds the other worker spinning, yielding,
-    // entering its sleep or asleep. A lost wake-up would leave a receive
+    // window, so a message finds the other worker spinning, entering its
+    // sleep or asleep. A lost wake-up would leave a receive
     // waiting: each one is bounded by HANG and reports it.
     let rt = rt(2);
     let trips = rt
@@ -206,7 +206,7 @@ fn timers_fire_on_time_beside_a_spinning_worker() {
 
 #[test]
 fn shutdown_ends_idle_workers() {
-    // Four idle workers (spinning, yielding or asleep) all notice the
+    // Four idle workers (spinning or asleep) all notice the
     // shutdown; a worker asleep with no timer is woken for it.
     for _ in 0..20 {
         let rt = rt(4);

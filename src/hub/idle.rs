@@ -1,6 +1,6 @@
-//! A worker's idle policy: what a worker that found nothing to do does
-//! before it sleeps in its poller (spin on `spin_loop` watching for work,
-//! give its CPU away a few times, or neither).
+//! A worker's idle policy: whether a worker that found nothing to do spins
+//! a moment on `spin_loop`, watching for work, before it sleeps in its
+//! poller.
 //!
 //! Owns: [`Idle`] (the per-worker state of the policy, part of the worker's
 //! `Remote`: the `spinning` flag and the CPU that other workers read, the
@@ -36,8 +36,8 @@
 //! - **A busy peer on this CPU.** When another worker is busy (neither
 //!   spinning nor sleeping) and was last seen on the CPU this worker runs
 //!   on, it is runnable but waiting for this very CPU: a spin would hold it
-//!   off until the window ends. The worker gives the CPU away instead
-//!   ([`Plan::Yield`], as the policy before spinning did).
+//!   off until the window ends. The worker sleeps at once instead, which
+//!   hands the CPU over.
 //! - **Preempted.** A spin that lost its CPU (two looks at the clock far
 //!   apart) means other threads want it: no spin for [`HOLD_OFF`].
 //! - **A crowded machine.** Not while the machine has more runnable
@@ -48,10 +48,11 @@
 //!   woken: with two CPU hogs beside the two-worker ping-pong, spinning was
 //!   measured slower than not (see benches/RESULTS.md, session 9).
 //!
-//! Where the policy does not spin it keeps what the worker did before it:
-//! two `sched_yield`s watching the remote queue, then the sleep (measured
-//! better than sleeping at once on a crowded machine, where the yields hand
-//! the CPU to the other worker when both share one).
+//! Where the policy does not spin, the worker sleeps at once. It used to
+//! `sched_yield` twice first: on a CPU shared with other processes a yield
+//! may hand one of them a whole time slice, and with two CPU hogs beside
+//! the ping-pong the yields made runs up to 100 times slower than sleeping
+//! at once did (benches/RESULTS.md, session 9).
 //!
 //! Shutdown, pending calls and unstarted work end a spin the same way a
 //! wake does (the worker's look for work sees them), and a spin never runs
@@ -95,9 +96,8 @@ const NO_CPU: u32 = u32::MAX;
 pub(crate) enum Plan {
     /// Spin until work comes or the window (or the next timer) ends.
     Spin,
-    /// Give the CPU away a few times (`sched_yield`), watching the remote
-    /// queue.
-    Yield,
+    /// Sleep at once.
+    Sleep,
 }
 
 /// How a spin ended.
@@ -225,7 +225,7 @@ impl Idle {
         let may = backoff.may_spin();
         this.store_backoff(backoff);
         if !may || this.held_off() {
-            return Plan::Yield;
+            return Plan::Sleep;
         }
         this.cpu.store(cpu, Ordering::Relaxed);
         for (i, w) in all.iter().enumerate() {
@@ -236,14 +236,14 @@ impl Idle {
             let busy_here = || cpu != NO_CPU && !asleep && other.cpu.load(Ordering::Relaxed) == cpu;
             if other.spinning.load(Ordering::Relaxed) {
                 if !has_work {
-                    return Plan::Yield;
+                    return Plan::Sleep;
                 }
             } else if busy_here() {
-                return Plan::Yield;
+                return Plan::Sleep;
             }
         }
         match crowded() {
-            true => Plan::Yield,
+            true => Plan::Sleep,
             false => Plan::Spin,
         }
     }
@@ -469,7 +469,7 @@ mod tests {
         a.spinning.store(true, Ordering::Relaxed);
         assert_eq!(
             plan_for(&[(&a, false, false), (&b, false, false)], 1, 0),
-            Plan::Yield
+            Plan::Sleep
         );
         assert_eq!(
             plan_for(&[(&a, false, true), (&b, false, false)], 1, 0),
@@ -484,7 +484,7 @@ mod tests {
         a.cpu.store(3, Ordering::Relaxed);
         assert_eq!(
             plan_for(&[(&a, false, false), (&b, false, false)], 1, 3),
-            Plan::Yield
+            Plan::Sleep
         );
         assert_eq!(b.cpu.load(Ordering::Relaxed), 3);
         // Asleep, or on another CPU, or where it ran unknown: no reason to
@@ -509,8 +509,8 @@ mod tests {
         let a = Idle::default();
         let b = Idle::default();
         let all = [(&a, true, false), (&b, false, false)];
-        assert_eq!(Idle::plan(&all, 1, 0, |p| *p, || true), Plan::Yield);
-        // Asked last: a worker that yields for another reason reads no
+        assert_eq!(Idle::plan(&all, 1, 0, |p| *p, || true), Plan::Sleep);
+        // Asked last: a worker that sleeps for another reason reads no
         // count.
         a.spinning.store(true, Ordering::Relaxed);
         let asked = std::cell::Cell::new(false);
@@ -518,7 +518,7 @@ mod tests {
             asked.set(true);
             false
         };
-        assert_eq!(Idle::plan(&all, 1, 0, |p| *p, crowded), Plan::Yield);
+        assert_eq!(Idle::plan(&all, 1, 0, |p| *p, crowded), Plan::Sleep);
         assert!(!asked.get());
     }
 
@@ -532,7 +532,7 @@ mod tests {
     }
 
     #[test]
-    fn a_skipped_idle_yields_and_counts_down() {
+    fn a_skipped_idle_sleeps_and_counts_down() {
         let a = Idle::default();
         let b = Idle::default();
         let mut missed = Backoff::default();
@@ -540,7 +540,7 @@ mod tests {
         b.store_backoff(missed);
         assert_eq!(
             plan_for(&[(&a, true, false), (&b, false, false)], 1, 0),
-            Plan::Yield
+            Plan::Sleep
         );
         assert_eq!(
             plan_for(&[(&a, true, false), (&b, false, false)], 1, 0),

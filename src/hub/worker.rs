@@ -27,9 +27,8 @@
 //! on a runtime of one worker the tasks a green thread spawns go on it
 //! when it parks, the first spawned on top, so they start in spawn order
 //! (and before older unstarted tasks). With nothing to do the
-//! worker spins a moment watching for work, or yields its CPU
-//! [`IDLE_YIELDS`] times watching its remote queue (the idle policy of
-//! [`super::idle`] chooses), then sleeps in `mio::Poll::poll` until the next timer's deadline, a
+//! worker may spin a moment watching for work (the idle policy of
+//! [`super::idle`] decides), then sleeps in `mio::Poll::poll` until the next timer's deadline, a
 //! wake from another thread (through the `mio::Waker`), or I/O. Tokens
 //! other than [`WAKE_TOKEN`] are for the network layer: it registers a
 //! socket with the poller of the worker its green thread lives on (through
@@ -61,11 +60,6 @@ use super::timer::Timers;
 
 /// Rounds between two polls that do not wait.
 pub(crate) const POLL_EVERY: u32 = 61;
-/// Times an idle worker that does not spin (see [`super::idle`]) yields its
-/// CPU, watching its remote queue, before it sleeps in its poller. Measured
-/// on the two-worker channel ping-pong (2 vCPUs, loaded): 2 yields, median
-/// 4.8 us per round trip against 6.7 us with none (8 and 32: no better).
-const IDLE_YIELDS: u32 = 2;
 /// New tasks started in a row at most while ready tasks wait.
 const START_BURST: u32 = 32;
 /// The poller token of the worker's `mio::Waker`.
@@ -471,13 +465,13 @@ impl Worker {
             || (self.shared.is_shutting_down() && !self.cancelled_all.get())
     }
 
-    /// Nothing to do: spin or yield a moment as the idle policy says (see
+    /// Nothing to do: spin a moment if the idle policy says so (see
     /// [`super::idle`]), then sleep in the poller until a wake, I/O, the
     /// next timer or the shutdown deadline.
     ///
-    /// The spin and the yields are only looks at the remote queue (and, in
-    /// a spin, at [`work_from_outside`](Self::work_from_outside)) before
-    /// the sleep handshake, which is unchanged by them: `sleeping` is set,
+    /// The spin only looks at the remote queue and at
+    /// [`work_from_outside`](Self::work_from_outside) before the sleep
+    /// handshake, which is unchanged by it: `sleeping` is set,
     /// a `SeqCst` fence, then every source of work is read again; a waker
     /// pushes, sets `has_remote`, a `SeqCst` fence, then reads `sleeping`.
     /// Either the worker sees the work, or the waker sees `sleeping` and
@@ -488,7 +482,7 @@ impl Worker {
         let remote = self.remote();
         let shutting_down = self.shared.is_shutting_down();
         let plan = match shutting_down {
-            true => Plan::Yield,
+            true => Plan::Sleep,
             false => Idle::plan(
                 &self.shared.workers,
                 self.index,
@@ -503,33 +497,19 @@ impl Worker {
                 idle::crowded,
             ),
         };
-        match plan {
-            Plan::Spin => {
-                let window = Instant::now() + SPIN_WINDOW;
-                let timer = self.timers.borrow().next_deadline();
-                let until = timer.map_or(window, |t| t.min(window));
-                let spun = remote.idle.spin(
-                    until,
-                    timer.is_some_and(|t| t <= window),
-                    || remote.has_remote.load(Ordering::Relaxed),
-                    || self.work_from_outside(),
-                );
-                if spun != Spun::Missed {
-                    remote.idle.note_cpu();
-                    return;
-                }
-            }
-            Plan::Yield => {
-                // A wake from another worker usually follows soon (a
-                // reply): give the CPU away a few times before the
-                // waiting poll.
-                for _ in 0..IDLE_YIELDS {
-                    if remote.has_remote.load(Ordering::Relaxed) {
-                        remote.idle.note_cpu();
-                        return;
-                    }
-                    std::thread::yield_now();
-                }
+        if plan == Plan::Spin {
+            let window = Instant::now() + SPIN_WINDOW;
+            let timer = self.timers.borrow().next_deadline();
+            let until = timer.map_or(window, |t| t.min(window));
+            let spun = remote.idle.spin(
+                until,
+                timer.is_some_and(|t| t <= window),
+                || remote.has_remote.load(Ordering::Relaxed),
+                || self.work_from_outside(),
+            );
+            if spun != Spun::Missed {
+                remote.idle.note_cpu();
+                return;
             }
         }
         remote.sleeping.store(true, Ordering::SeqCst);
