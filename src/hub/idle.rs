@@ -48,11 +48,15 @@
 //!   woken: with two CPU hogs beside the two-worker ping-pong, spinning was
 //!   measured slower than not (see benches/RESULTS.md, session 9).
 //!
-//! Where the policy does not spin, the worker sleeps at once. It used to
-//! `sched_yield` twice first: on a CPU shared with other processes a yield
-//! may hand one of them a whole time slice, and with two CPU hogs beside
-//! the ping-pong the yields made runs up to 100 times slower than sleeping
-//! at once did (benches/RESULTS.md, session 9).
+//! Where the policy does not spin, the worker gives its CPU away
+//! (`sched_yield`) up to [`YIELDS`] times watching its remote queue, then
+//! sleeps: on a machine crowded with short-lived work (compilers) that was
+//! measured faster than sleeping at once, as a yield often runs the other
+//! worker on this CPU. But a yield on a CPU shared with a CPU-bound process
+//! may hand it a whole time slice (with two hogs beside the ping-pong,
+//! yields made runs up to 100 times slower than sleeping at once,
+//! benches/RESULTS.md, session 9): a yield that comes back later than
+//! [`YIELD_LATE`] stops the yields for [`HOLD_OFF`].
 //!
 //! Shutdown, pending calls and unstarted work end a spin the same way a
 //! wake does (the worker's look for work sees them), and a spin never runs
@@ -79,6 +83,12 @@ const PREEMPTED: Duration = Duration::from_micros(10);
 /// for its turn (a time slice of theirs, milliseconds) where a sleeping one
 /// is woken at once.
 const HOLD_OFF: Duration = Duration::from_millis(50);
+/// Times a worker that does not spin yields its CPU before it sleeps.
+const YIELDS: u32 = 2;
+/// A yield that came back later than this ran another process for a time
+/// slice (a yield to nobody takes about a microsecond, to the other worker
+/// a few).
+const YIELD_LATE: Duration = Duration::from_micros(100);
 /// How old the machine's count of runnable threads may be (see
 /// [`crowded`]): reading it costs a few microseconds.
 const COUNT_EVERY: Duration = Duration::from_millis(5);
@@ -96,7 +106,7 @@ const NO_CPU: u32 = u32::MAX;
 pub(crate) enum Plan {
     /// Spin until work comes or the window (or the next timer) ends.
     Spin,
-    /// Sleep at once.
+    /// No spin: yield a little ([`Idle::yield_briefly`]), then sleep.
     Sleep,
 }
 
@@ -159,9 +169,12 @@ pub(crate) struct Idle {
     /// The backoff, packed (`skip` high, `span` low); only the worker's own
     /// thread reads and writes it.
     backoff: AtomicU64,
-    /// No spin before this time (nanoseconds after [`epoch`], 0: none);
-    /// only the worker's own thread reads and writes it.
+    /// No spin before this time (nanoseconds after the first
+    /// [`since_epoch`], 0: none); only the worker's own thread reads and
+    /// writes it.
     hold_until: AtomicU64,
+    /// No yield before this time (as `hold_until`).
+    yields_hold_until: AtomicU64,
     /// Spins begun, in all (the tests' deterministic count).
     #[cfg(test)]
     spins: AtomicU64,
@@ -174,6 +187,7 @@ impl Default for Idle {
             cpu: AtomicU32::new(NO_CPU),
             backoff: AtomicU64::new(0),
             hold_until: AtomicU64::new(0),
+            yields_hold_until: AtomicU64::new(0),
             #[cfg(test)]
             spins: AtomicU64::new(0),
         }
@@ -224,7 +238,7 @@ impl Idle {
         let mut backoff = this.load_backoff();
         let may = backoff.may_spin();
         this.store_backoff(backoff);
-        if !may || this.held_off() {
+        if !may || held(&this.hold_until) {
             return Plan::Sleep;
         }
         this.cpu.store(cpu, Ordering::Relaxed);
@@ -248,16 +262,27 @@ impl Idle {
         }
     }
 
-    /// Whether a preempted spin holds this worker off spinning now.
-    fn held_off(&self) -> bool {
-        let until = self.hold_until.load(Ordering::Relaxed);
-        if until == 0 {
+    /// Before a sleep without a spin: yield the CPU (through `give`) up to
+    /// [`YIELDS`] times while `quick` (the remote queue's flag) finds
+    /// nothing, unless a late yield holds yields off; whether `quick` found
+    /// work. A yield later than [`YIELD_LATE`] holds them off for
+    /// [`HOLD_OFF`].
+    pub(crate) fn yield_briefly(&self, quick: impl Fn() -> bool, give: impl Fn()) -> bool {
+        if held(&self.yields_hold_until) {
             return false;
         }
-        if since_epoch(Instant::now()) < until {
-            return true;
+        for _ in 0..YIELDS {
+            if quick() {
+                return true;
+            }
+            let start = Instant::now();
+            give();
+            let back = Instant::now();
+            if back.saturating_duration_since(start) > YIELD_LATE {
+                hold(&self.yields_hold_until, back);
+                return quick();
+            }
         }
-        self.hold_until.store(0, Ordering::Relaxed);
         false
     }
 
@@ -281,8 +306,7 @@ impl Idle {
             }) || look();
             let now = Instant::now();
             if now.saturating_duration_since(last) > PREEMPTED {
-                self.hold_until
-                    .store(since_epoch(now + HOLD_OFF).max(1), Ordering::Relaxed);
+                hold(&self.hold_until, now);
                 break Spun::Preempted;
             }
             if found {
@@ -302,6 +326,24 @@ impl Idle {
         self.store_backoff(backoff);
         spun
     }
+}
+
+/// Hold off what `until` guards for [`HOLD_OFF`] from `now`.
+fn hold(until: &AtomicU64, now: Instant) {
+    until.store(since_epoch(now + HOLD_OFF).max(1), Ordering::Relaxed);
+}
+
+/// Whether what `until` guards is held off now (a passed hold is cleared).
+fn held(until: &AtomicU64) -> bool {
+    let t = until.load(Ordering::Relaxed);
+    if t == 0 {
+        return false;
+    }
+    if since_epoch(Instant::now()) < t {
+        return true;
+    }
+    until.store(0, Ordering::Relaxed);
+    false
 }
 
 /// Nanoseconds from the first call of this to `t`.
@@ -374,6 +416,7 @@ pub(crate) fn current_cpu() -> u32 {
 mod tests {
     use super::*;
 
+    use std::cell::Cell;
     use std::sync::Arc;
 
     use crate::hub::{self, Runtime};
@@ -527,13 +570,33 @@ mod tests {
         // Asked last: a worker that sleeps for another reason reads no
         // count.
         a.spinning.store(true, Ordering::Relaxed);
-        let asked = std::cell::Cell::new(false);
+        let asked = Cell::new(false);
         let crowded = || {
             asked.set(true);
             false
         };
         assert_eq!(Idle::plan(&all, 1, 0, |p| *p, crowded), Plan::Sleep);
         assert!(!asked.get());
+    }
+
+    #[test]
+    fn a_late_yield_holds_yields_off() {
+        let idle = Idle::default();
+        let gave = Cell::new(0);
+        let give = || gave.set(gave.get() + 1);
+        assert!(!idle.yield_briefly(|| false, give));
+        assert!(gave.get() >= 1 && gave.get() <= YIELDS);
+        // (Cleared: the test thread itself may have lost its CPU.)
+        idle.yields_hold_until.store(0, Ordering::Relaxed);
+        assert!(idle.yield_briefly(|| true, give));
+        // A yield that loses the CPU for a millisecond: no yield after it.
+        let slow = || std::thread::sleep(Duration::from_millis(1));
+        assert!(!idle.yield_briefly(|| false, slow));
+        assert_ne!(idle.yields_hold_until.load(Ordering::Relaxed), 0);
+        gave.set(0);
+        assert!(!idle.yield_briefly(|| false, give));
+        // Unless the test thread stalled for all of HOLD_OFF meanwhile.
+        assert!(gave.get() == 0 || !held(&idle.yields_hold_until));
     }
 
     #[test]

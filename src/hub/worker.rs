@@ -27,8 +27,8 @@
 //! on a runtime of one worker the tasks a green thread spawns go on it
 //! when it parks, the first spawned on top, so they start in spawn order
 //! (and before older unstarted tasks). With nothing to do the
-//! worker may spin a moment watching for work (the idle policy of
-//! [`super::idle`] decides), then sleeps in `mio::Poll::poll` until the next timer's deadline, a
+//! worker spins a moment watching for work, or yields its CPU a few times
+//! (the idle policy of [`super::idle`] decides), then sleeps in `mio::Poll::poll` until the next timer's deadline, a
 //! wake from another thread (through the `mio::Waker`), or I/O. Tokens
 //! other than [`WAKE_TOKEN`] are for the network layer: it registers a
 //! socket with the poller of the worker its green thread lives on (through
@@ -465,13 +465,13 @@ impl Worker {
             || (self.shared.is_shutting_down() && !self.cancelled_all.get())
     }
 
-    /// Nothing to do: spin a moment if the idle policy says so (see
-    /// [`super::idle`]), then sleep in the poller until a wake, I/O, the
-    /// next timer or the shutdown deadline.
+    /// Nothing to do: spin a moment, or yield the CPU a few times, as the
+    /// idle policy says (see [`super::idle`]), then sleep in the poller
+    /// until a wake, I/O, the next timer or the shutdown deadline.
     ///
-    /// The spin only looks at the remote queue and at
-    /// [`work_from_outside`](Self::work_from_outside) before the sleep
-    /// handshake, which is unchanged by it: `sleeping` is set,
+    /// The spin and the yields only look at the remote queue (a spin also
+    /// at [`work_from_outside`](Self::work_from_outside)) before the sleep
+    /// handshake, which is unchanged by them: `sleeping` is set,
     /// a `SeqCst` fence, then every source of work is read again; a waker
     /// pushes, sets `has_remote`, a `SeqCst` fence, then reads `sleeping`.
     /// Either the worker sees the work, or the waker sees `sleeping` and
@@ -497,20 +497,25 @@ impl Worker {
                 idle::crowded,
             ),
         };
-        if plan == Plan::Spin {
-            let window = Instant::now() + SPIN_WINDOW;
-            let timer = self.timers.borrow().next_deadline();
-            let until = timer.map_or(window, |t| t.min(window));
-            let spun = remote.idle.spin(
-                until,
-                timer.is_some_and(|t| t <= window),
-                || remote.has_remote.load(Ordering::Relaxed),
-                || self.work_from_outside(),
-            );
-            if spun != Spun::Missed {
-                remote.idle.note_cpu();
-                return;
+        let quick = || remote.has_remote.load(Ordering::Relaxed);
+        let found = match plan {
+            Plan::Spin => {
+                let window = Instant::now() + SPIN_WINDOW;
+                let timer = self.timers.borrow().next_deadline();
+                let until = timer.map_or(window, |t| t.min(window));
+                let spun =
+                    remote
+                        .idle
+                        .spin(until, timer.is_some_and(|t| t <= window), quick, || {
+                            self.work_from_outside()
+                        });
+                spun != Spun::Missed
             }
+            Plan::Sleep => remote.idle.yield_briefly(quick, std::thread::yield_now),
+        };
+        if found {
+            remote.idle.note_cpu();
+            return;
         }
         remote.sleeping.store(true, Ordering::SeqCst);
         self.shared.idle.fetch_add(1, Ordering::SeqCst);
