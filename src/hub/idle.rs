@@ -78,10 +78,11 @@ const ROUNDS_PER_LOOK: u32 = 32;
 /// A gap between two looks at the clock that means the spinning thread
 /// was descheduled (the looks are 1–2 µs apart).
 const PREEMPTED: Duration = Duration::from_micros(10);
-/// How long a worker whose spin was preempted does not spin: on a CPU that
-/// other threads want, a spinning thread is one more of them, and waits
-/// for its turn (a time slice of theirs, milliseconds) where a sleeping one
-/// is woken at once.
+/// How long a worker whose spin was preempted does not spin, and one whose
+/// yield came back late does not yield: on a CPU that other threads want,
+/// a spinning or yielding thread is one more of them, and waits for its
+/// turn (a time slice of theirs, milliseconds) where a sleeping one is run
+/// as soon as it is woken.
 const HOLD_OFF: Duration = Duration::from_millis(50);
 /// Times a worker that does not spin yields its CPU before it sleeps.
 const YIELDS: u32 = 2;
