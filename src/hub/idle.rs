@@ -76,8 +76,12 @@ pub(crate) const SPIN_WINDOW: Duration = Duration::from_micros(50);
 /// whole runtime (the remote queue is read every round).
 const ROUNDS_PER_LOOK: u32 = 32;
 /// A gap between two looks at the clock that means the spinning thread
-/// was descheduled (the looks are 1–2 µs apart).
-const PREEMPTED: Duration = Duration::from_micros(10);
+/// was descheduled for another thread's time slice (the looks are 1–2 µs
+/// apart). Not less: on a quiet virtual machine interrupts and the host
+/// stall a spinning vCPU for tens of microseconds now and then; at 10 µs
+/// those stalls held spinning off for most of a ping-pong, 8.2 µs per
+/// round trip instead of 2.5 µs.
+const PREEMPTED: Duration = Duration::from_micros(250);
 /// How long a worker whose spin was preempted does not spin, and one whose
 /// yield came back late does not yield: on a CPU that other threads want,
 /// a spinning or yielding thread is one more of them, and waits for its
