@@ -103,6 +103,7 @@ mod dump;
 mod error;
 mod future;
 mod group;
+mod idle;
 pub mod net;
 mod output;
 mod park;

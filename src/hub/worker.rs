@@ -27,8 +27,8 @@
 //! on a runtime of one worker the tasks a green thread spawns go on it
 //! when it parks, the first spawned on top, so they start in spawn order
 //! (and before older unstarted tasks). With nothing to do the
-//! worker yields its CPU [`IDLE_YIELDS`] times watching its remote queue,
-//! then sleeps in `mio::Poll::poll` until the next timer's deadline, a
+//! worker spins a moment watching for work, or yields its CPU a few times
+//! (the idle policy of [`super::idle`] decides), then sleeps in `mio::Poll::poll` until the next timer's deadline, a
 //! wake from another thread (through the `mio::Waker`), or I/O. Tokens
 //! other than [`WAKE_TOKEN`] are for the network layer: it registers a
 //! socket with the poller of the worker its green thread lives on (through
@@ -53,6 +53,7 @@ use crate::diag::diag_warn;
 
 use super::body::{Launch, LocalUnstarted, NotStarted, Unstarted};
 use super::error::JoinError;
+use super::idle::{self, Idle, Plan, Spun, SPIN_WINDOW};
 use super::runtime::Shared;
 use super::spawn::TaskPool;
 use super::task::Task;
@@ -60,13 +61,6 @@ use super::timer::Timers;
 
 /// Rounds between two polls that do not wait.
 pub(crate) const POLL_EVERY: u32 = 61;
-/// Times an idle worker yields its CPU, watching its remote queue, before
-/// it sleeps in its poller. Measured on the two-worker channel ping-pong
-/// (2 vCPUs, loaded): 2 yields, median 4.8 us per round trip against 6.7 us
-/// with none (8 and 32: no better); a busy spin of 200 or 2,000
-/// `spin_loop` rounds instead was slower (11 and 70 us: the spinning thread
-/// holds the CPU its peer needs).
-const IDLE_YIELDS: u32 = 2;
 /// New tasks started in a row at most while ready tasks wait.
 const START_BURST: u32 = 32;
 /// The poller token of the worker's `mio::Waker`.
@@ -84,6 +78,8 @@ pub(crate) struct Remote {
     pub(crate) tick: AtomicU64,
     /// The id of the green thread running now, 0 while in the hub.
     pub(crate) running: AtomicU64,
+    /// The idle policy's state (whether it spins, where it runs).
+    pub(crate) idle: Idle,
 }
 
 impl Remote {
@@ -96,6 +92,7 @@ impl Remote {
             stealer,
             tick: AtomicU64::new(0),
             running: AtomicU64::new(0),
+            idle: Idle::default(),
         }
     }
 
@@ -472,16 +469,57 @@ impl Worker {
             || (self.shared.is_shutting_down() && !self.cancelled_all.get())
     }
 
+    /// Nothing to do: spin a moment, or yield the CPU a few times, as the
+    /// idle policy says (see [`super::idle`]), then sleep in the poller
+    /// until a wake, I/O, the next timer or the shutdown deadline.
+    ///
+    /// The spin and the yields only look at the remote queue (a spin also
+    /// at [`work_from_outside`](Self::work_from_outside)) before the sleep
+    /// handshake, which is unchanged by them: `sleeping` is set,
+    /// a `SeqCst` fence, then every source of work is read again; a waker
+    /// pushes, sets `has_remote`, a `SeqCst` fence, then reads `sleeping`.
+    /// Either the worker sees the work, or the waker sees `sleeping` and
+    /// writes the `mio::Waker` (whose readiness the poll still returns if
+    /// written before it waits). While the worker spins `sleeping` is
+    /// clear, so a wake then costs the waker no system call.
     fn idle(&self) {
         let remote = self.remote();
-        // A wake from another worker usually follows soon (a reply): give
-        // the CPU away a few times before the waiting poll, whose eventfd
-        // wake costs a write, an epoll_wait return and a thread wake-up.
-        for _ in 0..IDLE_YIELDS {
-            if remote.has_remote.load(Ordering::Relaxed) {
-                return;
+        let shutting_down = self.shared.is_shutting_down();
+        let plan = match shutting_down {
+            true => Plan::Sleep,
+            false => Idle::plan(
+                &self.shared.workers,
+                self.index,
+                idle::current_cpu(),
+                |r| {
+                    (
+                        &r.idle,
+                        r.sleeping.load(Ordering::Relaxed),
+                        r.has_remote.load(Ordering::Relaxed),
+                    )
+                },
+                idle::crowded,
+            ),
+        };
+        let quick = || remote.has_remote.load(Ordering::Relaxed);
+        let found = match plan {
+            Plan::Spin => {
+                let window = Instant::now() + SPIN_WINDOW;
+                let timer = self.timers.borrow().next_deadline();
+                let until = timer.map_or(window, |t| t.min(window));
+                let spun =
+                    remote
+                        .idle
+                        .spin(until, timer.is_some_and(|t| t <= window), quick, || {
+                            self.work_from_outside()
+                        });
+                spun != Spun::Missed
             }
-            std::thread::yield_now();
+            Plan::Sleep => remote.idle.yield_briefly(quick, std::thread::yield_now),
+        };
+        if found {
+            remote.idle.note_cpu();
+            return;
         }
         remote.sleeping.store(true, Ordering::SeqCst);
         self.shared.idle.fetch_add(1, Ordering::SeqCst);
@@ -499,6 +537,7 @@ impl Worker {
         }
         remote.sleeping.store(false, Ordering::SeqCst);
         self.shared.idle.fetch_sub(1, Ordering::SeqCst);
+        remote.idle.note_cpu();
     }
 
     fn poll_once(&self, timeout: Option<Duration>) {
