@@ -485,9 +485,10 @@ impl Worker {
     fn idle(&self) {
         let remote = self.remote();
         let shutting_down = self.shared.is_shutting_down();
-        let plan = match shutting_down {
-            true => Plan::Sleep,
-            false => Idle::plan(
+        let plan = if shutting_down {
+            Plan::Sleep
+        } else {
+            Idle::plan(
                 &self.shared.workers,
                 self.index,
                 idle::current_cpu(),
@@ -499,7 +500,7 @@ impl Worker {
                     )
                 },
                 idle::crowded,
-            ),
+            )
         };
         let quick = || remote.has_remote.load(Ordering::Relaxed);
         let found = match plan {
