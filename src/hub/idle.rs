@@ -261,9 +261,10 @@ impl Idle {
                 return Plan::Sleep;
             }
         }
-        match crowded() {
-            true => Plan::Sleep,
-            false => Plan::Spin,
+        if crowded() {
+            Plan::Sleep
+        } else {
+            Plan::Spin
         }
     }
 
@@ -318,9 +319,10 @@ impl Idle {
                 break Spun::Found;
             }
             if now >= until {
-                break match deadline_is_timer {
-                    true => Spun::Deadline,
-                    false => Spun::Missed,
+                break if deadline_is_timer {
+                    Spun::Deadline
+                } else {
+                    Spun::Missed
                 };
             }
             last = now;

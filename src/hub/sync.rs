@@ -164,9 +164,12 @@ const LOCK: Site<LockState, ()> = Site {
     list: |s| &mut s.waiters,
     wait: Wait::Mutex,
     takes: false,
-    unwind: |s, _| match s.locked {
-        false => s.waiters.notify_one(),
-        true => None,
+    unwind: |s, _| {
+        if s.locked {
+            None
+        } else {
+            s.waiters.notify_one()
+        }
     },
 };
 

@@ -185,35 +185,19 @@ impl<T: Parked> Timers<T> {
     /// The earliest deadline held, if any (it may be a stale entry's: the
     /// caller wakes at most once too early, never too late).
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        self.next().map(|(_, (at, _), _)| at)
+        self.next().map(|(_, (at, _))| at)
     }
 
-    /// The source of the entry that fires next, its key, and the key of
-    /// the first entry of any other source (the runner-up): up to that
-    /// one, the chosen source can be drained without looking again.
-    fn next(&self) -> Option<(Source, Key, Option<Key>)> {
+    /// The source of the entry that fires next, and its key.
+    fn next(&self) -> Option<(Source, Key)> {
         let mut best = self.heap.peek().map(|e| (Source::Heap, e.key()));
-        let mut runner_up = None;
         for (i, lane) in self.lanes.iter().enumerate() {
             let Some(e) = lane.front() else { continue };
-            match best {
-                Some((_, k)) if k <= e.key() => {
-                    runner_up = Some(runner_up.map_or(e.key(), |r: Key| r.min(e.key())));
-                }
-                _ => {
-                    runner_up = best.map(|(_, k)| k);
-                    best = Some((Source::Lane(i), e.key()));
-                }
+            if best.map_or(true, |(_, k)| e.key() < k) {
+                best = Some((Source::Lane(i), e.key()));
             }
         }
-        best.map(|(s, k)| (s, k, runner_up))
-    }
-
-    fn front_key(&self, source: Source) -> Option<Key> {
-        match source {
-            Source::Lane(i) => self.lanes[i].front().map(Entry::key),
-            Source::Heap => self.heap.peek().map(Entry::key),
-        }
+        best
     }
 
     fn pop(&mut self, source: Source) -> Option<Entry<T>> {
@@ -238,33 +222,19 @@ impl<T: Parked> Timers<T> {
             Some(at) if at <= now => {}
             _ => return,
         }
-        let mut pick = self.next();
         self.soonest = loop {
-            let Some((source, (at, _), runner_up)) = pick else {
+            let Some((source, (at, _))) = self.next() else {
                 break None;
             };
             if at > now {
                 break Some(at);
             }
-            // Drain the source while it holds the earliest entry.
-            while let Some(key) = self.front_key(source) {
-                if key.0 > now || runner_up.is_some_and(|r| key > r) {
-                    break;
-                }
-                let Some(entry) = self.pop(source) else { break };
-                self.len -= 1;
-                if !entry.is_stale() {
-                    wake(entry.target);
-                }
-            }
-            // The next entry is this source's front or the runner-up: look
-            // at the others again only when the runner-up is due too.
-            match (self.front_key(source), runner_up) {
-                (Some(key), None) => break Some(key.0),
-                (Some(key), Some(r)) if key < r => break Some(key.0),
-                (_, Some(r)) if r.0 > now => break Some(r.0),
-                (_, None) => break None,
-                _ => pick = self.next(),
+            let Some(entry) = self.pop(source) else {
+                break None;
+            };
+            self.len -= 1;
+            if !entry.is_stale() {
+                wake(entry.target);
             }
         };
         // After the timers have shrunk, the next sweep comes at twice what

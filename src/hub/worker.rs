@@ -484,8 +484,7 @@ impl Worker {
     /// clear, so a wake then costs the waker no system call.
     fn idle(&self) {
         let remote = self.remote();
-        let shutting_down = self.shared.is_shutting_down();
-        let plan = if shutting_down {
+        let plan = if self.shared.is_shutting_down() {
             Plan::Sleep
         } else {
             Idle::plan(
