@@ -247,14 +247,7 @@ impl NewTask<'_> {
                 .and_then(|w| w.pool.take())
         });
         let task = match spent {
-            Some(mut task) => match Arc::get_mut(&mut task) {
-                Some(t) => {
-                    t.renew(name, self.site, stack_size, self.shard, body);
-                    task
-                }
-                // Not reached: the pool keeps only tasks it alone refers to.
-                None => Task::allocate(shared, name, self.site, stack_size, self.shard, body),
-            },
+            Some(spent) => spent.renew(name, self.site, stack_size, self.shard, body),
             None => Task::allocate(shared, name, self.site, stack_size, self.shard, body),
         };
         shared.registry.insert(&task);
@@ -271,7 +264,38 @@ impl NewTask<'_> {
 /// tasks of it are given back), so the pool lives and dies with the
 /// worker.
 pub(crate) struct TaskPool {
-    spent: RefCell<Vec<Arc<Task>>>,
+    spent: RefCell<Vec<Spent>>,
+}
+
+/// A spent task of a [`TaskPool`]: its `Arc` was proven the only
+/// reference (`Arc::get_mut`) when the pool took it, and no reference is
+/// made from it while the pool keeps it, so it is still the only one.
+struct Spent(Arc<Task>);
+
+impl Spent {
+    /// The task made new (see [`Task::renew`]) with these, in its
+    /// allocation: no `Arc::get_mut` (its weak count's `cmpxchg`) again.
+    fn renew(
+        self,
+        name: Option<Box<str>>,
+        site: &'static Location<'static>,
+        stack_size: usize,
+        shard: usize,
+        body: Body,
+    ) -> Arc<Task> {
+        let raw = Arc::into_raw(self.0).cast_mut();
+        // SAFETY: `raw` is the only reference to the task (see `Spent`):
+        // the pool proved it with `Arc::get_mut` and cloned nothing of it
+        // since, a task has no `Weak` (nothing downgrades one) and is on
+        // no list that could reach it (it left the registry when it
+        // finished), so this `&mut` aliases nothing. `Arc::into_raw`'s
+        // pointer is derived from the allocation's own pointer, so it may
+        // write the task; `from_raw` takes the one count back.
+        unsafe {
+            (*raw).renew(name, site, stack_size, shard, body);
+            Arc::from_raw(raw)
+        }
+    }
 }
 
 impl TaskPool {
@@ -285,7 +309,7 @@ impl TaskPool {
     }
 
     /// A spent task, if one is kept; only the caller refers to it.
-    fn take(&self) -> Option<Arc<Task>> {
+    fn take(&self) -> Option<Spent> {
         self.spent.borrow_mut().pop()
     }
 
@@ -295,7 +319,7 @@ impl TaskPool {
     fn give(&self, mut task: Arc<Task>) {
         let mut spent = self.spent.borrow_mut();
         if spent.len() < Self::KEEP && Arc::get_mut(&mut task).is_some_and(Task::is_spent) {
-            spent.push(task);
+            spent.push(Spent(task));
             return;
         }
         drop(spent);
