@@ -381,6 +381,7 @@ impl Task {
         w.push_ready_local(Arc::clone(self));
     }
 
+    #[inline]
     pub(crate) fn is_done(&self) -> bool {
         self.done.load(Ordering::Acquire)
     }
