@@ -2,11 +2,13 @@
 //! and finished, cancelled or dropped on another thread leaves the
 //! registry; `dump` from a plain thread during heavy spawn churn sees every
 //! long-lived green thread once; a task made in a spent task's allocation
-//! (the worker's pool) is a new task in every way that shows.
+//! (the worker's pool) is a new task in every way that shows; a green
+//! joiner is woken by a task finishing on another worker; a green thread's
+//! spawn onto another runtime runs there.
 
 mod common;
 
-use common::hub::{rt, until_parked, HANG};
+use common::hub::{bounded, rt, until_parked, HANG};
 
 use std::collections::HashSet;
 use std::rc::Rc;
@@ -244,6 +246,77 @@ fn a_task_made_in_a_spent_ones_allocation_is_a_new_task() {
         }
         let me = hub::dump().unwrap();
         assert_eq!(me.len(), 1, "only block_on is left: {me:?}");
+    })
+    .unwrap();
+}
+
+#[test]
+fn a_green_joiner_parked_on_one_worker_is_woken_by_a_task_finishing_on_the_other() {
+    bounded(120, green_joiner_woken_across_workers);
+}
+
+fn green_joiner_woken_across_workers() {
+    let rt = rt(2);
+    rt.block_on(|| {
+        let here = worker_of("block_on");
+        for round in 0..20u64 {
+            // The task waits, yielding on its worker, until this green
+            // thread is parked in its join, then finishes there: the wake
+            // crosses to this worker's remote queue.
+            let (value, there_at) = (Arc::new(AtomicUsize::new(0)), Instant::now());
+            let v = Arc::clone(&value);
+            let (h, there) = spawn_elsewhere("joined there", move || {
+                while !hub::dump()
+                    .unwrap()
+                    .iter()
+                    .any(|t| t.name == "block_on" && t.state == TaskState::Parked(Wait::Join))
+                {
+                    assert!(there_at.elapsed() < HANG, "the joiner never parked");
+                    hub::yield_now();
+                }
+                v.store(round as usize + 1, Ordering::Release);
+            });
+            assert_ne!(here, there, "the task ran on the other worker");
+            let id = h.id();
+            h.join().unwrap();
+            assert_eq!(value.load(Ordering::Acquire), round as usize + 1);
+            assert_eq!(
+                worker_of("block_on"),
+                here,
+                "the joiner resumed on its worker"
+            );
+            assert!(hub::dump().unwrap().iter().all(|t| t.id != id));
+        }
+    })
+    .unwrap();
+    assert!(rt.handle().dump().is_empty(), "nothing left registered");
+}
+
+#[test]
+fn a_spawn_from_a_green_thread_onto_another_runtime_runs_there_and_joins_here() {
+    bounded(120, spawn_onto_another_runtime);
+}
+
+fn spawn_onto_another_runtime() {
+    let (a, b) = (rt(1), rt(1));
+    let b_thread = b.block_on(|| thread::current().id()).unwrap();
+    let other = b.handle().clone();
+    a.block_on(move || {
+        let a_thread = thread::current().id();
+        // Spent tasks of this worker's pool first, so a mix-up would show.
+        for i in 0..4u32 {
+            assert_eq!(hub::spawn(move || i).join().unwrap(), i);
+        }
+        for i in 0..50u64 {
+            let h = other.spawn(move || (thread::current().id(), i * 3));
+            let (ran_on, v) = h.join().unwrap();
+            assert_eq!(ran_on, b_thread, "it ran on the other runtime's worker");
+            assert_ne!(ran_on, a_thread);
+            assert_eq!(v, i * 3);
+            let local = hub::spawn(move || thread::current().id()).join().unwrap();
+            assert_eq!(local, a_thread, "a spawn here still runs here");
+        }
+        assert!(other.dump().is_empty(), "the other runtime keeps nothing");
     })
     .unwrap();
 }

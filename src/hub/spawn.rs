@@ -46,9 +46,10 @@ where
     T: Send + 'static,
 {
     let site = Location::caller();
-    // On a worker, its runtime is at hand: no `Handle` (an `Arc` clone).
+    // On a worker, its runtime is at hand: no `Handle` (an `Arc` clone),
+    // and no second look-up of the worker.
     worker::with_current(|here| match here {
-        Some(w) => w.shared.spawn_at(f, None, None, site),
+        Some(w) => spawn_on(w, f, None, None, site),
         None => match Handle::current() {
             Ok(h) => h.shared.spawn_at(f, None, None, site),
             Err(_) => panic!("{NO_RUNTIME}"),
@@ -200,6 +201,16 @@ impl NewTask<'_> {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
+        let spent = take_spent(self.shared);
+        self.build_from(f, spent)
+    }
+
+    /// [`build`](Self::build) in `spent`'s allocation if one is given.
+    fn build_from<F, T>(self, f: F, spent: Option<Spent>) -> (Unstarted, JoinHandle<T>)
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
         let slot = Slot::<T>::new();
         let body = Body::new(move |task: &Task| match catch_unwind(AssertUnwindSafe(f)) {
             Ok(v) => {
@@ -207,7 +218,7 @@ impl NewTask<'_> {
             }
             Err(payload) => fail(task, payload),
         });
-        let task = self.make(body);
+        let task = self.make(body, spent);
         // SAFETY: made just now, with a `Send` body; this is its only token.
         let u = unsafe { Unstarted::new(Arc::clone(&task)) };
         (u, JoinHandle { task, slot })
@@ -229,32 +240,22 @@ impl NewTask<'_> {
         };
         // SAFETY: its token is the `LocalUnstarted` made below.
         let body = unsafe { Body::local(run) };
-        let task = self.make(body);
+        let spent = take_spent(self.shared);
+        let task = self.make(body, spent);
         // SAFETY: made just now; this is its only token.
         let u = unsafe { LocalUnstarted::new(Arc::clone(&task)) };
         (u, JoinHandle { task, slot })
     }
 
-    /// The task, registered: a spent task of the calling worker's pool
-    /// made new (see [`TaskPool`]), else allocated once with its header and
-    /// `body` in it.
-    fn make(self, body: Body) -> Arc<Task> {
+    /// The task, registered: `spent` (a spent task of a worker's pool of
+    /// this runtime) made new (see [`TaskPool`]), else allocated once with
+    /// its header and `body` in it.
+    fn make(self, body: Body, spent: Option<Spent>) -> Arc<Task> {
         let shared = self.shared;
         let name = self.name.map(String::into_boxed_str);
         let stack_size = self.stack_size.unwrap_or(shared.stack_size);
-        let spent = worker::with_current(|w| {
-            w.filter(|w| Arc::ptr_eq(&w.shared, shared))
-                .and_then(|w| w.pool.take())
-        });
         let task = match spent {
-            Some(mut task) => match Arc::get_mut(&mut task) {
-                Some(t) => {
-                    t.renew(name, self.site, stack_size, self.shard, body);
-                    task
-                }
-                // Not reached: the pool keeps only tasks it alone refers to.
-                None => Task::allocate(shared, name, self.site, stack_size, self.shard, body),
-            },
+            Some(spent) => spent.renew(name, self.site, stack_size, self.shard, body),
             None => Task::allocate(shared, name, self.site, stack_size, self.shard, body),
         };
         shared.registry.insert(&task);
@@ -271,7 +272,38 @@ impl NewTask<'_> {
 /// tasks of it are given back), so the pool lives and dies with the
 /// worker.
 pub(crate) struct TaskPool {
-    spent: RefCell<Vec<Arc<Task>>>,
+    spent: RefCell<Vec<Spent>>,
+}
+
+/// A spent task of a [`TaskPool`]: its `Arc` was proven the only
+/// reference (`Arc::get_mut`) when the pool took it, and no reference is
+/// made from it while the pool keeps it, so it is still the only one.
+struct Spent(Arc<Task>);
+
+impl Spent {
+    /// The task made new (see [`Task::renew`]) with these, in its
+    /// allocation: no `Arc::get_mut` (its weak count's `cmpxchg`) again.
+    fn renew(
+        self,
+        name: Option<Box<str>>,
+        site: &'static Location<'static>,
+        stack_size: usize,
+        shard: usize,
+        body: Body,
+    ) -> Arc<Task> {
+        let raw = Arc::into_raw(self.0).cast_mut();
+        // SAFETY: `raw` is the only reference to the task (see `Spent`):
+        // the pool proved it with `Arc::get_mut` and cloned nothing of it
+        // since, a task has no `Weak` (nothing downgrades one) and is on
+        // no list that could reach it (it left the registry when it
+        // finished), so this `&mut` aliases nothing. `Arc::into_raw`'s
+        // pointer is derived from the allocation's own pointer, so it may
+        // write the task; `from_raw` takes the one count back.
+        unsafe {
+            (*raw).renew(name, site, stack_size, shard, body);
+            Arc::from_raw(raw)
+        }
+    }
 }
 
 impl TaskPool {
@@ -285,7 +317,7 @@ impl TaskPool {
     }
 
     /// A spent task, if one is kept; only the caller refers to it.
-    fn take(&self) -> Option<Arc<Task>> {
+    fn take(&self) -> Option<Spent> {
         self.spent.borrow_mut().pop()
     }
 
@@ -295,7 +327,7 @@ impl TaskPool {
     fn give(&self, mut task: Arc<Task>) {
         let mut spent = self.spent.borrow_mut();
         if spent.len() < Self::KEEP && Arc::get_mut(&mut task).is_some_and(Task::is_spent) {
-            spent.push(task);
+            spent.push(Spent(task));
             return;
         }
         drop(spent);
@@ -323,6 +355,45 @@ pub(crate) fn recycle(task: Arc<Task>) {
         Some(w) if Arc::ptr_eq(&w.shared, &task.shared) => w.pool.give(task),
         _ => drop(task),
     });
+}
+
+/// A spent task of the calling worker's pool, if it is a worker of
+/// `shared`'s runtime and keeps one.
+fn take_spent(shared: &Arc<Shared>) -> Option<Spent> {
+    worker::with_current(|w| {
+        w.filter(|w| Arc::ptr_eq(&w.shared, shared))
+            .and_then(|w| w.pool.take())
+    })
+}
+
+/// Spawn on `w`, a worker of the runtime, from its thread: onto its
+/// deque (see `Worker::push_unstarted`), in a spent task of its pool if it
+/// keeps one.
+fn spawn_on<F, T>(
+    w: &worker::Worker,
+    f: F,
+    name: Option<String>,
+    stack_size: Option<usize>,
+    site: &'static Location<'static>,
+) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let (u, handle) = NewTask {
+        shared: &w.shared,
+        name,
+        stack_size,
+        site,
+        shard: w.index,
+    }
+    .build_from(f, w.pool.take());
+    if w.shared.is_shutting_down() {
+        drop(u);
+    } else {
+        w.push_unstarted(u);
+    }
+    handle
 }
 
 /// The body panicked or was cancelled: that is its outcome.
@@ -363,26 +434,25 @@ impl Shared {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        worker::with_current(|w| {
-            let here = w.filter(|w| Arc::ptr_eq(&w.shared, self));
-            let shard = here.map_or(self.workers.len(), |w| w.index);
-            let (u, handle) = NewTask {
-                shared: self,
-                name,
-                stack_size,
-                site,
-                shard,
+        worker::with_current(|w| match w.filter(|w| Arc::ptr_eq(&w.shared, self)) {
+            Some(w) => spawn_on(w, f, name, stack_size, site),
+            None => {
+                let (u, handle) = NewTask {
+                    shared: self,
+                    name,
+                    stack_size,
+                    site,
+                    shard: self.workers.len(),
+                }
+                .build_from(f, None);
+                if self.is_shutting_down() {
+                    drop(u);
+                } else {
+                    self.injector.push(u);
+                    self.notify_idle();
+                }
+                handle
             }
-            .build(f);
-            if self.is_shutting_down() {
-                drop(u);
-            } else if let Some(w) = here {
-                w.push_unstarted(u);
-            } else {
-                self.injector.push(u);
-                self.notify_idle();
-            }
-            handle
         })
     }
 }

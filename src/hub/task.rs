@@ -381,6 +381,7 @@ impl Task {
         w.push_ready_local(Arc::clone(self));
     }
 
+    #[inline]
     pub(crate) fn is_done(&self) -> bool {
         self.done.load(Ordering::Acquire)
     }
@@ -407,23 +408,55 @@ impl Task {
         self.shared.registry.remove(self);
         // The first (usually the only) joiner without an iterator over the
         // list.
-        if let Some(w) = first {
-            w.wake();
+        if let Some(j) = first {
+            j.wake();
         }
         if !rest.is_empty() {
-            rest.into_iter().for_each(Waker::wake);
+            rest.into_iter().for_each(Joiner::wake);
         }
+    }
+
+    /// Register `joiner` to be woken when it finishes; `false` if it already
+    /// has (nothing registered).
+    fn add_joiner(&self, joiner: Joiner) -> bool {
+        let mut outcome = self.outcome.lock();
+        if self.is_done() {
+            return false;
+        }
+        outcome.waiters.add(joiner);
+        true
     }
 
     /// Register `waker` to be woken when it finishes; `false` if it already
     /// has (nothing registered).
     pub(crate) fn add_join_waiter(&self, waker: Waker) -> bool {
-        let mut outcome = self.outcome.lock();
-        if self.is_done() {
-            return false;
+        self.add_joiner(Joiner::Other(waker))
+    }
+}
+
+/// A joiner of a task: a green thread, woken by a direct call of its
+/// `Wake::wake` (no waker, so no vtable and no waker clone's indirection),
+/// or any other waker.
+enum Joiner {
+    Green(Arc<Task>),
+    Other(Waker),
+}
+
+impl Joiner {
+    /// Whether both wake the same thing.
+    fn same(&self, other: &Joiner) -> bool {
+        match (self, other) {
+            (Joiner::Green(a), Joiner::Green(b)) => Arc::ptr_eq(a, b),
+            (Joiner::Other(a), Joiner::Other(b)) => a.will_wake(b),
+            _ => false,
         }
-        outcome.waiters.add(waker);
-        true
+    }
+
+    fn wake(self) {
+        match self {
+            Joiner::Green(t) => Wake::wake(t),
+            Joiner::Other(w) => w.wake(),
+        }
     }
 }
 
@@ -436,12 +469,12 @@ struct Outcome {
     error: Option<JoinError>,
 }
 
-/// The wakers of a task's joiners, each once: the first kept inline, so
-/// that the usual single joiner allocates no list.
+/// A task's joiners, each once: the first kept inline, so that the usual
+/// single joiner allocates no list.
 #[derive(Default)]
 struct JoinWaiters {
-    first: Option<Waker>,
-    rest: Vec<Waker>,
+    first: Option<Joiner>,
+    rest: Vec<Joiner>,
 }
 
 impl JoinWaiters {
@@ -452,14 +485,14 @@ impl JoinWaiters {
         }
     }
 
-    /// Add `waker` unless one that wakes the same task is there.
-    fn add(&mut self, waker: Waker) {
-        let known = |w: &Waker| w.will_wake(&waker);
+    /// Add `joiner` unless one that wakes the same is there.
+    fn add(&mut self, joiner: Joiner) {
+        let known = |j: &Joiner| j.same(&joiner);
         match &self.first {
-            None => self.first = Some(waker),
+            None => self.first = Some(joiner),
             Some(first) if known(first) => {}
             Some(_) if self.rest.iter().any(known) => {}
-            Some(_) => self.rest.push(waker),
+            Some(_) => self.rest.push(joiner),
         }
     }
 }
@@ -599,7 +632,7 @@ impl<T> JoinHandle<T> {
             // On a green thread, its worker and task are looked up once for
             // the waker and the park.
             let green = worker::with_current_task(|w, me| {
-                while self.task.add_join_waiter(Waker::from(Arc::clone(me))) {
+                while self.task.add_joiner(Joiner::Green(Arc::clone(me))) {
                     park_green(w, me, Wait::Join, None);
                     if self.task.is_done() {
                         break;
@@ -728,7 +761,7 @@ mod tests {
     use std::sync::Arc;
     use std::task::{Wake, Waker};
 
-    use super::JoinWaiters;
+    use super::{JoinWaiters, Joiner};
 
     #[derive(Default)]
     struct Count(AtomicUsize);
@@ -744,19 +777,19 @@ mod tests {
         let counts: Vec<Arc<Count>> = (0..3).map(|_| Arc::default()).collect();
         let wakers: Vec<Waker> = counts.iter().map(|c| Waker::from(Arc::clone(c))).collect();
         let mut waiters = JoinWaiters::new();
-        waiters.add(wakers[0].clone());
-        waiters.add(wakers[0].clone());
+        waiters.add(Joiner::Other(wakers[0].clone()));
+        waiters.add(Joiner::Other(wakers[0].clone()));
         assert!(
             waiters.first.is_some() && waiters.rest.is_empty(),
             "one joiner: no list"
         );
         for i in [1, 2, 1, 0, 2] {
-            waiters.add(wakers[i].clone());
+            waiters.add(Joiner::Other(wakers[i].clone()));
         }
         assert_eq!(waiters.rest.len(), 2);
         let taken = std::mem::take(&mut waiters);
-        for w in taken.first.into_iter().chain(taken.rest) {
-            w.wake();
+        for j in taken.first.into_iter().chain(taken.rest) {
+            j.wake();
         }
         let woken: Vec<usize> = counts.iter().map(|c| c.0.load(Ordering::Relaxed)).collect();
         assert_eq!(woken, [1, 1, 1], "each waker woken once");
