@@ -97,7 +97,9 @@
 
 pub(crate) mod direct;
 mod error;
+mod fiber;
 mod handle;
+mod kept;
 mod lifecycle;
 mod payload;
 mod record;

@@ -1,0 +1,152 @@
+//! [`Fiber`]: a greenlet coroutine ([`Co`]) together with the pooled stack
+//! it runs on, the coroutine's own state kept at the top of that stack.
+//!
+//! A fiber outlives the greenlets that run on it: a greenlet's coroutine
+//! does not return when its body ends but parks, waiting for the next body
+//! (`switch::run_bodies`), and its fiber moves from the finished greenlet's
+//! record to the thread's kept one (`kept.rs`) and on to the next
+//! greenlet's record. With the coroutine's state on its stack, that move is
+//! two words (the state's address and the stack), not the state itself.
+//!
+//! Owns [`Co`], [`StackRef`] (the stack bounds corosensei is given) and the
+//! slot at the top of each stack that holds the coroutine. Uses the stack
+//! pool's [`PooledStack`] and corosensei; knows nothing of records or
+//! switching beyond the loop's one rule: resumed with 0, a parked
+//! coroutine returns ([`Fiber::end`]).
+
+use std::mem;
+use std::ptr::{self, NonNull};
+
+use corosensei::stack::{Stack, StackPointer};
+use corosensei::{Coroutine, Yielder};
+
+use super::stack::PooledStack;
+
+/// A greenlet's coroutine: resumed with the word of the greenlet it runs
+/// (its record's address), suspends with the next greenlet's word, whose
+/// low bit is set when the greenlet's body finished (`switch::FINISHED`);
+/// it then waits, parked, for its next greenlet, and returns only when
+/// resumed with 0 ([`Fiber::end`]). See `switch::run_bodies`.
+pub(crate) type Co = Coroutine<usize, usize, (), StackRef>;
+
+/// Bytes at the top of a stack (just below its base) that hold the
+/// coroutine's state; the coroutine's own frames start below them. A whole
+/// number of cache lines, so that the base the coroutine gets stays as
+/// aligned as the stack's.
+const SLOT: usize = 64;
+
+/// The bounds a coroutine is given: below its state's slot at the top of
+/// the stack, down to the stack's limit. Held by value (fixed for the
+/// fiber's life), so that corosensei's resume, which asks for the base
+/// every time, loads one field.
+pub(crate) struct StackRef {
+    base: StackPointer,
+    limit: StackPointer,
+}
+
+// SAFETY: `base` is the start of the slot at the top of the fiber's stack,
+// `SLOT` (a multiple of 64) below that stack's base, so it keeps the base's
+// alignment, and `limit` is the stack's limit: the usable area minus the
+// slot (`SLOT` is far smaller than any stack's usable area). The
+// `PooledStack` is owned by the same `Fiber` as the coroutine and released
+// only after the coroutine was dropped (`Drop for Fiber`, `Fiber::end`).
+unsafe impl Stack for StackRef {
+    #[inline]
+    fn base(&self) -> StackPointer {
+        self.base
+    }
+    #[inline]
+    fn limit(&self) -> StackPointer {
+        self.limit
+    }
+}
+
+/// A coroutine and its stack; the coroutine is dropped first.
+pub(crate) struct Fiber {
+    /// The coroutine, in the slot at the top of `stack`.
+    co: NonNull<Co>,
+    stack: PooledStack,
+}
+
+impl Fiber {
+    /// A new coroutine on `stack` that will run `entry`, its state stored
+    /// at the top of `stack`.
+    #[inline]
+    pub(crate) fn new<F>(stack: PooledStack, entry: F) -> Fiber
+    where
+        F: FnOnce(&Yielder<usize, usize>, usize) + 'static,
+    {
+        const { assert!(mem::size_of::<Co>() <= SLOT && mem::align_of::<Co>() <= SLOT) };
+        let slot = stack.base().get() - SLOT;
+        let bounds = StackRef {
+            base: StackPointer::new(slot).expect("a stack's top is far above 0"),
+            limit: stack.limit(),
+        };
+        let co = slot as *mut Co;
+        // SAFETY: the slot is inside the stack's usable area (its top
+        // `SLOT` bytes), aligned for a `Co` (asserted above; the base is
+        // 64-aligned), owned by whoever owns `stack` and used by nothing
+        // else: the coroutine's frames start below it.
+        unsafe { co.write(Co::with_stack(bounds, entry)) };
+        Fiber {
+            // SAFETY: `slot` is not null (checked above).
+            co: unsafe { NonNull::new_unchecked(co) },
+            stack,
+        }
+    }
+
+    /// The coroutine, for a resume or an unwind.
+    ///
+    /// # Safety
+    /// No other reference to the coroutine is live while the result is used
+    /// (the owner thread resumes one coroutine at a time, and never the one
+    /// it runs on).
+    #[inline(always)]
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn co(&self) -> &mut Co {
+        // SAFETY: the slot holds the fiber's live coroutine (written in
+        // `new`, dropped only with the fiber); exclusivity is the caller's.
+        unsafe { &mut *self.co.as_ptr() }
+    }
+
+    /// The stack the coroutine runs on.
+    #[inline(always)]
+    pub(crate) fn stack(&self) -> &PooledStack {
+        &self.stack
+    }
+
+    /// Whether the coroutine has not ended (it is suspended mid-body, or
+    /// parked, or never ran).
+    pub(crate) fn is_live(&self) -> bool {
+        // SAFETY: a short shared read on the owner thread.
+        !unsafe { self.co.as_ref() }.done()
+    }
+
+    /// End the coroutine and release the stack to the pool: a coroutine
+    /// parked in its loop between two bodies is resumed with 0, on which the
+    /// loop returns (cheaper than corosensei's forced unwind, which dropping
+    /// it would run); an unstarted one is dropped as it is.
+    ///
+    /// # Safety
+    /// The coroutine is unstarted or parked in its loop (its greenlet's
+    /// body finished and nothing resumed it since): resumed in the middle of
+    /// a body, the 0 would be taken for a switch's word.
+    pub(crate) unsafe fn end(self) {
+        // SAFETY: the coroutine is this fiber's, not running (caller).
+        let co = unsafe { self.co() };
+        if co.started() && !co.done() {
+            // The loop returns at once; nothing runs on its stack but its end.
+            co.resume(0);
+        }
+        drop(self);
+    }
+}
+
+impl Drop for Fiber {
+    fn drop(&mut self) {
+        // SAFETY: the slot holds the fiber's live coroutine, dropped here
+        // once, before `stack` (the field, dropped after this) is released;
+        // a coroutine still suspended is unwound by its drop.
+        unsafe { ptr::drop_in_place(self.co.as_ptr()) }
+    }
+}
