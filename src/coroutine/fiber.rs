@@ -23,10 +23,10 @@ use corosensei::{Coroutine, Yielder};
 use super::stack::PooledStack;
 
 /// A greenlet's coroutine: resumed with the word of the greenlet it runs
-/// (its record's address), suspends with the next greenlet's word, whose
-/// low bit is set when the greenlet's body finished (`switch::FINISHED`);
-/// it then waits, parked, for its next greenlet, and returns only when
-/// resumed with 0 ([`Fiber::end`]). See `switch::run_bodies`.
+/// (its record's address), suspends with the next greenlet's word; when the
+/// greenlet's body finished it waits, parked, for its next greenlet, and
+/// returns only when resumed with 0 ([`Fiber::end`]). See
+/// `switch::run_bodies`.
 pub(crate) type Co = Coroutine<usize, usize, (), StackRef>;
 
 /// Bytes at the top of a stack (just below its base) that hold the
@@ -107,6 +107,14 @@ impl Fiber {
         // SAFETY: the slot holds the fiber's live coroutine (written in
         // `new`, dropped only with the fiber); exclusivity is the caller's.
         unsafe { &mut *self.co.as_ptr() }
+    }
+
+    /// The coroutine's address, fixed for the fiber's life wherever the
+    /// fiber moves (it is in its stack's top slot): a resume goes through
+    /// it, since the body's end moves the fiber while the resume runs.
+    #[inline(always)]
+    pub(crate) fn co_ptr(&self) -> *mut Co {
+        self.co.as_ptr()
     }
 
     /// The stack the coroutine runs on.

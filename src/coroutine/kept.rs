@@ -5,25 +5,44 @@
 //! A greenlet's coroutine does not return when the greenlet's body ends: it
 //! parks in a loop (`switch::run_bodies`) waiting for the next body, so that
 //! a start takes a coroutine that is already made instead of making a
-//! corosensei frame and tearing it down per greenlet. The dispatcher moves a
-//! finished greenlet's fiber here (`switch::park_finished`), and
-//! `switch::prepare` takes it for the next start of the same stack size. A
-//! dead greenlet holds none.
+//! corosensei frame and tearing it down per greenlet. The finished body's
+//! coroutine moves its own fiber here just before it parks
+//! (`switch::keep_finished`), and `switch::prepare` takes it for the next
+//! start of the same stack size. A dead greenlet holds none.
 //!
 //! Uses [`Fiber`] and the stack pool's counts ([`stack::count_kept`]).
 
 use super::fiber::Fiber;
 use super::stack;
 
-/// At most one fiber whose coroutine is parked (or never ran), and the
-/// stack size its greenlet asked for. Its stack counts as pooled in
-/// [`stack_stats`](super::stack_stats) while kept (moved from `live` to
-/// `pooled` in its thread's cache counts and back); given back to the pool
-/// by [`clear`](KeptFiber::clear) (the public
+/// At most one fiber whose coroutine is parked (or never ran, or parks
+/// before anything else runs), with the stack size its greenlet asked for.
+/// Its stack counts as pooled in [`stack_stats`](super::stack_stats) while
+/// kept (moved from `live` to `pooled` in its thread's cache counts and
+/// back); given back to the pool by [`clear`](KeptFiber::clear) (the public
 /// [`trim_stack_pool`](crate::coroutine::trim_stack_pool) calls it) or when
 /// it is dropped with its thread's state.
 pub(crate) struct KeptFiber {
-    kept: Option<(usize, Fiber)>,
+    kept: Option<Kept>,
+}
+
+struct Kept {
+    size: usize,
+    /// Whether its stack was counted as pooled ([`stack::count_kept`]): not
+    /// when the thread's stack cache went first, at thread exit.
+    counted: bool,
+    fiber: Fiber,
+}
+
+impl Kept {
+    /// The fiber leaves: its stack counted live again if it was counted.
+    #[inline(always)]
+    fn leave(self) -> Fiber {
+        if self.counted {
+            stack::uncount_kept();
+        }
+        self.fiber
+    }
 }
 
 impl KeptFiber {
@@ -33,31 +52,32 @@ impl KeptFiber {
     }
 
     /// Keep `fiber` for the next start of a greenlet asking for `size`
-    /// bytes, if nothing is kept yet and this thread's stack cache (which
-    /// counts the stack) exists; else end it (its stack goes to the pool).
+    /// bytes; the fiber kept before, if any, is ended (its stack goes to
+    /// the pool).
     ///
     /// # Safety
-    /// `fiber`'s coroutine is unstarted or parked in its loop between two
-    /// bodies (see [`Fiber::end`]).
+    /// `fiber`'s coroutine is unstarted, parked in its loop between two
+    /// bodies, or the caller's own, whose body finished and which parks
+    /// before anything else runs (see [`Fiber::end`]).
     #[inline]
     pub(crate) unsafe fn keep(&mut self, size: usize, fiber: Fiber) {
-        if self.kept.is_none() && stack::count_kept() {
-            self.kept = Some((size, fiber));
-            return;
+        let counted = stack::count_kept();
+        if let Some(old) = self.kept.replace(Kept {
+            size,
+            counted,
+            fiber,
+        }) {
+            // SAFETY: kept before, so parked or unstarted (this contract);
+            // not the caller's (it is `fiber`).
+            unsafe { old.leave().end() };
         }
-        // SAFETY: guaranteed by the caller.
-        unsafe { fiber.end() };
     }
 
     /// The kept fiber, if it was kept for `size` bytes.
     #[inline]
     pub(crate) fn take(&mut self, size: usize) -> Option<Fiber> {
         match &self.kept {
-            Some((kept_size, _)) if *kept_size == size => {
-                let (_, fiber) = self.kept.take()?;
-                stack::uncount_kept();
-                Some(fiber)
-            }
+            Some(kept) if kept.size == size => Some(self.kept.take()?.leave()),
             _ => None,
         }
     }
@@ -66,11 +86,10 @@ impl KeptFiber {
     /// returns whether there was one.
     pub(crate) fn clear(&mut self) -> bool {
         match self.kept.take() {
-            Some((_, fiber)) => {
-                stack::uncount_kept();
-                // SAFETY: only unstarted or parked coroutines are kept
-                // (`keep`'s contract).
-                unsafe { fiber.end() };
+            Some(kept) => {
+                // SAFETY: only unstarted or parked coroutines are kept when
+                // code other than a parking coroutine runs (`keep`).
+                unsafe { kept.leave().end() };
                 true
             }
             None => false,

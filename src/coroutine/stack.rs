@@ -1001,8 +1001,8 @@ fn release_cold(raw: RawStack) {
 /// `coroutine::kept`), the one a thread's greenlet state keeps with its
 /// stack for its next greenlet start: counted as pooled, not live, in this
 /// thread's cache counts while kept, so that [`stack_stats`] stays exact.
-/// Returns `false` (nothing counted) if this thread's cache is gone: the
-/// stack cannot be kept then, and goes back to the pool.
+/// Returns `false` (nothing counted: it stays counted live) if this
+/// thread's cache is gone.
 #[inline]
 pub(crate) fn count_kept() -> bool {
     match thread_counts() {

@@ -309,12 +309,21 @@ fn stack_error(record: &Record, size: usize, source: std::io::Error) -> Greenlet
 
 /// Name the stack after its greenlet (`'name' (id N)`, as in messages),
 /// without allocating or formatting: this runs at every start, and an
-/// unnamed greenlet's label is only spelled out if its stack overflows.
+/// unnamed greenlet's label (two stores, inline) is only spelled out if its
+/// stack overflows.
+#[inline(always)]
 fn label_stack(stack: &PooledStack, record: &Record) {
     match record.given_name() {
-        Some(name) => stack.set_greenlet_label(name, record.id()),
+        Some(name) => label_named(stack, name, record.id()),
         None => stack.set_default_greenlet_label(record.id()),
     }
+}
+
+/// [`label_stack`] for a named greenlet: its name copied in.
+#[cold]
+#[inline(never)]
+fn label_named(stack: &PooledStack, name: &str, id: u64) {
+    stack.set_greenlet_label(name, id);
 }
 
 /// Hand control to `dest` (a live, started or prepared greenlet, or main).
@@ -410,61 +419,59 @@ unsafe fn resume(ts: *mut ThreadState, next: *const Record) -> usize {
         // on other stacks cannot touch, and a stack unmarks itself when it
         // is dropped, so a mark never outlives its mapping.
         stack::running(Some(fiber.stack()));
-        let word = match fiber.co().resume(next as usize) {
+        // By its address: the coroutine stays where it is (at the top of its
+        // stack) while its body's end moves the fiber out of the record
+        // (`keep_finished`).
+        let co = fiber.co_ptr();
+        match (*co).resume(next as usize) {
             CoroutineResult::Yield(word) => word,
-            // Never here: the loop returns only when `kept::discard`
-            // resumes it with 0. Were it to, control would go to main.
-            CoroutineResult::Return(()) => return (*ts).main_ptr as usize,
-        };
-        if word & FINISHED != 0 {
-            // Found again through `ts` (still `next`: nothing else
-            // resumes greenlets meanwhile), so that `next` need not
-            // stay in a register across the stack switch.
-            park_finished(ts);
-            return word ^ FINISHED;
-        }
-        word
-    }
-}
-
-/// Set in the word a coroutine suspends with when its greenlet's body
-/// finished (records are aligned, so their addresses never have it).
-const FINISHED: usize = 1;
-
-/// A greenlet's body finished and its coroutine is parked in
-/// [`run_bodies`]: keep the coroutine and its stack for the thread's next
-/// greenlet start (`ThreadState::kept`), or end it and give the stack back
-/// to the pool (the record is kept by the registry while it has handles,
-/// else by `retiring`).
-///
-/// # Safety
-/// `ts` is the calling thread's live state, whose current greenlet's body
-/// just finished.
-#[cold]
-#[inline(never)]
-unsafe fn park_finished(ts: *mut ThreadState) {
-    // SAFETY: guaranteed by the caller: the coroutine is parked between two
-    // bodies, on the stack next to it in the record.
-    unsafe {
-        let local = (*(*ts).current).local();
-        if let Some(fiber) = (*local).fiber.take() {
-            (*ts).kept.keep((*local).stack_size, fiber);
+            // Never here: the loop returns only when `Fiber::end` resumes
+            // it with 0. Were it to, control would go to main.
+            CoroutineResult::Return(()) => (*ts).main_ptr as usize,
         }
     }
 }
 
 /// What every greenlet coroutine runs: the body of the greenlet whose word
-/// it was first resumed with, then, parked (suspended with the word of
-/// whoever receives the result, marked [`FINISHED`]), the body of the
-/// greenlet it is resumed with next, and so on, until it is resumed with 0
-/// (`kept::discard`). A body that unwinds out of [`root`] (a forced unwind,
+/// it was first resumed with; then, its fiber kept for the thread's next
+/// start ([`keep_finished`]), parked (suspended with the word of whoever
+/// receives the result) until it is resumed with the next greenlet's word,
+/// whose body it runs, and so on, until it is resumed with 0
+/// ([`Fiber::end`]). A body that unwinds out of [`root`] (a forced unwind,
 /// a panic outside the body's catch) ends the coroutine instead.
 #[inline(always)]
 fn run_bodies(ts: *mut ThreadState, yielder: &Yielder<usize, usize>, first: usize) {
     let mut next = first;
     while next != 0 {
-        let word = root(ts, next as *const Record, yielder);
-        next = yielder.suspend(word | FINISHED);
+        let record = next as *const Record;
+        let word = root(ts, record, yielder);
+        // SAFETY: `root` returned on this coroutine, for `record`, alive
+        // (registered, or kept by `retiring`) on its owner thread.
+        unsafe { keep_finished(ts, record) };
+        next = yielder.suspend(word);
+    }
+}
+
+/// `record`'s body finished on its coroutine, which parks next, with
+/// nothing run in between: move its fiber to the thread's kept one
+/// (`ThreadState::kept`) for the next start, the coroutine staying where it
+/// is. Not during a forced unwind, which goes on through the loop and ends
+/// the coroutine (`force_unwind` drops the fiber with it).
+///
+/// # Safety
+/// Called by [`run_bodies`] on `record`'s coroutine, right after its `root`
+/// returned; `ts` is the thread's live state.
+#[inline(always)]
+unsafe fn keep_finished(ts: *mut ThreadState, record: *const Record) {
+    // SAFETY: guaranteed by the caller; short accesses to `local`.
+    unsafe {
+        if (*ts).unwinding() == record {
+            return;
+        }
+        let local = (*record).local();
+        if let Some(fiber) = (*local).fiber.take() {
+            (*ts).kept.keep((*local).stack_size, fiber);
+        }
     }
 }
 

@@ -82,7 +82,7 @@ pub(crate) struct ThreadState {
     /// This thread's block of greenlet ids.
     pub(crate) ids: IdBlock,
     /// The fiber (coroutine and stack) of the last greenlet that finished,
-    /// kept for the next start (see `switch::park_finished` and `switch::prepare`).
+    /// kept for the next start (see `switch::keep_finished` and `switch::prepare`).
     pub(crate) kept: KeptFiber,
     /// Where the main greenlet's finalizers go when the thread exits,
     /// captured when the state was created.
