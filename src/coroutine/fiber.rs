@@ -11,10 +11,11 @@
 //! Owns [`Co`], [`StackRef`] (the stack bounds corosensei is given) and the
 //! slot at the top of each stack that holds the coroutine. Uses the stack
 //! pool's [`PooledStack`] and corosensei; knows nothing of records or
-//! switching beyond the loop's one rule: resumed with 0, a parked
-//! coroutine returns ([`Fiber::end`]).
+//! switching beyond what a parked coroutine's frames hold (nothing to
+//! drop: [`Fiber::end`]).
 
-use std::mem;
+use std::convert::Infallible;
+use std::mem::{self, ManuallyDrop};
 use std::ptr::{self, NonNull};
 
 use corosensei::stack::{Stack, StackPointer};
@@ -24,10 +25,10 @@ use super::stack::PooledStack;
 
 /// A greenlet's coroutine: resumed with the word of the greenlet it runs
 /// (its record's address), suspends with the next greenlet's word; when the
-/// greenlet's body finished it waits, parked, for its next greenlet, and
-/// returns only when resumed with 0 ([`Fiber::end`]). See
-/// `switch::run_bodies`.
-pub(crate) type Co = Coroutine<usize, usize, (), StackRef>;
+/// greenlet's body finished it waits, parked, for its next greenlet. It
+/// never returns (an unwind out of a body ends it); a parked one is ended
+/// by [`Fiber::end`]. See `switch::run_bodies`.
+pub(crate) type Co = Coroutine<usize, usize, Infallible, StackRef>;
 
 /// Bytes at the top of a stack (just below its base) that hold the
 /// coroutine's state; the coroutine's own frames start below them. A whole
@@ -74,7 +75,7 @@ impl Fiber {
     #[inline]
     pub(crate) fn new<F>(stack: PooledStack, entry: F) -> Fiber
     where
-        F: FnOnce(&Yielder<usize, usize>, usize) + 'static,
+        F: FnOnce(&Yielder<usize, usize>, usize) -> Infallible + 'static,
     {
         const { assert!(mem::size_of::<Co>() <= SLOT && mem::align_of::<Co>() <= SLOT) };
         let slot = stack.base().get() - SLOT;
@@ -130,23 +131,36 @@ impl Fiber {
         !unsafe { self.co.as_ref() }.done()
     }
 
-    /// End the coroutine and release the stack to the pool: a coroutine
-    /// parked in its loop between two bodies is resumed with 0, on which the
-    /// loop returns (cheaper than corosensei's forced unwind, which dropping
-    /// it would run); an unstarted one is dropped as it is.
+    /// End the coroutine and release the stack to the pool. A coroutine
+    /// parked in its loop between two bodies is forgotten where it is, not
+    /// dropped (corosensei's drop would force-unwind it: a resume into its
+    /// stack and an unwind of its frames); an unstarted one is dropped (its
+    /// closure, which holds only the thread state's address).
+    ///
+    /// Forgetting it leaks nothing: while parked, the frames on its stack
+    /// are corosensei's entry (whose closure was consumed when it started)
+    /// and [`run_bodies`](super::switch)'s loop, whose locals are plain
+    /// words (the thread state's and records' addresses, the yielder's
+    /// reference); the coroutine's own state is the stack's bounds and
+    /// stack pointers, which own nothing. The stack is then free to reuse.
     ///
     /// # Safety
     /// The coroutine is unstarted or parked in its loop (its greenlet's
-    /// body finished and nothing resumed it since): resumed in the middle of
-    /// a body, the 0 would be taken for a switch's word.
+    /// body finished and nothing resumed it since): a coroutine suspended in
+    /// a body holds the body's locals, which must be unwound.
     pub(crate) unsafe fn end(self) {
-        // SAFETY: the coroutine is this fiber's, not running (caller).
-        let co = unsafe { self.co() };
-        if co.started() && !co.done() {
-            // The loop returns at once; nothing runs on its stack but its end.
-            co.resume(0);
+        let this = ManuallyDrop::new(self);
+        let co = this.co.as_ptr();
+        // SAFETY: the slot holds the live coroutine (caller: unstarted or
+        // parked, so not running); dropped at most once, here, and the
+        // fiber's own drop is skipped (`ManuallyDrop`). The stack is read
+        // out once and released after the coroutine is done with.
+        unsafe {
+            if !(*co).started() {
+                ptr::drop_in_place(co);
+            }
+            drop(ptr::read(&this.stack));
         }
-        drop(self);
     }
 }
 

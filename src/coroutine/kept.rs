@@ -61,16 +61,17 @@ impl KeptFiber {
     /// before anything else runs (see [`Fiber::end`]).
     #[inline]
     pub(crate) unsafe fn keep(&mut self, size: usize, fiber: Fiber) {
-        let counted = stack::count_kept();
-        if let Some(old) = self.kept.replace(Kept {
-            size,
-            counted,
-            fiber,
-        }) {
+        if let Some(old) = self.kept.take() {
             // SAFETY: kept before, so parked or unstarted (this contract);
-            // not the caller's (it is `fiber`).
+            // not the caller's (it is `fiber`). It leaves (uncounted) before
+            // `fiber` is counted: the count is a flag.
             unsafe { old.leave().end() };
         }
+        self.kept = Some(Kept {
+            size,
+            counted: stack::count_kept(),
+            fiber,
+        });
     }
 
     /// The kept fiber, if it was kept for `size` bytes.

@@ -538,9 +538,11 @@ pub fn stack_stats() -> StackStats {
             LIVE.load(Ordering::Relaxed),
         ),
         |(pooled, live), counts| {
+            let kept = counts.kept.load(Ordering::Relaxed);
             (
-                pooled + counts.pooled.load(Ordering::Relaxed),
-                live.wrapping_add(counts.live.load(Ordering::Relaxed)),
+                pooled + counts.pooled.load(Ordering::Relaxed) + kept,
+                live.wrapping_add(counts.live.load(Ordering::Relaxed))
+                    .wrapping_sub_unsigned(kept),
             )
         },
     );
@@ -603,6 +605,12 @@ struct CacheCounts {
     /// Stacks this thread took minus those it released (negative when it
     /// released stacks other threads took).
     live: AtomicIsize,
+    /// 1 while the thread's greenlet state keeps a stack with its parked
+    /// coroutine ([`count_kept`]), else 0: that stack, taken and not
+    /// released (so in `live`), counts as pooled. One store per keep and
+    /// per take, where moving it between `live` and `pooled` was two loads
+    /// and two stores.
+    kept: AtomicUsize,
 }
 
 /// Free stacks of one mapping length.
@@ -778,8 +786,14 @@ impl Drop for ThreadCache {
             let mut registry = REGISTRY.lock();
             registry.retain(|counts| !Arc::ptr_eq(counts, &self.counts));
             self.counts.pooled.store(0, Ordering::Relaxed);
+            // A stack still kept is counted live from here on, in the global
+            // count (`uncount_kept` adds it when it leaves).
+            let kept = self.counts.kept.swap(0, Ordering::Relaxed);
             LIVE.fetch_add(
-                self.counts.live.swap(0, Ordering::Relaxed),
+                self.counts
+                    .live
+                    .swap(0, Ordering::Relaxed)
+                    .wrapping_sub_unsigned(kept),
                 Ordering::Relaxed,
             );
         }
@@ -1007,7 +1021,7 @@ fn release_cold(raw: RawStack) {
 pub(crate) fn count_kept() -> bool {
     match thread_counts() {
         Some(counts) => {
-            counts.add(1, -1);
+            counts.kept.store(1, Ordering::Relaxed);
             true
         }
         None => false,
@@ -1015,13 +1029,13 @@ pub(crate) fn count_kept() -> bool {
 }
 
 /// A kept stack (see [`count_kept`]) leaves the kept coroutine: counted
-/// live again, in this thread's cache, or globally if the cache went
-/// meanwhile (it folded its `live` count, with the kept stack's −1, into the
-/// global count and forgot its `pooled` one).
+/// live again, in this thread's cache (its `kept` flag cleared), or
+/// globally if the cache went meanwhile (it folded its `live` count, less
+/// the kept stack, into the global count).
 #[inline]
 pub(crate) fn uncount_kept() {
     match thread_counts() {
-        Some(counts) => counts.add(-1, 1),
+        Some(counts) => counts.kept.store(0, Ordering::Relaxed),
         None => {
             LIVE.fetch_add(1, Ordering::Relaxed);
         }

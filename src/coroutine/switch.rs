@@ -21,6 +21,7 @@
 //! unstarted is killed there. The lifecycle calls back into [`transfer`]
 //! (a kill is a throw): this is the one pair of files that call each other.
 
+use std::convert::Infallible;
 use std::mem;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::ptr;
@@ -425,9 +426,7 @@ unsafe fn resume(ts: *mut ThreadState, next: *const Record) -> usize {
         let co = fiber.co_ptr();
         match (*co).resume(next as usize) {
             CoroutineResult::Yield(word) => word,
-            // Never here: the loop returns only when `Fiber::end` resumes
-            // it with 0. Were it to, control would go to main.
-            CoroutineResult::Return(()) => (*ts).main_ptr as usize,
+            CoroutineResult::Return(never) => match never {},
         }
     }
 }
@@ -436,13 +435,14 @@ unsafe fn resume(ts: *mut ThreadState, next: *const Record) -> usize {
 /// it was first resumed with; then, its fiber kept for the thread's next
 /// start ([`keep_finished`]), parked (suspended with the word of whoever
 /// receives the result) until it is resumed with the next greenlet's word,
-/// whose body it runs, and so on, until it is resumed with 0
-/// ([`Fiber::end`]). A body that unwinds out of [`root`] (a forced unwind,
-/// a panic outside the body's catch) ends the coroutine instead.
+/// whose body it runs, and so on. It never returns: a parked coroutine that
+/// is not needed any more is forgotten ([`Fiber::end`]: its frames here
+/// hold only plain words), and a body that unwinds out of [`root`] (a
+/// forced unwind, a panic outside the body's catch) ends it.
 #[inline(always)]
-fn run_bodies(ts: *mut ThreadState, yielder: &Yielder<usize, usize>, first: usize) {
+fn run_bodies(ts: *mut ThreadState, yielder: &Yielder<usize, usize>, first: usize) -> Infallible {
     let mut next = first;
-    while next != 0 {
+    loop {
         let record = next as *const Record;
         let word = root(ts, record, yielder);
         // SAFETY: `root` returned on this coroutine, for `record`, alive
