@@ -96,17 +96,12 @@ impl Fiber {
         }
     }
 
-    /// The coroutine, for a resume or an unwind.
-    ///
-    /// # Safety
-    /// No other reference to the coroutine is live while the result is used
-    /// (the owner thread resumes one coroutine at a time, and never the one
-    /// it runs on).
+    /// The coroutine, for an unwind.
     #[inline(always)]
-    #[allow(clippy::mut_from_ref)]
-    pub(crate) unsafe fn co(&self) -> &mut Co {
+    pub(crate) fn co(&mut self) -> &mut Co {
         // SAFETY: the slot holds the fiber's live coroutine (written in
-        // `new`, dropped only with the fiber); exclusivity is the caller's.
+        // `new`, dropped only with the fiber), reached only through its
+        // fiber: exclusive while the fiber is borrowed so.
         unsafe { &mut *self.co.as_ptr() }
     }
 

@@ -500,7 +500,7 @@ pub(crate) unsafe fn force_unwind(ts: *mut ThreadState, record: &Arc<Record>) {
         let previous = (*ts).current;
         (*ts).current = Arc::as_ptr(record);
         (*ts).set_unwinding(Arc::as_ptr(record));
-        if let Some(fiber) = (*local).fiber.as_ref() {
+        if let Some(fiber) = (*local).fiber.as_mut() {
             stack::running(Some(fiber.stack()));
             if catch_unwind(AssertUnwindSafe(|| fiber.co().force_unwind())).is_err() {
                 diag_error!("greenlet: unwinding {} raised a panic", record.label());

@@ -8,10 +8,11 @@
 //! thread-local teardown) with its registry methods (unregister, recycle
 //! into the spare list, the thread-exit sweeps), the ownership checks
 //! ([`check_owner`], [`owner_state`]), and [`trim_stack_pool`] (the pool's
-//! trim plus the stack the state keeps for its next greenlet).
+//! trim plus the fiber the state keeps for its next greenlet).
 //!
-//! Uses records, the thread link, the payload slot, the stack pool (the
-//! kept stack) and the cleanup queue (captured at creation). Calls up only once: the thread-local guard's
+//! Uses records, the thread link, the payload slot, the stack pool, the
+//! kept fiber (`kept.rs`) and the cleanup queue (captured at creation).
+//! Calls up only once: the thread-local guard's
 //! destructor runs [`thread_exit::teardown`](super::thread_exit::teardown).
 
 use std::cell::Cell;
