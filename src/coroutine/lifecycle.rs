@@ -18,6 +18,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::error::{panic_message, GreenletError};
+use super::fiber::Fiber;
 use super::handle::Greenlet;
 use super::payload::{Kind, Raised};
 use super::record::Record;
@@ -136,12 +137,14 @@ pub(crate) unsafe fn kill_unstarted(ts: *mut ThreadState, record: &Arc<Record>) 
     unsafe {
         let local = record.local();
         let run = (*local).run.take();
-        let co = (*local).co.take();
-        let stack = (*local).stack.take();
+        // Prepared (a start that did not happen): its coroutine, unstarted
+        // or parked between two bodies (taken from the thread's kept one),
+        // goes back to be kept with its stack for the next start.
+        if let Some(fiber) = (*local).fiber.take() {
+            (*ts).kept.keep((*local).stack_size, fiber);
+        }
         record.mark_dead();
         let me = ThreadState::unregister(ts, record);
-        drop(co);
-        drop(stack);
         drop_quietly(run, record);
         drop(me);
     }
@@ -490,23 +493,23 @@ pub(crate) unsafe fn force_unwind(ts: *mut ThreadState, record: &Arc<Record>) {
             return;
         }
         let local = record.local();
-        if !flags.is_started() || (*local).co.is_none() {
+        if !flags.is_started() || (*local).fiber.is_none() {
             kill_unstarted(ts, record);
             return;
         }
         let previous = (*ts).current;
         (*ts).current = Arc::as_ptr(record);
         (*ts).set_unwinding(Arc::as_ptr(record));
-        if let Some(co) = (*local).co.as_mut() {
-            stack::running((*local).stack.as_ref());
-            if catch_unwind(AssertUnwindSafe(|| co.force_unwind())).is_err() {
+        if let Some(fiber) = (*local).fiber.as_mut() {
+            stack::running(Some(fiber.stack()));
+            if catch_unwind(AssertUnwindSafe(|| fiber.co().force_unwind())).is_err() {
                 diag_error!("greenlet: unwinding {} raised a panic", record.label());
             }
             // Back on the caller's stack: marked again (none for main; the
             // stack of the greenlet that called `exit()` otherwise, which
             // its record keeps while it runs). `previous` is the caller's
             // live record (main, or registered), read briefly.
-            stack::running((*(*previous).local()).stack.as_ref());
+            stack::running((*(*previous).local()).fiber.as_ref().map(Fiber::stack));
         }
         (*ts).current = previous;
         (*ts).set_unwinding(ptr::null());
@@ -518,18 +521,15 @@ pub(crate) unsafe fn force_unwind(ts: *mut ThreadState, record: &Arc<Record>) {
         // suspended while its start settled the pending work (kills, trace
         // hooks), before `root` called the closure.
         let run = (*local).run.take();
-        let co = (*local).co.take();
-        let stack = (*local).stack.take();
-        if co.as_ref().is_some_and(|co| !co.done()) {
+        let fiber = (*local).fiber.take();
+        if fiber.as_ref().is_some_and(Fiber::is_live) {
             diag_error!(
                 "greenlet: {} kept running while being unwound at thread exit; leaking its stack",
                 record.label()
             );
-            mem::forget(co);
-            mem::forget(stack);
+            mem::forget(fiber);
         } else {
-            drop(co);
-            drop(stack);
+            drop(fiber);
         }
         drop(ThreadState::unregister(ts, record));
         // User code (the closure's captures), run with no borrow held; never

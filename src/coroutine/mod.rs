@@ -20,7 +20,10 @@
 //! 4. `switch.rs`: the switch protocol (send, the dispatcher loop, a
 //!    greenlet's root and finish, settling in the receiving context), with
 //!    `payload.rs` (what crosses a switch) and `trace.rs` (hooks fired
-//!    after a switch); `direct.rs`, the hub's lean park and resume on the
+//!    after a switch); `fiber.rs` (a coroutine with its stack, which
+//!    outlives the greenlets that run on it: a finished body's coroutine
+//!    parks for the next one) and `kept.rs` (the fiber a thread keeps for
+//!    its next start); `direct.rs`, the hub's lean park and resume on the
 //!    same pieces, which falls back to the full protocol.
 //! 5. `lifecycle.rs`: kill, kill on drop, the deferred work, the forced
 //!    unwind.
@@ -97,7 +100,9 @@
 
 pub(crate) mod direct;
 mod error;
+mod fiber;
 mod handle;
+mod kept;
 mod lifecycle;
 mod payload;
 mod record;

@@ -19,14 +19,13 @@ use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use corosensei::stack::{Stack, StackPointer};
-use corosensei::{Coroutine, Yielder};
+use corosensei::Yielder;
 use parking_lot::Mutex;
 
 use super::error::panic_message;
+use super::fiber::Fiber;
 use super::handle::Greenlet;
 use super::run::Run;
-use super::stack::PooledStack;
 use super::thread_link::ThreadLink;
 use crate::diag::diag_error;
 
@@ -299,57 +298,14 @@ fn count_records(delta: isize) {
     }
 }
 
-/// A greenlet's coroutine: resumed with a dummy word, suspends with the next
-/// greenlet's word, returns the next greenlet's word when it finishes.
-pub(crate) type Co = Coroutine<usize, usize, usize, StackRef>;
-
-/// The stack of a coroutine, owned by the greenlet's record (next to the
-/// coroutine) so that the pool's stack can be named while it runs. Holds
-/// the stack's base itself (fixed for a stack's life), so that
-/// corosensei's resume, which asks for the base every time, loads one field
-/// instead of following the record's `PooledStack` to its header.
-pub(crate) struct StackRef {
-    base: StackPointer,
-    stack: *const PooledStack,
-}
-
-// SAFETY: `stack` points to the `PooledStack` in the same greenlet record
-// as the coroutine that uses it, and `base` is that stack's base; the record
-// does not move (it is in an `Arc`) and the coroutine is always dropped
-// before the stack (`release_finished`, `kill_unstarted`, `force_unwind`,
-// and `Local`'s field order), so both stay valid while the coroutine exists.
-unsafe impl Stack for StackRef {
-    #[inline]
-    fn base(&self) -> StackPointer {
-        self.base
-    }
-    #[inline]
-    fn limit(&self) -> StackPointer {
-        // SAFETY: see the impl's comment: the pointee outlives the coroutine.
-        unsafe { (*self.stack).limit() }
-    }
-}
-
-impl StackRef {
-    /// The stack at `stack`, which must outlive the coroutine (see the
-    /// `Stack` impl).
-    #[inline]
-    pub(crate) fn new(stack: &PooledStack) -> StackRef {
-        StackRef {
-            base: stack.base(),
-            stack,
-        }
-    }
-}
-
 /// The owner-thread-only part of a greenlet.
 pub(crate) struct Local {
     /// The closure, until the greenlet starts (or dies unstarted).
     pub(crate) run: Run,
-    /// Declared before `stack`: the coroutine runs on it.
-    pub(crate) co: Option<Co>,
-    /// The stack the coroutine runs on, taken when the greenlet starts.
-    pub(crate) stack: Option<PooledStack>,
+    /// The coroutine and the stack it runs on, taken when the greenlet
+    /// starts (the thread's kept one, or a new one) and given back when it
+    /// finishes.
+    pub(crate) fiber: Option<Fiber>,
     /// The coroutine's yielder, set when it starts (null before).
     pub(crate) yielder: *const Yielder<usize, usize>,
     /// Where the result goes instead of the parent (the killer).
@@ -370,8 +326,7 @@ impl Local {
     pub(crate) fn empty() -> Local {
         Local {
             run: Run::none(),
-            co: None,
-            stack: None,
+            fiber: None,
             yielder: std::ptr::null(),
             return_to: None,
             key: usize::MAX,
@@ -891,12 +846,11 @@ impl Drop for Record {
             count_records(-1);
         }
         let local = self.local.get_mut();
-        if local.run.is_some() || local.co.is_some() {
+        if local.run.is_some() || local.fiber.is_some() {
             // Unreachable by the registry invariant (see the Send impl); if it
             // ever happens, leaking is the only sound choice on an unknown thread.
             std::mem::forget(local.run.take());
-            std::mem::forget(local.co.take());
-            std::mem::forget(local.stack.take());
+            std::mem::forget(local.fiber.take());
         }
     }
 }

@@ -4,8 +4,9 @@
 //! corosensei's [`Stack`] trait), the pool that recycles stacks (a per-thread
 //! cache, whose last released stack waits in a thread-local slot of its own
 //! for the next acquire, in front of a global free list, capped so that
-//! stacks beyond it go back to their region), the one free stack a thread's
-//! greenlet state keeps for its next greenlet ([`KeptStack`]), the stack counters
+//! stacks beyond it go back to their region), the counts of the one stack a
+//! thread's greenlet state keeps with its coroutine for its next greenlet
+//! ([`count_kept`]), the stack counters
 //! ([`stack_stats`]), the valgrind registration of every stack, and
 //! stack-overflow reporting: the thread-local mark of the stack that is
 //! running (set by the dispatcher through [`running`]) and the fault handler
@@ -537,9 +538,11 @@ pub fn stack_stats() -> StackStats {
             LIVE.load(Ordering::Relaxed),
         ),
         |(pooled, live), counts| {
+            let kept = counts.kept.load(Ordering::Relaxed);
             (
-                pooled + counts.pooled.load(Ordering::Relaxed),
-                live.wrapping_add(counts.live.load(Ordering::Relaxed)),
+                pooled + counts.pooled.load(Ordering::Relaxed) + kept,
+                live.wrapping_add(counts.live.load(Ordering::Relaxed))
+                    .wrapping_sub_unsigned(kept),
             )
         },
     );
@@ -555,8 +558,8 @@ pub fn stack_stats() -> StackStats {
 /// Gives every free stack in the global pool and in the calling thread's
 /// cache back to its region and returns how many it gave back: the pool's
 /// part of [`trim_stack_pool`](crate::coroutine::trim_stack_pool), which
-/// first releases the stack the thread's greenlet state keeps
-/// ([`KeptStack`]).
+/// first releases the coroutine and stack the thread's greenlet state keeps
+/// (`coroutine::kept`).
 pub(crate) fn trim_pool() -> usize {
     let mut free: Vec<RawStack> = Vec::new();
     let _ = CACHE.try_with(|cache| {
@@ -602,6 +605,12 @@ struct CacheCounts {
     /// Stacks this thread took minus those it released (negative when it
     /// released stacks other threads took).
     live: AtomicIsize,
+    /// 1 while the thread's greenlet state keeps a stack with its parked
+    /// coroutine ([`count_kept`]), else 0: that stack, taken and not
+    /// released (so in `live`), counts as pooled. One store per keep and
+    /// per take, where moving it between `live` and `pooled` was two loads
+    /// and two stores.
+    kept: AtomicUsize,
 }
 
 /// Free stacks of one mapping length.
@@ -777,8 +786,14 @@ impl Drop for ThreadCache {
             let mut registry = REGISTRY.lock();
             registry.retain(|counts| !Arc::ptr_eq(counts, &self.counts));
             self.counts.pooled.store(0, Ordering::Relaxed);
+            // A stack still kept is counted live from here on, in the global
+            // count (`uncount_kept` adds it when it leaves).
+            let kept = self.counts.kept.swap(0, Ordering::Relaxed);
             LIVE.fetch_add(
-                self.counts.live.swap(0, Ordering::Relaxed),
+                self.counts
+                    .live
+                    .swap(0, Ordering::Relaxed)
+                    .wrapping_sub_unsigned(kept),
                 Ordering::Relaxed,
             );
         }
@@ -996,80 +1011,31 @@ fn release_cold(raw: RawStack) {
     }
 }
 
-/// One free stack that a thread's greenlet state keeps for its next
-/// greenlet start, with the size that greenlet asked for: a finished
-/// greenlet's stack goes here (if it is empty) instead of back to the pool,
-/// and the next start of that size takes it without the pool's acquire and
-/// release. Counted as pooled in [`stack_stats`] while kept (in its thread's
-/// cache counts, moved from `live` to `pooled` and back), and given back to
-/// the pool by [`clear`](KeptStack::clear) (the public
-/// [`trim_stack_pool`](crate::coroutine::trim_stack_pool) calls it) or
-/// when it is dropped with its thread's state.
-pub(crate) struct KeptStack {
-    kept: Option<(usize, PooledStack)>,
-}
-
-impl KeptStack {
-    /// Nothing kept.
-    pub(crate) const fn new() -> KeptStack {
-        KeptStack { kept: None }
-    }
-
-    /// Keep `stack`, a free stack of a greenlet that asked for `size`
-    /// bytes, if nothing is kept yet and this thread's cache (which counts
-    /// it) exists; else release it to the pool.
-    #[inline]
-    pub(crate) fn keep(&mut self, size: usize, stack: PooledStack) {
-        if self.kept.is_none() {
-            if let Some(counts) = thread_counts() {
-                counts.add(1, -1);
-                self.kept = Some((size, stack));
-                return;
-            }
-        }
-        drop(stack);
-    }
-
-    /// The kept stack, if it was kept for `size` bytes.
-    #[inline]
-    pub(crate) fn take(&mut self, size: usize) -> Option<PooledStack> {
-        match self.kept {
-            Some((kept_size, _)) if kept_size == size => {
-                let (_, stack) = self.kept.take()?;
-                uncount_kept();
-                Some(stack)
-            }
-            _ => None,
-        }
-    }
-
-    /// Release the kept stack to the pool; returns whether there was one.
-    pub(crate) fn clear(&mut self) -> bool {
-        match self.kept.take() {
-            Some((_, stack)) => {
-                uncount_kept();
-                drop(stack);
-                true
-            }
-            None => false,
-        }
-    }
-}
-
-impl Drop for KeptStack {
-    fn drop(&mut self) {
-        self.clear();
-    }
-}
-
-/// A kept stack leaves [`KeptStack`]: counted live again, in this thread's
-/// cache, or globally if the cache went meanwhile (it folded its `live`
-/// count, with the kept stack's −1, into the global count and forgot its
-/// `pooled` one).
+/// A free stack leaves the caller for a thread's kept coroutine (see
+/// `coroutine::kept`), the one a thread's greenlet state keeps with its
+/// stack for its next greenlet start: counted as pooled, not live, in this
+/// thread's cache counts while kept, so that [`stack_stats`] stays exact.
+/// Returns `false` (nothing counted: it stays counted live) if this
+/// thread's cache is gone.
 #[inline]
-fn uncount_kept() {
+pub(crate) fn count_kept() -> bool {
     match thread_counts() {
-        Some(counts) => counts.add(-1, 1),
+        Some(counts) => {
+            counts.kept.store(1, Ordering::Relaxed);
+            true
+        }
+        None => false,
+    }
+}
+
+/// A kept stack (see [`count_kept`]) leaves the kept coroutine: counted
+/// live again, in this thread's cache (its `kept` flag cleared), or
+/// globally if the cache went meanwhile (it folded its `live` count, less
+/// the kept stack, into the global count).
+#[inline]
+pub(crate) fn uncount_kept() {
+    match thread_counts() {
+        Some(counts) => counts.kept.store(0, Ordering::Relaxed),
         None => {
             LIVE.fetch_add(1, Ordering::Relaxed);
         }

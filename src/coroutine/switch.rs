@@ -21,6 +21,7 @@
 //! unstarted is killed there. The lifecycle calls back into [`transfer`]
 //! (a kill is a throw): this is the one pair of files that call each other.
 
+use std::convert::Infallible;
 use std::mem;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::ptr;
@@ -30,9 +31,10 @@ use std::sync::Arc;
 use corosensei::{CoroutineResult, Yielder};
 
 use super::error::{panic_message, GreenletError};
+use super::fiber::Fiber;
 use super::lifecycle;
 use super::payload::{exit_value, Kind, Payload, Raised};
-use super::record::{Co, Flags, Record, StackRef};
+use super::record::{Flags, Local, Record};
 use super::run::Run;
 use super::stack::{self, PooledStack};
 use super::thread_state::{self, ThreadState};
@@ -65,8 +67,9 @@ enum Resolved {
 /// Send `payload` to `target` from the current greenlet, and return what
 /// comes back when some greenlet switches back to the current one.
 ///
-/// The common case (a suspended target other than the current greenlet, no
-/// tracing) costs a few loads and compares on top of the stack switch; pending
+/// The common cases (a suspended target other than the current greenlet, or
+/// the start of an unstarted one, no tracing) cost a few loads and compares
+/// on top of the stack switch; pending
 /// work and mail do not leave it, being settled by the receiving context
 /// ([`take_and_settle`]). Everything else goes through [`transfer_slow`].
 ///
@@ -86,7 +89,21 @@ pub(crate) unsafe fn transfer(
     // payload goes to the slot first, so that it is moved once.
     unsafe {
         (*ts).slot.put(payload);
-        if target.flags().is_active() && dest != (*ts).current && !needs_slow_path(ts) {
+        let flags = target.flags();
+        let go = if flags.is_active() {
+            dest != (*ts).current && !needs_slow_path(ts)
+        } else {
+            // The start of a new greenlet with a value: nothing to walk, no
+            // trace event or forced unwind (`needs_slow_path`), and an
+            // unstarted greenlet is never current. Mail is settled by the
+            // receiver, as for a switch. A stack that cannot be mapped
+            // takes the general path, which reports it.
+            flags == Flags::UNSTARTED
+                && kind == Kind::Switch
+                && !needs_slow_path(ts)
+                && prepare(ts, target).is_ok()
+        };
+        if go {
             jump(ts, dest);
             return take_and_settle(ts);
         }
@@ -109,8 +126,9 @@ pub(super) unsafe fn needs_slow_path(ts: *mut ThreadState) -> bool {
     unsafe { (*ts).slow_switch() | trace::global_on() }
 }
 
-/// Everything but the common case of [`transfer`]: unstarted, dead or
-/// current targets, and tracing. The payload is in the slot.
+/// Everything but the common cases of [`transfer`]: dead or current
+/// targets, a throw into an unstarted one, a stack that cannot be mapped,
+/// and tracing. The payload is in the slot.
 ///
 /// # Safety
 /// As for [`transfer`].
@@ -119,19 +137,6 @@ unsafe fn transfer_slow(ts: *mut ThreadState, target: &Arc<Record>, kind: Kind) 
     // SAFETY: (whole function) `ts` is live; accesses are short; the record
     // pointers used are kept alive by the registry or the state's `main`.
     unsafe {
-        if target.flags() == Flags::UNSTARTED
-            && kind == Kind::Switch
-            && !needs_slow_path(ts)
-            && prepare(ts, target).is_ok()
-        {
-            // The start of a new greenlet with a value (the common case
-            // here): nothing to walk, and no trace event or forced unwind
-            // (`needs_slow_path`). Mail is settled by the receiver, as on
-            // the fast path. A stack that cannot be mapped takes the
-            // general path, which reports it.
-            jump(ts, Arc::as_ptr(target));
-            return take_and_settle(ts);
-        }
         let payload = (*ts).slot.take();
         if (*ts).current_is_unwinding() {
             // A switch from a greenlet being force-unwound (a destructor run
@@ -231,10 +236,13 @@ unsafe fn resolve(
     }
 }
 
-/// Give an unstarted greenlet its stack and coroutine. Inlined into its
-/// callers (the start fast path of [`transfer_slow`], [`resolve`], and the
-/// hub's lean start, `direct::start`): as a call it cost a second save of
-/// every callee-saved register and a `Result` as wide as a `GreenletError`
+/// Give an unstarted greenlet its fiber (stack and coroutine): the thread's
+/// kept one if it has the size the greenlet asks for (its coroutine parked
+/// between two bodies, see [`run_bodies`]), else a stack from the pool and
+/// a new coroutine ([`prepare_new`], out of line). Inlined into its callers
+/// (the start fast path of [`transfer`], [`resolve`], and the hub's lean
+/// start, `direct::start`): as a call it cost a second save of every
+/// callee-saved register and a `Result` as wide as a `GreenletError`
 /// written and tested through memory.
 ///
 /// # Safety
@@ -248,26 +256,45 @@ pub(super) unsafe fn prepare(
     // SAFETY: owner thread (caller); short accesses to `local`.
     unsafe {
         let local = record.local();
-        if (*local).co.is_some() {
+        if (*local).fiber.is_some() {
             return Ok(());
         }
-        let size = (*local).stack_size;
-        let stack = match (*ts).kept_stack.take(size) {
-            Some(stack) => stack,
-            None => match stack::acquire(size) {
-                Ok(stack) => stack,
-                Err(source) => return Err(stack_error(record, size, source)),
-            },
+        let Some(fiber) = (*ts).kept.take((*local).stack_size) else {
+            return prepare_new(ts, record);
         };
-        label_stack(&stack, record);
-        let stack = StackRef::new((*local).stack.insert(stack));
-        let record_ptr = Arc::as_ptr(record);
-        let co = Co::with_stack(stack, move |yielder, _| root(ts, record_ptr, yielder));
-        // Written over the `None` tested above (the pool ran no code of
-        // this record's meanwhile): nothing to drop.
-        ptr::write(ptr::addr_of_mut!((*local).co), Some(co));
+        install(local, fiber, record);
         Ok(())
     }
+}
+
+/// [`prepare`] without a kept fiber of the size `record` asks for: a stack
+/// from the pool, and a new coroutine on it.
+///
+/// # Safety
+/// As for [`prepare`], and `record` has no fiber.
+#[inline(never)]
+unsafe fn prepare_new(ts: *mut ThreadState, record: &Arc<Record>) -> Result<(), GreenletError> {
+    // SAFETY: owner thread (caller); short accesses to `local`.
+    unsafe {
+        let local = record.local();
+        let size = (*local).stack_size;
+        let stack = stack::acquire(size).map_err(|source| stack_error(record, size, source))?;
+        let fiber = Fiber::new(stack, move |yielder, first| run_bodies(ts, yielder, first));
+        install(local, fiber, record);
+        Ok(())
+    }
+}
+
+/// Give `record`, which has no fiber, `fiber`, its stack named after it.
+///
+/// # Safety
+/// `local` is `record`'s, on its owner thread, with no fiber.
+#[inline(always)]
+unsafe fn install(local: *mut Local, fiber: Fiber, record: &Record) {
+    label_stack(fiber.stack(), record);
+    // SAFETY: guaranteed by the caller; written over a `None`: nothing to
+    // drop.
+    unsafe { ptr::write(ptr::addr_of_mut!((*local).fiber), Some(fiber)) };
 }
 
 /// The error of a greenlet whose stack of `size` bytes could not be mapped.
@@ -283,12 +310,21 @@ fn stack_error(record: &Record, size: usize, source: std::io::Error) -> Greenlet
 
 /// Name the stack after its greenlet (`'name' (id N)`, as in messages),
 /// without allocating or formatting: this runs at every start, and an
-/// unnamed greenlet's label is only spelled out if its stack overflows.
+/// unnamed greenlet's label (two stores, inline) is only spelled out if its
+/// stack overflows.
+#[inline(always)]
 fn label_stack(stack: &PooledStack, record: &Record) {
     match record.given_name() {
-        Some(name) => stack.set_greenlet_label(name, record.id()),
+        Some(name) => label_named(stack, name, record.id()),
         None => stack.set_default_greenlet_label(record.id()),
     }
+}
+
+/// [`label_stack`] for a named greenlet: its name copied in.
+#[cold]
+#[inline(never)]
+fn label_named(stack: &PooledStack, name: &str, id: u64) {
+    stack.set_greenlet_label(name, id);
 }
 
 /// Hand control to `dest` (a live, started or prepared greenlet, or main).
@@ -375,7 +411,7 @@ unsafe fn resume(ts: *mut ThreadState, next: *const Record) -> usize {
     unsafe {
         (*ts).current = next;
         let local = (*next).local();
-        let Some(co) = (*local).co.as_mut() else {
+        let Some(fiber) = (*local).fiber.as_ref() else {
             return (*ts).main_ptr as usize;
         };
         // Marked for the overflow handler; left marked after the coroutine
@@ -383,48 +419,58 @@ unsafe fn resume(ts: *mut ThreadState, next: *const Record) -> usize {
         // only reports faults inside the marked stack's guard, which code
         // on other stacks cannot touch, and a stack unmarks itself when it
         // is dropped, so a mark never outlives its mapping.
-        stack::running((*local).stack.as_ref());
-        let result = co.resume(0);
-        match result {
+        stack::running(Some(fiber.stack()));
+        // By its address: the coroutine stays where it is (at the top of its
+        // stack) while its body's end moves the fiber out of the record
+        // (`keep_finished`).
+        let co = fiber.co_ptr();
+        match (*co).resume(next as usize) {
             CoroutineResult::Yield(word) => word,
-            CoroutineResult::Return(word) => {
-                // Found again through `ts` (still `next`: nothing else
-                // resumes greenlets meanwhile), so that `next` need not
-                // stay in a register across the stack switch.
-                release_finished(ts);
-                word
-            }
+            CoroutineResult::Return(never) => match never {},
         }
     }
 }
 
-/// A greenlet's coroutine returned: drop it, and keep its stack for the
-/// thread's next greenlet start (`ThreadState::kept_stack`) or give it back
-/// to the pool (the record is kept by the registry while it has handles,
-/// else by `retiring`).
+/// What every greenlet coroutine runs: the body of the greenlet whose word
+/// it was first resumed with; then, its fiber kept for the thread's next
+/// start ([`keep_finished`]), parked (suspended with the word of whoever
+/// receives the result) until it is resumed with the next greenlet's word,
+/// whose body it runs, and so on. It never returns: a parked coroutine that
+/// is not needed any more is forgotten ([`Fiber::end`]: its frames here
+/// hold only plain words), and a body that unwinds out of [`root`] (a
+/// forced unwind, a panic outside the body's catch) ends it.
+#[inline(always)]
+fn run_bodies(ts: *mut ThreadState, yielder: &Yielder<usize, usize>, first: usize) -> Infallible {
+    let mut next = first;
+    loop {
+        let record = next as *const Record;
+        let word = root(ts, record, yielder);
+        // SAFETY: `root` returned on this coroutine, for `record`, alive
+        // (registered, or kept by `retiring`) on its owner thread.
+        unsafe { keep_finished(ts, record) };
+        next = yielder.suspend(word);
+    }
+}
+
+/// `record`'s body finished on its coroutine, which parks next, with
+/// nothing run in between: move its fiber to the thread's kept one
+/// (`ThreadState::kept`) for the next start, the coroutine staying where it
+/// is. Not during a forced unwind, which goes on through the loop and ends
+/// the coroutine (`force_unwind` drops the fiber with it).
 ///
 /// # Safety
-/// `ts` is the calling thread's live state, whose current greenlet's
-/// coroutine just returned.
-#[cold]
-#[inline(never)]
-unsafe fn release_finished(ts: *mut ThreadState) {
-    // SAFETY: guaranteed by the caller; the coroutine is dropped before the
-    // stack it ran on is kept or released.
+/// Called by [`run_bodies`] on `record`'s coroutine, right after its `root`
+/// returned; `ts` is the thread's live state.
+#[inline(always)]
+unsafe fn keep_finished(ts: *mut ThreadState, record: *const Record) {
+    // SAFETY: guaranteed by the caller; short accesses to `local`.
     unsafe {
-        let local = (*(*ts).current).local();
-        let co = ptr::addr_of_mut!((*local).co);
-        if (*co).as_ref().is_some_and(Co::done) {
-            // A coroutine that returned holds nothing to release: its drop
-            // only unwinds a suspended one, and its stack is a `StackRef`
-            // (two plain words) to the record's own `stack`. Cleared
-            // without a copy of it to drop.
-            ptr::write(co, None);
-        } else {
-            drop((*co).take());
+        if (*ts).unwinding() == record {
+            return;
         }
-        if let Some(stack) = (*local).stack.take() {
-            (*ts).kept_stack.keep((*local).stack_size, stack);
+        let local = (*record).local();
+        if let Some(fiber) = (*local).fiber.take() {
+            (*ts).kept.keep((*local).stack_size, fiber);
         }
     }
 }

@@ -8,10 +8,11 @@
 //! thread-local teardown) with its registry methods (unregister, recycle
 //! into the spare list, the thread-exit sweeps), the ownership checks
 //! ([`check_owner`], [`owner_state`]), and [`trim_stack_pool`] (the pool's
-//! trim plus the stack the state keeps for its next greenlet).
+//! trim plus the fiber the state keeps for its next greenlet).
 //!
-//! Uses records, the thread link, the payload slot, the stack pool (the
-//! kept stack) and the cleanup queue (captured at creation). Calls up only once: the thread-local guard's
+//! Uses records, the thread link, the payload slot, the stack pool, the
+//! kept fiber (`kept.rs`) and the cleanup queue (captured at creation).
+//! Calls up only once: the thread-local guard's
 //! destructor runs [`thread_exit::teardown`](super::thread_exit::teardown).
 
 use std::cell::Cell;
@@ -22,9 +23,10 @@ use std::sync::Arc;
 use slab::Slab;
 
 use super::error::GreenletError;
+use super::kept::KeptFiber;
 use super::payload::{Kind, Slot};
 use super::record::{IdBlock, Record, RecordCount, Spare};
-use super::stack::{self, KeptStack};
+use super::stack;
 use super::thread_exit;
 use super::thread_link::ThreadLink;
 use super::trace::ThreadTraceHook;
@@ -80,9 +82,9 @@ pub(crate) struct ThreadState {
     slow_switch: usize,
     /// This thread's block of greenlet ids.
     pub(crate) ids: IdBlock,
-    /// The stack of the last greenlet that finished, kept for the next
-    /// start (see `switch::release_finished` and `switch::prepare`).
-    pub(crate) kept_stack: KeptStack,
+    /// The fiber (coroutine and stack) of the last greenlet that finished,
+    /// kept for the next start (see `switch::keep_finished` and `switch::prepare`).
+    pub(crate) kept: KeptFiber,
     /// Where the main greenlet's finalizers go when the thread exits,
     /// captured when the state was created.
     pub(crate) queue: Arc<CleanupQueue>,
@@ -263,8 +265,7 @@ impl ThreadState {
                 && !record.has_finalizers()
                 && (*ts).spare.has_room()
                 && !local.run.is_some()
-                && local.co.is_none()
-                && local.stack.is_none()
+                && local.fiber.is_none()
                 && local.return_to.is_none()
         };
         if !simple {
@@ -306,10 +307,7 @@ impl ThreadState {
             (
                 local.key != usize::MAX,
                 (*ts).spare.has_room(),
-                !local.run.is_some()
-                    && local.co.is_none()
-                    && local.stack.is_none()
-                    && local.return_to.is_none(),
+                !local.run.is_some() && local.fiber.is_none() && local.return_to.is_none(),
             )
         };
         let flags = record.flags();
@@ -367,7 +365,8 @@ impl ThreadState {
 /// Gives every free stack in the global pool and in the calling thread's
 /// cache back to its region, returning its memory to the system, and
 /// returns how many it gave back; the stack the calling thread keeps for
-/// its next greenlet (the last finished greenlet's) goes too. Regions left
+/// its next greenlet (the last finished greenlet's, with the coroutine
+/// parked on it, which ends) goes too. Regions left
 /// with no live or pooled stack are unmapped.
 ///
 /// A pooled stack keeps the pages it touched while it was in use, so after a
@@ -390,8 +389,9 @@ impl ThreadState {
 pub fn trim_stack_pool() -> usize {
     let kept = existing_state().is_some_and(|ts| {
         // SAFETY: `ts` is this thread's live state; short access, and
-        // releasing a free stack runs no user code.
-        unsafe { (*ts).kept_stack.clear() }
+        // ending a parked coroutine and releasing its stack run no user
+        // code.
+        unsafe { (*ts).kept.clear() }
     });
     usize::from(kept) + stack::trim_pool()
 }
@@ -515,7 +515,7 @@ fn create() -> Option<*mut ThreadState> {
         unwinding: ptr::null(),
         slow_switch: 0,
         ids: IdBlock::new(),
-        kept_stack: KeptStack::new(),
+        kept: KeptFiber::new(),
         queue: cleanup::current_queue(),
     });
     let ts = Box::into_raw(ts);

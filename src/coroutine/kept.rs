@@ -1,0 +1,105 @@
+//! [`KeptFiber`]: the fiber (coroutine and stack) of the last greenlet that
+//! finished on a thread, kept by the thread's state for the thread's next
+//! greenlet start.
+//!
+//! A greenlet's coroutine does not return when the greenlet's body ends: it
+//! parks in a loop (`switch::run_bodies`) waiting for the next body, so that
+//! a start takes a coroutine that is already made instead of making a
+//! corosensei frame and tearing it down per greenlet. The finished body's
+//! coroutine moves its own fiber here just before it parks
+//! (`switch::keep_finished`), and `switch::prepare` takes it for the next
+//! start of the same stack size. A dead greenlet holds none.
+//!
+//! Uses [`Fiber`] and the stack pool's counts ([`stack::count_kept`]).
+
+use super::fiber::Fiber;
+use super::stack;
+
+/// At most one fiber whose coroutine is parked (or never ran, or parks
+/// before anything else runs), with the stack size its greenlet asked for.
+/// Its stack counts as pooled in [`stack_stats`](super::stack_stats) while
+/// kept (moved from `live` to `pooled` in its thread's cache counts and
+/// back); given back to the pool by [`clear`](KeptFiber::clear) (the public
+/// [`trim_stack_pool`](crate::coroutine::trim_stack_pool) calls it) or when
+/// it is dropped with its thread's state.
+pub(crate) struct KeptFiber {
+    kept: Option<Kept>,
+}
+
+struct Kept {
+    size: usize,
+    /// Whether its stack was counted as pooled ([`stack::count_kept`]): not
+    /// when the thread's stack cache went first, at thread exit.
+    counted: bool,
+    fiber: Fiber,
+}
+
+impl Kept {
+    /// The fiber leaves: its stack counted live again if it was counted.
+    #[inline(always)]
+    fn leave(self) -> Fiber {
+        if self.counted {
+            stack::uncount_kept();
+        }
+        self.fiber
+    }
+}
+
+impl KeptFiber {
+    /// Nothing kept.
+    pub(crate) const fn new() -> KeptFiber {
+        KeptFiber { kept: None }
+    }
+
+    /// Keep `fiber` for the next start of a greenlet asking for `size`
+    /// bytes; the fiber kept before, if any, is ended (its stack goes to
+    /// the pool).
+    ///
+    /// # Safety
+    /// `fiber`'s coroutine is unstarted, parked in its loop between two
+    /// bodies, or the caller's own, whose body finished and which parks
+    /// before anything else runs (see [`Fiber::end`]).
+    #[inline]
+    pub(crate) unsafe fn keep(&mut self, size: usize, fiber: Fiber) {
+        if let Some(old) = self.kept.take() {
+            // SAFETY: kept before, so parked or unstarted (this contract);
+            // not the caller's (it is `fiber`). It leaves (uncounted) before
+            // `fiber` is counted: the count is a flag.
+            unsafe { old.leave().end() };
+        }
+        self.kept = Some(Kept {
+            size,
+            counted: stack::count_kept(),
+            fiber,
+        });
+    }
+
+    /// The kept fiber, if it was kept for `size` bytes.
+    #[inline]
+    pub(crate) fn take(&mut self, size: usize) -> Option<Fiber> {
+        match &self.kept {
+            Some(kept) if kept.size == size => Some(self.kept.take()?.leave()),
+            _ => None,
+        }
+    }
+
+    /// End the kept fiber's coroutine and release its stack to the pool;
+    /// returns whether there was one.
+    pub(crate) fn clear(&mut self) -> bool {
+        match self.kept.take() {
+            Some(kept) => {
+                // SAFETY: only unstarted or parked coroutines are kept when
+                // code other than a parking coroutine runs (`keep`).
+                unsafe { kept.leave().end() };
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl Drop for KeptFiber {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
