@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::error::Elapsed;
-use super::park::{park, park_green, TimeoutUnwind};
+use super::park::{check_scopes, park, park_green, TimeoutUnwind};
 use super::task::Wait;
 use super::worker;
 
@@ -163,6 +163,10 @@ fn park_until(deadline: Instant) {
 /// ```
 pub fn yield_now() {
     let yielded = worker::with_current_task(|w, task| {
+        if w.yield_in_place(task) {
+            check_scopes(&task.scopes);
+            return;
+        }
         task.schedule_on(w);
         park_green(w, task, Wait::Yield, None);
     });
