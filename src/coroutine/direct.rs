@@ -1,7 +1,7 @@
 //! The hub's lean switch path: a scheduler running on its thread's main
 //! greenlet starts a greenlet ([`start`]) or resumes one ([`resume`]), and
 //! that greenlet hands control back to main or straight to a sibling
-//! ([`park`], [`sibling`]), with nothing crossing the switch:
+//! ([`park`], [`sibling`], [`observed`]), with nothing crossing the switch:
 //! no `Value`, no `Result`, the slot left empty.
 //!
 //! Owns those functions, [`Resumed`] and [`Sibling`]. Uses the switch protocol's
@@ -186,6 +186,19 @@ pub(crate) unsafe fn park(main: &Greenlet, to: Option<Sibling>) -> Result<(), Gr
                 .map_err(Raised::into_error);
         }
         Ok(())
+    }
+}
+
+/// Whether switches on this thread are observed now (a trace hook is set,
+/// on the thread or globally) or a greenlet is being force-unwound: the
+/// lean paths are off then, and a scheduler that would let the running
+/// greenlet go on without a switch switches anyway, so that hooks see it.
+#[inline(always)]
+pub(crate) fn observed() -> bool {
+    match thread_state::existing_state() {
+        // SAFETY: this thread's live state (short reads).
+        Some(ts) => unsafe { switch::needs_slow_path(ts) },
+        None => true,
     }
 }
 

@@ -33,6 +33,20 @@
 //! other than [`WAKE_TOKEN`] are for the network layer: it registers a
 //! socket with the poller of the worker its green thread lives on (through
 //! `Poll::registry`), and a readiness event wakes the parked green thread.
+//!
+//! # Hand-offs
+//! A green thread that parks or yields while the loop's next round would
+//! only resume the front of the ready queue (no new task, remote wake,
+//! armed timer, pending call, shutdown, and no poll due) does that resume
+//! itself: the same bookkeeping (wake flag, wake sequence, state, the
+//! watchdog's counters, the current task), then a switch straight to that
+//! green thread through the dispatcher on the hub's stack (the hub stays
+//! suspended in its resume, and finds which green thread came back through
+//! `current`), or no switch at all when the front is itself. A hand-off
+//! counts as a round of the poll cadence, so a busy set of green threads
+//! reaches the loop at least every [`POLL_EVERY`] rounds and I/O, timers
+//! and remote wakes cannot starve; a cancellation waiting for the front is
+//! left to the loop, which throws it.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -786,8 +800,9 @@ impl Worker {
     /// only resume the front of the ready queue (see
     /// [`hub_is_idle`](Self::hub_is_idle)). The front is resumed as the
     /// loop would resume it (the same bookkeeping), unless it is done or a
-    /// cancellation waits for it (the loop throws that): [`Next::Myself`]
-    /// when it is `me` (woken already), else a [`Next::Sibling`] to hand
+    /// cancellation waits for a sibling (queued again for the loop, which
+    /// throws it): [`Next::Myself`] when it is `me` (woken already; with a
+    /// cancellation, [`Next::Cancelled`]), else a [`Next::Sibling`] to hand
     /// the CPU to. [`Next::Hub`]: park.
     #[inline(always)]
     pub(crate) fn next_after_park(&self, me: &Task) -> Next {
@@ -799,7 +814,13 @@ impl Worker {
             return Next::Hub;
         };
         let mut to = None;
-        if !ptr::eq(Arc::as_ptr(&next), me) {
+        if ptr::eq(Arc::as_ptr(&next), me) {
+            if direct::observed() {
+                // Hooks see a park switch to the hub and back.
+                self.ready.borrow_mut().push_front(next);
+                return Next::Hub;
+            }
+        } else {
             to = match self.live.try_borrow() {
                 Ok(live) => match live.get(next.live_key.load(Ordering::Relaxed)) {
                     Some((t, g)) if Arc::ptr_eq(t, &next) => direct::sibling(g),
@@ -812,15 +833,15 @@ impl Worker {
                 return Next::Hub;
             }
         }
-        if next.is_done() || next.cancel_requested() {
+        if next.is_done() {
             self.ready.borrow_mut().push_front(next);
             return Next::Hub;
         }
         self.until_poll.set(until_poll - 1);
         next.take_scheduled();
         if next.take_cancel() {
-            // Asked for since the check above (from another thread): the
-            // loop throws it into a sibling.
+            // The loop throws it into a sibling: asked for again, which
+            // queues the sibling again (its wake flag is clear).
             if to.is_some() {
                 next.request_cancel();
                 return Next::Hub;
@@ -837,19 +858,22 @@ impl Worker {
 
     /// A yield of the green thread `me` when nothing else is ready and the
     /// loop would only resume it (see [`hub_is_idle`](Self::hub_is_idle)):
-    /// it is resumed where it is, with the bookkeeping of a resume; whether
-    /// it was. A pending cancellation is left to the loop.
+    /// it runs on where it is; whether it does. A round of the poll cadence
+    /// without the rest of a resume's bookkeeping: it never left the
+    /// running state, `current` and the watchdog's `running` name it
+    /// already, its wake sequence only matters to timers (none is armed),
+    /// and the watchdog's tick moves at the loop's resume, at least every
+    /// [`POLL_EVERY`] rounds. A pending cancellation is left to the park, and
+    /// so is a yield that trace hooks observe.
     #[inline(always)]
     pub(crate) fn yield_in_place(&self, me: &Task) -> bool {
-        if !self.ready.borrow().is_empty() || me.cancel_requested() {
+        if !self.ready.borrow().is_empty() || me.cancel_requested() || direct::observed() {
             return false;
         }
-        let remote = self.remote();
-        let Some(until_poll) = self.hub_is_idle(remote) else {
+        let Some(until_poll) = self.hub_is_idle(self.remote()) else {
             return false;
         };
         self.until_poll.set(until_poll - 1);
-        self.enter(remote, me);
         true
     }
 
