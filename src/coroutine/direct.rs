@@ -1,9 +1,10 @@
 //! The hub's lean switch path: a scheduler running on its thread's main
 //! greenlet starts a greenlet ([`start`]) or resumes one ([`resume`]), and
-//! that greenlet hands control back to main ([`park`]), with nothing
-//! crossing the switch: no `Value`, no `Result`, the slot left empty.
+//! that greenlet hands control back to main or straight to a sibling
+//! ([`park`], [`sibling`], [`observed`]), with nothing crossing the switch:
+//! no `Value`, no `Result`, the slot left empty.
 //!
-//! Owns those three functions and [`Resumed`]. Uses the switch protocol's
+//! Owns those functions, [`Resumed`] and [`Sibling`]. Uses the switch protocol's
 //! pieces (`prepare`, `resume`, the dispatcher loop, settling) and the
 //! thread state; `pub(crate)` only, for [`crate::hub`].
 //!
@@ -34,7 +35,7 @@ use std::sync::Arc;
 use super::error::GreenletError;
 use super::handle::Greenlet;
 use super::payload::Raised;
-use super::record::Flags;
+use super::record::{Flags, Record};
 use super::switch;
 use super::thread_state::{self, ThreadState};
 use super::value::Value;
@@ -137,28 +138,48 @@ unsafe fn back_on_main(ts: *mut ThreadState) -> Resumed {
 }
 
 /// Hand control from the running greenlet to `main`, this thread's main
-/// greenlet (a scheduler's, suspended in [`resume`] or in a switch), and
-/// return when some context switches back. `Err` is an error thrown in
-/// meanwhile (a kill, a hub's cancellation); a value switched in is
-/// dropped. The fast path needs `main` to be this thread's main greenlet,
-/// not running, and no tracing or forced unwind; otherwise this is
-/// `main.switch(())`.
-#[inline]
-pub(crate) fn park(main: &Greenlet) -> Result<(), GreenletError> {
-    let Some(ts) = thread_state::existing_state() else {
-        return main.switch(()).map(drop);
-    };
-    // SAFETY: `ts` is this thread's live state (short reads); `main` is its
-    // main greenlet (compared with the state's), which is always active, and
-    // not current: what `switch::suspend_to_main` needs.
-    unsafe {
-        if !ptr::eq(Arc::as_ptr(&main.record), (*ts).main_ptr)
-            || (*ts).current == (*ts).main_ptr
-            || switch::needs_slow_path(ts)
-        {
-            return main.switch(()).map(drop);
+/// greenlet (a scheduler's, suspended in [`resume`] or in a switch), or
+/// with `to` (checked by [`sibling`]) to that greenlet instead, through the
+/// dispatcher on main's stack: main stays suspended where it was, and the
+/// sibling's next park returns there. Returns when some context switches
+/// back. `Err` is an error thrown in meanwhile (a kill, a hub's
+/// cancellation); a value switched in is dropped. Without `to`, the fast
+/// path needs `main` to be this thread's main greenlet, not running, and no
+/// tracing or forced unwind; otherwise this is `main.switch(())`. One stack
+/// switch either way, from one call site (a second one costs every caller
+/// a call to corosensei's `suspend`).
+///
+/// # Safety
+/// A `to` was made by [`sibling`] on this thread, and no greenlet switched,
+/// started or ended since (so what it checked still holds), and the
+/// target's record is still alive (its handle kept by the caller).
+#[inline(always)]
+pub(crate) unsafe fn park(main: &Greenlet, to: Option<Sibling>) -> Result<(), GreenletError> {
+    let (ts, dest) = match to {
+        Some(s) => (s.ts, s.to),
+        None => {
+            let Some(ts) = thread_state::existing_state() else {
+                return main.switch(()).map(drop);
+            };
+            // SAFETY: `ts` is this thread's live state (short reads).
+            let plain = unsafe {
+                ptr::eq(Arc::as_ptr(&main.record), (*ts).main_ptr)
+                    && (*ts).current != (*ts).main_ptr
+                    && !switch::needs_slow_path(ts)
+            };
+            if !plain {
+                return main.switch(()).map(drop);
+            }
+            (ts, Arc::as_ptr(&main.record))
         }
-        switch::suspend_to_main(ts);
+    };
+    // SAFETY: `ts` is this thread's live state; its current greenlet is not
+    // main (checked above, or by `sibling`), and `dest` is main (always
+    // active, compared with the state's) or a started, live greenlet of
+    // this thread other than the current one (`sibling`, whose checks hold
+    // by the caller's guarantee): what `switch::suspend_to` needs.
+    unsafe {
+        switch::suspend_to((*ts).current, dest);
         if (*ts).slot.is_full() || switch::must_settle(ts) {
             return switch::take_and_settle(ts)
                 .map(drop)
@@ -168,6 +189,47 @@ pub(crate) fn park(main: &Greenlet) -> Result<(), GreenletError> {
     }
 }
 
+/// Whether switches on this thread are observed now (a trace hook is set,
+/// on the thread or globally) or a greenlet is being force-unwound: the
+/// lean paths are off then, and a scheduler that would let the running
+/// greenlet go on without a switch switches anyway, so that hooks see it.
+#[inline(always)]
+pub(crate) fn observed() -> bool {
+    match thread_state::existing_state() {
+        // SAFETY: this thread's live state (short reads).
+        Some(ts) => unsafe { switch::needs_slow_path(ts) },
+        None => true,
+    }
+}
+
+/// A greenlet to which the running one may hand control without main in
+/// between ([`park`]): checked by [`sibling`].
+#[derive(Debug)]
+pub(crate) struct Sibling {
+    ts: *mut ThreadState,
+    to: *const Record,
+}
+
+/// Whether the running greenlet (not main) may hand control straight to
+/// `g`, as a plain switch of the full protocol with a unit value would: `g`
+/// is a started, live greenlet of this thread other than the running one,
+/// and no trace hook is set nor a greenlet force-unwound. `None` when any
+/// of that fails (the caller parks to main instead).
+#[inline(always)]
+pub(crate) fn sibling(g: &Greenlet) -> Option<Sibling> {
+    let ts = thread_state::existing_state()?;
+    let to = Arc::as_ptr(&g.record);
+    // SAFETY: `ts` is this thread's live state (short reads).
+    let plain = unsafe {
+        ptr::eq(Arc::as_ptr(&g.record.thread), Arc::as_ptr(&(*ts).link))
+            && (*ts).current != (*ts).main_ptr
+            && (*ts).current != to
+            && g.record.flags().is_active()
+            && !switch::needs_slow_path(ts)
+    };
+    plain.then_some(Sibling { ts, to })
+}
+
 #[cfg(test)]
 mod tests {
     use std::cell::{Cell, RefCell};
@@ -175,6 +237,12 @@ mod tests {
 
     use super::*;
     use crate::coroutine::{getcurrent, settrace, ThreadTraceHook, TraceEvent};
+
+    /// [`super::park`] to `main`.
+    fn park(main: &Greenlet) -> Result<(), GreenletError> {
+        // SAFETY: no sibling, nothing to guarantee.
+        unsafe { super::park(main, None) }
+    }
 
     /// A greenlet that parks through [`park`] `rounds` times, counting the
     /// parks that returned `Ok`, then returns the count.

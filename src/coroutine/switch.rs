@@ -369,17 +369,6 @@ pub(super) unsafe fn resume_from_main(
     }
 }
 
-/// From a greenlet other than main, hand control to main; returns when
-/// some context resumes the greenlet.
-///
-/// # Safety
-/// `ts` is live and the current greenlet is not main.
-#[inline(always)]
-pub(super) unsafe fn suspend_to_main(ts: *mut ThreadState) {
-    // SAFETY: guaranteed by the caller.
-    unsafe { suspend_to((*ts).current, (*ts).main_ptr) }
-}
-
 /// Suspend `current`, the current greenlet (not main), with `dest` as the
 /// word for the dispatcher.
 ///
@@ -387,7 +376,7 @@ pub(super) unsafe fn suspend_to_main(ts: *mut ThreadState) {
 /// `current` is the live state's current greenlet, not main, and `dest` is
 /// not `current`.
 #[inline(always)]
-unsafe fn suspend_to(current: *const Record, dest: *const Record) {
+pub(super) unsafe fn suspend_to(current: *const Record, dest: *const Record) {
     // SAFETY: guaranteed by the caller; `current`'s yielder is set because a
     // non-main current greenlet is running inside its `root`.
     unsafe {

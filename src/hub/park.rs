@@ -1,6 +1,7 @@
 //! Parking and waking the caller, whatever it is: a green thread parks by
-//! switching to its hub (arming a timer for a deadline), a plain thread by
-//! `std::thread::park`. Also the unwinds that deliver a cancellation or an
+//! switching to its hub (arming a timer for a deadline), or straight to the
+//! next ready green thread when the hub would only resume that one (see
+//! `Worker::next_after_park`), a plain thread by `std::thread::park`. Also the unwinds that deliver a cancellation or an
 //! elapsed `timeout` at a parking point.
 //!
 //! Owns: [`park`], [`current_waker`], the unwind payloads. Uses the worker
@@ -14,7 +15,7 @@ use std::time::Instant;
 
 use super::task::{Task, Wait};
 use super::time::{with_scopes, Scopes};
-use super::worker::{self, Worker};
+use super::worker::{self, Next, Worker};
 use crate::coroutine::direct;
 
 /// The unwind payload of a cancellation delivered at a parking point.
@@ -48,7 +49,17 @@ pub(crate) fn park_green(w: &Worker, task: &Arc<Task>, wait: Wait, deadline: Opt
         w.timers.borrow_mut().arm(at, Arc::clone(task));
     }
     task.set_parked(wait);
-    if direct::park(&w.hub).is_err() {
+    let to = match w.next_after_park(task) {
+        Next::Hub => None,
+        Next::Sibling(to) => Some(to),
+        Next::Myself => return check_scopes(&task.scopes),
+        Next::Cancelled => return raise(CancelUnwind),
+    };
+    // SAFETY: a `to` was made just now by `next_after_park`, with no switch
+    // since; the target's greenlet handle is in the worker's `live` table,
+    // whose entries only the hub removes, while it is suspended.
+    let resumed = unsafe { direct::park(&w.hub, to) }.is_ok();
+    if !resumed {
         raise(CancelUnwind);
     }
     check_scopes(&task.scopes);
@@ -62,7 +73,8 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
 }
 
 /// Unwind with the outermost elapsed timeout scope's payload, if any.
-fn check_scopes(scopes: &Scopes) {
+#[inline(always)]
+pub(crate) fn check_scopes(scopes: &Scopes) {
     if let Some(id) = scopes.expired() {
         raise(TimeoutUnwind(id));
     }

@@ -33,6 +33,20 @@
 //! other than [`WAKE_TOKEN`] are for the network layer: it registers a
 //! socket with the poller of the worker its green thread lives on (through
 //! `Poll::registry`), and a readiness event wakes the parked green thread.
+//!
+//! # Hand-offs
+//! A green thread that parks or yields while the loop's next round would
+//! only resume the front of the ready queue (no new task, remote wake,
+//! armed timer, pending call, shutdown, and no poll due) does that resume
+//! itself: the same bookkeeping (wake flag, wake sequence, state, the
+//! watchdog's counters, the current task), then a switch straight to that
+//! green thread through the dispatcher on the hub's stack (the hub stays
+//! suspended in its resume, and finds which green thread came back through
+//! `current`), or no switch at all when the front is itself. A hand-off
+//! counts as a round of the poll cadence, so a busy set of green threads
+//! reaches the loop at least every [`POLL_EVERY`] rounds and I/O, timers
+//! and remote wakes cannot starve; a cancellation waiting for the front is
+//! left to the loop, which throws it.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -159,6 +173,9 @@ pub(crate) struct Worker {
     live: RefCell<Slab<(Arc<Task>, Greenlet)>>,
     poll: RefCell<mio::Poll>,
     events: RefCell<mio::Events>,
+    /// Scheduling rounds (the loop's, and hand-offs) left before the next
+    /// poll that does not wait.
+    until_poll: Cell<u32>,
     cancelled_all: Cell<bool>,
     /// Spent tasks, for spawns on this worker to reuse.
     pub(crate) pool: TaskPool,
@@ -248,6 +265,20 @@ pub(crate) fn push_ready(task: Arc<Task>, owner: usize) {
     }
 }
 
+/// What a parking green thread does next (see
+/// [`Worker::next_after_park`]).
+#[derive(Debug)]
+pub(crate) enum Next {
+    /// Park: switch to the hub.
+    Hub,
+    /// Run on: it was the next ready task (resumed, without a switch).
+    Myself,
+    /// Resumed as [`Next::Myself`], with a cancellation to deliver.
+    Cancelled,
+    /// Hand the CPU to this green thread (resumed), without the hub.
+    Sibling(direct::Sibling),
+}
+
 /// Keeps `RUNNING` pointing at a worker while it lives, and clears it when
 /// dropped, also when the loop unwinds: made after the worker's `Rc` in
 /// `main`, so dropped before it.
@@ -282,6 +313,7 @@ pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
         live: RefCell::new(Slab::new()),
         poll: RefCell::new(seed.poll),
         events: RefCell::new(mio::Events::with_capacity(256)),
+        until_poll: Cell::new(POLL_EVERY),
         cancelled_all: Cell::new(false),
         pool: TaskPool::new(),
     });
@@ -354,7 +386,6 @@ impl Worker {
 
     fn run(self: &Rc<Self>) {
         let remote = self.remote();
-        let mut until_poll: u32 = POLL_EVERY;
         let mut burst: u32 = 0;
         let mut due = Vec::new();
         loop {
@@ -365,10 +396,12 @@ impl Worker {
             if !self.timers.borrow().is_empty() {
                 self.fire_timers(Instant::now(), &mut due);
             }
-            until_poll -= 1;
+            let until_poll = self.until_poll.get() - 1;
             if until_poll == 0 {
-                until_poll = POLL_EVERY;
+                self.until_poll.set(POLL_EVERY);
                 self.poll_once(Some(Duration::ZERO));
+            } else {
+                self.until_poll.set(until_poll);
             }
             let shutting_down = self.shared.is_shutting_down();
             if shutting_down && !self.cancelled_all.get() {
@@ -618,7 +651,7 @@ impl Worker {
         task.live_key.store(key, Ordering::Relaxed);
         let full = self.switch_into(self.remote(), &live, task, direct::start);
         drop(live);
-        if let Some((result, dead)) = full {
+        if let Some((key, result, dead)) = full {
             self.after_full_switch(key, result, dead);
         }
     }
@@ -629,8 +662,8 @@ impl Worker {
         let live = self.live.borrow();
         let full = self.switch_into(remote, &live, task, direct::resume);
         drop(live);
-        if let Some((result, dead)) = full {
-            self.after_full_switch(task.live_key.load(Ordering::Relaxed), result, dead);
+        if let Some((key, result, dead)) = full {
+            self.after_full_switch(key, result, dead);
         }
     }
 
@@ -639,10 +672,14 @@ impl Worker {
     /// borrows it mutably, in `start`, `after_full_switch`, `cancel_all`
     /// and teardown, and it is suspended meanwhile), through `lean`
     /// (`direct::start` for its first run, `direct::resume` after) unless
-    /// a cancellation is to be thrown into it, until it parks or ends.
-    /// What a switch through the full protocol returned, and whether the
-    /// greenlet is dead now, for [`after_full_switch`](Self::after_full_switch)
-    /// once the caller's borrow is gone.
+    /// a cancellation is to be thrown into it, until control comes back to
+    /// the hub: from `task`, or from the last of the green threads it and
+    /// its successors handed the CPU to (see
+    /// [`next_after_park`](Self::next_after_park)). What a switch through
+    /// the full protocol returned, the `live` key of the green thread that
+    /// came back with it, and whether that one's greenlet is dead now, for
+    /// [`after_full_switch`](Self::after_full_switch) once the caller's
+    /// borrow is gone.
     #[inline(always)]
     fn switch_into(
         &self,
@@ -650,7 +687,7 @@ impl Worker {
         live: &Slab<(Arc<Task>, Greenlet)>,
         task: &Task,
         lean: fn(&Greenlet) -> Resumed,
-    ) -> Option<(Result<Value, GreenletError>, bool)> {
+    ) -> Option<(usize, Result<Value, GreenletError>, bool)> {
         task.take_scheduled();
         if task.is_done() {
             return None;
@@ -660,6 +697,45 @@ impl Worker {
             Some((t, g)) if ptr::eq(Arc::as_ptr(t), task) => g,
             _ => return None,
         };
+        self.enter(remote, task);
+        let resumed = if task.take_cancel() {
+            Resumed::Full(g.throw(GreenletError::exit()))
+        } else {
+            lean(g)
+        };
+        let back = self.current.replace(ptr::null());
+        remote.running.store(0, Ordering::Relaxed);
+        match resumed {
+            Resumed::Full(result) if ptr::eq(back, task) => Some((key, result, g.is_dead())),
+            Resumed::Full(result) => Some(Self::came_back(live, back, result)),
+            Resumed::Parked => None,
+        }
+    }
+
+    /// [`switch_into`](Self::switch_into)'s outcome when the full protocol
+    /// brought `result` back from `back`, a green thread handed the CPU to
+    /// (out of line: the loop stays small enough for the compiler to
+    /// inline the switch into it).
+    #[cold]
+    #[inline(never)]
+    fn came_back(
+        live: &Slab<(Arc<Task>, Greenlet)>,
+        back: *const Task,
+        result: Result<Value, GreenletError>,
+    ) -> (usize, Result<Value, GreenletError>, bool) {
+        // SAFETY: `back` is the task that ran last (a hand-off made it
+        // current), whose `live` entry keeps it alive: only this loop
+        // removes entries, after this.
+        let key = unsafe { (*back).live_key.load(Ordering::Relaxed) };
+        let dead = live.get(key).map_or(true, |(_, g)| g.is_dead());
+        (key, result, dead)
+    }
+
+    /// The bookkeeping of a resume of `task` (by the loop or a hand-off):
+    /// its wake sequence (older timers go stale), its state, the watchdog's
+    /// counters, and the worker's current task.
+    #[inline(always)]
+    fn enter(&self, remote: &Remote, task: &Task) {
         // Only this thread writes these two counters.
         let seq = task.park_seq.load(Ordering::Relaxed);
         task.park_seq.store(seq.wrapping_add(1), Ordering::Relaxed);
@@ -667,19 +743,7 @@ impl Worker {
         remote.running.store(task.id, Ordering::Relaxed);
         let tick = remote.tick.load(Ordering::Relaxed);
         remote.tick.store(tick.wrapping_add(1), Ordering::Relaxed);
-        let cancel = task.take_cancel();
         self.current.set(task);
-        let resumed = if cancel {
-            Resumed::Full(g.throw(GreenletError::exit()))
-        } else {
-            lean(g)
-        };
-        self.current.set(ptr::null());
-        remote.running.store(0, Ordering::Relaxed);
-        match resumed {
-            Resumed::Full(result) => Some((result, g.is_dead())),
-            _ => None,
-        }
     }
 
     /// A switch into the task at `key` of `live` came back through the
@@ -729,6 +793,117 @@ impl Worker {
     #[inline]
     pub(crate) fn push_ready_local(&self, task: Arc<Task>) {
         self.ready.borrow_mut().push_back(task);
+    }
+
+    /// The green thread `me`, parking (its state set, its timer armed),
+    /// picks what runs next without the loop's round when the loop would
+    /// only resume the front of the ready queue (see
+    /// [`hub_is_idle`](Self::hub_is_idle)). The front is resumed as the
+    /// loop would resume it (the same bookkeeping), unless it is done or a
+    /// cancellation waits for a sibling (queued again for the loop, which
+    /// throws it): [`Next::Myself`] when it is `me` (woken already; with a
+    /// cancellation, [`Next::Cancelled`]), else a [`Next::Sibling`] to hand
+    /// the CPU to. [`Next::Hub`]: park.
+    #[inline(always)]
+    pub(crate) fn next_after_park(&self, me: &Task) -> Next {
+        let remote = self.remote();
+        let Some(until_poll) = self.hub_is_idle(remote) else {
+            return Next::Hub;
+        };
+        let Some(next) = self.ready.borrow_mut().pop_front() else {
+            return Next::Hub;
+        };
+        let mut to = None;
+        if ptr::eq(Arc::as_ptr(&next), me) {
+            if direct::observed() {
+                // Hooks see a park switch to the hub and back.
+                self.ready.borrow_mut().push_front(next);
+                return Next::Hub;
+            }
+        } else {
+            to = match self.live.try_borrow() {
+                Ok(live) => match live.get(next.live_key.load(Ordering::Relaxed)) {
+                    Some((t, g)) if Arc::ptr_eq(t, &next) => direct::sibling(g),
+                    _ => None,
+                },
+                Err(_) => None,
+            };
+            if to.is_none() {
+                self.ready.borrow_mut().push_front(next);
+                return Next::Hub;
+            }
+        }
+        if next.is_done() {
+            self.ready.borrow_mut().push_front(next);
+            return Next::Hub;
+        }
+        self.until_poll.set(until_poll - 1);
+        next.take_scheduled();
+        if next.take_cancel() {
+            // The loop throws it into a sibling: asked for again, which
+            // queues the sibling again (its wake flag is clear).
+            if to.is_some() {
+                next.request_cancel();
+                return Next::Hub;
+            }
+            self.enter(remote, &next);
+            return Next::Cancelled;
+        }
+        self.enter(remote, &next);
+        match to {
+            Some(s) => Next::Sibling(s),
+            None => Next::Myself,
+        }
+    }
+
+    /// A yield of the green thread `me` when nothing else is ready and the
+    /// loop would only resume it (see [`hub_is_idle`](Self::hub_is_idle)):
+    /// it runs on where it is; whether it does. A round of the poll cadence
+    /// without the rest of a resume's bookkeeping: it never left the
+    /// running state, `current` and the watchdog's `running` name it
+    /// already, its wake sequence only matters to timers (none is armed),
+    /// and the watchdog's tick moves at the loop's resume, at least every
+    /// [`POLL_EVERY`] rounds. A pending cancellation is left to the park, and
+    /// so is a yield that trace hooks observe.
+    #[inline(always)]
+    pub(crate) fn yield_in_place(&self, me: &Task) -> bool {
+        if !self.ready.borrow().is_empty() || me.cancel_requested() || direct::observed() {
+            return false;
+        }
+        let Some(until_poll) = self.hub_is_idle(self.remote()) else {
+            return false;
+        };
+        self.until_poll.set(until_poll - 1);
+        true
+    }
+
+    /// Whether the loop's next round would only resume the front of the
+    /// ready queue: no unstarted task, remote wake, armed timer, pending
+    /// call or shutdown waits, and the poll cadence is not due (a round
+    /// without the loop counts as one of its rounds, so the worker still
+    /// polls every [`POLL_EVERY`] rounds, and a busy set of green threads
+    /// reaches the loop at least that often). `Some` of the rounds left
+    /// before the next poll, then.
+    #[inline(always)]
+    fn hub_is_idle(&self, remote: &Remote) -> Option<u32> {
+        let until_poll = self.until_poll.get();
+        let busy = until_poll <= 1
+            || self.has_spawned.get()
+            || remote.has_remote.load(Ordering::Relaxed)
+            || self.shared.pending.wants_drain()
+            || !self.timers.borrow().is_empty()
+            || self.shared.is_shutting_down()
+            || !self.local_new.borrow().is_empty()
+            || !self.deque.is_empty()
+            || !self.shared.injector.is_empty()
+            || (self.shared.workers.len() > 1
+                && self
+                    .shared
+                    .workers
+                    .iter()
+                    .enumerate()
+                    .any(|(i, r)| i != self.index && !r.stealer.is_empty()));
+        (!busy).then_some(until_poll)
     }
 
     /// Shutdown began: cancel every started task, drop every unstarted one.
