@@ -208,11 +208,20 @@ impl Idle {
         }
     }
 
+    /// (Written only when it changed: the line is read by the other
+    /// workers, each write takes it away from them.)
     fn store_backoff(&self, b: Backoff) {
-        self.backoff.store(
-            (u64::from(b.skip) << 32) | u64::from(b.span),
-            Ordering::Relaxed,
-        );
+        let v = (u64::from(b.skip) << 32) | u64::from(b.span);
+        if self.backoff.load(Ordering::Relaxed) != v {
+            self.backoff.store(v, Ordering::Relaxed);
+        }
+    }
+
+    /// Record `cpu` as where this worker runs, if it changed.
+    fn store_cpu(&self, cpu: u32) {
+        if self.cpu.load(Ordering::Relaxed) != cpu {
+            self.cpu.store(cpu, Ordering::Relaxed);
+        }
     }
 
     /// Spins this worker has begun.
@@ -224,7 +233,7 @@ impl Idle {
     /// Record the CPU this thread runs on now (at the end of an idle, so
     /// that other workers know where this busy worker runs).
     pub(crate) fn note_cpu(&self) {
-        self.cpu.store(current_cpu(), Ordering::Relaxed);
+        self.store_cpu(current_cpu());
     }
 
     /// Choose what worker `me` of `all` does before it sleeps, running on
@@ -246,7 +255,7 @@ impl Idle {
         if !may || held(&this.hold_until) {
             return Plan::Sleep;
         }
-        this.cpu.store(cpu, Ordering::Relaxed);
+        this.store_cpu(cpu);
         for (i, w) in all.iter().enumerate() {
             if i == me {
                 continue;

@@ -44,6 +44,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_deque::{Steal, Stealer};
+use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use slab::Slab;
 
@@ -66,32 +67,57 @@ const START_BURST: u32 = 32;
 /// The poller token of the worker's `mio::Waker`.
 pub(crate) const WAKE_TOKEN: mio::Token = mio::Token(usize::MAX);
 
-/// The part of a worker that other threads reach.
+/// The part of a worker that other threads reach, laid out by who writes
+/// what: a waker on another CPU writes the [`Inbox`] and reads the rest;
+/// the owner writes `tick` and `running` at every resume. Each part has
+/// cache lines of its own (`CachePadded`), so a cross-thread wake moves
+/// the inbox's line between the two CPUs and nothing else of the worker's
+/// (the two-worker ping-pong crosses threads twice per round trip), and
+/// the workers' `Remote`s, side by side in one slice, share no line.
+#[repr(C)]
 pub(crate) struct Remote {
-    queue: Mutex<Vec<Arc<Task>>>,
+    inbox: CachePadded<Inbox>,
+    /// Bumped at every resume of a green thread (read by the watchdog).
+    pub(crate) tick: CachePadded<AtomicU64>,
+    /// The id of the green thread running now, 0 while in the hub.
+    pub(crate) running: CachePadded<AtomicU64>,
+    waker: mio::Waker,
+    pub(crate) stealer: Stealer<Unstarted>,
+    /// The idle policy's state (whether it spins, where it runs).
+    pub(crate) idle: Idle,
+}
+
+/// The remote wake queue and the sleep flag: what a waker on another
+/// thread writes.
+struct Inbox {
+    queue: Mutex<Woken>,
     has_remote: AtomicBool,
     /// In (or about to enter) a waiting poll; cleared by whoever unparks it.
     sleeping: AtomicBool,
-    waker: mio::Waker,
-    pub(crate) stealer: Stealer<Unstarted>,
-    /// Bumped at every resume of a green thread (read by the watchdog).
-    pub(crate) tick: AtomicU64,
-    /// The id of the green thread running now, 0 while in the hub.
-    pub(crate) running: AtomicU64,
-    /// The idle policy's state (whether it spins, where it runs).
-    pub(crate) idle: Idle,
+}
+
+/// Tasks woken from other threads, in wake order: the first in `first`
+/// (beside the lock, in the inbox's cache line: a lone wake touches no
+/// other memory), the rest in `more` (drained in place by the owner, so
+/// pushes do not allocate once its buffer has grown).
+#[derive(Default)]
+struct Woken {
+    first: Option<Arc<Task>>,
+    more: Vec<Arc<Task>>,
 }
 
 impl Remote {
     pub(crate) fn new(waker: mio::Waker, stealer: Stealer<Unstarted>) -> Remote {
         Remote {
-            queue: Mutex::new(Vec::new()),
-            has_remote: AtomicBool::new(false),
-            sleeping: AtomicBool::new(false),
+            inbox: CachePadded::new(Inbox {
+                queue: Mutex::new(Woken::default()),
+                has_remote: AtomicBool::new(false),
+                sleeping: AtomicBool::new(false),
+            }),
+            tick: CachePadded::new(AtomicU64::new(0)),
+            running: CachePadded::new(AtomicU64::new(0)),
             waker,
             stealer,
-            tick: AtomicU64::new(0),
-            running: AtomicU64::new(0),
             idle: Idle::default(),
         }
     }
@@ -99,8 +125,15 @@ impl Remote {
     /// Queue a woken task from another thread and unpark the worker if it
     /// sleeps.
     fn push(&self, task: Arc<Task>) {
-        self.queue.lock().push(task);
-        self.has_remote.store(true, Ordering::SeqCst);
+        {
+            let mut q = self.inbox.queue.lock();
+            if q.first.is_none() && q.more.is_empty() {
+                q.first = Some(task);
+            } else {
+                q.more.push(task);
+            }
+        }
+        self.inbox.has_remote.store(true, Ordering::SeqCst);
         self.unpark_if_sleeping();
     }
 
@@ -108,9 +141,9 @@ impl Remote {
     /// caller that clears `sleeping` writes to the waker.
     pub(crate) fn unpark_if_sleeping(&self) -> bool {
         fence(Ordering::SeqCst);
-        if self.sleeping.load(Ordering::SeqCst)
-            && self
-                .sleeping
+        let sleeping = &self.inbox.sleeping;
+        if sleeping.load(Ordering::SeqCst)
+            && sleeping
                 .compare_exchange(true, false, Ordering::SeqCst, Ordering::SeqCst)
                 .is_ok()
         {
@@ -233,12 +266,18 @@ pub(crate) fn with_current_task<R>(f: impl FnOnce(&Worker, &Arc<Task>) -> R) -> 
 }
 
 /// Put a woken task on the ready queue of worker `owner`: directly when
-/// called on that worker, else through its remote queue.
+/// called on that worker, else through its remote queue. On a worker of
+/// the same runtime the remote queue is reached through this worker's
+/// `shared`, so the task moves into it without a reference count change.
 pub(crate) fn push_ready(task: Arc<Task>, owner: usize) {
     let mut task = Some(task);
     with_worker(|w| {
-        if let Some(t) = task.take_if(|t| w.index == owner && Arc::ptr_eq(&w.shared, &t.shared)) {
-            w.push_ready_local(t);
+        if let Some(t) = task.take_if(|t| Arc::ptr_eq(&w.shared, &t.shared)) {
+            if w.index == owner {
+                w.push_ready_local(t);
+            } else if let Some(remote) = w.shared.workers.get(owner) {
+                remote.push(t);
+            }
         }
     });
     if let Some(task) = task {
@@ -457,7 +496,7 @@ impl Worker {
 
     /// Whether work may have arrived from other threads.
     fn work_from_outside(&self) -> bool {
-        self.remote().has_remote.load(Ordering::SeqCst)
+        self.remote().inbox.has_remote.load(Ordering::SeqCst)
             || !self.shared.injector.is_empty()
             || !self.shared.pending.may_sleep()
             || self
@@ -494,14 +533,14 @@ impl Worker {
                 |r| {
                     (
                         &r.idle,
-                        r.sleeping.load(Ordering::Relaxed),
-                        r.has_remote.load(Ordering::Relaxed),
+                        r.inbox.sleeping.load(Ordering::Relaxed),
+                        r.inbox.has_remote.load(Ordering::Relaxed),
                     )
                 },
                 idle::crowded,
             )
         };
-        let quick = || remote.has_remote.load(Ordering::Relaxed);
+        let quick = || remote.inbox.has_remote.load(Ordering::Relaxed);
         let found = match plan {
             Plan::Spin => {
                 let window = Instant::now() + SPIN_WINDOW;
@@ -521,7 +560,7 @@ impl Worker {
             remote.idle.note_cpu();
             return;
         }
-        remote.sleeping.store(true, Ordering::SeqCst);
+        remote.inbox.sleeping.store(true, Ordering::SeqCst);
         self.shared.idle.fetch_add(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         if !self.work_from_outside() {
@@ -535,7 +574,7 @@ impl Worker {
             let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             self.poll_once(timeout);
         }
-        remote.sleeping.store(false, Ordering::SeqCst);
+        remote.inbox.sleeping.store(false, Ordering::SeqCst);
         self.shared.idle.fetch_sub(1, Ordering::SeqCst);
         remote.idle.note_cpu();
     }
@@ -563,11 +602,15 @@ impl Worker {
     }
 
     fn take_remote(&self, remote: &Remote) {
-        if remote.has_remote.load(Ordering::Relaxed)
-            && remote.has_remote.swap(false, Ordering::AcqRel)
+        let inbox = &remote.inbox;
+        if inbox.has_remote.load(Ordering::Relaxed)
+            && inbox.has_remote.swap(false, Ordering::AcqRel)
         {
-            let woken = std::mem::take(&mut *remote.queue.lock());
-            self.ready.borrow_mut().extend(woken);
+            let mut ready = self.ready.borrow_mut();
+            let mut q = inbox.queue.lock();
+            ready.extend(q.first.take());
+            // Drained in place: the buffer stays for the next pushes.
+            ready.extend(q.more.drain(..));
         }
     }
 
