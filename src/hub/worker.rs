@@ -69,11 +69,13 @@ pub(crate) const WAKE_TOKEN: mio::Token = mio::Token(usize::MAX);
 
 /// The part of a worker that other threads reach, laid out by who writes
 /// what: a waker on another CPU writes the [`Inbox`] and reads the rest;
-/// the owner writes `tick` and `running` at every resume. Each part has
-/// cache lines of its own (`CachePadded`), so a cross-thread wake moves
-/// the inbox's line between the two CPUs and nothing else of the worker's
-/// (the two-worker ping-pong crosses threads twice per round trip), and
-/// the workers' `Remote`s, side by side in one slice, share no line.
+/// the owner writes `tick` and `running` at every resume and `idle` at
+/// every spin. Each part has cache lines of its own (`CachePadded`), so a
+/// cross-thread wake moves the inbox's line between the two CPUs and
+/// nothing else of the worker's (the two-worker ping-pong crosses threads
+/// twice per round trip), the lines other workers read in every round
+/// (`stealer`) are never written, and the workers' `Remote`s, side by side
+/// in one slice, share no line.
 #[repr(C)]
 pub(crate) struct Remote {
     inbox: CachePadded<Inbox>,
@@ -81,10 +83,14 @@ pub(crate) struct Remote {
     pub(crate) tick: CachePadded<AtomicU64>,
     /// The id of the green thread running now, 0 while in the hub.
     pub(crate) running: CachePadded<AtomicU64>,
+    /// Read by other threads, written by nobody after the start: its line
+    /// stays in every reader's cache (every round of every other worker's
+    /// loop reads `stealer`).
     waker: mio::Waker,
     pub(crate) stealer: Stealer<Unstarted>,
-    /// The idle policy's state (whether it spins, where it runs).
-    pub(crate) idle: Idle,
+    /// The idle policy's state (whether it spins, where it runs): written
+    /// by the owner at every spin, so not on the line of `stealer`.
+    pub(crate) idle: CachePadded<Idle>,
 }
 
 /// The remote wake queue and the sleep flag: what a waker on another
@@ -118,7 +124,7 @@ impl Remote {
             running: CachePadded::new(AtomicU64::new(0)),
             waker,
             stealer,
-            idle: Idle::default(),
+            idle: CachePadded::new(Idle::default()),
         }
     }
 
