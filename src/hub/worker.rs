@@ -79,6 +79,11 @@ pub(crate) const WAKE_TOKEN: mio::Token = mio::Token(usize::MAX);
 #[repr(C)]
 pub(crate) struct Remote {
     inbox: CachePadded<Inbox>,
+    /// In (or about to enter) a waiting poll; cleared by whoever unparks
+    /// it. Not in the inbox's line: a waker reads it right after its push,
+    /// when the owner, spinning, may already have taken that line back
+    /// (the read then waited for it, a third of `push`'s samples).
+    sleeping: CachePadded<AtomicBool>,
     /// Bumped at every resume of a green thread (read by the watchdog).
     pub(crate) tick: CachePadded<AtomicU64>,
     /// The id of the green thread running now, 0 while in the hub.
@@ -93,13 +98,10 @@ pub(crate) struct Remote {
     pub(crate) idle: CachePadded<Idle>,
 }
 
-/// The remote wake queue and the sleep flag: what a waker on another
-/// thread writes.
+/// The remote wake queue: what a waker on another thread writes.
 struct Inbox {
     queue: Mutex<Woken>,
     has_remote: AtomicBool,
-    /// In (or about to enter) a waiting poll; cleared by whoever unparks it.
-    sleeping: AtomicBool,
 }
 
 /// Tasks woken from other threads, in wake order: the first in `first`
@@ -118,8 +120,8 @@ impl Remote {
             inbox: CachePadded::new(Inbox {
                 queue: Mutex::new(Woken::default()),
                 has_remote: AtomicBool::new(false),
-                sleeping: AtomicBool::new(false),
             }),
+            sleeping: CachePadded::new(AtomicBool::new(false)),
             tick: CachePadded::new(AtomicU64::new(0)),
             running: CachePadded::new(AtomicU64::new(0)),
             waker,
@@ -147,7 +149,7 @@ impl Remote {
     /// caller that clears `sleeping` writes to the waker.
     pub(crate) fn unpark_if_sleeping(&self) -> bool {
         fence(Ordering::SeqCst);
-        let sleeping = &self.inbox.sleeping;
+        let sleeping = &self.sleeping;
         if sleeping.load(Ordering::SeqCst)
             && sleeping
                 .compare_exchange(true, false, Ordering::SeqCst, Ordering::SeqCst)
@@ -539,7 +541,7 @@ impl Worker {
                 |r| {
                     (
                         &r.idle,
-                        r.inbox.sleeping.load(Ordering::Relaxed),
+                        r.sleeping.load(Ordering::Relaxed),
                         r.inbox.has_remote.load(Ordering::Relaxed),
                     )
                 },
@@ -566,7 +568,7 @@ impl Worker {
             remote.idle.note_cpu();
             return;
         }
-        remote.inbox.sleeping.store(true, Ordering::SeqCst);
+        remote.sleeping.store(true, Ordering::SeqCst);
         self.shared.idle.fetch_add(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         if !self.work_from_outside() {
@@ -580,7 +582,7 @@ impl Worker {
             let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             self.poll_once(timeout);
         }
-        remote.inbox.sleeping.store(false, Ordering::SeqCst);
+        remote.sleeping.store(false, Ordering::SeqCst);
         self.shared.idle.fetch_sub(1, Ordering::SeqCst);
         remote.idle.note_cpu();
     }
@@ -614,9 +616,13 @@ impl Worker {
         {
             let mut ready = self.ready.borrow_mut();
             let mut q = inbox.queue.lock();
-            ready.extend(q.first.take());
-            // Drained in place: the buffer stays for the next pushes.
-            ready.extend(q.more.drain(..));
+            if let Some(first) = q.first.take() {
+                ready.push_back(first);
+            }
+            if !q.more.is_empty() {
+                // Drained in place: the buffer stays for the next pushes.
+                ready.extend(q.more.drain(..));
+            }
         }
     }
 
