@@ -551,15 +551,14 @@ impl Worker {
         let quick = || remote.inbox.has_remote.load(Ordering::Relaxed);
         let found = match plan {
             Plan::Spin => {
-                let window = Instant::now() + SPIN_WINDOW;
+                let start = Instant::now();
+                let window = start + SPIN_WINDOW;
                 let timer = self.timers.borrow().next_deadline();
                 let until = timer.map_or(window, |t| t.min(window));
-                let spun =
-                    remote
-                        .idle
-                        .spin(until, timer.is_some_and(|t| t <= window), quick, || {
-                            self.work_from_outside()
-                        });
+                let by_timer = timer.is_some_and(|t| t <= window);
+                let spun = remote
+                    .idle
+                    .spin(start, until, by_timer, quick, || self.work_from_outside());
                 spun != Spun::Missed
             }
             Plan::Sleep => remote.idle.yield_briefly(quick, std::thread::yield_now),
