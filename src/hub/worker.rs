@@ -274,16 +274,30 @@ pub(crate) fn with_current_task<R>(f: impl FnOnce(&Worker, &Arc<Task>) -> R) -> 
 }
 
 /// Put a woken task on the ready queue of worker `owner`: directly when
-/// called on that worker, else through its remote queue. On a worker of
-/// the same runtime the remote queue is reached through this worker's
-/// `shared`, so the task moves into it without a reference count change.
+/// called on that worker, else through its remote queue.
 pub(crate) fn push_ready(task: Arc<Task>, owner: usize) {
     let mut task = Some(task);
     with_worker(|w| {
+        if let Some(t) = task.take_if(|t| w.index == owner && Arc::ptr_eq(&w.shared, &t.shared)) {
+            w.push_ready_local(t);
+        }
+    });
+    if let Some(task) = task {
+        push_remote(task, owner);
+    }
+}
+
+/// [`push_ready`] to another thread's worker. Out of line: the local wake
+/// stays as small as it was. On a worker of the same runtime the remote
+/// queue is reached through this worker's `shared`, so the task moves into
+/// it without a reference count change.
+#[inline(never)]
+fn push_remote(task: Arc<Task>, owner: usize) {
+    let mut task = Some(task);
+    with_current(|w| {
+        let Some(w) = w else { return };
         if let Some(t) = task.take_if(|t| Arc::ptr_eq(&w.shared, &t.shared)) {
-            if w.index == owner {
-                w.push_ready_local(t);
-            } else if let Some(remote) = w.shared.workers.get(owner) {
+            if let Some(remote) = w.shared.workers.get(owner) {
                 remote.push(t);
             }
         }
