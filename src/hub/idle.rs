@@ -32,7 +32,9 @@
 //!   at most, then sleeps.
 //! - **One spinner.** A worker does not spin while another worker spins
 //!   with nothing found yet (one watcher is enough to catch the next wake;
-//!   the others sleep).
+//!   the others sleep). A spin says so only after its first look (a
+//!   microsecond or two): one that ends sooner leaves the other workers'
+//!   cache lines alone.
 //! - **A busy peer on this CPU.** When another worker is busy (neither
 //!   spinning nor sleeping) and was last seen on the CPU this worker runs
 //!   on, it is runnable but waiting for this very CPU: a spin would hold it
@@ -167,7 +169,8 @@ impl Backoff {
 /// One worker's idle state: the part of its `Remote` this policy owns.
 #[derive(Debug)]
 pub(crate) struct Idle {
-    /// Spinning now (read by the other workers: one spinner at a time).
+    /// Spinning now, past the spin's first look (read by the other workers:
+    /// one spinner at a time).
     spinning: AtomicBool,
     /// The CPU the worker was on when it last left or entered an idle.
     cpu: AtomicU32,
@@ -208,11 +211,20 @@ impl Idle {
         }
     }
 
+    /// (Written only when it changed: the line is read by the other
+    /// workers, each write takes it away from them.)
     fn store_backoff(&self, b: Backoff) {
-        self.backoff.store(
-            (u64::from(b.skip) << 32) | u64::from(b.span),
-            Ordering::Relaxed,
-        );
+        let v = (u64::from(b.skip) << 32) | u64::from(b.span);
+        if self.backoff.load(Ordering::Relaxed) != v {
+            self.backoff.store(v, Ordering::Relaxed);
+        }
+    }
+
+    /// Record `cpu` as where this worker runs, if it changed.
+    fn store_cpu(&self, cpu: u32) {
+        if self.cpu.load(Ordering::Relaxed) != cpu {
+            self.cpu.store(cpu, Ordering::Relaxed);
+        }
     }
 
     /// Spins this worker has begun.
@@ -224,7 +236,7 @@ impl Idle {
     /// Record the CPU this thread runs on now (at the end of an idle, so
     /// that other workers know where this busy worker runs).
     pub(crate) fn note_cpu(&self) {
-        self.cpu.store(current_cpu(), Ordering::Relaxed);
+        self.store_cpu(current_cpu());
     }
 
     /// Choose what worker `me` of `all` does before it sleeps, running on
@@ -246,7 +258,7 @@ impl Idle {
         if !may || held(&this.hold_until) {
             return Plan::Sleep;
         }
-        this.cpu.store(cpu, Ordering::Relaxed);
+        this.store_cpu(cpu);
         for (i, w) in all.iter().enumerate() {
             if i == me {
                 continue;
@@ -292,24 +304,39 @@ impl Idle {
         false
     }
 
-    /// Spin until `look` finds work or `until` passes. `quick` is read every
-    /// round (the remote queue's flag), `look` every [`ROUNDS_PER_LOOK`].
+    /// Spin, from `start` (a clock reading taken just before), until
+    /// `look` finds work or `until` passes. `quick` is read every round
+    /// (the remote queue's flag), `look` every [`ROUNDS_PER_LOOK`].
+    ///
+    /// A spin is announced to the other workers (`spinning`, for their
+    /// one-spinner rule) only once its first [`ROUNDS_PER_LOOK`] rounds
+    /// found nothing: a spin that `quick` ends sooner (a reply between two
+    /// workers, a microsecond or less) writes nothing the other workers
+    /// read, so it takes no cache line from them on the way to the work,
+    /// and it reads no clock (a preemption in those last rounds goes
+    /// unseen; the next spin's looks catch a CPU that stays contended).
     pub(crate) fn spin(
         &self,
+        start: Instant,
         until: Instant,
         deadline_is_timer: bool,
         quick: impl Fn() -> bool,
         look: impl Fn() -> bool,
     ) -> Spun {
-        self.spinning.store(true, Ordering::Relaxed);
         #[cfg(test)]
         self.spins.fetch_add(1, Ordering::Relaxed);
-        let mut last = Instant::now();
+        let mut last = start;
+        let mut announced = false;
         let spun = loop {
-            let found = (0..ROUNDS_PER_LOOK).any(|_| {
-                std::hint::spin_loop();
-                quick()
-            }) || look();
+            if (0..ROUNDS_PER_LOOK).any(|_| {
+                quick() || {
+                    std::hint::spin_loop();
+                    false
+                }
+            }) {
+                break Spun::Found;
+            }
+            let found = look();
             let now = Instant::now();
             if now.saturating_duration_since(last) > PREEMPTED {
                 hold(&self.hold_until, now);
@@ -325,9 +352,15 @@ impl Idle {
                     Spun::Missed
                 };
             }
+            if !announced {
+                self.spinning.store(true, Ordering::Relaxed);
+                announced = true;
+            }
             last = now;
         };
-        self.spinning.store(false, Ordering::Relaxed);
+        if announced {
+            self.spinning.store(false, Ordering::Relaxed);
+        }
         let mut backoff = self.load_backoff();
         backoff.learn(spun);
         self.store_backoff(backoff);
@@ -642,7 +675,7 @@ mod tests {
         look: impl Fn() -> bool,
     ) -> Spun {
         (0..100)
-            .map(|_| idle.spin(until, timer, &quick, &look))
+            .map(|_| idle.spin(Instant::now(), until, timer, &quick, &look))
             .find(|&s| s != Spun::Preempted)
             .expect("100 spins preempted in a row")
     }
@@ -674,6 +707,35 @@ mod tests {
     }
 
     #[test]
+    fn only_a_spin_past_its_first_look_is_announced() {
+        let idle = Idle::default();
+        // Work seen in the first rounds: the flag is never written.
+        let rounds = Cell::new(0);
+        let saw = Cell::new(false);
+        let quick = || {
+            saw.set(saw.get() || idle.spinning.load(Ordering::Relaxed));
+            rounds.set(rounds.get() + 1);
+            rounds.get() > ROUNDS_PER_LOOK / 2
+        };
+        let far = Instant::now() + Duration::from_secs(3600);
+        assert_eq!(
+            spin_unpreempted(&idle, far, false, quick, || false),
+            Spun::Found
+        );
+        assert!(!saw.get(), "a short spin was announced");
+        // Past the first look the flag is up, until the spin ends: `quick`
+        // ends the spin when it sees it (else the window ends it, Missed).
+        let until = Instant::now() + Duration::from_secs(1);
+        let seen = || idle.spinning.load(Ordering::Relaxed);
+        let spun = (0..100)
+            .map(|_| idle.spin(Instant::now(), until, false, seen, || false))
+            .find(|&s| s != Spun::Preempted)
+            .expect("100 spins preempted in a row");
+        assert_eq!(spun, Spun::Found, "a long spin was never announced");
+        assert!(!idle.spinning.load(Ordering::Relaxed));
+    }
+
+    #[test]
     fn a_preempted_spin_holds_spinning_off() {
         let idle = Idle::default();
         let far = Instant::now() + Duration::from_secs(3600);
@@ -685,7 +747,10 @@ mod tests {
             }
             false
         };
-        assert_eq!(idle.spin(far, false, || false, look), Spun::Preempted);
+        assert_eq!(
+            idle.spin(Instant::now(), far, false, || false, look),
+            Spun::Preempted
+        );
         assert_ne!(idle.hold_until.load(Ordering::Relaxed), 0);
         // The backoff learned nothing: the hold is by time, not by idles.
         assert_eq!(idle.load_backoff(), Backoff::default());

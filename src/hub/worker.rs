@@ -58,6 +58,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_deque::{Steal, Stealer};
+use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use slab::Slab;
 
@@ -80,41 +81,81 @@ const START_BURST: u32 = 32;
 /// The poller token of the worker's `mio::Waker`.
 pub(crate) const WAKE_TOKEN: mio::Token = mio::Token(usize::MAX);
 
-/// The part of a worker that other threads reach.
+/// The part of a worker that other threads reach, laid out by who writes
+/// what: a waker on another CPU writes the [`Inbox`] and reads the rest;
+/// the owner writes `tick` and `running` at every resume and `idle` at
+/// every spin. Each part has cache lines of its own (`CachePadded`), so a
+/// cross-thread wake moves the inbox's line between the two CPUs and
+/// nothing else of the worker's (the two-worker ping-pong crosses threads
+/// twice per round trip), the lines other workers read in every round
+/// (`stealer`) are never written, and the workers' `Remote`s, side by side
+/// in one slice, share no line.
+#[repr(C)]
 pub(crate) struct Remote {
-    queue: Mutex<Vec<Arc<Task>>>,
-    has_remote: AtomicBool,
-    /// In (or about to enter) a waiting poll; cleared by whoever unparks it.
-    sleeping: AtomicBool,
+    inbox: CachePadded<Inbox>,
+    /// In (or about to enter) a waiting poll; cleared by whoever unparks
+    /// it. Not in the inbox's line: a waker reads it right after its push,
+    /// when the owner, spinning, may already have taken that line back
+    /// (the read then waited for it, a third of `push`'s samples).
+    sleeping: CachePadded<AtomicBool>,
+    /// Bumped at every resume of a green thread (read by the watchdog).
+    pub(crate) tick: CachePadded<AtomicU64>,
+    /// The id of the green thread running now, 0 while in the hub.
+    pub(crate) running: CachePadded<AtomicU64>,
+    /// Read by other threads, written by nobody after the start: its line
+    /// stays in every reader's cache (every round of every other worker's
+    /// loop reads `stealer`).
     waker: mio::Waker,
     pub(crate) stealer: Stealer<Unstarted>,
-    /// Bumped at every resume of a green thread (read by the watchdog).
-    pub(crate) tick: AtomicU64,
-    /// The id of the green thread running now, 0 while in the hub.
-    pub(crate) running: AtomicU64,
-    /// The idle policy's state (whether it spins, where it runs).
-    pub(crate) idle: Idle,
+    /// The idle policy's state (whether it spins, where it runs): written
+    /// by the owner at every spin, so not on the line of `stealer`.
+    pub(crate) idle: CachePadded<Idle>,
+}
+
+/// The remote wake queue: what a waker on another thread writes.
+struct Inbox {
+    queue: Mutex<Woken>,
+    has_remote: AtomicBool,
+}
+
+/// Tasks woken from other threads, in wake order: the first in `first`
+/// (beside the lock, in the inbox's cache line: a lone wake touches no
+/// other memory), the rest in `more` (drained in place by the owner, so
+/// pushes do not allocate once its buffer has grown).
+#[derive(Default)]
+struct Woken {
+    first: Option<Arc<Task>>,
+    more: Vec<Arc<Task>>,
 }
 
 impl Remote {
     pub(crate) fn new(waker: mio::Waker, stealer: Stealer<Unstarted>) -> Remote {
         Remote {
-            queue: Mutex::new(Vec::new()),
-            has_remote: AtomicBool::new(false),
-            sleeping: AtomicBool::new(false),
+            inbox: CachePadded::new(Inbox {
+                queue: Mutex::new(Woken::default()),
+                has_remote: AtomicBool::new(false),
+            }),
+            sleeping: CachePadded::new(AtomicBool::new(false)),
+            tick: CachePadded::new(AtomicU64::new(0)),
+            running: CachePadded::new(AtomicU64::new(0)),
             waker,
             stealer,
-            tick: AtomicU64::new(0),
-            running: AtomicU64::new(0),
-            idle: Idle::default(),
+            idle: CachePadded::new(Idle::default()),
         }
     }
 
     /// Queue a woken task from another thread and unpark the worker if it
     /// sleeps.
     fn push(&self, task: Arc<Task>) {
-        self.queue.lock().push(task);
-        self.has_remote.store(true, Ordering::SeqCst);
+        {
+            let mut q = self.inbox.queue.lock();
+            if q.first.is_none() && q.more.is_empty() {
+                q.first = Some(task);
+            } else {
+                q.more.push(task);
+            }
+        }
+        self.inbox.has_remote.store(true, Ordering::SeqCst);
         self.unpark_if_sleeping();
     }
 
@@ -122,9 +163,9 @@ impl Remote {
     /// caller that clears `sleeping` writes to the waker.
     pub(crate) fn unpark_if_sleeping(&self) -> bool {
         fence(Ordering::SeqCst);
-        if self.sleeping.load(Ordering::SeqCst)
-            && self
-                .sleeping
+        let sleeping = &self.sleeping;
+        if sleeping.load(Ordering::SeqCst)
+            && sleeping
                 .compare_exchange(true, false, Ordering::SeqCst, Ordering::SeqCst)
                 .is_ok()
         {
@@ -256,6 +297,26 @@ pub(crate) fn push_ready(task: Arc<Task>, owner: usize) {
     with_worker(|w| {
         if let Some(t) = task.take_if(|t| w.index == owner && Arc::ptr_eq(&w.shared, &t.shared)) {
             w.push_ready_local(t);
+        }
+    });
+    if let Some(task) = task {
+        push_remote(task, owner);
+    }
+}
+
+/// [`push_ready`] to another thread's worker. Out of line: the local wake
+/// stays as small as it was. On a worker of the same runtime the remote
+/// queue is reached through this worker's `shared`, so the task moves into
+/// it without a reference count change.
+#[inline(never)]
+fn push_remote(task: Arc<Task>, owner: usize) {
+    let mut task = Some(task);
+    with_current(|w| {
+        let Some(w) = w else { return };
+        if let Some(t) = task.take_if(|t| Arc::ptr_eq(&w.shared, &t.shared)) {
+            if let Some(remote) = w.shared.workers.get(owner) {
+                remote.push(t);
+            }
         }
     });
     if let Some(task) = task {
@@ -490,7 +551,7 @@ impl Worker {
 
     /// Whether work may have arrived from other threads.
     fn work_from_outside(&self) -> bool {
-        self.remote().has_remote.load(Ordering::SeqCst)
+        self.remote().inbox.has_remote.load(Ordering::SeqCst)
             || !self.shared.injector.is_empty()
             || !self.shared.pending.may_sleep()
             || self
@@ -528,24 +589,23 @@ impl Worker {
                     (
                         &r.idle,
                         r.sleeping.load(Ordering::Relaxed),
-                        r.has_remote.load(Ordering::Relaxed),
+                        r.inbox.has_remote.load(Ordering::Relaxed),
                     )
                 },
                 idle::crowded,
             )
         };
-        let quick = || remote.has_remote.load(Ordering::Relaxed);
+        let quick = || remote.inbox.has_remote.load(Ordering::Relaxed);
         let found = match plan {
             Plan::Spin => {
-                let window = Instant::now() + SPIN_WINDOW;
+                let start = Instant::now();
+                let window = start + SPIN_WINDOW;
                 let timer = self.timers.borrow().next_deadline();
                 let until = timer.map_or(window, |t| t.min(window));
-                let spun =
-                    remote
-                        .idle
-                        .spin(until, timer.is_some_and(|t| t <= window), quick, || {
-                            self.work_from_outside()
-                        });
+                let by_timer = timer.is_some_and(|t| t <= window);
+                let spun = remote
+                    .idle
+                    .spin(start, until, by_timer, quick, || self.work_from_outside());
                 spun != Spun::Missed
             }
             Plan::Sleep => remote.idle.yield_briefly(quick, std::thread::yield_now),
@@ -596,11 +656,19 @@ impl Worker {
     }
 
     fn take_remote(&self, remote: &Remote) {
-        if remote.has_remote.load(Ordering::Relaxed)
-            && remote.has_remote.swap(false, Ordering::AcqRel)
+        let inbox = &remote.inbox;
+        if inbox.has_remote.load(Ordering::Relaxed)
+            && inbox.has_remote.swap(false, Ordering::AcqRel)
         {
-            let woken = std::mem::take(&mut *remote.queue.lock());
-            self.ready.borrow_mut().extend(woken);
+            let mut ready = self.ready.borrow_mut();
+            let mut q = inbox.queue.lock();
+            if let Some(first) = q.first.take() {
+                ready.push_back(first);
+            }
+            if !q.more.is_empty() {
+                // Drained in place: the buffer stays for the next pushes.
+                ready.extend(q.more.drain(..));
+            }
         }
     }
 
