@@ -71,7 +71,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// The longest an idle worker spins before it sleeps. A round trip between
-/// two spinning workers takes about 2 µs on this 2-vCPU guest; 50 µs
+/// two spinning workers takes about 1.2 µs on this 2-vCPU guest; 50 µs
 /// covers a reply that does some work, and is what a miss costs.
 pub(crate) const SPIN_WINDOW: Duration = Duration::from_micros(50);
 /// `spin_loop` rounds between two looks at the clock and at the work of the

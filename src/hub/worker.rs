@@ -957,7 +957,7 @@ impl Worker {
         let until_poll = self.until_poll.get();
         let busy = until_poll <= 1
             || self.has_spawned.get()
-            || remote.has_remote.load(Ordering::Relaxed)
+            || remote.inbox.has_remote.load(Ordering::Relaxed)
             || self.shared.pending.wants_drain()
             || !self.timers.borrow().is_empty()
             || self.shared.is_shutting_down()
