@@ -6,7 +6,7 @@
 //! returned slot's pages back to the kernel, and unmapping a region once
 //! none of its slots is out.
 //!
-//! Uses: `libc` (madvise, munmap), `slab`, `parking_lot`, and from the
+//! Uses: `libc` (madvise, munmap, the advice constants), `slab`, `parking_lot`, and from the
 //! parent module `map_noreserve`, the guard strategies ([`super::guard`]),
 //! the batched advice ([`super::batch`]) and the error messages
 //! ([`super::exhausted`]). It knows nothing of stack
@@ -27,6 +27,8 @@
 //! carved (at least one, at most 64) in one batched call, so that a burst
 //! of new stacks pays one system call per batch rather than one per stack;
 //! `mprotect` guards, which cost kernel mappings, are made one at a time.
+//! The top pages of a batch of guarded slots are populated in one call
+//! too, so that the stacks' first touches take no page fault.
 //! Pages of returned slots are discarded in batches too. Regions of
 //! a size class grow geometrically: the first holds 32 slots, each next one
 //! as many as the class has already, up to 1 GiB per region, so a million
@@ -173,7 +175,10 @@ fn carve_locked(slot_len: usize, guard: StackGuard) -> Result<Slot, Failed> {
                 slot_len,
                 ahead.min(region.slots - region.carved),
             ) {
-                Ok(installed) => region.guarded += installed,
+                Ok(installed) => {
+                    populate_tops(start, slot_len, installed);
+                    region.guarded += installed;
+                }
                 Err((error, guard)) => {
                     if region.out == 0 {
                         let (start, len) = regions.remove(key);
@@ -269,6 +274,30 @@ pub(super) fn give_back(slots: &mut Vec<Slot>) {
     for (start, len) in empty {
         unmap(start, len);
     }
+}
+
+/// Makes the top page of each of the `count` slots from `start` (guarded
+/// ahead, not handed out yet) resident in one batched
+/// `MADV_POPULATE_WRITE`, where the kernel batches advice; each stack's
+/// header and first frames live there, so its first touch then takes no
+/// page fault (a trap per stack otherwise: 100,000 sleepers took 100,000
+/// faults under `stack::create`; measured in benches/RESULTS.md, issue 15
+/// session 10). The pages are zeroed as a fault would; at most one batch
+/// of them (63 pages) waits per size class, in its newest region, the only
+/// one with uncarved slots. A refusal (memory short, or no batching) costs
+/// nothing: the first touch then faults as before.
+fn populate_tops(start: usize, slot_len: usize, count: usize) {
+    const MOST: usize = 64;
+    let page = super::page_size();
+    let mut tops = [(0, 0); MOST];
+    let count = count.min(MOST);
+    for (i, range) in tops.iter_mut().take(count).enumerate() {
+        *range = (start + (i + 1) * slot_len - page, page);
+    }
+    // SAFETY: the top pages of slots that are carved next and hold nothing
+    // yet (not handed out); populating writes no content (zeroed pages, as
+    // the first touch would fault in) and touches no other memory.
+    unsafe { batch::advise(&tops[..count], libc::MADV_POPULATE_WRITE) };
 }
 
 /// Regions mapped now.

@@ -213,6 +213,54 @@ fn guard_regions_are_installed_ahead_in_growing_batches() {
     );
 }
 
+/// How many of the `pages` pages from `from` (page-aligned, inside a
+/// mapped region) are resident.
+fn resident_pages(from: usize, pages: usize) -> usize {
+    let mut flags = vec![0u8; pages];
+    // SAFETY: `from` is page-aligned, the caller keeps the range mapped,
+    // and `flags` has one byte per page.
+    let done = unsafe {
+        libc::mincore(
+            from as *mut libc::c_void,
+            pages * page(),
+            flags.as_mut_ptr(),
+        )
+    };
+    assert_eq!(done, 0, "mincore: {}", io::Error::last_os_error());
+    flags.iter().filter(|&&f| f & 1 != 0).count()
+}
+
+#[test]
+fn the_top_pages_of_slots_guarded_ahead_are_populated_in_the_batch() {
+    let size = 53 * 4096;
+    let map_len = mapping_len(size).expect("valid size");
+    let stacks: Vec<PooledStack> = (0..9).map(|_| acquire(size).expect("acquire")).collect();
+    let first = stacks[0].raw.header().map_start;
+    let top_of = |slot: usize| first + (slot + 1) * map_len - page();
+    for slot in 0..9 {
+        assert_eq!(resident_pages(top_of(slot), 1), 1, "slot {slot}'s header");
+    }
+    if guard::stack_guard() != StackGuard::GuardRegion || !batch::batching() {
+        return; // guards (and tops) one at a time, by the first touch
+    }
+    // As in the guard test above: after nine carves, slots 0..16 are
+    // guarded; the uncarved ones among them have their top page already,
+    // and nothing below it.
+    for slot in 9..16 {
+        assert_eq!(resident_pages(top_of(slot), 1), 1, "slot {slot}'s top page");
+        assert_eq!(
+            resident_pages(top_of(slot) - 8 * page(), 8),
+            0,
+            "slot {slot}: only the top page"
+        );
+    }
+    assert_eq!(
+        resident_pages(top_of(16), 1),
+        0,
+        "slot 16 is neither guarded nor populated yet"
+    );
+}
+
 #[test]
 fn trimming_discards_the_pages_of_free_stacks_and_unmaps_empty_regions() {
     let _serial = GLOBAL_POOL_TESTS.lock();
@@ -222,20 +270,8 @@ fn trimming_discards_the_pages_of_free_stacks_and_unmaps_empty_regions() {
     let (start, region_start) = (used.limit().get(), keep.raw.header().region);
     assert_eq!(used.raw.header().region, region_start, "one region");
     let pages = 16;
-    let resident = |from: usize| {
-        let mut flags = vec![0u8; pages];
-        // SAFETY: `from` is page-aligned, the range lies in a mapped region
-        // (kept mapped by `keep`), and `flags` has one byte per page.
-        let done = unsafe {
-            libc::mincore(
-                from as *mut libc::c_void,
-                pages * page(),
-                flags.as_mut_ptr(),
-            )
-        };
-        assert_eq!(done, 0, "mincore: {}", io::Error::last_os_error());
-        flags.iter().filter(|&&f| f & 1 != 0).count()
-    };
+    // The region stays mapped while `keep` is out.
+    let resident = |from: usize| resident_pages(from, pages);
     let top = used.base().get() & !(page() - 1);
     let from = top - (pages - 1) * page();
     for at in (from..top + page()).step_by(page()) {
