@@ -33,7 +33,7 @@ pub(super) fn sample(figure: Figure, count: u64, warm: u64) -> Result<Sample, St
                 false => Err(format!("the tree counted {leaves} leaves, not {n}")),
             }
         },
-        Figure::ParkResume => |n| Ok(Sample::time(park_resume(n))),
+        Figure::ParkResume => |n| Ok(Sample::time(yields(n))),
     };
     rt.block_on(move || {
         if warm > 0 {
@@ -123,10 +123,4 @@ fn tree(leaves: u64) -> u64 {
         .into_iter()
         .map(|child| child.join().expect("a tree node"))
         .sum()
-}
-
-fn park_resume(n: u64) -> Duration {
-    let start = Instant::now();
-    (0..n).for_each(|_| hub::yield_now());
-    start.elapsed()
 }

@@ -87,8 +87,11 @@ pub(crate) enum Figure {
     /// A tree of fan-out 10 with COUNT leaves, every node a task that joins
     /// its children; two workers.
     SpawnTree,
-    /// A task alone on its worker parking and being resumed (`yield_now`);
-    /// raw corosensei's resume + suspend beside it.
+    /// A green thread parking and the next one resumed: two tasks yielding
+    /// to each other, so each yield is a park and a resume, two stack
+    /// switches like raw corosensei's resume + suspend beside it. (A task
+    /// alone yielding no longer measures a park: it runs on without a
+    /// switch.)
     ParkResume,
 }
 
@@ -113,7 +116,7 @@ impl Figure {
             Figure::PingPongAcross => "channel ping-pong, per round trip, 2 workers",
             Figure::Sleepers => "100,000 tasks: spawn, sleep 10 ms, all woken and joined, 1 worker",
             Figure::SpawnTree => "spawn tree, 100,000 leaves (fan-out 10), 2 workers",
-            Figure::ParkResume => "park + resume round trip (yield_now alone) vs resume + suspend",
+            Figure::ParkResume => "park + resume (two tasks yielding: a park and the next resumed) vs resume + suspend",
         }
     }
 
