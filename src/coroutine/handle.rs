@@ -458,7 +458,8 @@ impl GreenletBuilder {
 
     /// Usable stack bytes (default
     /// [`default_stack_size()`](crate::coroutine::default_stack_size)),
-    /// rounded up to whole pages; the stack is taken when the greenlet starts.
+    /// rounded up to whole pages, of which the top 64 bytes hold the
+    /// greenlet's coroutine state; the stack is taken when the greenlet starts.
     ///
     /// ```
     /// let g = greenlet::Greenlet::builder().stack_size(32 * 1024).spawn(Ok).unwrap();

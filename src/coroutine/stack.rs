@@ -25,6 +25,8 @@
 //! | guard page | usable stack, grows downwards <-- | colour | Header |
 //! ^ limit()    ^ guard_end                         ^ base()
 //! ```
+//! A greenlet's coroutine keeps its own state in the top 64 bytes below
+//! `base()` (`fiber.rs`), so its frames start below them.
 //! The colour is 0 to 31 cache lines, different from slot to slot, so that
 //! the hot top frames of many stacks do not all fall into the same cache
 //! sets (see `coloured_top`).

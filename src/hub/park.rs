@@ -1,8 +1,9 @@
 //! Parking and waking the caller, whatever it is: a green thread parks by
 //! switching to its hub (arming a timer for a deadline), or straight to the
 //! next ready green thread when the hub would only resume that one (see
-//! `Worker::next_after_park`), a plain thread by `std::thread::park`. Also the unwinds that deliver a cancellation or an
-//! elapsed `timeout` at a parking point.
+//! `Worker::next_after_park`), a plain thread by `std::thread::park`.
+//! Also the unwinds that deliver a cancellation or an elapsed `timeout` at
+//! a parking point.
 //!
 //! Owns: [`park`], [`current_waker`], the unwind payloads. Uses the worker
 //! (current task, timers, the hub greenlet) and the task's timeout scopes.

@@ -4,7 +4,8 @@
 //! Owns: `process_madvise(2)` on the calling process (the `PIDFD_SELF`
 //! sentinel, so no file descriptor is kept and a forked child advises its
 //! own memory, never its parent's), in chunks of [`CHUNK`] ranges, and the
-//! process-wide decision to stop trying once the kernel refuses it.
+//! process-wide decision to stop trying once the kernel refuses it (a
+//! refused `MADV_POPULATE_WRITE` does not count: it only saves faults).
 //!
 //! Uses: `libc`, and [`super::valgrind`] to leave batching alone under
 //! valgrind, which does not know `process_madvise` (and warns about it).
@@ -72,7 +73,12 @@ pub(super) unsafe fn advise(ranges: &[(usize, usize)], advice: libc::c_int) -> u
         };
         if advised < 0 {
             let error = std::io::Error::last_os_error().raw_os_error();
-            if error != Some(libc::ENOMEM) && error != Some(libc::EINTR) {
+            // A refused populate (only ever an optimisation) says nothing
+            // about the guards and discards: batching stays on for them.
+            if advice != libc::MADV_POPULATE_WRITE
+                && error != Some(libc::ENOMEM)
+                && error != Some(libc::EINTR)
+            {
                 REFUSED.store(true, Ordering::Relaxed);
             }
             return done;

@@ -6,10 +6,10 @@
 //! returned slot's pages back to the kernel, and unmapping a region once
 //! none of its slots is out.
 //!
-//! Uses: `libc` (madvise, munmap, the advice constants), `slab`, `parking_lot`, and from the
-//! parent module `map_noreserve`, the guard strategies ([`super::guard`]),
-//! the batched advice ([`super::batch`]) and the error messages
-//! ([`super::exhausted`]). It knows nothing of stack
+//! Uses: `libc` (madvise, munmap, the advice constants), `slab`,
+//! `parking_lot`, and from the parent module `map_noreserve`, the guard
+//! strategies ([`super::guard`]), the batched advice ([`super::batch`]) and
+//! the error messages ([`super::exhausted`]). It knows nothing of stack
 //! headers: the parent writes a slot's header when it gets the slot and
 //! gives the slot back once it has forgotten it.
 //!
