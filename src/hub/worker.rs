@@ -518,14 +518,7 @@ impl Worker {
                 return Some(u);
             }
         }
-        if self.shared.injector.is_empty()
-            && self
-                .shared
-                .workers
-                .iter()
-                .enumerate()
-                .all(|(i, r)| i == self.index || r.stealer.is_empty())
-        {
+        if self.shared.injector.is_empty() && !self.others_have_unstarted() {
             return None;
         }
         loop {
@@ -554,13 +547,19 @@ impl Worker {
         self.remote().inbox.has_remote.load(Ordering::SeqCst)
             || !self.shared.injector.is_empty()
             || !self.shared.pending.may_sleep()
-            || self
-                .shared
-                .workers
+            || self.others_have_unstarted()
+            || (self.shared.is_shutting_down() && !self.cancelled_all.get())
+    }
+
+    /// Whether another worker's deque holds unstarted tasks to steal.
+    #[inline(always)]
+    fn others_have_unstarted(&self) -> bool {
+        let workers = &self.shared.workers;
+        workers.len() > 1
+            && workers
                 .iter()
                 .enumerate()
                 .any(|(i, r)| i != self.index && !r.stealer.is_empty())
-            || (self.shared.is_shutting_down() && !self.cancelled_all.get())
     }
 
     /// Nothing to do: spin a moment, or yield the CPU a few times, as the
@@ -964,13 +963,7 @@ impl Worker {
             || !self.local_new.borrow().is_empty()
             || !self.deque.is_empty()
             || !self.shared.injector.is_empty()
-            || (self.shared.workers.len() > 1
-                && self
-                    .shared
-                    .workers
-                    .iter()
-                    .enumerate()
-                    .any(|(i, r)| i != self.index && !r.stealer.is_empty()));
+            || self.others_have_unstarted();
         (!busy).then_some(until_poll)
     }
 
