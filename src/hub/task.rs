@@ -234,9 +234,10 @@ impl Task {
     /// Whether this task's allocation may be made a new task
     /// ([`renew`](Self::renew)): it finished, and its value, error,
     /// joiners, closure and `timeout` scopes are gone. Its caller holds the
-    /// only reference (`&mut`, from `Arc::get_mut`), so no handle, waker,
+    /// only reference (`&mut`: see `spawn::is_only_and_spent`), so no handle, waker,
     /// timer or queue can see it any more, and it is in no registry shard
     /// (a shard holds a count of each task on its list).
+    #[inline]
     pub(crate) fn is_spent(&mut self) -> bool {
         let outcome = self.outcome.get_mut();
         *self.done.get_mut()
@@ -402,17 +403,21 @@ impl Task {
     /// the joiners (after the lock), and leave the registry.
     fn complete(&self, mut outcome: MutexGuard<'_, Outcome>) {
         self.done.store(true, Ordering::Release);
-        let JoinWaiters { first, rest } = std::mem::take(&mut outcome.waiters);
+        // The first (usually the only) joiner without the list: that is
+        // moved out only when it was ever used.
+        let first = outcome.waiters.first.take();
+        let rest = match outcome.waiters.rest.capacity() {
+            0 => None,
+            _ => Some(std::mem::take(&mut outcome.waiters.rest)),
+        };
         drop(outcome);
         self.state.store(FINISHED, Ordering::Relaxed);
         self.shared.registry.remove(self);
-        // The first (usually the only) joiner without an iterator over the
-        // list.
         if let Some(j) = first {
             j.wake();
         }
-        if !rest.is_empty() {
-            rest.into_iter().for_each(Joiner::wake);
+        if let Some(rest) = rest {
+            wake_all(rest);
         }
     }
 
@@ -486,15 +491,32 @@ impl JoinWaiters {
     }
 
     /// Add `joiner` unless one that wakes the same is there.
+    #[inline]
     fn add(&mut self, joiner: Joiner) {
-        let known = |j: &Joiner| j.same(&joiner);
         match &self.first {
             None => self.first = Some(joiner),
-            Some(first) if known(first) => {}
-            Some(_) if self.rest.iter().any(known) => {}
-            Some(_) => self.rest.push(joiner),
+            Some(_) => self.add_more(joiner),
         }
     }
+
+    /// [`add`](Self::add) with a first joiner there (out of line: a
+    /// single join stays small).
+    #[inline(never)]
+    fn add_more(&mut self, joiner: Joiner) {
+        let known = |j: &Joiner| j.same(&joiner);
+        match &self.first {
+            Some(first) if known(first) => {}
+            _ if self.rest.iter().any(known) => {}
+            _ => self.rest.push(joiner),
+        }
+    }
+}
+
+/// Wake the joiners after the first (out of line: rare).
+#[cold]
+#[inline(never)]
+fn wake_all(rest: Vec<Joiner>) {
+    rest.into_iter().for_each(Joiner::wake);
 }
 
 impl Wake for Task {
