@@ -6,7 +6,8 @@
 //! joiner is woken by a task finishing on another worker; a green thread's
 //! spawn onto another runtime runs there; on one worker, the tasks kept on
 //! the worker's own stack until they start show as queued, start in spawn
-//! order before injected ones, and are cancelled and dropped at shutdown.
+//! order before injected ones, and are cancelled and dropped at shutdown;
+//! every task's greenlet has the hub as its parent.
 
 mod common;
 
@@ -424,4 +425,29 @@ fn one_worker_stack_at_shutdown() {
         );
         thread::yield_now();
     }
+}
+
+#[test]
+fn every_task_s_greenlet_has_the_hub_as_its_parent() {
+    rt(1)
+        .block_on(|| {
+            let hub = greenlet::getcurrent().parent().expect("block_on's parent");
+            assert!(
+                hub.is_main(),
+                "the hub is the worker thread's main greenlet"
+            );
+            // The first spawns may make new greenlet records, later ones
+            // reuse spare ones: both get the hub.
+            for round in 0..20u32 {
+                let parent = hub::spawn_local(|| greenlet::getcurrent().parent())
+                    .join()
+                    .unwrap();
+                assert!(parent.as_ref() == Some(&hub), "round {round}");
+                let is_main = hub::spawn(|| greenlet::getcurrent().parent().map(|p| p.is_main()))
+                    .join()
+                    .unwrap();
+                assert_eq!(is_main, Some(true), "round {round}");
+            }
+        })
+        .unwrap();
 }

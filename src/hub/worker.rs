@@ -715,8 +715,16 @@ impl Worker {
         }
     }
 
-    /// Start the task of `u` as a greenlet whose parent is the hub.
+    /// Start the task of `u` as a greenlet whose parent is the hub. Called
+    /// by the loop only, so on the hub (the thread's main greenlet): the
+    /// builder's default parent, the current greenlet, is the hub, and
+    /// left as the default it costs no new handle of it (a spare record of
+    /// the coroutine layer keeps its main parent's).
     fn start<K: 'static>(&self, u: NotStarted<K>) {
+        debug_assert!(
+            self.current.get().is_null() && getcurrent() == self.hub,
+            "a task is started from the hub's loop"
+        );
         if u.task().cancel_requested() || self.shared.is_shutting_down() {
             drop(u);
             return;
@@ -724,9 +732,7 @@ impl Worker {
         // The `live` entry's reference (the token's goes into the greenlet).
         let task = Arc::clone(u.task());
         task.set_owner(self.index);
-        let mut builder = Greenlet::builder()
-            .parent(&self.hub)
-            .stack_size(task.stack_size);
+        let mut builder = Greenlet::builder().stack_size(task.stack_size);
         if let Some(name) = task.has_name() {
             builder = builder.name(name);
         }
