@@ -4,7 +4,10 @@
 //! long-lived green thread once; a task made in a spent task's allocation
 //! (the worker's pool) is a new task in every way that shows; a green
 //! joiner is woken by a task finishing on another worker; a green thread's
-//! spawn onto another runtime runs there.
+//! spawn onto another runtime runs there; on one worker, the tasks kept on
+//! the worker's own stack until they start show as queued, start in spawn
+//! order before injected ones, and are cancelled and dropped at shutdown;
+//! every task's greenlet has the hub as its parent.
 
 mod common;
 
@@ -319,4 +322,132 @@ fn spawn_onto_another_runtime() {
         assert!(other.dump().is_empty(), "the other runtime keeps nothing");
     })
     .unwrap();
+}
+
+/// Counts its drops.
+struct Dropped(Arc<AtomicUsize>);
+
+impl Drop for Dropped {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn on_one_worker_unstarted_tasks_show_queued_and_start_before_injected_ones() {
+    bounded(120, one_worker_stack_and_injector);
+}
+
+fn one_worker_stack_and_injector() {
+    let rt = rt(1);
+    let handle = rt.handle().clone();
+    let log = rt
+        .block_on(move || {
+            let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let entry = |name: &'static str| {
+                let log = Arc::clone(&log);
+                move || log.lock().unwrap().push(name)
+            };
+            // From a plain thread (the worker blocked meanwhile): onto the
+            // injector, older than what this green thread spawns next.
+            let injected = {
+                let (h, f) = (handle.clone(), entry("injected"));
+                thread::spawn(move || h.spawn(f)).join().unwrap()
+            };
+            let mine: Vec<_> = ["first", "second", "third"]
+                .into_iter()
+                .map(|name| hub::task().name(name).spawn(entry(name)).unwrap())
+                .collect();
+            // Not parked yet: none started, each listed as queued with its
+            // spawn site.
+            let dump = hub::dump().unwrap();
+            for name in ["first", "second", "third"] {
+                let t = dump.iter().find(|t| t.name == name).expect("listed");
+                assert_eq!(t.state, TaskState::Queued, "{t:?}");
+                assert!(t.spawned_at.contains("hub_spawncost.rs"), "{t:?}");
+            }
+            mine.into_iter().for_each(|h| h.join().unwrap());
+            injected.join().unwrap();
+            let v = log.lock().unwrap().clone();
+            v
+        })
+        .unwrap();
+    // This worker's own spawns first, in spawn order; then the injector's.
+    assert_eq!(log, ["first", "second", "third", "injected"]);
+    assert!(rt.handle().dump().is_empty(), "nothing left registered");
+}
+
+#[test]
+fn on_one_worker_tasks_still_unstarted_at_shutdown_are_cancelled_and_dropped() {
+    bounded(120, one_worker_stack_at_shutdown);
+}
+
+fn one_worker_stack_at_shutdown() {
+    let rt = rt(1);
+    let handle = rt.handle().clone();
+    let (ran, dropped) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicUsize::new(0)),
+    );
+    let (rt_tx, rt_rx) = hub::oneshot::<hub::Runtime>();
+    let (r, d) = (Arc::clone(&ran), Arc::clone(&dropped));
+    let spawner = handle.spawn(move || {
+        let rt = rt_rx.recv().unwrap();
+        let kids: Vec<_> = (0..10)
+            .map(|_| {
+                let (r, c) = (Arc::clone(&r), Dropped(Arc::clone(&d)));
+                hub::spawn(move || {
+                    let _c = c;
+                    r.store(true, Ordering::SeqCst);
+                })
+            })
+            .collect();
+        // Shutdown begins before this green thread parks, so the ten are
+        // still on the worker's stack of unstarted tasks.
+        drop(rt);
+        hub::sleep(Duration::from_secs(3600));
+        kids
+    });
+    rt_tx.send(rt).map_err(|_| "the receiver is gone").unwrap();
+    assert!(spawner.join().unwrap_err().is_cancelled());
+    let start = Instant::now();
+    while dropped.load(Ordering::SeqCst) < 10 {
+        assert!(start.elapsed() < HANG, "unstarted closures never dropped");
+        thread::yield_now();
+    }
+    assert!(!ran.load(Ordering::SeqCst), "none of them started");
+    assert_eq!(dropped.load(Ordering::SeqCst), 10, "each dropped once");
+    let start = Instant::now();
+    while !handle.dump().is_empty() {
+        assert!(
+            start.elapsed() < HANG,
+            "cancelled tasks never left the dump"
+        );
+        thread::yield_now();
+    }
+}
+
+#[test]
+fn every_task_s_greenlet_has_the_hub_as_its_parent() {
+    rt(1)
+        .block_on(|| {
+            let hub = greenlet::getcurrent().parent().expect("block_on's parent");
+            assert!(
+                hub.is_main(),
+                "the hub is the worker thread's main greenlet"
+            );
+            // The first spawns may make new greenlet records, later ones
+            // reuse spare ones: both get the hub.
+            for round in 0..20u32 {
+                let parent = hub::spawn_local(|| greenlet::getcurrent().parent())
+                    .join()
+                    .unwrap();
+                assert!(parent.as_ref() == Some(&hub), "round {round}");
+                let is_main = hub::spawn(|| greenlet::getcurrent().parent().map(|p| p.is_main()))
+                    .join()
+                    .unwrap();
+                assert_eq!(is_main, Some(true), "round {round}");
+            }
+        })
+        .unwrap();
 }

@@ -54,6 +54,7 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    #[inline]
     pub(crate) fn is_shutting_down(&self) -> bool {
         self.shutdown.load(Ordering::Acquire)
     }

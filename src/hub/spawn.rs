@@ -12,6 +12,7 @@ use std::any::Any;
 use std::cell::RefCell;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
+use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
 use super::body::{Body, LocalUnstarted, Unstarted};
@@ -276,13 +277,13 @@ pub(crate) struct TaskPool {
 }
 
 /// A spent task of a [`TaskPool`]: its `Arc` was proven the only
-/// reference (`Arc::get_mut`) when the pool took it, and no reference is
+/// reference (`is_only_and_spent`) when the pool took it, and no reference is
 /// made from it while the pool keeps it, so it is still the only one.
 struct Spent(Arc<Task>);
 
 impl Spent {
     /// The task made new (see [`Task::renew`]) with these, in its
-    /// allocation: no `Arc::get_mut` (its weak count's `cmpxchg`) again.
+    /// allocation: no second proof that it is unique.
     fn renew(
         self,
         name: Option<Box<str>>,
@@ -293,7 +294,7 @@ impl Spent {
     ) -> Arc<Task> {
         let raw = Arc::into_raw(self.0).cast_mut();
         // SAFETY: `raw` is the only reference to the task (see `Spent`):
-        // the pool proved it with `Arc::get_mut` and cloned nothing of it
+        // the pool proved it (`is_only_and_spent`) and cloned nothing of it
         // since, a task has no `Weak` (nothing downgrades one) and is on
         // no list that could reach it (it left the registry when it
         // finished), so this `&mut` aliases nothing. `Arc::into_raw`'s
@@ -316,7 +317,9 @@ impl TaskPool {
         }
     }
 
-    /// A spent task, if one is kept; only the caller refers to it.
+    /// A spent task, if one is kept; only the caller refers to it. Inline:
+    /// a spawn is instantiated in its caller's crate.
+    #[inline]
     fn take(&self) -> Option<Spent> {
         self.spent.borrow_mut().pop()
     }
@@ -324,9 +327,9 @@ impl TaskPool {
     /// Keep `task` for a later spawn if it is spent and `task` is its only
     /// reference; else drop it (after the pool's borrow: its value's
     /// destructor may spawn or join).
-    fn give(&self, mut task: Arc<Task>) {
+    fn give(&self, task: Arc<Task>) {
         let mut spent = self.spent.borrow_mut();
-        if spent.len() < Self::KEEP && Arc::get_mut(&mut task).is_some_and(Task::is_spent) {
+        if spent.len() < Self::KEEP && is_only_and_spent(&task) {
             spent.push(Spent(task));
             return;
         }
@@ -346,6 +349,29 @@ impl fmt::Debug for TaskPool {
             .field("spent", &self.spent.borrow().len())
             .finish()
     }
+}
+
+/// Whether `task` is the only reference to its task, and that task is
+/// spent (see [`Task::is_spent`]). What `Arc::get_mut` proves, without its
+/// `cmpxchg` of the weak count: that guards against a `Weak` upgraded
+/// meanwhile, and a task never has one (nothing downgrades a task's `Arc`;
+/// `Task::allocate`'s `new_cyclic` ignores the one it is lent).
+fn is_only_and_spent(task: &Arc<Task>) -> bool {
+    if Arc::strong_count(task) != 1 {
+        return false;
+    }
+    // Pairs with the `Release` decrement of every count dropped before on
+    // any thread: what they did with the task happens before what follows.
+    fence(Ordering::Acquire);
+    let raw = Arc::as_ptr(task).cast_mut();
+    // SAFETY: `task` holds the only strong count and there is no `Weak`,
+    // so no other reference exists or can be made: a new one is cloned
+    // from an existing `Arc` (none other), or taken from a registry shard's
+    // list (which holds a count, so not listed) or from a worker's
+    // `current` (set only while the task's `live` entry, a count, exists).
+    // The caller holds `task` for the whole call, so this `&mut` aliases
+    // nothing; `Arc::as_ptr`'s pointer is the allocation's, so it may write.
+    unsafe { (*raw).is_spent() }
 }
 
 /// `task`'s last handle is done with it: on a worker of its runtime it may

@@ -234,9 +234,10 @@ impl Task {
     /// Whether this task's allocation may be made a new task
     /// ([`renew`](Self::renew)): it finished, and its value, error,
     /// joiners, closure and `timeout` scopes are gone. Its caller holds the
-    /// only reference (`&mut`, from `Arc::get_mut`), so no handle, waker,
+    /// only reference (`&mut`: see `spawn::is_only_and_spent`), so no handle, waker,
     /// timer or queue can see it any more, and it is in no registry shard
     /// (a shard holds a count of each task on its list).
+    #[inline]
     pub(crate) fn is_spent(&mut self) -> bool {
         let outcome = self.outcome.get_mut();
         *self.done.get_mut()
@@ -399,20 +400,27 @@ impl Task {
     }
 
     /// With its outcome recorded under `outcome`'s lock: mark it done, wake
-    /// the joiners (after the lock), and leave the registry.
+    /// the joiners (after the lock), and leave the registry. The joiners
+    /// are taken before `done` is set, and the guard not used after: from
+    /// then on the handle reads the outcome without the lock (see
+    /// [`take_outcome`](Self::take_outcome)).
     fn complete(&self, mut outcome: MutexGuard<'_, Outcome>) {
+        // The first (usually the only) joiner without the list: that is
+        // moved out only when it was ever used.
+        let first = outcome.waiters.first.take();
+        let rest = match outcome.waiters.rest.capacity() {
+            0 => None,
+            _ => Some(std::mem::take(&mut outcome.waiters.rest)),
+        };
         self.done.store(true, Ordering::Release);
-        let JoinWaiters { first, rest } = std::mem::take(&mut outcome.waiters);
         drop(outcome);
         self.state.store(FINISHED, Ordering::Relaxed);
         self.shared.registry.remove(self);
-        // The first (usually the only) joiner without an iterator over the
-        // list.
         if let Some(j) = first {
             j.wake();
         }
-        if !rest.is_empty() {
-            rest.into_iter().for_each(Joiner::wake);
+        if let Some(rest) = rest {
+            wake_all(rest);
         }
     }
 
@@ -486,15 +494,32 @@ impl JoinWaiters {
     }
 
     /// Add `joiner` unless one that wakes the same is there.
+    #[inline]
     fn add(&mut self, joiner: Joiner) {
-        let known = |j: &Joiner| j.same(&joiner);
         match &self.first {
             None => self.first = Some(joiner),
-            Some(first) if known(first) => {}
-            Some(_) if self.rest.iter().any(known) => {}
-            Some(_) => self.rest.push(joiner),
+            Some(_) => self.add_more(joiner),
         }
     }
+
+    /// [`add`](Self::add) with a first joiner there (out of line: a
+    /// single join stays small).
+    #[inline(never)]
+    fn add_more(&mut self, joiner: Joiner) {
+        let known = |j: &Joiner| j.same(&joiner);
+        match &self.first {
+            Some(first) if known(first) => {}
+            _ if self.rest.iter().any(known) => {}
+            _ => self.rest.push(joiner),
+        }
+    }
+}
+
+/// Wake the joiners after the first (out of line: rare).
+#[cold]
+#[inline(never)]
+fn wake_all(rest: Vec<Joiner>) {
+    rest.into_iter().for_each(Joiner::wake);
 }
 
 impl Wake for Task {
@@ -541,13 +566,20 @@ impl<T> Copy for Slot<T> {}
 
 impl Task {
     /// Put the value of its body (which ran `f` of a `T: Send`) and finish
-    /// it (see [`finish`](Self::finish)), under one lock.
+    /// it (see [`finish`](Self::finish)), under one lock; unless it is
+    /// done already (only the first outcome counts), then the value is
+    /// dropped (after the lock): nothing writes the outcome once it is done.
     pub(crate) fn finish_with_output<T: Send>(&self, _: Slot<T>, value: T) {
         let mut outcome = self.outcome.lock();
+        if self.is_done() {
+            drop(outcome);
+            drop(value);
+            return;
+        }
         // SAFETY: the slot token types every put and take of this task's
         // output as `T` (it is made with the task, for one `T`).
         let unwanted = unsafe { outcome.output.put(value) };
-        self.complete_unless_done(outcome);
+        self.complete(outcome);
         drop(unwanted);
     }
 
@@ -555,30 +587,43 @@ impl Task {
     /// task, whose value need not be `Send`.
     pub(crate) fn finish_with_local_output<T>(&self, _: Slot<T>, value: T) {
         let mut outcome = self.outcome.lock();
+        if self.is_done() {
+            drop(outcome);
+            drop(value);
+            return;
+        }
         // SAFETY: as in `finish_with_output`; the handle of a `T` that is
         // not `Send` is not `Send` (its `Slot<T>`), as `put_local` requires.
         let unwanted = unsafe { outcome.output.put_local(value) };
-        self.complete_unless_done(outcome);
+        self.complete(outcome);
         drop(unwanted);
     }
 
-    fn complete_unless_done(&self, outcome: MutexGuard<'_, Outcome>) {
-        if !self.is_done() {
-            self.complete(outcome);
-        }
-    }
-
     /// Take its outcome: its value, if it was put and not taken yet, else
-    /// its error (cancelled when there is none).
+    /// its error (cancelled when there is none). Only by its handle, once
+    /// this thread saw it done; without the lock: once done, nothing but
+    /// the handle touches the value and the error (`finish` and the puts
+    /// write them only while it is not done, under the lock, before
+    /// `complete` sets `done`; `add_joiner` and `finish` look at nothing
+    /// but `done` then; `complete` uses its guard no more after setting it).
     fn take_outcome<T>(&self, _: Slot<T>) -> Result<T, JoinError> {
-        let mut outcome = self.outcome.lock();
+        debug_assert!(self.is_done(), "an outcome is taken once it is done");
+        let outcome = self.outcome.data_ptr();
+        // SAFETY: this thread saw `done` set (the caller's contract, with
+        // an `Acquire` load that pairs with `complete`'s `Release` store,
+        // so the value's and the error's writes happen before), after
+        // which only the handle (the caller, which is not `Clone`) reaches
+        // them, as said above: these `&mut`s of the two fields alias
+        // nothing. The slot token types the value as in
+        // `finish_with_output`.
+        let (output, error) = unsafe { (&mut (*outcome).output, &mut (*outcome).error) };
         // SAFETY: as in `finish_with_output`.
-        if let Some(v) = unsafe { outcome.output.take() } {
+        if let Some(v) = unsafe { output.take() } {
             return Ok(v);
         }
-        let error = outcome.error.take();
-        drop(outcome);
-        Err(error.unwrap_or_else(|| JoinError::Cancelled { name: self.name() }))
+        Err(error
+            .take()
+            .unwrap_or_else(|| JoinError::Cancelled { name: self.name() }))
     }
 
     /// Its handle goes: a value put already is dropped now (after the
@@ -659,8 +704,9 @@ impl<T> JoinHandle<T> {
         result
     }
 
-    /// The result of a finished task (call only once it is done).
-    pub(crate) fn take_result(&self) -> Result<T, JoinError> {
+    /// The result of a finished task (call only once this thread saw it
+    /// done, and once).
+    fn take_result(&self) -> Result<T, JoinError> {
         self.task.take_outcome(self.slot)
     }
 

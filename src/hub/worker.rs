@@ -24,9 +24,10 @@
 //! of tasks keeps few stacks alive), and other workers steal the oldest.
 //! With other workers a spawned task goes on the deque at once (so it can
 //! be stolen while its spawner runs on), so siblings start newest first;
-//! on a runtime of one worker the tasks a green thread spawns go on it
-//! when it parks, the first spawned on top, so they start in spawn order
-//! (and before older unstarted tasks). With nothing to do the
+//! on a runtime of one worker the tasks a green thread spawns wait on the
+//! worker's own stack instead (no stealer, so no deque), put in order when
+//! it parks, the first spawned on top, so they start in spawn order (and
+//! before older unstarted tasks). With nothing to do the
 //! worker spins a moment watching for work, or yields its CPU a few times
 //! (the idle policy of [`super::idle`] decides), then sleeps in `mio::Poll::poll` until the next timer's deadline, a
 //! wake from another thread (through the `mio::Waker`), or I/O. Tokens
@@ -80,6 +81,8 @@ pub(crate) const POLL_EVERY: u32 = 61;
 const START_BURST: u32 = 32;
 /// The poller token of the worker's `mio::Waker`.
 pub(crate) const WAKE_TOKEN: mio::Token = mio::Token(usize::MAX);
+/// `Worker::batch` with no batch open.
+const NO_BATCH: usize = usize::MAX;
 
 /// The part of a worker that other threads reach, laid out by who writes
 /// what: a waker on another CPU writes the [`Inbox`] and reads the rest;
@@ -198,11 +201,16 @@ pub(crate) struct Worker {
     pub(crate) hub: Greenlet,
     ready: RefCell<VecDeque<Arc<Task>>>,
     local_new: RefCell<VecDeque<LocalUnstarted>>,
-    /// `Send` tasks spawned by the green thread running now, in spawn
-    /// order, until it parks (see [`flush_spawned`](Self::flush_spawned)).
+    /// On a runtime of one worker, its unstarted `Send` tasks spawned on
+    /// it: a stack, the next to start last, with the batch of the green
+    /// thread running now at its end in spawn order from `batch` on, until
+    /// it parks (see [`flush_spawned`](Self::flush_spawned)). Empty with
+    /// other workers (their spawns go on the deque at once).
     spawned: RefCell<Vec<Unstarted>>,
     /// Whether `spawned` may hold tasks (one load where the loop checks).
     has_spawned: Cell<bool>,
+    /// Where the open batch of `spawned` starts ([`NO_BATCH`]: none open).
+    batch: Cell<usize>,
     /// Unstarted `Send` tasks, newest batch on top (a LIFO deque); other
     /// workers steal the oldest.
     deque: crossbeam_deque::Worker<Unstarted>,
@@ -368,6 +376,7 @@ pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
         local_new: RefCell::new(VecDeque::new()),
         spawned: RefCell::new(Vec::new()),
         has_spawned: Cell::new(false),
+        batch: Cell::new(NO_BATCH),
         deque: seed.deque,
         timers: RefCell::new(Timers::default()),
         current: Cell::new(ptr::null()),
@@ -396,8 +405,10 @@ impl Worker {
     /// the other workers asleep: the two-worker ping-pong's pinger, which
     /// spins until the other worker has started its echo, hung so); on top,
     /// so this worker starts the newest first (depth first). On a runtime
-    /// of one worker nobody steals: the tasks wait until the spawner parks,
-    /// then go on the deque in spawn order (see
+    /// of one worker nobody steals, so it stays on this worker's own stack
+    /// (`spawned`: no deque, whose `pop` costs a `SeqCst` fence and, for
+    /// its last task, a `cmpxchg`), in the batch of its spawner, which
+    /// goes on top in spawn order when the spawner parks (see
     /// [`flush_spawned`](Self::flush_spawned)).
     pub(crate) fn push_unstarted(&self, u: Unstarted) {
         if self.shared.workers.len() > 1 {
@@ -405,29 +416,44 @@ impl Worker {
             self.shared.notify_idle();
             return;
         }
-        self.spawned.borrow_mut().push(u);
+        let mut spawned = self.spawned.borrow_mut();
+        if self.batch.get() == NO_BATCH {
+            self.batch.set(spawned.len());
+        }
+        spawned.push(u);
         self.has_spawned.set(true);
     }
 
-    /// On a runtime of one worker, move the tasks spawned since the last
-    /// flush onto the deque, the first spawned on top: the worker starts
-    /// them in spawn order and before the tasks queued earlier (depth
-    /// first: a tree of tasks keeps few stacks alive). No other worker to
-    /// wake, so no notification.
+    /// On a runtime of one worker, close the batch of tasks spawned since
+    /// the last flush: turned round in place, so that the first spawned is
+    /// on top of the stack and the worker starts them in spawn order and
+    /// before the tasks queued earlier (depth first: a tree of tasks keeps
+    /// few stacks alive). No other worker to wake, so no notification.
     #[inline]
     fn flush_spawned(&self) {
-        if self.has_spawned.replace(false) {
+        if self.batch.get() != NO_BATCH {
             self.flush_spawned_now();
         }
     }
 
-    /// [`flush_spawned`](Self::flush_spawned), with tasks waiting.
+    /// [`flush_spawned`](Self::flush_spawned), with a batch open.
     fn flush_spawned_now(&self) {
+        let batch = self.batch.replace(NO_BATCH);
         let mut spawned = self.spawned.borrow_mut();
-        // The last spawned first, so that the first ends on top.
-        while let Some(u) = spawned.pop() {
-            self.deque.push(u);
+        if let Some(open) = spawned.get_mut(batch..) {
+            open.reverse();
         }
+    }
+
+    /// The top of the one-worker stack of unstarted tasks (see
+    /// [`push_unstarted`](Self::push_unstarted)), if it holds one.
+    fn pop_spawned(&self) -> Option<Unstarted> {
+        let mut spawned = self.spawned.borrow_mut();
+        let u = spawned.pop();
+        if spawned.is_empty() {
+            self.has_spawned.set(false);
+        }
+        u
     }
 
     /// Queue a `!Send` task on this worker.
@@ -513,6 +539,11 @@ impl Worker {
     }
 
     fn find_unstarted(&self) -> Option<Unstarted> {
+        if self.has_spawned.get() {
+            if let Some(u) = self.pop_spawned() {
+                return Some(u);
+            }
+        }
         if !self.deque.is_empty() {
             if let Some(u) = self.deque.pop() {
                 return Some(u);
@@ -684,8 +715,16 @@ impl Worker {
         }
     }
 
-    /// Start the task of `u` as a greenlet whose parent is the hub.
+    /// Start the task of `u` as a greenlet whose parent is the hub. Called
+    /// by the loop only, so on the hub (the thread's main greenlet): the
+    /// builder's default parent, the current greenlet, is the hub, and
+    /// left as the default it costs no new handle of it (a spare record of
+    /// the coroutine layer keeps its main parent's).
     fn start<K: 'static>(&self, u: NotStarted<K>) {
+        debug_assert!(
+            self.current.get().is_null() && getcurrent() == self.hub,
+            "a task is started from the hub's loop"
+        );
         if u.task().cancel_requested() || self.shared.is_shutting_down() {
             drop(u);
             return;
@@ -693,9 +732,7 @@ impl Worker {
         // The `live` entry's reference (the token's goes into the greenlet).
         let task = Arc::clone(u.task());
         task.set_owner(self.index);
-        let mut builder = Greenlet::builder()
-            .parent(&self.hub)
-            .stack_size(task.stack_size);
+        let mut builder = Greenlet::builder().stack_size(task.stack_size);
         if let Some(name) = task.has_name() {
             builder = builder.name(name);
         }
