@@ -121,11 +121,14 @@ struct Inbox {
 /// Tasks woken from other threads, in wake order: the first in `first`
 /// (beside the lock, in the inbox's cache line: a lone wake touches no
 /// other memory), the rest in `more` (drained in place by the owner, so
-/// pushes do not allocate once its buffer has grown).
+/// pushes do not allocate once its buffer has grown); and unstarted tasks
+/// placed on this worker by another thread ([`Remote::place`]), in
+/// placement order.
 #[derive(Default)]
 struct Woken {
     first: Option<Arc<Task>>,
     more: Vec<Arc<Task>>,
+    placed: Vec<Unstarted>,
 }
 
 impl Remote {
@@ -157,6 +160,26 @@ impl Remote {
         }
         self.inbox.has_remote.store(true, Ordering::SeqCst);
         self.unpark_if_sleeping();
+    }
+
+    /// Queue an unstarted task that must start on this worker (another
+    /// worker's accept loop spreading its connections, see
+    /// `net::serve`), and unpark the worker if it sleeps. The worker moves
+    /// it to its own line of new tasks, which no other worker steals
+    /// from, so it starts here (unless the runtime shuts down first: then
+    /// it is dropped unstarted, as a refused spawn is).
+    pub(crate) fn place(&self, u: Unstarted) {
+        self.inbox.queue.lock().placed.push(u);
+        self.inbox.has_remote.store(true, Ordering::SeqCst);
+        self.unpark_if_sleeping();
+    }
+
+    /// Drop the placed tasks its worker did not take (placed after it
+    /// ended): each finishes as cancelled. Taken out of the lock first: a
+    /// closure's destructor may place again.
+    pub(crate) fn drop_placed(&self) {
+        let placed = std::mem::take(&mut self.inbox.queue.lock().placed);
+        drop(placed);
     }
 
     /// Wake the worker if it is in (or entering) its waiting poll. Only the
@@ -667,6 +690,10 @@ impl Worker {
             if !q.more.is_empty() {
                 // Drained in place: the buffer stays for the next pushes.
                 ready.extend(q.more.drain(..));
+            }
+            if !q.placed.is_empty() {
+                let mut local = self.local_new.borrow_mut();
+                local.extend(q.placed.drain(..).map(Unstarted::into_local));
             }
         }
     }
