@@ -14,7 +14,8 @@
 //! # The loop
 //! Each round (a scheduling point): start a pending-call drain if calls
 //! wait (see [`super::pending`]); move the remote queue onto the ready
-//! queue; fire due timers; every [`POLL_EVERY`] rounds poll without
+//! queue (and tasks other threads placed on this worker onto its own line
+//! of new tasks); fire due timers; every [`POLL_EVERY`] rounds poll without
 //! waiting (so busy green threads cannot starve I/O sources registered
 //! with the poller); then start an unstarted task (this worker's own
 //! `spawn_local` ones, its deque, the injector, stolen batches from other
@@ -123,12 +124,16 @@ struct Inbox {
 /// other memory), the rest in `more` (drained in place by the owner, so
 /// pushes do not allocate once its buffer has grown); and unstarted tasks
 /// placed on this worker by another thread ([`Remote::place`]), in
-/// placement order.
+/// placement order, behind a pointer (allocated at the first placement,
+/// then kept) so that the inbox still fits the one cache line a wake
+/// touches (a `Vec` in place grew it past 64 bytes, moving `has_remote`
+/// to a second line).
 #[derive(Default)]
 struct Woken {
     first: Option<Arc<Task>>,
     more: Vec<Arc<Task>>,
-    placed: Vec<Unstarted>,
+    #[allow(clippy::box_collection)] // the box is the point: see above
+    placed: Option<Box<Vec<Unstarted>>>,
 }
 
 impl Remote {
@@ -169,7 +174,12 @@ impl Remote {
     /// from, so it starts here (unless the runtime shuts down first: then
     /// it is dropped unstarted, as a refused spawn is).
     pub(crate) fn place(&self, u: Unstarted) {
-        self.inbox.queue.lock().placed.push(u);
+        self.inbox
+            .queue
+            .lock()
+            .placed
+            .get_or_insert_with(Box::default)
+            .push(u);
         self.inbox.has_remote.store(true, Ordering::SeqCst);
         self.unpark_if_sleeping();
     }
@@ -691,9 +701,9 @@ impl Worker {
                 // Drained in place: the buffer stays for the next pushes.
                 ready.extend(q.more.drain(..));
             }
-            if !q.placed.is_empty() {
+            if let Some(placed) = q.placed.as_mut().filter(|p| !p.is_empty()) {
                 let mut local = self.local_new.borrow_mut();
-                local.extend(q.placed.drain(..).map(Unstarted::into_local));
+                local.extend(placed.drain(..).map(Unstarted::into_local));
             }
         }
     }
