@@ -17,10 +17,18 @@
 #
 # The server's CPU time per request is utime+stime of the server process
 # (the counters getrusage reports, read from /proc/PID/stat) over the run,
-# divided by the requests served.
+# divided by the requests served: on two cores a load test is often
+# client-bound, and this is the server's own cost. "top thread" is the
+# share of that CPU time spent by the server's busiest thread
+# (/proc/PID/task/*/stat): with 2 workers, near 100% means one worker
+# served nearly everything, near 50% that the load was spread. "busy" is
+# the server's and the client's CPU time over the wall time of the run
+# (% of one CPU): a server well below 100% while the client is at 100%
+# (part 1) was not the bottleneck, and its requests/s are the client's.
 #
-# Prints one table with ratios (hub / tokio, hub / may) and writes
-# target/net-peers/results.csv and target/net-peers/plot.svg.
+# Prints one table with ratios (hub / tokio, hub / may, hub / each
+# variant) and writes target/net-peers/results.csv and
+# target/net-peers/plot.svg.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 PEERS="$ROOT/benches/net-peers"
@@ -58,6 +66,8 @@ done
 IMPLS="$IMPLS tokio may"
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# "TID TICKS" for each thread of process $1.
+thread_ticks() { for f in /proc/"$1"/task/*/stat; do awk '{print $1, $14 + $15}' "$f" 2>/dev/null || true; done; }
 
 wait_port() {
     for _ in $(seq 1 100); do
@@ -70,7 +80,7 @@ wait_port() {
 
 PORT=7400
 CSV="$OUT/results.csv"
-echo "scenario,server,rps,p99_us,cpu_us_per_req" >"$CSV"
+echo "scenario,server,rps,p99_us,cpu_us_per_req,top_thread_pct,server_busy_pct,client_busy_pct" >"$CSV"
 
 # run KIND(echo|http) IMPL WORKERS SERVER_CPUS CLIENT_CPUS CONNS SIZE LABEL
 run() {
@@ -79,30 +89,48 @@ run() {
     taskset -c "$scpus" "${SERVER[${impl}_${kind}]}" --addr "127.0.0.1:$PORT" --workers "$workers" >/dev/null 2>&1 &
     local pid=$!
     wait_port "$PORT"
-    local t0 t1 rps p99 n
+    local t0 t1 rps p99 n th0 th1 w0 w1 ctimes
     t0=$(cpu_ticks "$pid")
+    th0=$(thread_ticks "$pid")
+    w0=$(date +%s.%N)
     if [ "$kind" = echo ]; then
         local line
         line=$(taskset -c "$ccpus" "$EX/echo_client" --addr "127.0.0.1:$PORT" --connections "$conns" \
-            --size "$size" --duration "$DURATION" --workers 1 | grep '^RESULT' || true)
+            --size "$size" --duration "$DURATION" --workers 1 | grep '^RESULT' || true
+            times)
+        ctimes=$(tail -1 <<<"$line")
         n=$(sed -n 's/.*requests=\([0-9]*\).*/\1/p' <<<"$line")
         rps=$(sed -n 's/.* rps=\([0-9]*\).*/\1/p' <<<"$line")
         p99=$(sed -n 's/.*p99_us=\([0-9]*\).*/\1/p' <<<"$line")
     else
         local w
-        w=$(taskset -c "$ccpus" wrk -t1 -c"$conns" -d"${DURATION}s" --latency "http://127.0.0.1:$PORT/")
+        w=$(taskset -c "$ccpus" wrk -t1 -c"$conns" -d"${DURATION}s" --latency "http://127.0.0.1:$PORT/"
+            times)
+        ctimes=$(tail -1 <<<"$w")
         n=$(awk '/requests in/ {print $1}' <<<"$w")
         rps=$(awk '/Requests\/sec/ {printf "%d", $2}' <<<"$w")
         p99=$(awk '$1 == "99%" {v=$2; if (v ~ /us$/) {sub(/us/,"",v); print int(v)} else if (v ~ /ms$/) {sub(/ms/,"",v); print int(v*1000)} else {sub(/s/,"",v); print int(v*1000000)}}' <<<"$w")
     fi
     t1=$(cpu_ticks "$pid")
+    th1=$(thread_ticks "$pid")
+    w1=$(date +%s.%N)
     kill "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
     local cpu="n/a"
     if [ -n "${n:-}" ] && [ "${n:-0}" -gt 0 ]; then
         cpu=$(awk -v a="$t0" -v b="$t1" -v hz="$TICK" -v n="$n" 'BEGIN {printf "%.2f", (b - a) / hz * 1e6 / n}')
     fi
-    echo "$label,$impl,${rps:-0},${p99:-0},$cpu" >>"$CSV"
+    local top
+    top=$(awk 'FNR == NR { a[$1] = $2; next } { d = $2 - a[$1]; s += d; if (d > m) m = d }
+        END { if (s > 0) printf "%.0f", 100 * m / s; else print "n/a" }' <(echo "$th0") <(echo "$th1"))
+    # Busy: CPU time over the wall time of the client's run, in % of one
+    # CPU, for the server (from its ticks) and the client (bash's `times`
+    # of the subshell that ran it: "0m1.234s 0m0.567s", user and system).
+    local sbusy cbusy
+    sbusy=$(awk -v a="$t0" -v b="$t1" -v hz="$TICK" -v w0="$w0" -v w1="$w1" 'BEGIN {printf "%.0f", 100 * (b - a) / hz / (w1 - w0)}')
+    cbusy=$(awk -v w0="$w0" -v w1="$w1" '{ t = 0; for (i = 1; i <= 2; i++) { split($i, p, "m"); sub(/s$/, "", p[2]); t += p[1] * 60 + p[2] } }
+        END {printf "%.0f", 100 * t / (w1 - w0)}' <<<"$ctimes")
+    echo "$label,$impl,${rps:-0},${p99:-0},$cpu,$top,$sbusy,$cbusy" >>"$CSV"
 }
 
 for part in $PARTS; do
@@ -123,16 +151,24 @@ done
 
 echo
 echo "machine: $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1); load before: $LOAD_BEFORE, after: $(cut -d" " -f1-3 /proc/loadavg)" 2>/dev/null || true
-awk -F, '
-NR > 1 { k = $1; order[k] = order[k] ? order[k] : ++n; rps[k, $2] = $3; p99[k, $2] = $4; cpu[k, $2] = $5; names[n] = k }
+awk -F, -v impls="$IMPLS" '
+NR > 1 { k = $1; if (!(k in seen)) { seen[k] = 1; names[++n] = k }; rps[k, $2] = $3; p99[k, $2] = $4; cpu[k, $2] = $5; top[k, $2] = $6; sb[k, $2] = $7; cb[k, $2] = $8 }
+function ratio(k, s) { return rps[k, s] > 0 ? sprintf("%.2f", rps[k, "hub"] / rps[k, s]) : "-" }
 END {
-    printf "%-22s %9s %9s %9s %7s %7s | %8s %8s %8s | %8s %8s %8s\n", "scenario", "hub r/s", "tokio r/s", "may r/s", "h/tok", "h/may", "p99 hub", "p99 tok", "p99 may", "cpu hub", "cpu tok", "cpu may"
-    printf "%-22s %9s %9s %9s %7s %7s | %8s %8s %8s | %8s %8s %8s\n", "", "", "", "", "", "", "(us)", "(us)", "(us)", "(us/req)", "(us/req)", "(us/req)"
+    nv = split(impls, all, " ")
+    vh = ""; vc = ""; vu = ""
+    for (j = 1; j <= nv; j++) if (all[j] != "hub" && all[j] != "tokio" && all[j] != "may") {
+        var[++m] = all[j]; vh = vh sprintf(" %7s", "h/" substr(all[j], 1, 5)); vc = vc sprintf(" %8s", "cpu " substr(all[j], 1, 4)); vu = vu sprintf(" %8s", "(us/req)")
+    }
+    printf "%-22s %9s %9s %9s %7s %7s%s | %8s %8s %8s | %8s %8s %8s%s | %s\n", "scenario", "hub r/s", "tokio r/s", "may r/s", "h/tok", "h/may", vh, "p99 hub", "p99 tok", "p99 may", "cpu hub", "cpu tok", "cpu may", vc, "top thread       | busy server/client"
+    printf "%-22s %9s %9s %9s %7s %7s%s | %8s %8s %8s | %8s %8s %8s%s | %s\n", "", "", "", "", "", "", sprintf("%" 8 * m "s", ""), "(us)", "(us)", "(us)", "(us/req)", "(us/req)", "(us/req)", vu, "hub/tok/may (%)  | hub/tok/may (%)"
     for (i = 1; i <= n; i++) {
         k = names[i]
-        rt = rps[k, "tokio"] > 0 ? sprintf("%.2f", rps[k, "hub"] / rps[k, "tokio"]) : "-"
-        rm = rps[k, "may"] > 0 ? sprintf("%.2f", rps[k, "hub"] / rps[k, "may"]) : "-"
-        printf "%-22s %9d %9d %9d %7s %7s | %8d %8d %8d | %8s %8s %8s\n", k, rps[k, "hub"], rps[k, "tokio"], rps[k, "may"], rt, rm, p99[k, "hub"], p99[k, "tokio"], p99[k, "may"], cpu[k, "hub"], cpu[k, "tokio"], cpu[k, "may"]
+        vr = ""; vcpu = ""
+        for (j = 1; j <= m; j++) { vr = vr sprintf(" %7s", ratio(k, var[j])); vcpu = vcpu sprintf(" %8s", cpu[k, var[j]]) }
+        t = top[k, "hub"] "/" top[k, "tokio"] "/" top[k, "may"]
+        b = sb[k, "hub"] "/" cb[k, "hub"] " " sb[k, "tokio"] "/" cb[k, "tokio"] " " sb[k, "may"] "/" cb[k, "may"]
+        printf "%-22s %9d %9d %9d %7s %7s%s | %8d %8d %8d | %8s %8s %8s%s | %-16s | %s\n", k, rps[k, "hub"], rps[k, "tokio"], rps[k, "may"], ratio(k, "tokio"), ratio(k, "may"), vr, p99[k, "hub"], p99[k, "tokio"], p99[k, "may"], cpu[k, "hub"], cpu[k, "tokio"], cpu[k, "may"], vcpu, t, b
     }
 }' "$CSV"
 "$PB/plot" "$CSV" "$OUT/plot.svg"

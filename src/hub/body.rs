@@ -219,6 +219,17 @@ impl<K> NotStarted<K> {
     }
 }
 
+impl Unstarted {
+    /// The same token kept to the calling thread (a `Send` closure may run
+    /// wherever a local one may): a task placed on a worker starts there.
+    pub(crate) fn into_local(self) -> LocalUnstarted {
+        NotStarted {
+            task: self.into_arc(),
+            _kind: PhantomData,
+        }
+    }
+}
+
 impl Body {
     /// Drop the closure, if there is one; whether there was.
     ///

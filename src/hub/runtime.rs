@@ -427,6 +427,9 @@ fn finish_shutdown(
             Steal::Empty => break,
         }
     }
+    for remote in shared.workers.iter() {
+        remote.drop_placed();
+    }
     let blocking_still_running = shared.blocking.shutdown();
     let pending_calls_run_at_shutdown = shared.pending.run_all_here();
     if let Some(q) = shared.cleanup.get() {

@@ -14,7 +14,8 @@
 //! # The loop
 //! Each round (a scheduling point): start a pending-call drain if calls
 //! wait (see [`super::pending`]); move the remote queue onto the ready
-//! queue; fire due timers; every [`POLL_EVERY`] rounds poll without
+//! queue (and tasks other threads placed on this worker onto its own line
+//! of new tasks); fire due timers; every [`POLL_EVERY`] rounds poll without
 //! waiting (so busy green threads cannot starve I/O sources registered
 //! with the poller); then start an unstarted task (this worker's own
 //! `spawn_local` ones, its deque, the injector, stolen batches from other
@@ -124,11 +125,18 @@ struct Inbox {
 /// Tasks woken from other threads, in wake order: the first in `first`
 /// (beside the lock, in the inbox's cache line: a lone wake touches no
 /// other memory), the rest in `more` (drained in place by the owner, so
-/// pushes do not allocate once its buffer has grown).
+/// pushes do not allocate once its buffer has grown); and unstarted tasks
+/// placed on this worker by another thread ([`Remote::place`]), in
+/// placement order, behind a pointer (allocated at the first placement,
+/// then kept) so that the inbox still fits the one cache line a wake
+/// touches (a `Vec` in place grew it past 64 bytes, moving `has_remote`
+/// to a second line).
 #[derive(Default)]
 struct Woken {
     first: Option<Arc<Task>>,
     more: Vec<Arc<Task>>,
+    #[allow(clippy::box_collection)] // the box is the point: see above
+    placed: Option<Box<Vec<Unstarted>>>,
 }
 
 impl Remote {
@@ -160,6 +168,31 @@ impl Remote {
         }
         self.inbox.has_remote.store(true, Ordering::SeqCst);
         self.unpark_if_sleeping();
+    }
+
+    /// Queue an unstarted task that must start on this worker (another
+    /// worker's accept loop spreading its connections, see
+    /// `net::serve`), and unpark the worker if it sleeps. The worker moves
+    /// it to its own line of new tasks, which no other worker steals
+    /// from, so it starts here (unless the runtime shuts down first: then
+    /// it is dropped unstarted, as a refused spawn is).
+    pub(crate) fn place(&self, u: Unstarted) {
+        self.inbox
+            .queue
+            .lock()
+            .placed
+            .get_or_insert_with(Box::default)
+            .push(u);
+        self.inbox.has_remote.store(true, Ordering::SeqCst);
+        self.unpark_if_sleeping();
+    }
+
+    /// Drop the placed tasks its worker did not take (placed after it
+    /// ended): each finishes as cancelled. Taken out of the lock first: a
+    /// closure's destructor may place again.
+    pub(crate) fn drop_placed(&self) {
+        let placed = std::mem::take(&mut self.inbox.queue.lock().placed);
+        drop(placed);
     }
 
     /// Wake the worker if it is in (or entering) its waiting poll. Only the
@@ -698,6 +731,10 @@ impl Worker {
             if !q.more.is_empty() {
                 // Drained in place: the buffer stays for the next pushes.
                 ready.extend(q.more.drain(..));
+            }
+            if let Some(placed) = q.placed.as_mut().filter(|p| !p.is_empty()) {
+                let mut local = self.local_new.borrow_mut();
+                local.extend(placed.drain(..).map(Unstarted::into_local));
             }
         }
     }

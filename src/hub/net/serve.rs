@@ -1,24 +1,41 @@
 //! [`serve`]: the accept loop of a server, one green thread per
-//! connection, that keeps serving when one connection's green thread cannot
-//! start.
+//! connection, spread over the runtime's workers, that keeps serving when
+//! one connection's green thread cannot start.
 //!
-//! Owns that loop and the guard that reports a connection whose green
-//! thread never ran. Uses the listener, the hub's spawn, the worker (is the
-//! runtime shutting down) and the log facade.
+//! Owns that loop, the placement of each connection's green thread on a
+//! worker, and the guard that reports a connection whose green thread
+//! never ran. Uses the listener, the hub's task making (`NewTask`), the
+//! workers' placement queue (`Remote::place`) and own line of new tasks,
+//! the worker (is the runtime shutting down) and the log facade.
+//!
+//! # Placement
+//! With several workers, the loop deals the connections out in turn: the
+//! k-th accepted one starts on worker k mod n. Spawned onto the accepting
+//! worker's deque instead, nearly all of them started there: that worker
+//! accepts a burst and starts each new task before a sleeping worker has
+//! woken to steal it, and a socket's waits stay with the poller of the
+//! worker its green thread runs on (green threads never migrate), so one
+//! worker served the whole server. A placed task goes on its worker's own
+//! line of new tasks (no other worker steals from it), so the dealing is
+//! exact: it does not depend on who wakes first.
 
 use std::io;
 use std::net::SocketAddr;
+use std::panic::Location;
 use std::sync::Arc;
 
 use crate::diag::diag_warn;
 
-use super::super::runtime::Handle;
+use super::super::runtime::{Handle, Shared};
+use super::super::spawn::NewTask;
 use super::super::worker;
 use super::tcp_listener::TcpListener;
 use super::tcp_stream::TcpStream;
 
 /// Accept connections on `listener` for ever, running `handler` on a new
-/// green thread for each (it may start on any worker). A connection whose
+/// green thread for each. With several workers the connections are dealt
+/// out in turn (the k-th accepted starts on worker k mod n, and stays
+/// there). A connection whose
 /// green thread cannot start (no stack could be mapped: the
 /// `vm.max_map_count` limit on guarded stacks, or memory) is closed and
 /// reported through the log facade with its peer address; the loop goes
@@ -51,12 +68,16 @@ use super::tcp_stream::TcpStream;
 /// })
 /// .unwrap();
 /// ```
+#[track_caller]
 pub fn serve<F>(listener: TcpListener, handler: F) -> io::Result<()>
 where
     F: Fn(TcpStream) + Send + Sync + 'static,
 {
+    let site = Location::caller();
     let handle = Handle::current().map_err(io::Error::other)?;
+    let workers = handle.shared.workers.len();
     let handler = Arc::new(handler);
+    let mut turn = 0;
     loop {
         let (stream, peer) = listener.accept()?;
         let conn = Unstarted {
@@ -64,13 +85,47 @@ where
             peer,
         };
         let h = Arc::clone(&handler);
-        drop(handle.spawn(move || {
+        let run = move || {
             let mut conn = conn;
             if let Some(s) = conn.stream.take() {
                 h(s);
             }
-        }));
+        };
+        if workers == 1 {
+            drop(handle.spawn(run));
+        } else {
+            spawn_placed(&handle.shared, turn, run, site);
+            turn = (turn + 1) % workers;
+        }
     }
+}
+
+/// Spawn `run` so that it starts on worker `index` of `shared`'s runtime:
+/// on this worker's own line of new tasks when it is that worker, else
+/// through that worker's placement queue. Dropped unstarted at shutdown.
+fn spawn_placed(
+    shared: &Arc<Shared>,
+    index: usize,
+    run: impl FnOnce() + Send + 'static,
+    site: &'static Location<'static>,
+) {
+    worker::with_current(|here| {
+        let here = here.filter(|w| Arc::ptr_eq(&w.shared, shared));
+        let (u, join) = NewTask {
+            shared,
+            name: None,
+            stack_size: None,
+            site,
+            shard: here.map_or(shared.workers.len(), |w| w.index),
+        }
+        .build(run);
+        drop(join);
+        match here {
+            _ if shared.is_shutting_down() => drop(u),
+            Some(w) if w.index == index => w.push_local(u.into_local()),
+            _ => shared.workers[index].place(u),
+        }
+    });
 }
 
 /// A connection not yet handed to its handler. Dropped with the stream
