@@ -293,14 +293,13 @@ pub(crate) fn with_current_task<R>(f: impl FnOnce(&Worker, &Arc<Task>) -> R) -> 
 /// Put a woken task on the ready queue of worker `owner`: directly when
 /// called on that worker, else through its remote queue.
 pub(crate) fn push_ready(task: Arc<Task>, owner: usize) {
-    let mut task = Some(task);
-    with_worker(|w| {
-        if let Some(t) = task.take_if(|t| w.index == owner && Arc::ptr_eq(&w.shared, &t.shared)) {
-            w.push_ready_local(t);
+    let w = RUNNING.with(Cell::get);
+    // SAFETY: as in `with_worker` (this call does not park).
+    match unsafe { w.as_ref() } {
+        Some(w) if w.index == owner && Arc::ptr_eq(&w.shared, &task.shared) => {
+            w.push_ready_local(task);
         }
-    });
-    if let Some(task) = task {
-        push_remote(task, owner);
+        _ => push_remote(task, owner),
     }
 }
 
