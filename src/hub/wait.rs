@@ -50,7 +50,7 @@ use std::time::Instant;
 
 use parking_lot::{Mutex, MutexGuard};
 
-use super::park::park;
+use super::park::{park, park_green};
 use super::task::{Task, Wait};
 use super::worker;
 
@@ -119,13 +119,13 @@ struct Node<P> {
 }
 
 impl<P> Node<P> {
-    fn new(takes: bool, value: Option<P>) -> Node<P> {
+    fn new(takes: bool, value: Option<P>, wakeup: Wakeup) -> Node<P> {
         Node {
             notified: AtomicBool::new(false),
             slot: UnsafeCell::new(Slot {
                 prev: ptr::null(),
                 next: ptr::null(),
-                wakeup: Some(Wakeup::current()),
+                wakeup: Some(wakeup),
                 takes,
                 value,
             }),
@@ -322,16 +322,57 @@ impl<'a, S, P> Woken<'a, S, P> {
 #[inline(always)]
 pub(crate) fn wait_on<'a, W: Site>(
     lock: &'a Mutex<W::State>,
-    mut guard: MutexGuard<'a, W::State>,
+    guard: MutexGuard<'a, W::State>,
     value: Option<W::Value>,
     deadline: Option<Instant>,
 ) -> Woken<'a, W::State, W::Value> {
-    let node = Node::new(W::TAKES, value);
+    // Taken by whichever path waits (a closure not called drops nothing).
+    let mut held = Some((guard, value));
+    let green = worker::with_current_task(|w, task| {
+        let (guard, value) = held.take()?;
+        let me = Wakeup::Task(Arc::clone(task));
+        Some(wait_with::<W>(lock, guard, value, deadline, me, || {
+            park_green(w, task, W::WAIT, deadline)
+        }))
+    });
+    if let Some(woken) = green.flatten() {
+        return woken;
+    }
+    let Some((guard, value)) = held else {
+        unreachable!("hub wait: a green thread's wait took the lock and returned no wake-up")
+    };
+    wait_on_thread::<W>(lock, guard, value, deadline)
+}
+
+/// [`wait_on`] on a plain thread (out of line: a green thread's wait
+/// keeps a small frame).
+#[inline(never)]
+fn wait_on_thread<'a, W: Site>(
+    lock: &'a Mutex<W::State>,
+    guard: MutexGuard<'a, W::State>,
+    value: Option<W::Value>,
+    deadline: Option<Instant>,
+) -> Woken<'a, W::State, W::Value> {
+    let me = Wakeup::Thread(std::thread::current());
+    wait_with::<W>(lock, guard, value, deadline, me, || park(W::WAIT, deadline))
+}
+
+/// [`wait_on`] for the waiter `me`, which `park` parks.
+#[inline(always)]
+fn wait_with<'a, W: Site>(
+    lock: &'a Mutex<W::State>,
+    mut guard: MutexGuard<'a, W::State>,
+    value: Option<W::Value>,
+    deadline: Option<Instant>,
+    me: Wakeup,
+    mut park: impl FnMut(),
+) -> Woken<'a, W::State, W::Value> {
+    let node = Node::new(W::TAKES, value, me);
     W::list(&mut guard).link(&node);
     drop(guard);
     let leave = Leave::<W> { lock, node: &node };
     loop {
-        park(W::WAIT, deadline);
+        park();
         if node.is_notified() {
             std::mem::forget(leave);
             // SAFETY: notified: off the list, and its notifier is done
@@ -401,7 +442,7 @@ pub(crate) struct Watch<'a, W: Site> {
 impl<'a, W: Site> Watch<'a, W> {
     /// Register the caller on `W`'s list in `lock`'s state.
     pub(crate) fn new(lock: &'a Mutex<W::State>) -> Watch<'a, W> {
-        let node = Box::new(Node::new(false, None));
+        let node = Box::new(Node::new(false, None, Wakeup::current()));
         W::list(&mut lock.lock()).link(&node);
         Watch { lock, node }
     }
