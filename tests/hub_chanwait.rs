@@ -404,3 +404,93 @@ fn owned_sync_types_stay_unwind_safe() {
     unwind_safe(&Mutex::new(0_u32));
     unwind_safe(&Semaphore::new(1));
 }
+
+#[test]
+fn waiters_that_leave_from_the_middle_and_the_ends_keep_the_rest_in_order() {
+    // The wait list is intrusive: a receive that times out in the middle,
+    // and cancelled ones at the tail and then the head, unlink themselves;
+    // the two left are handed values in the order they parked.
+    rt(1)
+        .block_on(|| {
+            let (tx, rx) = hub::unbounded::<u32>();
+            let rx = Arc::new(rx);
+            let receiver = |timeout: Option<Duration>| {
+                let r = Arc::clone(&rx);
+                let h = hub::spawn(move || match timeout {
+                    Some(d) => r.recv_timeout(d),
+                    None => r.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                });
+                until_parked(&h, Wait::Recv);
+                h
+            };
+            let head = receiver(None);
+            let second = receiver(None);
+            let middle = receiver(Some(Duration::from_millis(1)));
+            let fourth = receiver(None);
+            let tail = receiver(None);
+            // Nothing is sent until it returns, so it can only time out.
+            assert_eq!(middle.join().unwrap(), Err(RecvTimeoutError::Timeout));
+            tail.cancel();
+            assert!(tail.join().unwrap_err().is_cancelled());
+            head.cancel();
+            assert!(head.join().unwrap_err().is_cancelled());
+            tx.send(10).unwrap();
+            tx.send(20).unwrap();
+            tx.send(30).unwrap(); // nobody left waiting: queued
+            assert_eq!(second.join().unwrap(), Ok(10));
+            assert_eq!(fourth.join().unwrap(), Ok(20));
+            assert_eq!(rx.try_recv(), Ok(30));
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_lock_waiter_cancelled_in_the_middle_of_the_line_is_skipped() {
+    rt(1)
+        .block_on(|| {
+            let m = Arc::new(Mutex::new(Vec::new()));
+            let guard = m.lock();
+            let locker = |tag: u32| {
+                let m = Arc::clone(&m);
+                let h = hub::spawn(move || m.lock().push(tag));
+                until_parked(&h, Wait::Mutex);
+                h
+            };
+            let (first, middle, last) = (locker(1), locker(2), locker(3));
+            middle.cancel();
+            assert!(middle.join().unwrap_err().is_cancelled());
+            drop(guard);
+            first.join().unwrap();
+            last.join().unwrap();
+            assert_eq!(*m.lock(), [1, 3], "the line kept its order");
+        })
+        .unwrap();
+}
+
+#[test]
+fn values_handed_to_a_plain_thread_across_threads_arrive_in_order() {
+    // A plain thread's receive reads the value handed to it without
+    // taking the channel's lock again: every value, in order, from green
+    // threads on two workers taking turns with it.
+    const ROUNDS: u32 = 5_000;
+    let rt = rt(2);
+    let (tx, rx) = hub::channel::<u32>(1);
+    let (ack_tx, ack_rx) = hub::channel::<()>(1);
+    let plain = thread::spawn(move || {
+        let mut next = 0;
+        for v in rx.iter() {
+            assert_eq!(v, next, "out of order or lost");
+            next += 1;
+            ack_tx.send(()).unwrap();
+        }
+        next
+    });
+    rt.block_on(move || {
+        for i in 0..ROUNDS {
+            tx.send(i).unwrap();
+            ack_rx.recv().unwrap();
+        }
+    })
+    .unwrap();
+    assert_eq!(plain.join().unwrap(), ROUNDS);
+}

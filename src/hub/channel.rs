@@ -11,8 +11,9 @@
 //! receive gives the value to that receive (it returns it without going
 //! through the queue); a receive from a full channel moves the first
 //! parked sender's value into the room it leaves (that send returns
-//! without retrying). Either side takes the channel's lock once, and the
-//! woken side once more to read what it was given.
+//! without retrying). Either side takes the channel's lock once; the woken
+//! side reads what it was given without taking it again (see
+//! [`super::wait`]'s nodes).
 //!
 //! Closing: when every [`Sender`] is gone, receives return what is queued,
 //! then [`RecvError`] (so iteration ends); when the [`Receiver`] is gone,
@@ -22,10 +23,11 @@
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
 use super::task::Wait;
 use super::wait::{wait_on, wake, wake_all, Site, WaitList, Wakeup, Watch};
@@ -47,25 +49,41 @@ pub(crate) struct Chan<T> {
     state: Mutex<State<T>>,
 }
 
+/// A parked receive (it takes a value handed to it), or a `select` watch.
+pub(crate) struct RecvSite<T>(PhantomData<fn() -> T>);
+
+impl<T> Site for RecvSite<T> {
+    type State = State<T>;
+    type Value = T;
+    const WAIT: Wait = Wait::Recv;
+    const TAKES: bool = true;
+    fn list(s: &mut State<T>) -> &mut WaitList<T> {
+        &mut s.recv
+    }
+    fn unwind(s: &mut State<T>, value: Option<T>) -> Option<Wakeup> {
+        s.give_back(value)
+    }
+}
+
+/// A parked send on a full channel.
+struct SendSite<T>(PhantomData<fn() -> T>);
+
+impl<T> Site for SendSite<T> {
+    type State = State<T>;
+    type Value = T;
+    const WAIT: Wait = Wait::Send;
+    const TAKES: bool = false;
+    fn list(s: &mut State<T>) -> &mut WaitList<T> {
+        &mut s.send
+    }
+    /// Notified, its value was either taken (sent) or is still its own
+    /// (the receiver went): nothing to pass on.
+    fn unwind(_: &mut State<T>, _: Option<T>) -> Option<Wakeup> {
+        None
+    }
+}
+
 impl<T> State<T> {
-    /// A parked receive.
-    const RECV: Site<State<T>, T> = Site {
-        list: |s| &mut s.recv,
-        wait: Wait::Recv,
-        takes: true,
-        unwind: State::give_back,
-    };
-
-    /// A parked send on a full channel.
-    const SEND: Site<State<T>, T> = Site {
-        list: |s| &mut s.send,
-        wait: Wait::Send,
-        takes: false,
-        // Notified, its value was either taken (sent) or is still its own
-        // (the receiver went): nothing to pass on.
-        unwind: |_, _| None,
-    };
-
     /// A receiver notified (and maybe handed `value`) that will not
     /// receive: the value goes back to the front of the queue (it was
     /// handed over only when the queue was empty), and the next waiter is
@@ -199,8 +217,35 @@ impl<T> Sender<T> {
     /// ```
     pub fn send(&self, value: T) -> Result<(), SendError<T>> {
         let mut st = self.chan.state.lock();
-        let mut value = value;
+        match st.offer(value) {
+            Ok(w) => {
+                drop(st);
+                wake(w);
+                Ok(())
+            }
+            Err(TrySendError::Disconnected(v)) => Err(SendError(v)),
+            Err(TrySendError::Full(v)) => self.send_parked(st, v),
+        }
+    }
+
+    /// [`send`](Self::send) on a full channel: park until a receive takes
+    /// the value or makes room. Out of line: a send with room keeps a
+    /// small frame.
+    #[inline(never)]
+    fn send_parked<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State<T>>,
+        mut value: T,
+    ) -> Result<(), SendError<T>> {
         loop {
+            let mut woken = wait_on::<SendSite<T>>(&self.chan.state, st, Some(value), None);
+            match woken.value.take() {
+                // A receive took it.
+                None => return Ok(()),
+                // The receiver went: retry (it fails).
+                Some(v) => value = v,
+            }
+            st = woken.relock();
             match st.offer(value) {
                 Ok(w) => {
                     drop(st);
@@ -208,16 +253,7 @@ impl<T> Sender<T> {
                     return Ok(());
                 }
                 Err(TrySendError::Disconnected(v)) => return Err(SendError(v)),
-                Err(TrySendError::Full(v)) => {
-                    let woken = wait_on(&self.chan.state, st, State::SEND, Some(v), None);
-                    st = woken.guard;
-                    match woken.value {
-                        // A receive took it.
-                        None => return Ok(()),
-                        // The receiver went (or a spurious return): retry.
-                        Some(v) => value = v,
-                    }
-                }
+                Err(TrySendError::Full(v)) => value = v,
             }
         }
     }
@@ -335,13 +371,13 @@ impl<T> Receiver<T> {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(RecvTimeoutError::Timeout);
             }
-            let woken = wait_on(&self.chan.state, st, State::RECV, None, deadline);
-            if let Some(v) = woken.value {
-                // Handed over by a send: the queue was empty, no sender
-                // waits for room.
+            let mut woken = wait_on::<RecvSite<T>>(&self.chan.state, st, None, deadline);
+            if let Some(v) = woken.value.take() {
+                // Handed over by a send (read without locking again): the
+                // queue was empty, no sender waits for room.
                 return Ok(v);
             }
-            st = woken.guard;
+            st = woken.relock();
         }
     }
 
@@ -412,8 +448,8 @@ impl<T> Receiver<T> {
 
     /// Watch it for `select`: the caller is woken when a value comes or
     /// the last sender goes; dropping the watch passes a notification on.
-    pub(crate) fn watch(&self) -> Watch<'_, State<T>, T> {
-        Watch::new(&self.chan.state, State::RECV)
+    pub(crate) fn watch(&self) -> Watch<'_, RecvSite<T>> {
+        Watch::new(&self.chan.state)
     }
 }
 

@@ -19,7 +19,7 @@ mod sealed {
     pub trait Watching {}
 }
 
-impl<S, P> sealed::Watching for super::wait::Watch<'_, S, P> {}
+impl<W: super::wait::Site> sealed::Watching for super::wait::Watch<'_, W> {}
 
 /// A receiver [`select`] can wait on.
 pub trait Selectable: sealed::Sealed {

@@ -14,7 +14,7 @@ use parking_lot::Mutex as Lock;
 
 use super::error::Elapsed;
 use super::task::Wait;
-use super::wait::{wait_on, wake, wake_all, Site, WaitList};
+use super::wait::{wait_on, wake, wake_all, Site, WaitList, Wakeup};
 
 struct EventState {
     set: bool,
@@ -23,12 +23,20 @@ struct EventState {
 
 /// Waiting for an event: `set` wakes every waiter, so a waiter that
 /// unwinds has nothing to pass on.
-const EVENT: Site<EventState, ()> = Site {
-    list: |s| &mut s.waiters,
-    wait: Wait::Event,
-    takes: false,
-    unwind: |_, _| None,
-};
+struct EventSite;
+
+impl Site for EventSite {
+    type State = EventState;
+    type Value = ();
+    const WAIT: Wait = Wait::Event;
+    const TAKES: bool = false;
+    fn list(s: &mut EventState) -> &mut WaitList<()> {
+        &mut s.waiters
+    }
+    fn unwind(_: &mut EventState, _: Option<()>) -> Option<Wakeup> {
+        None
+    }
+}
 
 /// A flag green threads can wait for (gevent's `Event`): `set` wakes every
 /// waiter and lets later waits through until `clear`.
@@ -140,7 +148,7 @@ impl Event {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(Elapsed);
             }
-            st = wait_on(&self.state, st, EVENT, None, deadline).guard;
+            st = wait_on::<EventSite>(&self.state, st, None, deadline).relock();
         }
     }
 }
@@ -160,18 +168,24 @@ struct LockState {
 
 /// Waiting for a lock: a waiter that unwinds after an unlock notified it
 /// passes the notification on while the lock is still free.
-const LOCK: Site<LockState, ()> = Site {
-    list: |s| &mut s.waiters,
-    wait: Wait::Mutex,
-    takes: false,
-    unwind: |s, _| {
+struct LockSite;
+
+impl Site for LockSite {
+    type State = LockState;
+    type Value = ();
+    const WAIT: Wait = Wait::Mutex;
+    const TAKES: bool = false;
+    fn list(s: &mut LockState) -> &mut WaitList<()> {
+        &mut s.waiters
+    }
+    fn unwind(s: &mut LockState, _: Option<()>) -> Option<Wakeup> {
         if s.locked {
             None
         } else {
             s.waiters.notify_one()
         }
-    },
-};
+    }
+}
 
 /// A mutual-exclusion lock whose `lock` parks a green thread (instead of
 /// blocking its worker) while another holds it.
@@ -263,7 +277,7 @@ impl<T: ?Sized> Mutex<T> {
                     _value: PhantomData,
                 };
             }
-            st = wait_on(&self.state, st, LOCK, None, None).guard;
+            st = wait_on::<LockSite>(&self.state, st, None, None).relock();
         }
     }
 
@@ -334,15 +348,23 @@ struct SemState {
 
 /// Waiting for a permit: a waiter that unwinds after `add_permits`
 /// notified it passes the notification on while a permit is free.
-const PERMIT: Site<SemState, ()> = Site {
-    list: |s| &mut s.waiters,
-    wait: Wait::Semaphore,
-    takes: false,
-    unwind: |s, _| match s.permits {
-        0 => None,
-        _ => s.waiters.notify_one(),
-    },
-};
+struct PermitSite;
+
+impl Site for PermitSite {
+    type State = SemState;
+    type Value = ();
+    const WAIT: Wait = Wait::Semaphore;
+    const TAKES: bool = false;
+    fn list(s: &mut SemState) -> &mut WaitList<()> {
+        &mut s.waiters
+    }
+    fn unwind(s: &mut SemState, _: Option<()>) -> Option<Wakeup> {
+        match s.permits {
+            0 => None,
+            _ => s.waiters.notify_one(),
+        }
+    }
+}
 
 /// A counting semaphore: `acquire` parks while no permit is left.
 ///
@@ -392,7 +414,7 @@ impl Semaphore {
                 st.permits -= 1;
                 return SemaphorePermit { sem: self };
             }
-            st = wait_on(&self.state, st, PERMIT, None, None).guard;
+            st = wait_on::<PermitSite>(&self.state, st, None, None).relock();
         }
     }
 

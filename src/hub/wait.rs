@@ -8,35 +8,49 @@
 //!
 //! # Nodes
 //! A waiter's node is not allocated per wait: [`wait_on`] keeps it in its
-//! own frame, and the list holds a pointer to it. That frame outlives the
-//! registration: the node unlinks itself before its frame ends, also when
-//! the frame unwinds (a started green thread never leaves its thread, and
-//! its stack is unwound before it is freed, or leaked with everything on
-//! it when it refuses to unwind). A [`Watch`] keeps its node in a `Box`
-//! freed only by its `Drop`, which unlinks it first. Every access to a node
-//! is made under the lock of the state its list lives in: a notifier
-//! reaches it through `&mut WaitList` (inside the locked state), its owner
-//! only while it holds that lock.
+//! own frame, and the list is intrusive (the nodes link to each other, the
+//! list holds its two ends), so a registration and a notification are a
+//! few pointer writes. That frame outlives the registration: the node
+//! unlinks itself before its frame ends, also when the frame unwinds (a
+//! started green thread never leaves its thread, and its stack is unwound
+//! before it is freed, or leaked with everything on it when it refuses to
+//! unwind). A [`Watch`] keeps its node in a `Box` freed only by its `Drop`,
+//! which unlinks it first.
 //!
-//! A notifier unlinks the node it notifies (so a notified waiter has
-//! nothing to remove), takes its [`Wakeup`] out (no clone; woken after the
-//! lock is released), and may hand the node a value (a send to a parked
-//! receive) or take the one it offers (a receive from a parked send). A
-//! waiter that unwinds after it was notified gives its node's value and
-//! the notification back to its [`Site`]'s `unwind` hook, which puts the
+//! # Who touches a node when
+//! A node is linked while it is not notified, and only then may a
+//! notifier reach it, always under the lock of the state its list lives
+//! in (through `&mut WaitList`). A notifier unlinks the node, may hand it a
+//! value (a send to a parked receive) or take the one it offers (a receive
+//! from a parked send), takes its [`Wakeup`] out (no clone; woken after the
+//! lock is released), and as its very last access sets the node's
+//! `notified` flag (`Release`). From then on the node belongs to its owner
+//! alone: the owner, back from its park, reads `notified` (`Acquire`)
+//! without the lock and, when it is set, takes the value it was handed
+//! without locking again (the woken side of a hand-over costs no lock).
+//! While `notified` is clear the owner touches its node only under the
+//! lock (to leave the list on a deadline, an unwind or a dropped watch),
+//! where it cannot race a notifier. Over every interleaving of one owner
+//! and any notifiers: the node is either unlinked by exactly one notifier
+//! (which then never touches it again) or by its owner under the lock
+//! while no notifier holds it; the owner frees it only after one of the
+//! two.
+//!
+//! A waiter that unwinds after it was notified gives its node's value and
+//! the notification back to its [`Site::unwind`], which puts the
 //! value back and picks the next waiter: nothing sent is lost and no
 //! waiter is stranded.
 
 use std::cell::UnsafeCell;
-use std::collections::VecDeque;
-use std::ptr::NonNull;
+use std::ptr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::Thread;
 use std::time::Instant;
 
 use parking_lot::{Mutex, MutexGuard};
 
-use super::park::park;
+use super::park::{park, park_green};
 use super::task::{Task, Wait};
 use super::worker;
 
@@ -58,6 +72,7 @@ impl Wakeup {
     }
 
     /// Wake it (call without holding the lock its wait list is under).
+    #[inline]
     pub(crate) fn wake(self) {
         match self {
             // By value: the ready queue takes this `Arc` (no clone).
@@ -68,6 +83,7 @@ impl Wakeup {
 }
 
 /// Wake `w`, if any.
+#[inline]
 pub(crate) fn wake(w: Option<Wakeup>) {
     if let Some(w) = w {
         w.wake();
@@ -81,12 +97,14 @@ pub(crate) fn wake_all(wakeups: Vec<Wakeup>) {
     }
 }
 
-/// A waiter's state, reached only under its list's lock.
+/// A waiter's state, reached only under its list's lock while its node is
+/// not notified, and only by its owner once it is.
 struct Slot<P> {
+    /// The neighbours on the list while linked.
+    prev: *const Node<P>,
+    next: *const Node<P>,
     /// Taken by the notifier.
     wakeup: Option<Wakeup>,
-    linked: bool,
-    notified: bool,
     /// Whether a notifier may hand it a value (a receive; not a watch).
     takes: bool,
     /// A value handed to it, or the one it offers.
@@ -95,16 +113,19 @@ struct Slot<P> {
 
 /// One waiter.
 struct Node<P> {
+    /// Set by the notifier, last: see the module doc.
+    notified: AtomicBool,
     slot: UnsafeCell<Slot<P>>,
 }
 
 impl<P> Node<P> {
-    fn new(takes: bool, value: Option<P>) -> Node<P> {
+    fn new(takes: bool, value: Option<P>, wakeup: Wakeup) -> Node<P> {
         Node {
+            notified: AtomicBool::new(false),
             slot: UnsafeCell::new(Slot {
-                wakeup: Some(Wakeup::current()),
-                linked: false,
-                notified: false,
+                prev: ptr::null(),
+                next: ptr::null(),
+                wakeup: Some(wakeup),
                 takes,
                 value,
             }),
@@ -115,18 +136,28 @@ impl<P> Node<P> {
     ///
     /// # Safety
     /// The caller holds the lock of the state whose list the node is (or
-    /// was last) linked to, and holds no other reference from `slot`.
+    /// was last) linked to, or owns the node and has seen it notified; and
+    /// holds no other reference from `slot`.
     #[allow(clippy::mut_from_ref)]
     unsafe fn slot(&self) -> &mut Slot<P> {
-        // SAFETY: the lock serialises every access (the caller's contract).
+        // SAFETY: the lock, or the notification, serialises every access
+        // (the caller's contract).
         unsafe { &mut *self.slot.get() }
+    }
+
+    /// Whether a notifier took it off its list (see the module doc).
+    #[inline]
+    fn is_notified(&self) -> bool {
+        self.notified.load(Ordering::Acquire)
     }
 }
 
-/// Parked waiters, first come first notified. Lives inside the state it
-/// guards (under the same lock): `&mut WaitList` proves that lock is held.
+/// Parked waiters, first come first notified: an intrusive list of the
+/// waiters' nodes. Lives inside the state it guards (under the same lock):
+/// `&mut WaitList` proves that lock is held.
 pub(crate) struct WaitList<P> {
-    queue: VecDeque<NonNull<Node<P>>>,
+    head: *const Node<P>,
+    tail: *const Node<P>,
 }
 
 // SAFETY: the pointers are only followed under the lock of the state the
@@ -137,57 +168,94 @@ unsafe impl<P: Send> Send for WaitList<P> {}
 // The node pointers make the list `!UnwindSafe` by default, which would
 // take that from `Event`, `Mutex`, `Semaphore` and the channels, as they
 // were before nodes were pointers. Nothing a caught panic could observe is
-// half-done: a node is linked or unlinked by one queue operation and its
-// flag, both under the lock.
+// half-done: a node is linked or unlinked by a few pointer writes and its
+// flag, all under the lock, none of which can panic.
 impl<P> std::panic::UnwindSafe for WaitList<P> {}
 
 impl<P> Default for WaitList<P> {
     fn default() -> Self {
         WaitList {
-            queue: VecDeque::new(),
+            head: ptr::null(),
+            tail: ptr::null(),
         }
     }
 }
 
 impl<P> WaitList<P> {
+    /// Append `node` (not notified, on no list).
     fn link(&mut self, node: &Node<P>) {
+        let me: *const Node<P> = node;
         // SAFETY: `&mut self`: the lock is held; no other slot reference.
-        unsafe { node.slot() }.linked = true;
-        self.queue.push_back(NonNull::from(node));
+        let slot = unsafe { node.slot() };
+        slot.prev = self.tail;
+        slot.next = ptr::null();
+        match self.tail.is_null() {
+            true => self.head = me,
+            // SAFETY: the tail is linked, so alive (module doc), and is
+            // not `node`; the lock is held.
+            false => unsafe { (*self.tail).slot() }.next = me,
+        }
+        self.tail = me;
     }
 
-    fn unlink(&mut self, node: &Node<P>) {
-        let me = NonNull::from(node);
-        if let Some(i) = self.queue.iter().position(|n| *n == me) {
-            self.queue.remove(i);
+    /// Take `node`, linked to this list, off it.
+    ///
+    /// # Safety
+    /// `node` is linked to this list.
+    unsafe fn unlink(&mut self, node: *const Node<P>) {
+        // SAFETY: linked (the caller's contract), so alive; the lock is
+        // held (`&mut self`). Its neighbours are other linked nodes; each
+        // reference ends before the next is made.
+        unsafe {
+            let (prev, next) = {
+                let slot = (*node).slot();
+                (slot.prev, slot.next)
+            };
+            match prev.is_null() {
+                true => self.head = next,
+                false => (*prev).slot().next = next,
+            }
+            match next.is_null() {
+                true => self.tail = prev,
+                false => (*next).slot().prev = prev,
+            }
         }
-        // SAFETY: as in `link`.
-        unsafe { node.slot() }.linked = false;
     }
 
     /// Whether the first waiter takes a value handed to it.
+    #[inline]
     pub(crate) fn first_takes(&self) -> bool {
-        self.queue.front().is_some_and(|n| {
-            // SAFETY: a linked node is alive (module doc); `&self` of the
-            // list inside the locked state: the lock is held.
-            unsafe { n.as_ref().slot() }.takes
-        })
+        // SAFETY: a linked node is alive (module doc); `&self` of the list
+        // inside the locked state: the lock is held.
+        !self.head.is_null() && unsafe { (*self.head).slot() }.takes
     }
 
     /// Take the first waiter off the list and mark it notified; `f` sees
     /// its value slot (to hand it a value, or take the one it offers).
     /// Returns whom to wake once the lock is released.
+    #[inline]
     pub(crate) fn notify_one_with(&mut self, f: impl FnOnce(&mut Option<P>)) -> Option<Wakeup> {
-        let node = self.queue.pop_front()?;
-        // SAFETY: it was linked, so alive; `&mut self`: the lock is held.
-        let slot = unsafe { node.as_ref().slot() };
-        slot.linked = false;
-        slot.notified = true;
-        f(&mut slot.value);
-        slot.wakeup.take()
+        let node = self.head;
+        if node.is_null() {
+            return None;
+        }
+        // SAFETY: the head is linked to this list.
+        unsafe { self.unlink(node) };
+        let wakeup = {
+            // SAFETY: it was linked, so alive and not notified; the lock is
+            // held; the reference ends before the flag is set.
+            let slot = unsafe { (*node).slot() };
+            f(&mut slot.value);
+            slot.wakeup.take()
+        };
+        // SAFETY: alive until this store, which hands it to its owner: the
+        // last access (the owner may free it right after).
+        unsafe { (*node).notified.store(true, Ordering::Release) };
+        wakeup
     }
 
     /// [`notify_one_with`](Self::notify_one_with), leaving its value be.
+    #[inline]
     pub(crate) fn notify_one(&mut self) -> Option<Wakeup> {
         self.notify_one_with(|_| {})
     }
@@ -195,111 +263,164 @@ impl<P> WaitList<P> {
     /// Notify every waiter (see [`notify_one`](Self::notify_one)).
     pub(crate) fn notify_all(&mut self) -> Vec<Wakeup> {
         let mut all = Vec::new();
-        while !self.queue.is_empty() {
+        while !self.head.is_null() {
             all.extend(self.notify_one());
         }
         all
     }
 }
 
-/// Where a wait parks: the list in the locked state `S`, what `dump` shows,
-/// and what a waiter that unwinds after it was notified gives back.
-pub(crate) struct Site<S, P> {
-    /// The list.
-    pub(crate) list: fn(&mut S) -> &mut WaitList<P>,
+/// Where a wait parks (implemented by a marker type per kind of wait, so
+/// that a waiter carries no description of its site): the list in the
+/// locked state, what `dump` shows, and what a waiter that unwinds after
+/// it was notified gives back.
+pub(crate) trait Site {
+    /// The state the list lives in, under its lock.
+    type State;
+    /// What a waiter is handed or offers.
+    type Value;
     /// What the parked green thread waits for.
-    pub(crate) wait: Wait,
+    const WAIT: Wait;
     /// Whether a notifier may hand the waiter a value.
-    pub(crate) takes: bool,
+    const TAKES: bool;
+    /// The list.
+    fn list(state: &mut Self::State) -> &mut WaitList<Self::Value>;
     /// Called under the lock for a waiter that unwinds (or stops watching)
     /// after it was notified, with its node's value: put the value back and
     /// return the next waiter to wake, if the notification should pass on.
-    pub(crate) unwind: fn(&mut S, Option<P>) -> Option<Wakeup>,
+    fn unwind(state: &mut Self::State, value: Option<Self::Value>) -> Option<Wakeup>;
 }
 
-impl<S, P> Clone for Site<S, P> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-
-impl<S, P> Copy for Site<S, P> {}
-
-/// How a [`wait_on`] ended: the lock is held again.
+/// How a [`wait_on`] ended: notified (the lock not taken again), or its
+/// deadline passed (the lock held again).
 pub(crate) struct Woken<'a, S, P> {
-    /// The lock, held.
-    pub(crate) guard: MutexGuard<'a, S>,
+    lock: &'a Mutex<S>,
+    guard: Option<MutexGuard<'a, S>>,
     /// The node's value: one handed to it, or its own offer not taken.
     pub(crate) value: Option<P>,
 }
 
-/// Park the caller on `site`'s list in `lock`'s state (whose `guard` the
+impl<'a, S, P> Woken<'a, S, P> {
+    /// The lock, held: taken again unless the wait ended holding it.
+    #[inline]
+    pub(crate) fn relock(self) -> MutexGuard<'a, S> {
+        match self.guard {
+            Some(guard) => guard,
+            None => self.lock.lock(),
+        }
+    }
+}
+
+/// Park the caller on `W`'s list in `lock`'s state (whose `guard` the
 /// caller holds and gives up meanwhile), offering `value`, until it is
-/// notified or `deadline` passes; returns with the lock held again, so
-/// the caller re-checks its condition in the same critical section. If the
+/// notified or `deadline` passes; the caller re-checks its condition under
+/// [`Woken::relock`] unless the value it was handed is all it needs. If the
 /// caller unwinds from the park (cancelled, or a `timeout` elapsed), it
 /// leaves the list, or, when notified already, gives its value and the
-/// notification to `site.unwind`.
-pub(crate) fn wait_on<'a, S, P>(
-    lock: &'a Mutex<S>,
-    mut guard: MutexGuard<'a, S>,
-    site: Site<S, P>,
-    value: Option<P>,
+/// notification to `W::unwind`. Inlined into its callers: one frame
+/// for the receive and its wait.
+#[inline(always)]
+pub(crate) fn wait_on<'a, W: Site>(
+    lock: &'a Mutex<W::State>,
+    guard: MutexGuard<'a, W::State>,
+    value: Option<W::Value>,
     deadline: Option<Instant>,
-) -> Woken<'a, S, P> {
-    let node = Node::new(site.takes, value);
-    (site.list)(&mut guard).link(&node);
-    drop(guard);
-    let leave = Leave {
-        lock,
-        site,
-        node: &node,
+) -> Woken<'a, W::State, W::Value> {
+    // Taken by whichever path waits (a closure not called drops nothing).
+    let mut held = Some((guard, value));
+    let green = worker::with_current_task(|w, task| {
+        let (guard, value) = held.take()?;
+        let me = Wakeup::Task(Arc::clone(task));
+        Some(wait_with::<W>(lock, guard, value, deadline, me, || {
+            park_green(w, task, W::WAIT, deadline)
+        }))
+    });
+    if let Some(woken) = green.flatten() {
+        return woken;
+    }
+    let Some((guard, value)) = held else {
+        unreachable!("hub wait: a green thread's wait took the lock and returned no wake-up")
     };
+    wait_on_thread::<W>(lock, guard, value, deadline)
+}
+
+/// [`wait_on`] on a plain thread (out of line: a green thread's wait
+/// keeps a small frame).
+#[inline(never)]
+fn wait_on_thread<'a, W: Site>(
+    lock: &'a Mutex<W::State>,
+    guard: MutexGuard<'a, W::State>,
+    value: Option<W::Value>,
+    deadline: Option<Instant>,
+) -> Woken<'a, W::State, W::Value> {
+    let me = Wakeup::Thread(std::thread::current());
+    wait_with::<W>(lock, guard, value, deadline, me, || park(W::WAIT, deadline))
+}
+
+/// [`wait_on`] for the waiter `me`, which `park` parks.
+#[inline(always)]
+fn wait_with<'a, W: Site>(
+    lock: &'a Mutex<W::State>,
+    mut guard: MutexGuard<'a, W::State>,
+    value: Option<W::Value>,
+    deadline: Option<Instant>,
+    me: Wakeup,
+    mut park: impl FnMut(),
+) -> Woken<'a, W::State, W::Value> {
+    let node = Node::new(W::TAKES, value, me);
+    W::list(&mut guard).link(&node);
+    drop(guard);
+    let leave = Leave::<W> { lock, node: &node };
     loop {
-        park(site.wait, deadline);
-        let mut guard = lock.lock();
-        let (notified, linked) = {
-            // SAFETY: the lock is held; the reference ends before `unlink`.
-            let slot = unsafe { node.slot() };
-            (slot.notified, slot.linked)
-        };
-        let expired = !notified && deadline.is_some_and(|d| Instant::now() >= d);
-        if notified || expired {
-            if linked {
-                (site.list)(&mut guard).unlink(&node);
+        park();
+        if node.is_notified() {
+            std::mem::forget(leave);
+            // SAFETY: notified: off the list, and its notifier is done
+            // with it (module doc).
+            let value = unsafe { node.slot() }.value.take();
+            return Woken {
+                lock,
+                guard: None,
+                value,
+            };
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            let mut guard = lock.lock();
+            if !node.is_notified() {
+                // SAFETY: not notified: still linked to `W`'s list, whose
+                // lock is held.
+                unsafe { W::list(&mut guard).unlink(&node) };
             }
             std::mem::forget(leave);
             // SAFETY: the lock is held, and the node is off the list.
             let value = unsafe { node.slot() }.value.take();
-            return Woken { guard, value };
+            return Woken {
+                lock,
+                guard: Some(guard),
+                value,
+            };
         }
     }
 }
 
 /// Takes a waiter off its list when it stops waiting other than by a
 /// return from `wait_on` (an unwind, a `Watch` dropped).
-struct Leave<'n, 'a, S, P> {
-    lock: &'a Mutex<S>,
-    site: Site<S, P>,
-    node: &'n Node<P>,
+struct Leave<'n, 'a, W: Site> {
+    lock: &'a Mutex<W::State>,
+    node: &'n Node<W::Value>,
 }
 
-impl<S, P> Drop for Leave<'_, '_, S, P> {
+impl<W: Site> Drop for Leave<'_, '_, W> {
     fn drop(&mut self) {
         let mut state = self.lock.lock();
-        let (linked, notified) = {
-            // SAFETY: the lock is held; the reference ends before `unlink`.
-            let slot = unsafe { self.node.slot() };
-            (slot.linked, slot.notified)
-        };
-        let next = if linked {
-            (self.site.list)(&mut state).unlink(self.node);
-            None
-        } else if notified {
-            // SAFETY: the lock is held; the node is off the list.
+        let next = if self.node.is_notified() {
+            // SAFETY: notified: off the list, the notifier done with it.
             let value = unsafe { self.node.slot() }.value.take();
-            (self.site.unwind)(&mut state, value)
+            W::unwind(&mut state, value)
         } else {
+            // SAFETY: not notified: linked to `W`'s list, whose lock is
+            // held.
+            unsafe { W::list(&mut state).unlink(self.node) };
             None
         };
         drop(state);
@@ -312,27 +433,25 @@ impl<S, P> Drop for Leave<'_, '_, S, P> {
 /// A standing registration on a wait list that does not take values
 /// (`select` watches several receivers at once): notified like any waiter;
 /// dropped, it leaves the list or passes its notification on
-/// (`site.unwind`). Forgetting one leaks its node, which stays valid.
-pub(crate) struct Watch<'a, S, P> {
-    lock: &'a Mutex<S>,
-    site: Site<S, P>,
-    node: Box<Node<P>>,
+/// (`W::unwind`). Forgetting one leaks its node, which stays valid.
+pub(crate) struct Watch<'a, W: Site> {
+    lock: &'a Mutex<W::State>,
+    node: Box<Node<W::Value>>,
 }
 
-impl<'a, S, P> Watch<'a, S, P> {
-    /// Register the caller on `site`'s list in `lock`'s state.
-    pub(crate) fn new(lock: &'a Mutex<S>, site: Site<S, P>) -> Watch<'a, S, P> {
-        let node = Box::new(Node::new(false, None));
-        (site.list)(&mut lock.lock()).link(&node);
-        Watch { lock, site, node }
+impl<'a, W: Site> Watch<'a, W> {
+    /// Register the caller on `W`'s list in `lock`'s state.
+    pub(crate) fn new(lock: &'a Mutex<W::State>) -> Watch<'a, W> {
+        let node = Box::new(Node::new(false, None, Wakeup::current()));
+        W::list(&mut lock.lock()).link(&node);
+        Watch { lock, node }
     }
 }
 
-impl<S, P> Drop for Watch<'_, S, P> {
+impl<W: Site> Drop for Watch<'_, W> {
     fn drop(&mut self) {
-        drop(Leave {
+        drop(Leave::<W> {
             lock: self.lock,
-            site: self.site,
             node: &self.node,
         });
     }

@@ -167,7 +167,13 @@ impl Remote {
             }
         }
         self.inbox.has_remote.store(true, Ordering::SeqCst);
-        self.unpark_if_sleeping();
+        // No fence: this `SeqCst` store and the `SeqCst` load of
+        // `sleeping` after it, against the owner's `SeqCst` store of
+        // `sleeping` and its `SeqCst` load of `has_remote` (see `idle`),
+        // are all in the one total order of `SeqCst` operations, so at
+        // least one side sees the other's store (on x86 the store is an
+        // `xchg`, a full barrier: a fence after it only cost time).
+        self.unpark_if_marked_sleeping();
     }
 
     /// Queue an unstarted task that must start on this worker (another
@@ -199,6 +205,14 @@ impl Remote {
     /// caller that clears `sleeping` writes to the waker.
     pub(crate) fn unpark_if_sleeping(&self) -> bool {
         fence(Ordering::SeqCst);
+        self.unpark_if_marked_sleeping()
+    }
+
+    /// [`unpark_if_sleeping`](Self::unpark_if_sleeping) for a caller whose
+    /// announcement of work was a `SeqCst` store, ordered with the load of
+    /// `sleeping` without a fence.
+    #[inline]
+    fn unpark_if_marked_sleeping(&self) -> bool {
         let sleeping = &self.sleeping;
         if sleeping.load(Ordering::SeqCst)
             && sleeping
@@ -634,7 +648,7 @@ impl Worker {
     /// at [`work_from_outside`](Self::work_from_outside)) before the sleep
     /// handshake, which is unchanged by them: `sleeping` is set,
     /// a `SeqCst` fence, then every source of work is read again; a waker
-    /// pushes, sets `has_remote`, a `SeqCst` fence, then reads `sleeping`.
+    /// pushes, sets `has_remote` (`SeqCst`), then reads `sleeping` (`SeqCst`).
     /// Either the worker sees the work, or the waker sees `sleeping` and
     /// writes the `mio::Waker` (whose readiness the poll still returns if
     /// written before it waits). While the worker spins `sleeping` is
