@@ -42,6 +42,12 @@ impl Scopes {
         }
     }
 
+    /// Whether any scope is active.
+    #[inline]
+    pub(crate) fn is_active(&self) -> bool {
+        self.depth.load(Ordering::Relaxed) != 0
+    }
+
     /// The earliest active deadline.
     pub(crate) fn earliest(&self) -> Option<Instant> {
         if self.depth.load(Ordering::Relaxed) == 0 {

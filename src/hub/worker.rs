@@ -210,8 +210,9 @@ pub(crate) struct Worker {
     has_spawned: Cell<bool>,
     /// Whether a task queued on this worker to start may wait (`spawned`,
     /// `local_new` or the deque may hold one): set by whoever queues one
-    /// (`push_unstarted`, `push_local`, `push_local_first`), cleared by the
-    /// loop when it finds none to start. One load for a hand-off's check
+    /// (`push_unstarted`, `push_local`, `push_local_first`, a steal of a
+    /// batch onto the deque in `find_unstarted`), cleared by the loop when
+    /// it finds none to start. One load for a hand-off's check
     /// (see [`hub_is_idle`](Self::hub_is_idle)) instead of three.
     local_work: Cell<bool>,
     /// Unstarted `Send` tasks, newest batch on top (a LIFO deque); other
@@ -552,7 +553,11 @@ impl Worker {
         }
         loop {
             match self.shared.injector.steal_batch_and_pop(&self.deque) {
-                Steal::Success(u) => return Some(u),
+                Steal::Success(u) => {
+                    // The rest of the batch waits on the deque.
+                    self.local_work.set(true);
+                    return Some(u);
+                }
                 Steal::Retry => continue,
                 Steal::Empty => break,
             }
@@ -562,7 +567,10 @@ impl Worker {
             let victim = &self.shared.workers[(self.index + k) % n];
             loop {
                 match victim.stealer.steal_batch_and_pop(&self.deque) {
-                    Steal::Success(u) => return Some(u),
+                    Steal::Success(u) => {
+                        self.local_work.set(true);
+                        return Some(u);
+                    }
                     Steal::Retry => continue,
                     Steal::Empty => break,
                 }
