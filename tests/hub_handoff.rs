@@ -4,12 +4,16 @@
 //! that nothing starves meanwhile (remote wakes, timers, sockets, new
 //! tasks), that the order stays the ready queue's, and that the hub's
 //! bookkeeping (dump, the watchdog, cancellation, a task that ends or
-//! panics after a hand-off) names the right green thread.
+//! panics after a hand-off) names the right green thread; and the same
+//! with timers armed (green threads inside `timeout` scopes), which no
+//! longer keep a worker from handing off: timers still fire when due, and
+//! no earlier.
 
 mod common;
 
 use common::hub::{bounded, rt, until_parked, HANG};
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::thread;
@@ -68,11 +72,12 @@ fn busy_yielders_do_not_starve_a_wake_from_a_plain_thread() {
     });
 }
 
-#[test]
-fn busy_yielders_do_not_starve_a_socket() {
+/// A socket's readiness reaches a green thread parked on it while `make`'s
+/// yielders hand the CPU to each other.
+fn a_socket_among(make: fn(usize, &Arc<AtomicBool>) -> Vec<hub::JoinHandle<u64>>) {
     let rt = rt(1);
     bounded(60, move || {
-        rt.block_on(|| {
+        rt.block_on(move || {
             let stop = Arc::new(AtomicBool::new(false));
             let l = TcpListener::bind("127.0.0.1:0").unwrap();
             let addr = l.local_addr().unwrap();
@@ -82,11 +87,10 @@ fn busy_yielders_do_not_starve_a_socket() {
                 s.store(true, Ordering::SeqCst);
                 accepted
             });
-            let ys = yielders(2, &stop);
+            let ys = make(2, &stop);
             until_parked(&acceptor, Wait::Io);
-            // No timer is armed and no wake comes from another thread: only
-            // the worker's poll (every so many rounds, hand-offs counted)
-            // sees the connection.
+            // No wake comes from another thread: only the worker's poll
+            // (every so many rounds, hand-offs counted) sees the connection.
             let client = thread::spawn(move || std::net::TcpStream::connect(addr).unwrap());
             assert!(acceptor.join().unwrap(), "the accept failed");
             join_yielders(ys);
@@ -94,6 +98,16 @@ fn busy_yielders_do_not_starve_a_socket() {
         })
         .unwrap()
     });
+}
+
+#[test]
+fn busy_yielders_do_not_starve_a_socket() {
+    a_socket_among(yielders);
+}
+
+#[test]
+fn busy_yielders_do_not_starve_a_socket_with_timers_armed() {
+    a_socket_among(yielders_with_deadlines);
 }
 
 #[test]
@@ -138,19 +152,28 @@ fn busy_yielders_do_not_starve_a_task_spawned_from_a_plain_thread() {
     });
 }
 
-#[test]
-fn yielders_take_turns_in_the_order_of_the_ready_queue() {
+/// Three green threads that log their turns and yield 50 times each (inside
+/// an hour's `timeout` with `armed`: timers armed at every yield): the
+/// turns keep the ready queue's rotation.
+fn take_turns(armed: bool) {
     let rt = rt(1);
     let log = rt
-        .block_on(|| {
+        .block_on(move || {
             let log = Arc::new(StdMutex::new(Vec::new()));
             let hs: Vec<_> = (0..3usize)
                 .map(|i| {
                     let log = Arc::clone(&log);
                     hub::spawn(move || {
-                        for _ in 0..50 {
-                            log.lock().unwrap().push(i);
-                            hub::yield_now();
+                        let turns = || {
+                            for _ in 0..50 {
+                                log.lock().unwrap().push(i);
+                                hub::yield_now();
+                            }
+                        };
+                        if armed {
+                            hub::timeout(Duration::from_secs(3600), turns).unwrap();
+                        } else {
+                            turns();
                         }
                     })
                 })
@@ -166,6 +189,16 @@ fn yielders_take_turns_in_the_order_of_the_ready_queue() {
     for (i, w) in log.windows(4).enumerate() {
         assert_eq!(w[0], w[3], "turn {i} broke the rotation: {log:?}");
     }
+}
+
+#[test]
+fn yielders_take_turns_in_the_order_of_the_ready_queue() {
+    take_turns(false);
+}
+
+#[test]
+fn yielders_with_timers_armed_take_turns_in_the_order_of_the_ready_queue() {
+    take_turns(true);
 }
 
 #[test]
@@ -331,4 +364,116 @@ fn the_watchdog_names_a_green_thread_resumed_by_a_hand_off() {
     release.store(true, Ordering::SeqCst);
     main.join().unwrap();
     assert!(report.contains("'handed-hog'"), "{report}");
+}
+
+/// `n` green threads that yield until `stop` is set, each inside a
+/// `timeout` scope that never elapses: every yield parks with a timer
+/// armed for the scope's deadline, so they hand the CPU to each other with
+/// timers armed. Each returns how many times it yielded.
+fn yielders_with_deadlines(n: usize, stop: &Arc<AtomicBool>) -> Vec<hub::JoinHandle<u64>> {
+    (0..n)
+        .map(|_| {
+            let stop = Arc::clone(stop);
+            hub::spawn(move || {
+                hub::timeout(Duration::from_secs(3600), || {
+                    let mut yields = 0u64;
+                    while !stop.load(Ordering::SeqCst) {
+                        hub::yield_now();
+                        yields += 1;
+                    }
+                    yields
+                })
+                .expect("an hour's timeout elapsed")
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn a_timer_fires_among_yielders_that_hand_off_with_timers_armed_and_not_early() {
+    let rt = rt(1);
+    bounded(60, move || {
+        rt.block_on(|| {
+            let stop = Arc::new(AtomicBool::new(false));
+            let ys = yielders_with_deadlines(2, &stop);
+            let s = Arc::clone(&stop);
+            let sleeper = hub::spawn(move || {
+                let deadline = Instant::now() + Duration::from_millis(2);
+                hub::sleep_until(deadline);
+                let woke = Instant::now();
+                s.store(true, Ordering::SeqCst);
+                woke >= deadline
+            });
+            assert!(
+                sleeper.join().unwrap(),
+                "the sleeper woke before its deadline"
+            );
+            join_yielders(ys);
+        })
+        .unwrap()
+    });
+}
+
+#[test]
+fn timeouts_elapse_in_green_threads_that_hand_the_cpu_to_each_other() {
+    let rt = rt(1);
+    let outcomes = bounded(60, move || {
+        rt.block_on(|| {
+            // Two yielders that only ever yield to each other, each in a
+            // timeout of its own: the deadlines pass during hand-offs.
+            let hs: Vec<_> = [1u64, 3]
+                .into_iter()
+                .map(|ms| {
+                    hub::spawn(move || {
+                        let yields = Cell::new(0u64);
+                        let r = hub::timeout(Duration::from_millis(ms), || loop {
+                            hub::yield_now();
+                            yields.set(yields.get() + 1);
+                        });
+                        (r, yields.get())
+                    })
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| h.join().unwrap())
+                .collect::<Vec<_>>()
+        })
+        .unwrap()
+    });
+    for (r, yields) in outcomes {
+        assert_eq!(r, Err(hub::Elapsed));
+        assert!(yields > 0, "a yielder never ran");
+    }
+}
+
+#[test]
+fn a_shutdown_reaches_busy_yielders() {
+    let rt = rt(1);
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = Arc::clone(&stop);
+    let ys = rt
+        .handle()
+        .spawn(move || {
+            // Started by the loop (so they run on with the CPU handed
+            // between them) before this one ends.
+            let mut ys = yielders(1, &s);
+            ys.extend(yielders_with_deadlines(1, &s));
+            (0..4).for_each(|_| hub::yield_now());
+            ys
+        })
+        .join()
+        .unwrap();
+    // The shutdown, from this plain thread, is seen by the worker at its
+    // loop's next round, which the yielders' hand-offs reach within the
+    // poll cadence.
+    let report = bounded(60, move || rt.shutdown_timeout(HANG));
+    assert!(report.refused.is_empty(), "{report:?}");
+    for h in ys {
+        let joined = h.join();
+        assert!(
+            matches!(joined, Err(JoinError::Cancelled { .. })),
+            "not cancelled: {joined:?}"
+        );
+    }
+    assert!(!stop.load(Ordering::SeqCst));
 }

@@ -45,8 +45,15 @@ pub(crate) fn park(wait: Wait, deadline: Option<Instant>) {
 
 /// [`park`] for the green thread `task`, running on its worker `w`.
 pub(crate) fn park_green(w: &Worker, task: &Arc<Task>, wait: Wait, deadline: Option<Instant>) {
-    check_scopes(&task.scopes);
-    if let Some(at) = earliest(deadline, task.scopes.earliest()) {
+    // No look for an elapsed scope before the park (a clock read and a
+    // lock): the scope's deadline is armed, so an elapsed one is a due
+    // timer, which sends this park to the loop, which fires it, and the
+    // check after the park unwinds from here as the one before would have.
+    let mut at = deadline;
+    if task.scopes.is_active() {
+        at = earliest(at, task.scopes.earliest());
+    }
+    if let Some(at) = at {
         w.timers.borrow_mut().arm(at, Arc::clone(task));
     }
     task.set_parked(wait);

@@ -42,6 +42,12 @@ impl Scopes {
         }
     }
 
+    /// Whether any scope is active.
+    #[inline]
+    pub(crate) fn is_active(&self) -> bool {
+        self.depth.load(Ordering::Relaxed) != 0
+    }
+
     /// The earliest active deadline.
     pub(crate) fn earliest(&self) -> Option<Instant> {
         if self.depth.load(Ordering::Relaxed) == 0 {
@@ -149,7 +155,7 @@ fn park_until(deadline: Instant) {
 /// Let the other ready green threads of this worker run, then continue (a
 /// plain thread yields its time slice). A parking point. With nothing else
 /// ready and nothing for the worker's hub to do (no new task, wake from
-/// another thread, timer, pending call or poll due), it continues at once,
+/// another thread, due timer, pending call or poll due), it continues at once,
 /// without a switch (unless a trace hook is set: hooks see it switch to the
 /// hub and back).
 ///

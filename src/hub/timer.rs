@@ -207,6 +207,15 @@ impl<T: Parked> Timers<T> {
         }
     }
 
+    /// Whether no entry can be due at `now()` (called only while an entry
+    /// is held: nothing armed, no clock read). An entry may be stale and
+    /// its deadline an early bound (`soonest`), so `false` can be a false
+    /// alarm (the expiry then finds nothing to wake), never a miss.
+    #[inline]
+    pub(crate) fn none_due(&self, now: impl FnOnce() -> Instant) -> bool {
+        self.soonest.map_or(true, |at| at > now())
+    }
+
     /// Whether `at` is known to have passed: not after the clock reading of
     /// the latest expiry (so a task its timer woke need not read the clock
     /// again). `false` says nothing.
@@ -453,6 +462,40 @@ mod tests {
             .collect();
         assert_eq!(fire(&mut t, ms(base, 7)), in_firing_order(expected));
         assert!(t.is_empty());
+    }
+
+    #[test]
+    fn none_due_reads_the_clock_only_while_armed_and_compares_with_the_soonest() {
+        let base = Instant::now();
+        let ps = probes(2);
+        let mut t = Timers::default();
+        let no_clock = || -> Instant { panic!("the clock was read with nothing armed") };
+        assert!(t.none_due(no_clock));
+        t.arm(ms(base, 9), ps[0].clone());
+        t.arm(ms(base, 4), ps[1].clone());
+        assert!(t.none_due(|| ms(base, 4) - Duration::from_nanos(1)));
+        assert!(!t.none_due(|| ms(base, 4)), "due at its deadline");
+        assert!(!t.none_due(|| ms(base, 100)));
+        assert_eq!(fire(&mut t, ms(base, 4)), [1]);
+        assert!(t.none_due(|| ms(base, 8)), "the next is at 9 ms");
+        assert!(!t.none_due(|| ms(base, 9)));
+        assert_eq!(fire(&mut t, ms(base, 9)), [0]);
+        assert!(t.none_due(no_clock), "nothing held after the last expiry");
+    }
+
+    #[test]
+    fn none_due_may_raise_a_false_alarm_for_a_stale_entry_never_miss_a_live_one() {
+        let base = Instant::now();
+        let ps = probes(2);
+        let mut t = Timers::default();
+        t.arm(ms(base, 2), ps[0].clone());
+        t.arm(ms(base, 5), ps[1].clone());
+        // Probe 0 resumed early: its entry is stale but still held.
+        ps[0].seq.set(1);
+        assert!(!t.none_due(|| ms(base, 3)), "a stale entry still counts");
+        assert!(fire(&mut t, ms(base, 3)).is_empty(), "and wakes nobody");
+        assert!(t.none_due(|| ms(base, 3)), "the expiry dropped it");
+        assert!(!t.none_due(|| ms(base, 5)), "the live one is due at 5 ms");
     }
 
     #[test]

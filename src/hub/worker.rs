@@ -38,17 +38,20 @@
 //!
 //! # Hand-offs
 //! A green thread that parks or yields while the loop's next round would
-//! only resume the front of the ready queue (no new task, remote wake,
-//! armed timer, pending call, shutdown, and no poll due) does that resume
-//! itself: the same bookkeeping (wake flag, wake sequence, state, the
-//! watchdog's counters, the current task), then a switch straight to that
-//! green thread through the dispatcher on the hub's stack (the hub stays
-//! suspended in its resume, and finds which green thread came back through
-//! `current`), or no switch at all when the front is itself. A hand-off
-//! counts as a round of the poll cadence, so a busy set of green threads
-//! reaches the loop at least every [`POLL_EVERY`] rounds and I/O, timers
-//! and remote wakes cannot starve; a cancellation waiting for the front is
-//! left to the loop, which throws it.
+//! only resume the front of the ready queue (no task queued on this worker
+//! to start, no remote wake, no pending call, no timer due, and no poll
+//! due) does that resume itself: the same bookkeeping (wake flag, wake
+//! sequence, state, the watchdog's counters, the current task), then a
+//! switch straight to that green thread through the dispatcher on the
+//! hub's stack (the hub stays suspended in its resume, and finds which
+//! green thread came back through `current`), or no switch at all when the
+//! front is itself. Armed timers do not stop it: it reads the clock and
+//! compares with the soonest deadline, so a due timer sends it to the
+//! loop. A hand-off counts as a round of the poll cadence, so a busy set
+//! of green threads reaches the loop at least every [`POLL_EVERY`] rounds:
+//! I/O and the runtime-wide sources (the injector, other workers' deques,
+//! the shutdown) are taken then, and nothing starves; a cancellation
+//! waiting for the front is left to the loop, which throws it.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -246,6 +249,8 @@ pub(crate) struct Worker {
     pub(crate) shared: Arc<Shared>,
     /// The thread's main greenlet: the hub. Parking switches to it.
     pub(crate) hub: Greenlet,
+    /// This worker's entry of `shared.workers` (see [`remote`](Self::remote)).
+    remote: *const Remote,
     ready: RefCell<VecDeque<Arc<Task>>>,
     local_new: RefCell<VecDeque<LocalUnstarted>>,
     /// On a runtime of one worker, its unstarted `Send` tasks spawned on
@@ -258,6 +263,13 @@ pub(crate) struct Worker {
     has_spawned: Cell<bool>,
     /// Where the open batch of `spawned` starts ([`NO_BATCH`]: none open).
     batch: Cell<usize>,
+    /// Whether a task queued on this worker to start may wait (`spawned`,
+    /// `local_new` or the deque may hold one): set by whoever queues one
+    /// (`push_unstarted`, `push_local`, `push_local_first`, a steal of a
+    /// batch onto the deque in `find_unstarted`), cleared by the loop when
+    /// it finds none to start. One load for a hand-off's check
+    /// (see [`hub_is_idle`](Self::hub_is_idle)) instead of three.
+    local_work: Cell<bool>,
     /// Unstarted `Send` tasks, newest batch on top (a LIFO deque); other
     /// workers steal the oldest.
     deque: crossbeam_deque::Worker<Unstarted>,
@@ -415,15 +427,18 @@ impl Drop for MarkRunning {
 
 /// Run a worker thread: the hub loop, then its teardown.
 pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
+    let remote: *const Remote = &shared.workers[seed.index];
     let w = Rc::new(Worker {
         index: seed.index,
         shared,
+        remote,
         hub: getcurrent(),
         ready: RefCell::new(VecDeque::new()),
         local_new: RefCell::new(VecDeque::new()),
         spawned: RefCell::new(Vec::new()),
         has_spawned: Cell::new(false),
         batch: Cell::new(NO_BATCH),
+        local_work: Cell::new(false),
         deque: seed.deque,
         timers: RefCell::new(Timers::default()),
         current: Cell::new(ptr::null()),
@@ -441,8 +456,15 @@ pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
 }
 
 impl Worker {
+    /// The part of this worker that other threads reach: without the
+    /// bounds check and index arithmetic of `shared.workers[index]` (a
+    /// hand-off and every resume read it).
+    #[inline(always)]
     fn remote(&self) -> &Remote {
-        &self.shared.workers[self.index]
+        // SAFETY: `remote` points into `shared.workers`, a boxed slice made
+        // before the workers start and never resized, which `self.shared`
+        // keeps alive as long as `self`.
+        unsafe { &*self.remote }
     }
 
     /// Queue a `Send` task spawned on this worker. With other workers it
@@ -460,6 +482,7 @@ impl Worker {
     pub(crate) fn push_unstarted(&self, u: Unstarted) {
         if self.shared.workers.len() > 1 {
             self.deque.push(u);
+            self.local_work.set(true);
             self.shared.notify_idle();
             return;
         }
@@ -469,6 +492,7 @@ impl Worker {
         }
         spawned.push(u);
         self.has_spawned.set(true);
+        self.local_work.set(true);
     }
 
     /// On a runtime of one worker, close the batch of tasks spawned since
@@ -506,11 +530,13 @@ impl Worker {
     /// Queue a `!Send` task on this worker.
     pub(crate) fn push_local(&self, u: LocalUnstarted) {
         self.local_new.borrow_mut().push_back(u);
+        self.local_work.set(true);
     }
 
     /// Start a task at the front of the line (the pending-call drain).
     pub(crate) fn push_local_first(&self, u: LocalUnstarted) {
         self.local_new.borrow_mut().push_front(u);
+        self.local_work.set(true);
     }
 
     /// How many green threads this worker has started and not finished.
@@ -571,7 +597,10 @@ impl Worker {
         }
     }
 
-    /// Start one unstarted task, if there is one; whether one was.
+    /// Start one unstarted task, if there is one; whether one was. With
+    /// none, `local_work` is cleared: nothing is queued on this worker to
+    /// start (unless the hub itself spawned one, in `cancel_all`: it waits
+    /// in `spawned`).
     fn start_next(&self) -> bool {
         let local = self.local_new.borrow_mut().pop_front();
         if let Some(u) = local {
@@ -582,6 +611,7 @@ impl Worker {
             self.start(u);
             return true;
         }
+        self.local_work.set(self.has_spawned.get());
         false
     }
 
@@ -601,7 +631,11 @@ impl Worker {
         }
         loop {
             match self.shared.injector.steal_batch_and_pop(&self.deque) {
-                Steal::Success(u) => return Some(u),
+                Steal::Success(u) => {
+                    // The rest of the batch waits on the deque.
+                    self.local_work.set(true);
+                    return Some(u);
+                }
                 Steal::Retry => continue,
                 Steal::Empty => break,
             }
@@ -611,7 +645,10 @@ impl Worker {
             let victim = &self.shared.workers[(self.index + k) % n];
             loop {
                 match victim.stealer.steal_batch_and_pop(&self.deque) {
-                    Steal::Success(u) => return Some(u),
+                    Steal::Success(u) => {
+                        self.local_work.set(true);
+                        return Some(u);
+                    }
                     Steal::Retry => continue,
                     Steal::Empty => break,
                 }
@@ -749,6 +786,7 @@ impl Worker {
             if let Some(placed) = q.placed.as_mut().filter(|p| !p.is_empty()) {
                 let mut local = self.local_new.borrow_mut();
                 local.extend(placed.drain(..).map(Unstarted::into_local));
+                self.local_work.set(true);
             }
         }
     }
@@ -976,7 +1014,11 @@ impl Worker {
                 return Next::Hub;
             }
         } else {
-            to = match self.live.try_borrow() {
+            // SAFETY: the table is read only until `sibling` returns (the
+            // `Sibling` holds no reference into it), with no call in between
+            // that could reach the code that borrows it mutably (the hub's,
+            // suspended).
+            to = match unsafe { self.live.try_borrow_unguarded() } {
                 Ok(live) => match live.get(next.live_key.load(Ordering::Relaxed)) {
                     Some((t, g)) if Arc::ptr_eq(t, &next) => direct::sibling(g),
                     _ => None,
@@ -988,7 +1030,7 @@ impl Worker {
                 return Next::Hub;
             }
         }
-        if next.is_done() {
+        if next.is_done() || !self.no_timer_due() {
             self.ready.borrow_mut().push_front(next);
             return Next::Hub;
         }
@@ -1012,14 +1054,15 @@ impl Worker {
     }
 
     /// A yield of the green thread `me` when nothing else is ready and the
-    /// loop would only resume it (see [`hub_is_idle`](Self::hub_is_idle)):
-    /// it runs on where it is; whether it does. A round of the poll cadence
-    /// without the rest of a resume's bookkeeping: it never left the
-    /// running state, `current` and the watchdog's `running` name it
-    /// already, its wake sequence only matters to timers (none is armed),
-    /// and the watchdog's tick moves at the loop's resume, at least every
-    /// [`POLL_EVERY`] rounds. A pending cancellation is left to the park, and
-    /// so is a yield that trace hooks observe.
+    /// loop would only resume it (see [`hub_is_idle`](Self::hub_is_idle)),
+    /// no timer being due: it runs on where it is; whether it does. A round
+    /// of the poll cadence without the rest of a resume's bookkeeping: it
+    /// never left the running state, `current` and the watchdog's `running`
+    /// name it already, its wake sequence only matters to timers (none is
+    /// armed for it: it has not parked since its last resume, which made
+    /// older entries stale), and the watchdog's tick moves at the loop's
+    /// resume, at least every [`POLL_EVERY`] rounds. A pending cancellation
+    /// is left to the park, and so is a yield that trace hooks observe.
     #[inline(always)]
     pub(crate) fn yield_in_place(&self, me: &Task) -> bool {
         if !self.ready.borrow().is_empty() || me.cancel_requested() || direct::observed() {
@@ -1028,30 +1071,53 @@ impl Worker {
         let Some(until_poll) = self.hub_is_idle(self.remote()) else {
             return false;
         };
+        if !self.no_timer_due() {
+            return false;
+        }
         self.until_poll.set(until_poll - 1);
         true
     }
 
+    /// Whether no timer is due now: the loop's next round would fire none.
+    /// Reads the clock only while a timer is armed (the loop's round reads
+    /// it then too, to fire them), so a green thread with a deadline (a
+    /// `sleep`, a `timeout`, a server's) does not keep its worker from
+    /// handing off, and a due timer sends the parking green thread to the
+    /// loop, which fires it: timers fire at the first scheduling point
+    /// after their deadline, hand-off or not.
+    #[inline(always)]
+    fn no_timer_due(&self) -> bool {
+        self.timers.borrow().none_due(Instant::now)
+    }
+
     /// Whether the loop's next round would only resume the front of the
-    /// ready queue: no unstarted task, remote wake, armed timer, pending
-    /// call or shutdown waits, and the poll cadence is not due (a round
-    /// without the loop counts as one of its rounds, so the worker still
-    /// polls every [`POLL_EVERY`] rounds, and a busy set of green threads
-    /// reaches the loop at least that often). `Some` of the rounds left
-    /// before the next poll, then.
+    /// ready queue, as far as this worker's own work and the wakes aimed
+    /// at it go: no task queued here to start (`local_work`), no remote
+    /// wake, no pending call, and the poll cadence not due. `Some` of the
+    /// rounds left before the next poll, then. (Timers: see
+    /// [`no_timer_due`](Self::no_timer_due), asked once a hand-off has
+    /// someone to resume.)
+    ///
+    /// A round without the loop counts as one of its rounds, so the worker
+    /// still polls every [`POLL_EVERY`] rounds, and a busy set of green
+    /// threads reaches the loop at least that often. What any worker of
+    /// the runtime may serve (tasks on the injector or on another worker's
+    /// deque, to steal) and the shutdown are left to that round: a busy
+    /// worker takes them late by at most [`POLL_EVERY`] rounds (as it
+    /// does I/O), never starved; an idle one sees them before it sleeps
+    /// ([`work_from_outside`](Self::work_from_outside), unchanged), and
+    /// their producers wake a sleeping worker as before. Only the wakes
+    /// and calls that must run at this worker's next scheduling point are
+    /// read at every hand-off: `has_remote` (set by a waker after its push)
+    /// and the pending-call flag. Each source is read directly, so no new
+    /// flag is shared between threads and no interleaving can lose a wake.
     #[inline(always)]
     fn hub_is_idle(&self, remote: &Remote) -> Option<u32> {
         let until_poll = self.until_poll.get();
         let busy = until_poll <= 1
-            || self.has_spawned.get()
+            || self.local_work.get()
             || remote.inbox.has_remote.load(Ordering::Relaxed)
-            || self.shared.pending.wants_drain()
-            || !self.timers.borrow().is_empty()
-            || self.shared.is_shutting_down()
-            || !self.local_new.borrow().is_empty()
-            || !self.deque.is_empty()
-            || !self.shared.injector.is_empty()
-            || self.others_have_unstarted();
+            || self.shared.pending.wants_drain();
         (!busy).then_some(until_poll)
     }
 
