@@ -102,6 +102,23 @@ pub(crate) unsafe fn prime(top: *mut Top, yielder: &Yielder<usize, usize>) -> us
     }
 }
 
+/// Whether [`prime`] ran on `top`'s coroutine (it saved what a switch into
+/// it needs).
+///
+/// # Safety
+/// `top` is a fiber's, written by `Fiber::new`.
+#[inline(always)]
+pub(crate) unsafe fn primed(top: *mut Top) -> bool {
+    // SAFETY: guaranteed by the caller; a short read.
+    unsafe {
+        #[cfg(all(target_arch = "x86_64", target_family = "unix"))]
+        let saved = (*top).sp;
+        #[cfg(not(all(target_arch = "x86_64", target_family = "unix")))]
+        let saved = (*top).link;
+        saved != 0
+    }
+}
+
 /// Go on in the suspended coroutine whose top is `top`, with `word`; returns
 /// the word it (or a coroutine it handed off to) suspends with.
 ///

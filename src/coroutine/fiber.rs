@@ -141,7 +141,7 @@ impl Fiber {
                 CoroutineResult::Return(never) => match never {},
             }
             assert!(
-                (*top).sp != 0 && (*top).co.started() && !(*top).co.done(),
+                context::primed(top) && (*top).co.started() && !(*top).co.done(),
                 "a new greenlet coroutine did not park through `context::prime` \
                  (corosensei's stack protocol changed? it is pinned to 0.3.4)"
             );
