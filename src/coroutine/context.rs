@@ -70,6 +70,7 @@ pub(crate) unsafe fn prime(top: *mut Top, yielder: &Yielder<usize, usize>) -> us
     // context is saved as `switch` saves it, so the next `switch` into it
     // goes on at label 2.
     unsafe {
+        (*top).link = yielder as *const Yielder<usize, usize> as usize;
         let word: usize;
         core::arch::asm!(
             "push rbp",
@@ -100,6 +101,37 @@ pub(crate) unsafe fn prime(top: *mut Top, yielder: &Yielder<usize, usize>) -> us
         (*top).link = yielder as *const Yielder<usize, usize> as usize;
         yielder.suspend(0)
     }
+}
+
+/// The frame a primed coroutine's parent link points to from then on
+/// ([`end_backtraces`]): the saved `rbp`, return address and `rbx` that
+/// corosensei's entry trampoline tells an unwinder to read there, all zero,
+/// so that a backtrace taken on the coroutine ends at its entry.
+#[cfg(all(target_arch = "x86_64", target_family = "unix"))]
+static END_FRAME: [usize; 3] = [0; 3];
+
+/// Point the parent link of `top`'s coroutine, just primed, at
+/// [`END_FRAME`]. corosensei's entry trampoline describes its caller to
+/// unwinders (a backtrace, a debugger) as the frame the parent link points
+/// to; corosensei updates the link at every resume, but after the priming
+/// only this file switches the coroutine, and the link would point forever
+/// into the stack of whoever made it, a frame long gone (or a stack since
+/// unmapped). A backtrace taken in a greenlet ends at its entry instead.
+///
+/// # Safety
+/// `top`'s coroutine was just primed ([`prime`] saved the link's address).
+#[inline(always)]
+pub(crate) unsafe fn end_backtraces(top: *mut Top) {
+    #[cfg(all(target_arch = "x86_64", target_family = "unix"))]
+    // SAFETY: `link` holds the parent link's address (written by `prime`,
+    // not yet overwritten: the coroutine was not resumed since), a word on
+    // the coroutine's stack that nothing reads but an unwinder.
+    unsafe {
+        *((*top).link as *mut usize) = END_FRAME.as_ptr() as usize;
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_family = "unix")))]
+    // corosensei keeps the link current at every resume there.
+    let _ = top;
 }
 
 /// Whether [`prime`] ran on `top`'s coroutine (it saved what a switch into
@@ -268,6 +300,27 @@ mod tests {
                 assert_eq!(resume(b.top(), round * 8), round * 8 + 5);
             }
         }
+    }
+
+    #[cfg(all(target_arch = "x86_64", target_family = "unix"))]
+    #[test]
+    fn a_backtrace_on_a_primed_fiber_ends_at_its_entry() {
+        let traced = fiber(|top, yielder| {
+            // SAFETY: first thing on the coroutine; then running on it.
+            let mut word = unsafe { prime(top, yielder) };
+            loop {
+                let trace = std::backtrace::Backtrace::force_capture().to_string();
+                // SAFETY: running on the coroutine.
+                word = unsafe { suspend(top, word + trace.lines().count()) };
+            }
+        });
+        // SAFETY: just primed, not resumed: `link` still holds the parent
+        // link's address, a word on the fiber's stack.
+        let link = unsafe { *((*traced.top()).link as *const usize) };
+        assert_eq!(link, END_FRAME.as_ptr() as usize);
+        // SAFETY: suspended on this thread.
+        let lines = unsafe { resume(traced.top(), 0) };
+        assert!(lines > 0, "a backtrace with frames");
     }
 
     #[cfg(all(target_arch = "x86_64", target_family = "unix"))]

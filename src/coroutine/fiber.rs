@@ -145,6 +145,7 @@ impl Fiber {
                 "a new greenlet coroutine did not park through `context::prime` \
                  (corosensei's stack protocol changed? it is pinned to 0.3.4)"
             );
+            context::end_backtraces(top);
         }
         Fiber {
             // SAFETY: `slot` is not null (checked above).
