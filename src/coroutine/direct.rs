@@ -139,15 +139,15 @@ unsafe fn back_on_main(ts: *mut ThreadState) -> Resumed {
 
 /// Hand control from the running greenlet to `main`, this thread's main
 /// greenlet (a scheduler's, suspended in [`resume`] or in a switch), or
-/// with `to` (checked by [`sibling`]) to that greenlet instead, through the
-/// dispatcher on main's stack: main stays suspended where it was, and the
-/// sibling's next park returns there. Returns when some context switches
+/// with `to` (checked by [`sibling`]) to that greenlet instead: main stays
+/// suspended where it was, and the sibling's next park returns there. Returns when some context switches
 /// back. `Err` is an error thrown in meanwhile (a kill, a hub's
 /// cancellation); a value switched in is dropped. Without `to`, the fast
 /// path needs `main` to be this thread's main greenlet, not running, and no
 /// tracing or forced unwind; otherwise this is `main.switch(())`. One stack
-/// switch either way, from one call site (a second one costs every caller
-/// a call to corosensei's `suspend`).
+/// switch either way, from one call site: straight to the sibling's stack
+/// where the switch protocol can (`switch::suspend_to`), the sibling then
+/// parking back to main's resume, else through the dispatcher.
 ///
 /// # Safety
 /// A `to` was made by [`sibling`] on this thread, and no greenlet switched,
@@ -179,7 +179,7 @@ pub(crate) unsafe fn park(main: &Greenlet, to: Option<Sibling>) -> Result<(), Gr
     // this thread other than the current one (`sibling`, whose checks hold
     // by the caller's guarantee): what `switch::suspend_to` needs.
     unsafe {
-        switch::suspend_to((*ts).current, dest);
+        switch::suspend_to(ts, (*ts).current, dest);
         if (*ts).slot.is_full() || switch::must_settle(ts) {
             return switch::take_and_settle(ts)
                 .map(drop)

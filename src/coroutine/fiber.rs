@@ -1,5 +1,6 @@
 //! [`Fiber`]: a greenlet coroutine ([`Co`]) together with the pooled stack
-//! it runs on, the coroutine's own state kept at the top of that stack.
+//! it runs on, the coroutine's state ([`Top`]) kept at the top of that
+//! stack.
 //!
 //! A fiber outlives the greenlets that run on it: a greenlet's coroutine
 //! does not return when its body ends but parks, waiting for the next body
@@ -8,38 +9,61 @@
 //! greenlet's record. With the coroutine's state on its stack, that move is
 //! two words (the state's address and the stack), not the state itself.
 //!
-//! Owns [`Co`], [`StackRef`] (the stack bounds corosensei is given) and the
-//! slot at the top of each stack that holds the coroutine. Uses the stack
-//! pool's [`PooledStack`] and corosensei; knows nothing of records or
-//! switching beyond what a parked coroutine's frames hold (nothing to
-//! drop: [`Fiber::end`]).
+//! Owns [`Co`], [`Top`], [`StackRef`] (the stack bounds corosensei is
+//! given) and the slot at the top of each stack that holds the [`Top`].
+//! Uses the stack pool's [`PooledStack`], corosensei (to make the
+//! coroutine and enter it the first time) and `context.rs` (every switch
+//! after that); knows nothing of records or switching beyond what a parked
+//! coroutine's frames hold (nothing to drop: see [`Fiber`]).
 
 use std::convert::Infallible;
 use std::mem::{self, ManuallyDrop};
-use std::ptr::{self, NonNull};
+use std::ptr::NonNull;
 
 use corosensei::stack::{Stack, StackPointer};
-use corosensei::{Coroutine, Yielder};
+use corosensei::{Coroutine, CoroutineResult, Yielder};
 
+use super::context;
 use super::stack::PooledStack;
 
-/// A greenlet's coroutine: resumed with the word of the greenlet it runs
-/// (its record's address), suspends with the next greenlet's word; when the
-/// greenlet's body finished it waits, parked, for its next greenlet. It
-/// never returns (an unwind out of a body ends it); a parked one is ended
-/// by [`Fiber::end`]. See `switch::run_bodies`.
+/// A greenlet's coroutine as corosensei sees it: entered once by
+/// corosensei's resume (which it returns from at once, parked: see
+/// [`context::prime`]), then switched by `context.rs` only. It never
+/// returns and is never dropped (see [`Fiber`]).
 pub(crate) type Co = Coroutine<usize, usize, Infallible, StackRef>;
 
 /// Bytes at the top of a stack (just below its base) that hold the
-/// coroutine's state; the coroutine's own frames start below them. A whole
+/// coroutine's [`Top`]; the coroutine's own frames start below them. A whole
 /// number of cache lines, so that the base the coroutine gets stays as
 /// aligned as the stack's.
 const SLOT: usize = 64;
 
+/// A coroutine's state, in the top slot of its stack: where its context is
+/// saved while suspended (`sp`), where its resumer's is saved while it runs
+/// (`link`), and corosensei's coroutine (used only to make and first enter
+/// it). Never moves, so that a switch can go through its address while the
+/// fiber holding it moves (a finishing body keeps its own fiber).
+#[repr(C)]
+pub(crate) struct Top {
+    /// The coroutine's saved context while it is suspended.
+    pub(crate) sp: usize,
+    /// Its resumer's saved context while it runs (corosensei's yielder
+    /// where `context::hand_off` does not exist).
+    pub(crate) link: usize,
+    co: ManuallyDrop<Co>,
+}
+
+impl Top {
+    /// corosensei's coroutine, for the fallback switch.
+    #[cfg(not(all(target_arch = "x86_64", target_family = "unix")))]
+    #[inline(always)]
+    pub(crate) fn co(&mut self) -> &mut Co {
+        &mut self.co
+    }
+}
+
 /// The bounds a coroutine is given: below its state's slot at the top of
-/// the stack, down to the stack's limit. Held by value (fixed for the
-/// fiber's life), so that corosensei's resume, which asks for the base
-/// every time, loads one field.
+/// the stack, down to the stack's limit.
 pub(crate) struct StackRef {
     base: StackPointer,
     limit: StackPointer,
@@ -49,8 +73,8 @@ pub(crate) struct StackRef {
 // `SLOT` (a multiple of 64) below that stack's base, so it keeps the base's
 // alignment, and `limit` is the stack's limit: the usable area minus the
 // slot (`SLOT` is far smaller than any stack's usable area). The
-// `PooledStack` is owned by the same `Fiber` as the coroutine and released
-// only after the coroutine was dropped (`Drop for Fiber`, `Fiber::end`).
+// `PooledStack` is owned by the same `Fiber` as the coroutine, which is
+// never resumed once the fiber is gone.
 unsafe impl Stack for StackRef {
     #[inline]
     fn base(&self) -> StackPointer {
@@ -62,55 +86,81 @@ unsafe impl Stack for StackRef {
     }
 }
 
-/// A coroutine and its stack; the coroutine is dropped first.
+/// A coroutine and its stack.
+///
+/// Dropping a fiber releases its stack and forgets the coroutine where it
+/// is: it must be parked between two bodies (or have its body unwound,
+/// [`Fiber::force_unwind`], which leaves it parked). While parked, the
+/// frames on its stack are corosensei's entry (whose closure was consumed
+/// when it started) and `run_bodies`' loop, whose locals are plain words
+/// (the thread state's and records' addresses, the `Top`'s, the yielder's
+/// reference); the `Top` owns nothing (corosensei's coroutine in it holds the
+/// stack's bounds and stack pointers, and is never dropped: its drop would
+/// resume it with corosensei's own resume, which no longer knows where it
+/// is). So nothing leaks. A fiber whose body is suspended mid-way is never
+/// dropped: the lifecycle unwinds it first (`lifecycle::force_unwind`), and
+/// a leaked greenlet's record forgets its fiber with the stack.
 pub(crate) struct Fiber {
-    /// The coroutine, in the slot at the top of `stack`.
-    co: NonNull<Co>,
+    /// The coroutine's state, in the slot at the top of `stack`.
+    top: NonNull<Top>,
     stack: PooledStack,
 }
 
 impl Fiber {
-    /// A new coroutine on `stack` that will run `entry`, its state stored
-    /// at the top of `stack`.
+    /// A new coroutine on `stack` that will run `entry` (handed its `Top`
+    /// and corosensei's yielder; it must call [`context::prime`] first),
+    /// its state stored at the top of `stack`, entered once so that it is
+    /// parked in `entry`'s [`context::prime`] when this returns.
     #[inline]
     pub(crate) fn new<F>(stack: PooledStack, entry: F) -> Fiber
     where
-        F: FnOnce(&Yielder<usize, usize>, usize) -> Infallible + 'static,
+        F: FnOnce(*mut Top, &Yielder<usize, usize>) -> Infallible + 'static,
     {
-        const { assert!(mem::size_of::<Co>() <= SLOT && mem::align_of::<Co>() <= SLOT) };
+        const { assert!(mem::size_of::<Top>() <= SLOT && mem::align_of::<Top>() <= SLOT) };
         let slot = stack.base().get() - SLOT;
         let bounds = StackRef {
             base: StackPointer::new(slot).expect("a stack's top is far above 0"),
             limit: stack.limit(),
         };
-        let co = slot as *mut Co;
+        let top = slot as *mut Top;
+        let co = Co::with_stack(bounds, move |yielder, _| entry(top, yielder));
         // SAFETY: the slot is inside the stack's usable area (its top
-        // `SLOT` bytes), aligned for a `Co` (asserted above; the base is
+        // `SLOT` bytes), aligned for a `Top` (asserted above; the base is
         // 64-aligned), owned by whoever owns `stack` and used by nothing
-        // else: the coroutine's frames start below it.
-        unsafe { co.write(Co::with_stack(bounds, entry)) };
+        // else: the coroutine's frames start below it. The coroutine is
+        // resumed in place, once, with corosensei's resume: its entry parks
+        // at once through `context::prime`, returning here.
+        unsafe {
+            top.write(Top {
+                sp: 0,
+                link: 0,
+                co: ManuallyDrop::new(co),
+            });
+            match (*top).co.resume(0) {
+                CoroutineResult::Yield(_) => {}
+                CoroutineResult::Return(never) => match never {},
+            }
+            assert!(
+                context::primed(top) && (*top).co.started() && !(*top).co.done(),
+                "a new greenlet coroutine did not park through `context::prime` \
+                 (corosensei's stack protocol changed? it is pinned to 0.3.4)"
+            );
+            context::end_backtraces(top);
+        }
         Fiber {
             // SAFETY: `slot` is not null (checked above).
-            co: unsafe { NonNull::new_unchecked(co) },
+            top: unsafe { NonNull::new_unchecked(top) },
             stack,
         }
     }
 
-    /// The coroutine, for an unwind.
+    /// The coroutine's state, at a fixed address for the fiber's life
+    /// wherever the fiber moves (it is in its stack's top slot): a switch
+    /// goes through it, since the body's end moves the fiber while the
+    /// resume that runs it is still on the resumer's stack.
     #[inline(always)]
-    pub(crate) fn co(&mut self) -> &mut Co {
-        // SAFETY: the slot holds the fiber's live coroutine (written in
-        // `new`, dropped only with the fiber), reached only through its
-        // fiber: exclusive while the fiber is borrowed so.
-        unsafe { &mut *self.co.as_ptr() }
-    }
-
-    /// The coroutine's address, fixed for the fiber's life wherever the
-    /// fiber moves (it is in its stack's top slot): a resume goes through
-    /// it, since the body's end moves the fiber while the resume runs.
-    #[inline(always)]
-    pub(crate) fn co_ptr(&self) -> *mut Co {
-        self.co.as_ptr()
+    pub(crate) fn top(&self) -> *mut Top {
+        self.top.as_ptr()
     }
 
     /// The stack the coroutine runs on.
@@ -119,51 +169,21 @@ impl Fiber {
         &self.stack
     }
 
-    /// Whether the coroutine has not ended (it is suspended mid-body, or
-    /// parked, or never ran).
-    pub(crate) fn is_live(&self) -> bool {
-        // SAFETY: a short shared read on the owner thread.
-        !unsafe { self.co.as_ref() }.done()
-    }
-
-    /// End the coroutine and release the stack to the pool. A coroutine
-    /// parked in its loop between two bodies is forgotten where it is, not
-    /// dropped (corosensei's drop would force-unwind it: a resume into its
-    /// stack and an unwind of its frames); an unstarted one is dropped (its
-    /// closure, which holds only the thread state's address).
-    ///
-    /// Forgetting it leaks nothing: while parked, the frames on its stack
-    /// are corosensei's entry (whose closure was consumed when it started)
-    /// and [`run_bodies`](super::switch)'s loop, whose locals are plain
-    /// words (the thread state's and records' addresses, the yielder's
-    /// reference); the coroutine's own state is the stack's bounds and
-    /// stack pointers, which own nothing. The stack is then free to reuse.
+    /// Unwind the body suspended on this coroutine: resume it with
+    /// [`context::FORCE`], so that its suspend point raises
+    /// [`context::ForcedUnwind`], which `run_bodies` catches once the
+    /// body's frames are unwound (their destructors run); the coroutine then
+    /// parks, back here. A body that catches the unwind runs on; it cannot
+    /// switch away (a switch during a forced unwind fails), so it returns
+    /// here too, parked, when it ends.
     ///
     /// # Safety
-    /// The coroutine is unstarted or parked in its loop (its greenlet's
-    /// body finished and nothing resumed it since): a coroutine suspended in
-    /// a body holds the body's locals, which must be unwound.
-    pub(crate) unsafe fn end(self) {
-        let this = ManuallyDrop::new(self);
-        let co = this.co.as_ptr();
-        // SAFETY: the slot holds the live coroutine (caller: unstarted or
-        // parked, so not running); dropped at most once, here, and the
-        // fiber's own drop is skipped (`ManuallyDrop`). The stack is read
-        // out once and released after the coroutine is done with.
-        unsafe {
-            if !(*co).started() {
-                ptr::drop_in_place(co);
-            }
-            drop(ptr::read(&this.stack));
-        }
-    }
-}
-
-impl Drop for Fiber {
-    fn drop(&mut self) {
-        // SAFETY: the slot holds the fiber's live coroutine, dropped here
-        // once, before `stack` (the field, dropped after this) is released;
-        // a coroutine still suspended is unwound by its drop.
-        unsafe { ptr::drop_in_place(self.co.as_ptr()) }
+    /// The coroutine is suspended mid-body on this thread, not the running
+    /// one, and the thread state marks its greenlet as being unwound (so
+    /// that `run_bodies` takes the unwind quietly and nothing keeps the
+    /// fiber).
+    pub(crate) unsafe fn force_unwind(&mut self) {
+        // SAFETY: guaranteed by the caller: suspended, so resumable.
+        unsafe { context::resume(self.top(), context::FORCE) };
     }
 }

@@ -56,16 +56,17 @@ impl KeptFiber {
     /// the pool).
     ///
     /// # Safety
-    /// `fiber`'s coroutine is unstarted, parked in its loop between two
-    /// bodies, or the caller's own, whose body finished and which parks
-    /// before anything else runs (see [`Fiber::end`]).
+    /// `fiber`'s coroutine is parked in its loop between two bodies, or is
+    /// the caller's own, whose body finished and which parks before
+    /// anything else runs (a kept fiber is dropped parked: see [`Fiber`]).
     #[inline]
     pub(crate) unsafe fn keep(&mut self, size: usize, fiber: Fiber) {
         if let Some(old) = self.kept.take() {
-            // SAFETY: kept before, so parked or unstarted (this contract);
-            // not the caller's (it is `fiber`). It leaves (uncounted) before
-            // `fiber` is counted: the count is a flag.
-            unsafe { old.leave().end() };
+            // Kept before, so parked (this contract), and not the caller's
+            // (it is `fiber`): dropped, it is forgotten where it is. It
+            // leaves (uncounted) before `fiber` is counted: the count is a
+            // flag.
+            drop(old.leave());
         }
         self.kept = Some(Kept {
             size,
@@ -88,9 +89,9 @@ impl KeptFiber {
     pub(crate) fn clear(&mut self) -> bool {
         match self.kept.take() {
             Some(kept) => {
-                // SAFETY: only unstarted or parked coroutines are kept when
-                // code other than a parking coroutine runs (`keep`).
-                unsafe { kept.leave().end() };
+                // Only parked coroutines are kept when code other than a
+                // parking coroutine runs (`keep`): dropped, it is forgotten.
+                drop(kept.leave());
                 true
             }
             None => false,

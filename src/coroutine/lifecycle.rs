@@ -464,8 +464,8 @@ unsafe fn do_deferred_work(ts: *mut ThreadState) {
     }
 }
 
-/// Last resort at thread exit: unwind `record`'s stack with corosensei's
-/// forced unwind (its destructors run), then retire it.
+/// Last resort at thread exit: unwind `record`'s stack by force
+/// ([`Fiber::force_unwind`]: its destructors run), then retire it.
 ///
 /// The greenlet the caller runs in is left as it is, marked leaked: thread
 /// exit runs in a greenlet when that greenlet called `exit()`, which runs
@@ -483,9 +483,8 @@ pub(crate) unsafe fn force_unwind(ts: *mut ThreadState, record: &Arc<Record>) {
             return;
         }
         if Arc::as_ptr(record) == (*ts).current {
-            // We run on its stack. corosensei cannot unwind a coroutine from
-            // inside (and reports a running one as `done()`, its saved stack
-            // pointer being cleared while it runs), and releasing its stack
+            // We run on its stack. A coroutine cannot be unwound from inside
+            // (the unwind resumes it, and it is running), and releasing its stack
             // here would hand the pool (or munmap) the memory under our own
             // frames. It is never resumed: its coroutine and stack are
             // leaked with its record (`Drop for Record` forgets them).
@@ -502,9 +501,11 @@ pub(crate) unsafe fn force_unwind(ts: *mut ThreadState, record: &Arc<Record>) {
         (*ts).set_unwinding(Arc::as_ptr(record));
         if let Some(fiber) = (*local).fiber.as_mut() {
             stack::running(Some(fiber.stack()));
-            if catch_unwind(AssertUnwindSafe(|| fiber.co().force_unwind())).is_err() {
-                diag_error!("greenlet: unwinding {} raised a panic", record.label());
-            }
+            // Parked when this returns (see `Fiber::force_unwind`): its
+            // body's frames are unwound, or its code caught the unwind and
+            // finished.
+            let fiber: *mut Fiber = fiber;
+            (*fiber).force_unwind();
             // Back on the caller's stack: marked again (none for main; the
             // stack of the greenlet that called `exit()` otherwise, which
             // its record keeps while it runs). `previous` is the caller's
@@ -521,16 +522,8 @@ pub(crate) unsafe fn force_unwind(ts: *mut ThreadState, record: &Arc<Record>) {
         // suspended while its start settled the pending work (kills, trace
         // hooks), before `root` called the closure.
         let run = (*local).run.take();
-        let fiber = (*local).fiber.take();
-        if fiber.as_ref().is_some_and(Fiber::is_live) {
-            diag_error!(
-                "greenlet: {} kept running while being unwound at thread exit; leaking its stack",
-                record.label()
-            );
-            mem::forget(fiber);
-        } else {
-            drop(fiber);
-        }
+        // Parked: dropped, its coroutine is forgotten and its stack pooled.
+        drop((*local).fiber.take());
         drop(ThreadState::unregister(ts, record));
         // User code (the closure's captures), run with no borrow held; never
         // called, the closure is whole (`call_in_place` takes it out first).

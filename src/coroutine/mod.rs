@@ -1,6 +1,7 @@
 //! Greenlets on corosensei: per-thread main greenlets, symmetric switching
-//! through a dispatcher on the thread's own stack, the parent chain, throw
-//! and kill, kill on drop, thread affinity, thread-exit unwinding, tracing.
+//! (straight from one greenlet's stack to another's, or through a
+//! dispatcher on the thread's own stack), the parent chain, throw and kill,
+//! kill on drop, thread affinity, thread-exit unwinding, tracing.
 //!
 //! Owns everything greenlet-shaped; uses [`crate::cleanup`] (only to hand a
 //! dying thread's finalizers to its queue) and nothing of the CPython model.
@@ -20,7 +21,7 @@
 //! 4. `switch.rs`: the switch protocol (send, the dispatcher loop, a
 //!    greenlet's root and finish, settling in the receiving context), with
 //!    `payload.rs` (what crosses a switch) and `trace.rs` (hooks fired
-//!    after a switch); `fiber.rs` (a coroutine with its stack, which
+//!    after a switch); `context.rs` (the stack switch itself); `fiber.rs` (a coroutine with its stack, which
 //!    outlives the greenlets that run on it: a finished body's coroutine
 //!    parks for the next one) and `kept.rs` (the fiber a thread keeps for
 //!    its next start); `direct.rs`, the hub's lean park and resume on the
@@ -60,8 +61,8 @@
 //! # Thread exit
 //! The thread's greenlet state is destroyed by a thread-local destructor,
 //! which first kills every suspended greenlet of the thread (throwing
-//! `GreenletExit`, so their destructors run), falling back to corosensei's
-//! forced unwind for greenlets that ignore the exit three times (a switch
+//! `GreenletExit`, so their destructors run), falling back to a forced
+//! unwind for greenlets that ignore the exit three times (a switch
 //! from a greenlet during its forced unwind fails with `GreenletExit`: it
 //! cannot suspend mid-unwind); then marks
 //! every greenlet of the thread as belonging to an exited thread; then
@@ -98,6 +99,7 @@
 //! - Tracing has a process-wide hook besides the per-thread one, and hooks
 //!   are not traced (switches made inside a hook fire no events).
 
+mod context;
 pub(crate) mod direct;
 mod error;
 mod fiber;

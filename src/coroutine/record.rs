@@ -19,11 +19,10 @@ use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use corosensei::Yielder;
 use parking_lot::Mutex;
 
 use super::error::panic_message;
-use super::fiber::Fiber;
+use super::fiber::{Fiber, Top};
 use super::handle::Greenlet;
 use super::run::Run;
 use super::thread_link::ThreadLink;
@@ -306,8 +305,9 @@ pub(crate) struct Local {
     /// starts (the thread's kept one, or a new one) and given back when it
     /// finishes.
     pub(crate) fiber: Option<Fiber>,
-    /// The coroutine's yielder, set when it starts (null before).
-    pub(crate) yielder: *const Yielder<usize, usize>,
+    /// Its coroutine's state (its fiber's top), set when it starts (null
+    /// before): where the running greenlet's switches save its context.
+    pub(crate) top: *mut Top,
     /// Where the result goes instead of the parent (the killer).
     pub(crate) return_to: Option<Arc<Record>>,
     /// Key in the owner's registry; `usize::MAX` while not in it (cleared
@@ -327,7 +327,7 @@ impl Local {
         Local {
             run: Run::none(),
             fiber: None,
-            yielder: std::ptr::null(),
+            top: std::ptr::null_mut(),
             return_to: None,
             key: usize::MAX,
             stack_size: 0,
@@ -801,7 +801,7 @@ impl Record {
         }
         *self.has_finalizers.get_mut() = false;
         let counted = !mem::replace(self.uncounted.get_mut(), false);
-        self.local.get_mut().yielder = ptr::null();
+        self.local.get_mut().top = ptr::null_mut();
         self.name = None;
         let parent = self.parent.get_mut();
         let keep = parent

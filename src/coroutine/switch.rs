@@ -1,13 +1,17 @@
-//! The switch protocol: symmetric switching on top of corosensei's
-//! asymmetric coroutines, and the parent chain a value or error follows.
+//! The switch protocol: symmetric switching between greenlets' coroutines
+//! (`context.rs`), and the parent chain a value or error follows.
 //!
 //! Owns the transfer of a payload from the current greenlet to another one.
-//! The thread's native stack runs a loop ([`dispatch_loop`]) that alone
-//! resumes greenlets: main -> greenlet is one stack switch, greenlet ->
-//! greenlet is two (suspend to the loop, resume the other), and greenlet
+//! Main resumes a greenlet from the thread's native stack; a greenlet hands
+//! control to another straight from its stack to the other's
+//! ([`suspend_to`], one stack switch; the other inherits main as the
+//! context it suspends to), and back to main by suspending. Where there is
+//! no direct switch (targets other than x86_64 Unix, or a target without a
+//! fiber), the greenlet suspends to a loop on main's stack
+//! ([`dispatch_loop`]) that resumes the other: two stack switches. Greenlet
 //! stacks never nest. One machine word crosses a stack switch (the address
-//! of the next greenlet's record, main's included); the payload travels through the
-//! thread state's [`Slot`](super::payload::Slot). Every greenlet's body runs
+//! of the next greenlet's record, main's included); the payload travels
+//! through the thread state's [`Slot`](super::payload::Slot). Every greenlet's body runs
 //! under [`root`], which catches panics and hands the result up the parent
 //! chain ([`finish`]).
 //!
@@ -23,15 +27,16 @@
 
 use std::convert::Infallible;
 use std::mem;
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use corosensei::{CoroutineResult, Yielder};
+use corosensei::Yielder;
 
+use super::context;
 use super::error::{panic_message, GreenletError};
-use super::fiber::Fiber;
+use super::fiber::{Fiber, Top};
 use super::lifecycle;
 use super::payload::{exit_value, Kind, Payload, Raised};
 use super::record::{Flags, Local, Record};
@@ -40,6 +45,7 @@ use super::stack::{self, PooledStack};
 use super::thread_state::{self, ThreadState};
 use super::trace;
 use super::value::Value;
+use crate::diag::diag_error;
 
 /// `switch` / `throw` from the API.
 #[inline(always)]
@@ -140,7 +146,7 @@ unsafe fn transfer_slow(ts: *mut ThreadState, target: &Arc<Record>, kind: Kind) 
         let payload = (*ts).slot.take();
         if (*ts).current_is_unwinding() {
             // A switch from a greenlet being force-unwound (a destructor run
-            // by the unwind): it cannot suspend (corosensei would unwind the
+            // by the unwind): it cannot suspend (the unwinder would unwind the
             // suspended switch again, inside that destructor, and a panic in
             // a destructor during unwinding aborts). It fails instead.
             drop(payload);
@@ -279,7 +285,7 @@ unsafe fn prepare_new(ts: *mut ThreadState, record: &Arc<Record>) -> Result<(), 
         let local = record.local();
         let size = (*local).stack_size;
         let stack = stack::acquire(size).map_err(|source| stack_error(record, size, source))?;
-        let fiber = Fiber::new(stack, move |yielder, first| run_bodies(ts, yielder, first));
+        let fiber = Fiber::new(stack, move |top, yielder| run_bodies(ts, top, yielder));
         install(local, fiber, record);
         Ok(())
     }
@@ -339,7 +345,7 @@ unsafe fn jump(ts: *mut ThreadState, dest: *const Record) {
         if current == (*ts).main_ptr {
             resume_from_main(ts, current, dest);
         } else {
-            suspend_to(current, dest);
+            suspend_to(ts, current, dest);
         }
     }
 }
@@ -369,19 +375,44 @@ pub(super) unsafe fn resume_from_main(
     }
 }
 
-/// Suspend `current`, the current greenlet (not main), with `dest` as the
-/// word for the dispatcher.
+/// Hand control from `current`, the current greenlet (not main), to
+/// `dest`: straight to `dest`'s stack where that can be done
+/// ([`context::hand_off`]: `dest` has a fiber, so it is not main), else by
+/// suspending to main's stack with `dest` as the word for the dispatcher.
+/// Returns when some context switches back; unwinds if that was a forced
+/// unwind ([`context::FORCE`]).
 ///
 /// # Safety
-/// `current` is the live state's current greenlet, not main, and `dest` is
-/// not `current`.
+/// `ts` is the live state, `current` its current greenlet, not main, and
+/// `dest` a live, started or prepared greenlet of this thread (or main)
+/// other than `current`.
 #[inline(always)]
-pub(super) unsafe fn suspend_to(current: *const Record, dest: *const Record) {
-    // SAFETY: guaranteed by the caller; `current`'s yielder is set because a
-    // non-main current greenlet is running inside its `root`.
+pub(super) unsafe fn suspend_to(ts: *mut ThreadState, current: *const Record, dest: *const Record) {
+    // SAFETY: guaranteed by the caller; `current`'s top is set because a
+    // non-main current greenlet is running inside its `root`, on that
+    // coroutine; `dest`'s fiber, if it has one, is suspended (it is not
+    // running, and a live greenlet's coroutine is suspended or parked).
     unsafe {
-        let yielder = (*(*current).local()).yielder;
-        (*yielder).suspend(dest as usize);
+        let top = (*(*current).local()).top;
+        #[cfg(all(target_arch = "x86_64", target_family = "unix"))]
+        // Main never has a fiber (it runs on the thread's own stack): a
+        // switch to main suspends to it.
+        let word = match (*(*dest).local()).fiber.as_ref() {
+            Some(fiber) => {
+                (*ts).current = dest;
+                stack::running(Some(fiber.stack()));
+                context::hand_off(top, fiber.top(), dest as usize)
+            }
+            _ => context::suspend(top, dest as usize),
+        };
+        #[cfg(not(all(target_arch = "x86_64", target_family = "unix")))]
+        let word = {
+            let _ = ts;
+            context::suspend(top, dest as usize)
+        };
+        if word == context::FORCE {
+            context::unwind_now();
+        }
     }
 }
 
@@ -412,32 +443,99 @@ unsafe fn resume(ts: *mut ThreadState, next: *const Record) -> usize {
         // By its address: the coroutine stays where it is (at the top of its
         // stack) while its body's end moves the fiber out of the record
         // (`keep_finished`).
-        let co = fiber.co_ptr();
-        match (*co).resume(next as usize) {
-            CoroutineResult::Yield(word) => word,
-            CoroutineResult::Return(never) => match never {},
-        }
+        context::resume(fiber.top(), next as usize)
     }
 }
 
-/// What every greenlet coroutine runs: the body of the greenlet whose word
-/// it was first resumed with; then, its fiber kept for the thread's next
-/// start ([`keep_finished`]), parked (suspended with the word of whoever
+/// What every greenlet coroutine runs: parked first ([`context::prime`],
+/// when its fiber is made), then the body of the greenlet whose word it is
+/// resumed with; then, its fiber kept for the thread's next start
+/// ([`keep_finished`]), parked again (suspended with the word of whoever
 /// receives the result) until it is resumed with the next greenlet's word,
 /// whose body it runs, and so on. It never returns: a parked coroutine that
-/// is not needed any more is forgotten ([`Fiber::end`]: its frames here
-/// hold only plain words), and a body that unwinds out of [`root`] (a
-/// forced unwind, a panic outside the body's catch) ends it.
+/// is not needed any more is forgotten (a [`Fiber`]'s drop: its frames here
+/// hold only plain words). A body unwound by force ([`Fiber::force_unwind`])
+/// ends in [`unwound`], and the coroutine parks as after any body.
 #[inline(always)]
-fn run_bodies(ts: *mut ThreadState, yielder: &Yielder<usize, usize>, first: usize) -> Infallible {
-    let mut next = first;
+fn run_bodies(ts: *mut ThreadState, top: *mut Top, yielder: &Yielder<usize, usize>) -> Infallible {
+    // Nothing may unwind out of here: corosensei's entry would catch it and
+    // return through the parent link it wrote at the first entry, long
+    // stale (`context.rs` switches this coroutine since).
+    let _abort = AbortOnUnwind;
+    // SAFETY: first thing on this coroutine, with its own top and yielder.
+    let mut next = unsafe { context::prime(top, yielder) };
     loop {
         let record = next as *const Record;
-        let word = root(ts, record, yielder);
+        debug_assert_ne!(next, context::FORCE, "a parked coroutine is never unwound");
+        let word = root(ts, record, top);
         // SAFETY: `root` returned on this coroutine, for `record`, alive
         // (registered, or kept by `retiring`) on its owner thread.
         unsafe { keep_finished(ts, record) };
-        next = yielder.suspend(word);
+        // SAFETY: we run on `top`'s coroutine.
+        next = unsafe { context::suspend(top, word) };
+    }
+}
+
+/// Aborts the process if dropped, which only an unwind out of
+/// [`run_bodies`] does: [`root`] catches the body's panics and forced
+/// unwinds, and its own bookkeeping does not panic.
+struct AbortOnUnwind;
+
+impl Drop for AbortOnUnwind {
+    fn drop(&mut self) {
+        diag_error!("greenlet: a panic left a greenlet's root; aborting");
+        std::process::abort();
+    }
+}
+
+/// The forced unwind of `record`'s body ([`Fiber::force_unwind`], the
+/// thread state marking it as unwinding) reached its [`root`]: taken
+/// quietly, or reported if the body raised a panic of its own while being
+/// unwound; the coroutine parks next, back to the unwinder (the word is not
+/// read).
+#[cold]
+#[inline(never)]
+fn unwound(record: &Record, panic: Box<dyn std::any::Any + Send>) -> usize {
+    if !panic.is::<context::ForcedUnwind>() {
+        diag_error!(
+            "greenlet: unwinding {} raised a panic: {}",
+            record.label(),
+            panic_message(&*panic)
+        );
+    }
+    // A body's own panic payload: its drop is user code.
+    lifecycle::drop_quietly(panic, record);
+    0
+}
+
+/// [`settle`] at a greenlet's start, with a forced unwind caught: a kill or
+/// trace hook run there may switch away, and the greenlet be unwound from
+/// that switch. `None` when it was (see [`unwound`]); any other panic
+/// becomes the start's error.
+///
+/// # Safety
+/// As for [`settle`], on `record`'s coroutine in its [`root`].
+#[cold]
+#[inline(never)]
+unsafe fn settle_at_start(
+    ts: *mut ThreadState,
+    record: *const Record,
+    payload: Payload,
+) -> Option<Payload> {
+    // SAFETY: guaranteed by the caller.
+    match catch_unwind(AssertUnwindSafe(|| unsafe { settle(ts, payload) })) {
+        Ok(payload) => Some(payload),
+        // SAFETY: `ts` is live; a short read.
+        Err(panic) if unsafe { (*ts).unwinding() } == record => {
+            // SAFETY: `record` is alive (caller).
+            unwound(unsafe { &*record }, panic);
+            None
+        }
+        Err(panic) => Some(Err(Raised::new(GreenletError::Panic {
+            // SAFETY: as above.
+            greenlet: unsafe { (*record).label() },
+            message: panic_message(&*panic),
+        }))),
     }
 }
 
@@ -538,16 +636,22 @@ unsafe fn settle(ts: *mut ThreadState, mut payload: Payload) -> Payload {
 /// its thread's state (which outlives every run of its coroutines: the
 /// state is freed at thread exit after they were unwound or leaked).
 #[inline(always)]
-fn root(ts: *mut ThreadState, record_ptr: *const Record, yielder: &Yielder<usize, usize>) -> usize {
+fn root(ts: *mut ThreadState, record_ptr: *const Record, top: *mut Top) -> usize {
     // SAFETY: the dispatcher resumed this coroutine on its owner thread, so
     // `ts` is live and `record_ptr` is the live record of the current
     // greenlet (kept by the registry); accesses to its `local` are short.
     unsafe {
         let record = &*record_ptr;
         let local = record.local();
-        (*local).yielder = yielder;
+        (*local).top = top;
         record.mark_started();
-        let payload = take_and_settle(ts);
+        let mut payload = (*ts).slot.take();
+        if must_settle(ts) {
+            match settle_at_start(ts, record_ptr, payload) {
+                Some(settled) => payload = settled,
+                None => return 0,
+            }
+        }
         let run = ptr::addr_of_mut!((*local).run);
         // Matched without building a tuple, and the closure called where it
         // is: every copy of a payload or closure through the stack lengthens
@@ -562,8 +666,7 @@ fn root(ts: *mut ThreadState, record_ptr: *const Record, yielder: &Yielder<usize
                     Ok(result) => result,
                     Err(panic) => {
                         if (*ts).unwinding() == record_ptr {
-                            // corosensei's forced unwind: let it reach its root.
-                            resume_unwind(panic);
+                            return unwound(record, panic);
                         }
                         Err(Raised::new(GreenletError::Panic {
                             greenlet: record.label(),

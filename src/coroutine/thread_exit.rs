@@ -19,7 +19,7 @@ use super::thread_state::{self, ThreadState};
 use crate::cleanup::Remains;
 
 /// How many times thread exit throws `GreenletExit` into survivors before it
-/// falls back to corosensei's forced unwind.
+/// falls back to a forced unwind (`Fiber::force_unwind`).
 const EXIT_KILL_ROUNDS: usize = 3;
 
 /// What a thread leaves behind: the finalizers of its main greenlet and of
