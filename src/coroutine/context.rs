@@ -25,7 +25,7 @@
 //! entry trampoline wrote (the address of the `Yielder` it hands the entry
 //! closure) and leaves the coroutine's stack pointer in `rsi` for
 //! corosensei's resume, which is why Cargo.toml pins corosensei exactly;
-//! `tests/context_switch.rs` and the check in `Fiber::new` fail loudly if
+//! this file's unit tests and the check in `Fiber::new` fail loudly if
 //! that stops holding. Elsewhere every switch is corosensei's asymmetric
 //! pair and there is no [`hand_off`]: a greenlet hands control to another
 //! through the dispatcher on main's stack (`switch::dispatch_loop`).
