@@ -1006,34 +1006,19 @@ impl Worker {
         let Some(next) = self.ready.borrow_mut().pop_front() else {
             return Next::Hub;
         };
-        let mut to = None;
-        if ptr::eq(Arc::as_ptr(&next), me) {
-            if direct::observed() {
-                // Hooks see a park switch to the hub and back.
-                self.ready.borrow_mut().push_front(next);
-                return Next::Hub;
-            }
+        // `Some(None)`: the front is `me` itself, to run on without a
+        // switch; `Some(Some(_))`: a sibling to switch to; `None`: neither
+        // (the front goes back, and the park to the hub).
+        let handed = if ptr::eq(Arc::as_ptr(&next), me) {
+            // Hooks see a park switch to the hub and back.
+            (!direct::observed()).then_some(None)
         } else {
-            // SAFETY: the table is read only until `sibling` returns (the
-            // `Sibling` holds no reference into it), with no call in between
-            // that could reach the code that borrows it mutably (the hub's,
-            // suspended).
-            to = match unsafe { self.live.try_borrow_unguarded() } {
-                Ok(live) => match live.get(next.live_key.load(Ordering::Relaxed)) {
-                    Some((t, g)) if Arc::ptr_eq(t, &next) => direct::sibling(g),
-                    _ => None,
-                },
-                Err(_) => None,
-            };
-            if to.is_none() {
-                self.ready.borrow_mut().push_front(next);
-                return Next::Hub;
-            }
-        }
-        if next.is_done() || !self.no_timer_due() {
+            self.live_sibling(&next).map(Some)
+        };
+        let Some(to) = handed.filter(|_| !next.is_done() && self.no_timer_due()) else {
             self.ready.borrow_mut().push_front(next);
             return Next::Hub;
-        }
+        };
         self.until_poll.set(until_poll - 1);
         next.take_scheduled();
         if next.take_cancel() {
@@ -1050,6 +1035,22 @@ impl Worker {
         match to {
             Some(s) => Next::Sibling(s),
             None => Next::Myself,
+        }
+    }
+
+    /// The greenlet of `next`, a started task of this worker, as a sibling
+    /// the running green thread may switch straight to (see
+    /// `direct::sibling`), if it is one.
+    #[inline(always)]
+    fn live_sibling(&self, next: &Arc<Task>) -> Option<direct::Sibling> {
+        // SAFETY: the table is read only until `sibling` returns (the
+        // `Sibling` holds no reference into it), with no call in between
+        // that could reach the code that borrows it mutably (the hub's,
+        // suspended).
+        let live = unsafe { self.live.try_borrow_unguarded() }.ok()?;
+        match live.get(next.live_key.load(Ordering::Relaxed)) {
+            Some((t, g)) if Arc::ptr_eq(t, next) => direct::sibling(g),
+            _ => None,
         }
     }
 
