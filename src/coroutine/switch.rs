@@ -100,8 +100,9 @@ pub(crate) unsafe fn transfer(
     // across the tests, it was copied around the stack in 16-byte pieces.
     unsafe {
         Words::write(words.as_mut_ptr(), payload);
-        let flags = target.flags();
-        let go = if flags.is_active() {
+        // The flags read again for the start below rather than kept: kept
+        // across the test, they cost a register copy on every switch.
+        let go = if target.flags().is_active() {
             dest != (*ts).current && !needs_slow_path(ts)
         } else {
             // The start of a new greenlet with a value: nothing to walk, no
@@ -109,7 +110,7 @@ pub(crate) unsafe fn transfer(
             // unstarted greenlet is never current. Mail is settled by the
             // receiver, as for a switch. A stack that cannot be mapped
             // takes the general path, which reports it.
-            flags == Flags::UNSTARTED
+            target.flags() == Flags::UNSTARTED
                 && kind == Kind::Switch
                 && !needs_slow_path(ts)
                 && prepare(ts, target).is_ok()
