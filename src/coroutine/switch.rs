@@ -563,10 +563,10 @@ fn run_bodies(ts: *mut ThreadState, top: *mut Top, yielder: &Yielder<usize, usiz
         debug_assert_ne!(next, context::FORCE, "a parked coroutine is never unwound");
         // SAFETY: what the resume that starts this body carried.
         let word = root(ts, record, top, unsafe { receive(carried.cast()) });
+        let mut result = MaybeUninit::<Words>::uninit();
         // SAFETY: `root` returned on this coroutine, for `record`, alive
         // (registered, or kept by `retiring`) on its owner thread; `finish`
         // left the result in the slot (empty after a forced unwind).
-        let mut result = MaybeUninit::<Words>::uninit();
         unsafe {
             keep_finished(ts, record);
             Words::write(result.as_mut_ptr(), (*ts).slot.take());
