@@ -56,11 +56,25 @@ pub(crate) fn send(
     payload: Payload,
     kind: Kind,
 ) -> Result<Value, GreenletError> {
-    let ts = thread_state::check_owner(target)?;
+    // The payload goes to its words first thing, before the owner check:
+    // kept whole across the check (whose failure drops it), it went to the
+    // stack as it was made and was copied from there.
+    let mut words = MaybeUninit::<Words>::uninit();
+    // SAFETY: `words` is this frame's; the payload is moved out of it once,
+    // by the error path or by the transfer.
+    unsafe { Words::write(words.as_mut_ptr(), payload) };
+    let ts = match thread_state::check_owner(target) {
+        Ok(ts) => ts,
+        Err(err) => {
+            // SAFETY: written above, not moved out.
+            drop(unsafe { receive(words.as_ptr()) });
+            return Err(err);
+        }
+    };
     // SAFETY: `ts` is this thread's live state and `target` belongs to it;
     // the mailed kills are run by whichever context receives control next
-    // (`settle_received`).
-    let result = unsafe { transfer(ts, target, payload, kind) };
+    // (`settle_received`). `words` holds the payload.
+    let result = unsafe { transfer_words(ts, target, &mut words, kind) };
     result.map_err(Raised::into_error)
 }
 
@@ -90,16 +104,34 @@ pub(crate) unsafe fn transfer(
     payload: Payload,
     kind: Kind,
 ) -> Payload {
-    let dest = Arc::as_ptr(target);
     let mut words = MaybeUninit::<Words>::uninit();
+    // SAFETY: guaranteed by the caller; `words` holds the payload. It goes
+    // there first, so that it is moved once: kept whole across the tests,
+    // it was copied around the stack in 16-byte pieces.
+    unsafe {
+        Words::write(words.as_mut_ptr(), payload);
+        transfer_words(ts, target, &mut words, kind)
+    }
+}
+
+/// [`transfer`] of the payload in `words`, which it moves out.
+///
+/// # Safety
+/// As for [`transfer`], and `words` holds a payload (written by
+/// [`Words::write`]).
+#[inline(always)]
+unsafe fn transfer_words(
+    ts: *mut ThreadState,
+    target: &Arc<Record>,
+    words: &mut MaybeUninit<Words>,
+    kind: Kind,
+) -> Payload {
+    let dest = Arc::as_ptr(target);
     // SAFETY: `ts` is live (caller); short reads. `dest` is a started, live
     // greenlet of this thread other than the current one, which is what
     // `jump` needs; the receiver moves the payload out of `words` once
-    // (`receive`), which are never dropped, or the slow path does. The
-    // payload goes to `words` first, so that it is moved once: kept whole
-    // across the tests, it was copied around the stack in 16-byte pieces.
+    // (`receive`), which are never dropped, or the slow path does.
     unsafe {
-        Words::write(words.as_mut_ptr(), payload);
         // The flags read again for the start below rather than kept: kept
         // across the test, they cost a register copy on every switch.
         let go = if target.flags().is_active() {
