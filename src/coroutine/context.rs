@@ -42,11 +42,11 @@ use super::fiber::Top;
 /// (where the payload in flight lies, `switch.rs`); only passed on here.
 pub(crate) type Carried = *const ();
 
-/// The pointer carried through corosensei's switch, which carries one word
-/// only (the fallback): set before each switch, read right after it, on the
-/// one thread that switches.
 #[cfg(not(all(target_arch = "x86_64", target_family = "unix")))]
 thread_local! {
+    /// The pointer carried through corosensei's switch, which carries one
+    /// word only (the fallback): set before each switch, read right after
+    /// it, on the one thread that switches.
     static CARRIED: std::cell::Cell<Carried> = const { std::cell::Cell::new(std::ptr::null()) };
 }
 
