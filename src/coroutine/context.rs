@@ -1,8 +1,10 @@
 //! The stack switch itself: save the running context's registers and stack
-//! pointer, load another's, go on there, with one word in a register.
+//! pointer, load another's, go on there, with two words in registers: the
+//! word (a record's address, or [`FORCE`]) and a [`Carried`] pointer
+//! (where the switch protocol left the payload; opaque here).
 //!
-//! Owns [`resume`] (call-like: the target will come back here when it
-//! suspends), [`suspend`] (back to whoever last resumed the target),
+//! Owns [`resume_with`] (call-like: the target will come back here when it
+//! suspends; [`resume`] with the word alone, for the forced unwind), [`suspend`] (back to whoever last resumed the target),
 //! [`hand_off`] (from one greenlet's stack straight to another's: the
 //! second inherits the first's resumer, so one stack switch instead of two
 //! through the dispatcher), [`prime`] (a new coroutine's first park) and
@@ -20,19 +22,33 @@
 //! three words on its own stack (the address to go on at, then `rbx` and
 //! `rbp`), the other callee-saved registers being saved by the compiler
 //! around the switch (they are declared clobbered), and its stack pointer
-//! in `sp` or `link`. [`prime`]'s exit is corosensei 0.3.4's suspend
+//! in `sp` or `link`; the word travels in `rdi`, the pointer in `rsi`.
+//! [`prime`]'s exit is corosensei 0.3.4's suspend
 //! (its `switch_yield`): it goes through the parent link corosensei's
 //! entry trampoline wrote (the address of the `Yielder` it hands the entry
 //! closure) and leaves the coroutine's stack pointer in `rsi` for
 //! corosensei's resume, which is why Cargo.toml pins corosensei exactly;
 //! this file's unit tests and the check in `Fiber::new` fail loudly if
 //! that stops holding. Elsewhere every switch is corosensei's asymmetric
-//! pair and there is no [`hand_off`]: a greenlet hands control to another
-//! through the dispatcher on main's stack (`switch::dispatch_loop`).
+//! pair, the pointer going through a thread-local beside it, and there is
+//! no [`hand_off`]: a greenlet hands control to another through the
+//! dispatcher on main's stack (`switch::dispatch_loop`).
 
 use corosensei::Yielder;
 
 use super::fiber::Top;
+
+/// The pointer a switch carries besides its word: the switch protocol's
+/// (where the payload in flight lies, `switch.rs`); only passed on here.
+pub(crate) type Carried = *const ();
+
+#[cfg(not(all(target_arch = "x86_64", target_family = "unix")))]
+thread_local! {
+    /// The pointer carried through corosensei's switch, which carries one
+    /// word only (the fallback): set before each switch, read right after
+    /// it, on the one thread that switches.
+    static CARRIED: std::cell::Cell<Carried> = const { std::cell::Cell::new(std::ptr::null()) };
+}
 
 /// The word that tells a suspended coroutine to unwind: its suspend point
 /// raises [`ForcedUnwind`] (never a record's address: records are aligned).
@@ -52,14 +68,14 @@ pub(crate) fn unwind_now() -> ! {
 
 /// A new coroutine's first park, from its entry (resumed by corosensei's
 /// resume in `Fiber::new`): record where its context is saved and return to
-/// that resume; returns the word of its first real [`resume`] or
-/// [`hand_off`].
+/// that resume; returns the word and pointer of its first real
+/// [`resume_with`] or [`hand_off`].
 ///
 /// # Safety
 /// Called once, first thing, by the entry closure of the coroutine whose
 /// top is `top`, with the yielder corosensei handed it.
 #[inline(always)]
-pub(crate) unsafe fn prime(top: *mut Top, yielder: &Yielder<usize, usize>) -> usize {
+pub(crate) unsafe fn prime(top: *mut Top, yielder: &Yielder<usize, usize>) -> (usize, Carried) {
     #[cfg(all(target_arch = "x86_64", target_family = "unix"))]
     // SAFETY: the parent link (the yielder's address) holds the stack
     // pointer of corosensei's resume in `Fiber::new`, which waits in its
@@ -68,10 +84,11 @@ pub(crate) unsafe fn prime(top: *mut Top, yielder: &Yielder<usize, usize>) -> us
     // coroutine's stack pointer in `rsi` and the yielded word in `rdi`
     // (corosensei 0.3.4's x86_64 protocol, pinned). This coroutine's own
     // context is saved as `switch` saves it, so the next `switch` into it
-    // goes on at label 2.
+    // goes on at label 2, with its word in `rdi` and pointer in `rsi`.
     unsafe {
         (*top).link = yielder as *const Yielder<usize, usize> as usize;
         let word: usize;
+        let carried: Carried;
         core::arch::asm!(
             "push rbp",
             "push rbx",
@@ -88,18 +105,19 @@ pub(crate) unsafe fn prime(top: *mut Top, yielder: &Yielder<usize, usize>) -> us
             inlateout("rdi") 0usize => word,
             in("rcx") std::ptr::addr_of_mut!((*top).sp),
             in("rdx") yielder as *const Yielder<usize, usize>,
-            lateout("rsi") _,
+            lateout("rsi") carried,
             lateout("r12") _, lateout("r13") _, lateout("r14") _, lateout("r15") _,
             clobber_abi("sysv64"),
         );
-        word
+        (word, carried)
     }
     #[cfg(not(all(target_arch = "x86_64", target_family = "unix")))]
     // SAFETY: `top` is this coroutine's (caller); the yielder lives as long
     // as the coroutine (it is its parent link) and is used only from it.
     unsafe {
         (*top).link = yielder as *const Yielder<usize, usize> as usize;
-        yielder.suspend(0)
+        let word = yielder.suspend(0);
+        (word, CARRIED.with(std::cell::Cell::get))
     }
 }
 
@@ -151,73 +169,106 @@ pub(crate) unsafe fn primed(top: *mut Top) -> bool {
     }
 }
 
-/// Go on in the suspended coroutine whose top is `top`, with `word`; returns
-/// the word it (or a coroutine it handed off to) suspends with.
+/// Go on in the suspended coroutine whose top is `top`, with `word` alone
+/// (the forced unwind's [`FORCE`]: the pointer it carries is null, and its
+/// suspend point does not read it); returns the word it (or a coroutine it
+/// handed off to) suspends with.
+///
+/// # Safety
+/// As for [`resume_with`].
+#[inline(always)]
+pub(crate) unsafe fn resume(top: *mut Top, word: usize) -> usize {
+    // SAFETY: guaranteed by the caller.
+    unsafe { resume_with(top, word, std::ptr::null()).0 }
+}
+
+/// Go on in the suspended coroutine whose top is `top`, with `word` and
+/// `carried`; returns the word and pointer it (or a coroutine it handed off
+/// to) suspends with.
 ///
 /// # Safety
 /// `top` is a live coroutine's, suspended (by [`suspend`], [`hand_off`] or
 /// [`prime`]) and on this thread; its frames stay valid until it suspends.
 #[inline(always)]
-pub(crate) unsafe fn resume(top: *mut Top, word: usize) -> usize {
+pub(crate) unsafe fn resume_with(top: *mut Top, word: usize, carried: Carried) -> (usize, Carried) {
     #[cfg(all(target_arch = "x86_64", target_family = "unix"))]
     // SAFETY: guaranteed by the caller: `sp` is the coroutine's saved
     // context; ours is saved in its `link`, where its suspend finds it.
     unsafe {
-        switch(word, std::ptr::addr_of_mut!((*top).link), (*top).sp)
+        switch(
+            word,
+            carried,
+            std::ptr::addr_of_mut!((*top).link),
+            (*top).sp,
+        )
     }
     #[cfg(not(all(target_arch = "x86_64", target_family = "unix")))]
     // SAFETY: guaranteed by the caller; the coroutine never returns.
     unsafe {
+        CARRIED.with(|c| c.set(carried));
         match (*top).co().resume(word) {
-            corosensei::CoroutineResult::Yield(word) => word,
+            corosensei::CoroutineResult::Yield(word) => (word, CARRIED.with(std::cell::Cell::get)),
             corosensei::CoroutineResult::Return(never) => match never {},
         }
     }
 }
 
-/// Suspend the running coroutine (whose top is `top`) with `word`, back to
-/// whoever last resumed it (or the one it inherited the resumer from);
-/// returns the word it is resumed with.
+/// Suspend the running coroutine (whose top is `top`) with `word` and
+/// `carried`, back to whoever last resumed it (or the one it inherited the
+/// resumer from); returns the word and pointer it is resumed with.
 ///
 /// # Safety
 /// The caller runs on `top`'s coroutine.
 #[inline(always)]
-pub(crate) unsafe fn suspend(top: *mut Top, word: usize) -> usize {
+pub(crate) unsafe fn suspend(top: *mut Top, word: usize, carried: Carried) -> (usize, Carried) {
     #[cfg(all(target_arch = "x86_64", target_family = "unix"))]
     // SAFETY: we run on `top`'s coroutine, so `link` is the context that
     // resumed it (or handed its resumer on), suspended in `switch`.
     unsafe {
-        switch(word, std::ptr::addr_of_mut!((*top).sp), (*top).link)
+        switch(
+            word,
+            carried,
+            std::ptr::addr_of_mut!((*top).sp),
+            (*top).link,
+        )
     }
     #[cfg(not(all(target_arch = "x86_64", target_family = "unix")))]
     // SAFETY: `link` is the coroutine's yielder (set by `prime`), and we run
     // on that coroutine.
     unsafe {
-        (*((*top).link as *const Yielder<usize, usize>)).suspend(word)
+        CARRIED.with(|c| c.set(carried));
+        let word = (*((*top).link as *const Yielder<usize, usize>)).suspend(word);
+        (word, CARRIED.with(std::cell::Cell::get))
     }
 }
 
 /// From the running coroutine (`from`) straight to the suspended `to`, with
-/// `word`: `to` inherits `from`'s resumer, so its next [`suspend`] goes back
-/// there. Returns the word `from` is resumed with later.
+/// `word` and `carried`: `to` inherits `from`'s resumer, so its next
+/// [`suspend`] goes back there. Returns the word and pointer `from` is
+/// resumed with later.
 ///
 /// # Safety
 /// The caller runs on `from`'s coroutine; `to` is another live coroutine of
 /// this thread, suspended.
 #[cfg(all(target_arch = "x86_64", target_family = "unix"))]
 #[inline(always)]
-pub(crate) unsafe fn hand_off(from: *mut Top, to: *mut Top, word: usize) -> usize {
+pub(crate) unsafe fn hand_off(
+    from: *mut Top,
+    to: *mut Top,
+    word: usize,
+    carried: Carried,
+) -> (usize, Carried) {
     // SAFETY: guaranteed by the caller: `from.link` is the resumer's saved
     // context, moved to `to`, and `to.sp` its saved one.
     unsafe {
         (*to).link = (*from).link;
-        switch(word, std::ptr::addr_of_mut!((*from).sp), (*to).sp)
+        switch(word, carried, std::ptr::addr_of_mut!((*from).sp), (*to).sp)
     }
 }
 
 /// Save the running context at `*save` and go on in the one saved at `to`,
-/// handing it `word`; returns the word handed back when some context goes
-/// on here.
+/// handing it `word` and `carried`; returns the two handed back when some
+/// context goes on here.
 ///
 /// # Safety
 /// `to` is a context saved by this function or by [`prime`], not resumed
@@ -225,8 +276,9 @@ pub(crate) unsafe fn hand_off(from: *mut Top, to: *mut Top, word: usize) -> usiz
 /// finds this one.
 #[cfg(all(target_arch = "x86_64", target_family = "unix"))]
 #[inline(always)]
-unsafe fn switch(word: usize, save: *mut usize, to: usize) -> usize {
+unsafe fn switch(word: usize, carried: Carried, save: *mut usize, to: usize) -> (usize, Carried) {
     let out: usize;
+    let carried_out: Carried;
     // SAFETY: guaranteed by the caller. The saved context is the address of
     // label 2, `rbx` and `rbp` on this stack (pushed here, popped at label 2
     // when a switch goes on here); every other register is declared
@@ -238,21 +290,22 @@ unsafe fn switch(word: usize, save: *mut usize, to: usize) -> usize {
             "push rbx",
             "lea rax, [rip + 2f]",
             "push rax",
-            "mov [rsi], rsp",
-            "mov rsp, rdx",
+            "mov [rdx], rsp",
+            "mov rsp, rcx",
             "pop rax",
             "jmp rax",
             "2:",
             "pop rbx",
             "pop rbp",
             inlateout("rdi") word => out,
-            in("rsi") save,
-            in("rdx") to,
+            inlateout("rsi") carried => carried_out,
+            in("rdx") save,
+            in("rcx") to,
             lateout("r12") _, lateout("r13") _, lateout("r14") _, lateout("r15") _,
             clobber_abi("sysv64"),
         );
     }
-    out
+    (out, carried_out)
 }
 
 #[cfg(test)]
@@ -264,6 +317,7 @@ mod tests {
     use std::cell::Cell;
     use std::convert::Infallible;
     use std::panic::{catch_unwind, AssertUnwindSafe};
+    use std::ptr;
     use std::rc::Rc;
 
     use super::*;
@@ -277,14 +331,21 @@ mod tests {
         Fiber::new(stack, entry)
     }
 
-    /// Adds `step` to each word it is resumed with and suspends with it.
+    /// Adds `step` to each word it is resumed with and suspends with it,
+    /// and with the pointer it was resumed with one byte on.
     fn adder(step: usize) -> Fiber {
         fiber(move |top, yielder| {
             // SAFETY: first thing on the coroutine; then running on it.
-            let mut word = unsafe { prime(top, yielder) };
+            let (mut word, mut carried) = unsafe { prime(top, yielder) };
             loop {
                 // SAFETY: running on the coroutine.
-                word = unsafe { suspend(top, word + step) };
+                (word, carried) = unsafe {
+                    suspend(
+                        top,
+                        word + step,
+                        carried.cast::<u8>().wrapping_add(1).cast(),
+                    )
+                };
             }
         })
     }
@@ -293,11 +354,19 @@ mod tests {
     fn a_primed_fiber_resumes_and_suspends_with_words() {
         let a = adder(2);
         let b = adder(5);
+        let base = [0u8; 16];
+        let at = |offset: usize| base[offset..].as_ptr().cast::<()>();
         for round in 0..1000usize {
             // SAFETY: both are suspended on this thread.
             unsafe {
-                assert_eq!(resume(a.top(), round * 8), round * 8 + 2);
-                assert_eq!(resume(b.top(), round * 8), round * 8 + 5);
+                assert_eq!(
+                    resume_with(a.top(), round * 8, at(3)),
+                    (round * 8 + 2, at(4))
+                );
+                assert_eq!(
+                    resume_with(b.top(), round * 8, at(7)),
+                    (round * 8 + 5, at(8))
+                );
             }
         }
     }
@@ -307,11 +376,11 @@ mod tests {
     fn a_backtrace_on_a_primed_fiber_ends_at_its_entry() {
         let traced = fiber(|top, yielder| {
             // SAFETY: first thing on the coroutine; then running on it.
-            let mut word = unsafe { prime(top, yielder) };
+            let (mut word, _) = unsafe { prime(top, yielder) };
             loop {
                 let trace = std::backtrace::Backtrace::force_capture().to_string();
                 // SAFETY: running on the coroutine.
-                word = unsafe { suspend(top, word + trace.lines().count()) };
+                (word, _) = unsafe { suspend(top, word + trace.lines().count(), ptr::null()) };
             }
         });
         // SAFETY: just primed, not resumed: `link` still holds the parent
@@ -332,15 +401,18 @@ mod tests {
         let from = fiber(move |top, yielder| {
             // SAFETY: first thing on the coroutine; then running on it, and
             // `to` is suspended whenever `from` runs.
-            let mut word = unsafe { prime(top, yielder) };
+            let (mut word, mut carried) = unsafe { prime(top, yielder) };
             loop {
                 // SAFETY: running on `from`; `to` is suspended.
-                word = unsafe { hand_off(top, to_top, word * 10) };
+                (word, carried) = unsafe { hand_off(top, to_top, word * 10, carried) };
             }
         });
+        let base = [0u8; 4];
+        let at = |offset: usize| base[offset..].as_ptr().cast::<()>();
         for round in 1..1000usize {
             // SAFETY: `from` is suspended (handed off from, or primed).
-            unsafe { assert_eq!(resume(from.top(), round * 8), round * 80 + 1) };
+            let back = unsafe { resume_with(from.top(), round * 8, at(1)) };
+            assert_eq!(back, (round * 80 + 1, at(2)));
         }
         drop(to);
     }
@@ -358,13 +430,13 @@ mod tests {
         let (d, u) = (Rc::clone(&dropped), Rc::clone(&unwound));
         let f = fiber(move |top, yielder| {
             // SAFETY: first thing on the coroutine; then running on it.
-            let mut word = unsafe { prime(top, yielder) };
+            let (mut word, _) = unsafe { prime(top, yielder) };
             loop {
                 let body = catch_unwind(AssertUnwindSafe(|| {
                     let _guard = Guard(Rc::clone(&d));
                     loop {
                         // SAFETY: running on the coroutine.
-                        word = unsafe { suspend(top, word + 1) };
+                        (word, _) = unsafe { suspend(top, word + 1, ptr::null()) };
                         if word == FORCE {
                             unwind_now();
                         }
@@ -374,7 +446,7 @@ mod tests {
                 assert!(payload.is::<ForcedUnwind>());
                 u.set(u.get() + 1);
                 // SAFETY: running on the coroutine.
-                word = unsafe { suspend(top, 0) };
+                (word, _) = unsafe { suspend(top, 0, ptr::null()) };
             }
         });
         // SAFETY: suspended on this thread throughout.

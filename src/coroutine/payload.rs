@@ -1,9 +1,11 @@
 //! What crosses a switch: the [`Payload`] (a value, or an error raised at
 //! the receiver), its one-word error [`Raised`], the [`Kind`] of transfer,
-//! and the thread's [`Slot`] that holds the payload in flight.
+//! [`NOTHING`] (what a switch that carries no payload points to), and the
+//! thread's [`Slot`] that holds a payload for the hub's lean path.
 //!
 //! Uses only [`Value`] and [`GreenletError`]; the thread state holds a
-//! [`Slot`], the switch protocol fills and empties it.
+//! [`Slot`], the switch protocol fills it and it and the hub's lean path
+//! (`direct.rs`) empty it.
 
 use std::mem::{self, MaybeUninit};
 use std::ptr;
@@ -75,20 +77,76 @@ impl Kind {
     }
 }
 
-/// The thread's value slot: the payload of the transfer in flight.
+/// A payload as its two machine words, where a switch carries it from (by
+/// address: `switch.rs`) or where the thread's [`Slot`] keeps it. Written
+/// and read one word at a time (volatile accesses, which the compiler may
+/// not merge): the sender has the payload in two registers, and a receiver
+/// that loaded both words with one 16-byte move would stall on
+/// store-to-load forwarding at every switch; and a payload handled as a
+/// whole through memory is copied around the stack in 16-byte pieces.
+#[derive(Clone, Copy)]
+pub(crate) struct Words([MaybeUninit<usize>; 2]);
+
+impl Words {
+    /// `payload` as its words (for [`NOTHING`]).
+    const fn of(payload: Payload) -> Words {
+        // SAFETY: a payload is two words (`Raised` and `Value` are two words
+        // with a non-null niche, checked by a test), and any bit pattern,
+        // uninitialized bytes included, is a valid `MaybeUninit<usize>`.
+        Words(unsafe { mem::transmute::<Payload, [MaybeUninit<usize>; 2]>(payload) })
+    }
+
+    /// Move `payload` to `dst`, one word at a time.
+    ///
+    /// # Safety
+    /// `dst` is valid for writes; what it held is not dropped.
+    #[inline(always)]
+    pub(crate) unsafe fn write(dst: *mut Words, payload: Payload) {
+        let words = Words::of(payload).0;
+        let dst = dst.cast::<MaybeUninit<usize>>();
+        // SAFETY: guaranteed by the caller; `dst` points to two words.
+        unsafe {
+            ptr::write_volatile(dst, words[0]);
+            ptr::write_volatile(dst.add(1), words[1]);
+        }
+    }
+
+    /// Move the payload at `src` out, one word at a time.
+    ///
+    /// # Safety
+    /// `src` holds a payload written by [`Words::write`] (or is
+    /// [`NOTHING`]), not moved out since: ownership moves to the result.
+    #[inline(always)]
+    pub(crate) unsafe fn read(src: *const Words) -> Payload {
+        let src = src.cast::<MaybeUninit<usize>>();
+        // SAFETY: guaranteed by the caller; the words are a payload's.
+        unsafe {
+            let words = [ptr::read_volatile(src), ptr::read_volatile(src.add(1))];
+            mem::transmute::<[MaybeUninit<usize>; 2], Payload>(words)
+        }
+    }
+}
+
+/// What a switch that carries no payload (the hub's lean park, resume and
+/// start) points to: the unit value, which a receiver expecting a payload
+/// reads (a copy: it holds nothing to drop), and which the hub's lean path
+/// tells apart by its address (`switch::deposit`).
+pub(crate) static NOTHING: Words = Words::of(Ok(Value::UNIT));
+
+/// The thread's value slot: a payload the full protocol brought to a
+/// context that switched by the hub's lean path (`direct.rs`).
 ///
-/// Empty between transfers: every transfer fills it right before its stack
-/// switch and the receiving context empties it first thing
-/// (`switch::take_and_settle`); the forced unwind, which resumes a greenlet without
-/// a transfer, empties it after the fact.
-///
-/// The payload is stored and loaded one machine word at a time (volatile
-/// accesses, which the compiler may not merge): the sender has it in two
-/// registers, and a receiver that loaded both words with one 16-byte move
-/// would stall on store-to-load forwarding at every switch.
+/// A payload crosses a switch by address (`switch.rs`: the sender's
+/// [`Words`] stay on its stack, suspended, until the receiver moves the
+/// payload out); where the receiver is the hub's lean path, which wants to
+/// know whether anything came, the switch protocol puts what came
+/// (anything but [`NOTHING`]) here (`switch::deposit`), and the lean path
+/// takes it with `switch::take_and_settle`. A greenlet's body end also
+/// passes its result through here, from `switch::finish` to
+/// `switch::run_bodies`.
 pub(crate) struct Slot {
     full: bool,
-    words: [MaybeUninit<usize>; 2],
+    words: Words,
 }
 
 impl Slot {
@@ -96,7 +154,7 @@ impl Slot {
     pub(crate) const fn empty() -> Slot {
         Slot {
             full: false,
-            words: [MaybeUninit::uninit(); 2],
+            words: Words([MaybeUninit::uninit(); 2]),
         }
     }
 
@@ -104,43 +162,29 @@ impl Slot {
     #[inline(always)]
     pub(crate) fn put(&mut self, payload: Payload) {
         debug_assert!(!self.full, "a payload was left in the slot");
-        // SAFETY: a payload is two words (`Raised` and `Value` are two words
-        // with a non-null niche, checked by a test), and any bit pattern,
-        // uninitialized bytes included, is a valid `MaybeUninit<usize>`.
-        let words: [MaybeUninit<usize>; 2] = unsafe { mem::transmute(payload) };
-        let dst = ptr::addr_of_mut!(self.words).cast::<MaybeUninit<usize>>();
-        // SAFETY: `dst` points to the two words of `self.words`. The slot is
-        // empty (see `Slot`), so overwriting it loses nothing.
-        unsafe {
-            ptr::write_volatile(dst, words[0]);
-            ptr::write_volatile(dst.add(1), words[1]);
-        }
+        // SAFETY: the slot is empty (see `Slot`), so overwriting its words
+        // loses nothing.
+        unsafe { Words::write(&mut self.words, payload) };
         self.full = true;
     }
 
     /// Whether a payload is in the slot (a switch by the full protocol, not
-    /// `direct`'s, is in flight or just arrived).
+    /// `direct`'s, just arrived).
     #[inline(always)]
     pub(crate) fn is_full(&self) -> bool {
         self.full
     }
 
-    /// Take the payload out of the slot (a unit value if a forced unwind
-    /// left it empty).
+    /// Take the payload out of the slot (a unit value if it is empty).
     #[inline(always)]
     pub(crate) fn take(&mut self) -> Payload {
         if !self.full {
             return Ok(Value::unit());
         }
         self.full = false;
-        let src = ptr::addr_of!(self.words).cast::<MaybeUninit<usize>>();
-        // SAFETY: a full slot holds the two words of a payload written by
-        // `put`, read back once (the slot is marked empty first), so
-        // ownership moves from the slot to the result.
-        unsafe {
-            let words = [ptr::read_volatile(src), ptr::read_volatile(src.add(1))];
-            mem::transmute::<[MaybeUninit<usize>; 2], Payload>(words)
-        }
+        // SAFETY: a full slot holds the words of a payload written by `put`,
+        // read back once (the slot is marked empty first).
+        unsafe { Words::read(&self.words) }
     }
 }
 

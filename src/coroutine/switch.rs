@@ -9,16 +9,18 @@
 //! no direct switch (targets other than x86_64 Unix, or a target without a
 //! fiber), the greenlet suspends to a loop on main's stack
 //! ([`dispatch_loop`]) that resumes the other: two stack switches. Greenlet
-//! stacks never nest. One machine word crosses a stack switch (the address
-//! of the next greenlet's record, main's included); the payload travels
-//! through the thread state's [`Slot`](super::payload::Slot). Every greenlet's body runs
+//! stacks never nest. Two machine words cross a stack switch: the address
+//! of the next greenlet's record (main's included), and the address of the
+//! payload, which stays where the sender had it (on its stack, suspended)
+//! until the receiver moves it out ([`receive`]); a switch that carries no
+//! payload points to [`NOTHING`] instead. Every greenlet's body runs
 //! under [`root`], which catches panics and hands the result up the parent
 //! chain ([`finish`]).
 //!
 //! User code never runs inside the loop itself: it runs either in a
 //! greenlet or in the main greenlet after the loop returned, so a context
 //! that gets control back first settles the pending work (trace events,
-//! released records, kills) with [`take_and_settle`].
+//! released records, kills) with [`settle_received`].
 //!
 //! Uses the thread state, records, the stack pool, tracing, and the
 //! lifecycle: settling runs the deferred kills, and a greenlet that must die
@@ -26,10 +28,10 @@
 //! (a kill is a throw): this is the one pair of files that call each other.
 
 use std::convert::Infallible;
-use std::mem;
+use std::mem::{self, MaybeUninit};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use corosensei::Yielder;
@@ -38,7 +40,7 @@ use super::context;
 use super::error::{panic_message, GreenletError};
 use super::fiber::{Fiber, Top};
 use super::lifecycle;
-use super::payload::{exit_value, Kind, Payload, Raised};
+use super::payload::{exit_value, Kind, Payload, Raised, Words, NOTHING};
 use super::record::{Flags, Local, Record};
 use super::run::Run;
 use super::stack::{self, PooledStack};
@@ -54,11 +56,25 @@ pub(crate) fn send(
     payload: Payload,
     kind: Kind,
 ) -> Result<Value, GreenletError> {
-    let ts = thread_state::check_owner(target)?;
+    // The payload goes to its words first thing, before the owner check:
+    // kept whole across the check (whose failure drops it), it went to the
+    // stack as it was made and was copied from there.
+    let mut words = MaybeUninit::<Words>::uninit();
+    // SAFETY: `words` is this frame's; the payload is moved out of it once,
+    // by the error path or by the transfer.
+    unsafe { Words::write(words.as_mut_ptr(), payload) };
+    let ts = match thread_state::check_owner(target) {
+        Ok(ts) => ts,
+        Err(err) => {
+            // SAFETY: written above, not moved out.
+            drop(unsafe { receive(words.as_ptr()) });
+            return Err(err);
+        }
+    };
     // SAFETY: `ts` is this thread's live state and `target` belongs to it;
     // the mailed kills are run by whichever context receives control next
-    // (`take_and_settle`).
-    let result = unsafe { transfer(ts, target, payload, kind) };
+    // (`settle_received`). `words` holds the payload.
+    let result = unsafe { transfer_words(ts, target, &mut words, kind) };
     result.map_err(Raised::into_error)
 }
 
@@ -77,7 +93,7 @@ enum Resolved {
 /// the start of an unstarted one, no tracing) cost a few loads and compares
 /// on top of the stack switch; pending
 /// work and mail do not leave it, being settled by the receiving context
-/// ([`take_and_settle`]). Everything else goes through [`transfer_slow`].
+/// ([`settle_received`]). Everything else goes through [`transfer_slow`].
 ///
 /// # Safety
 /// `ts` is the calling thread's live state and `target` belongs to it.
@@ -88,15 +104,37 @@ pub(crate) unsafe fn transfer(
     payload: Payload,
     kind: Kind,
 ) -> Payload {
+    let mut words = MaybeUninit::<Words>::uninit();
+    // SAFETY: guaranteed by the caller; `words` holds the payload. It goes
+    // there first, so that it is moved once: kept whole across the tests,
+    // it was copied around the stack in 16-byte pieces.
+    unsafe {
+        Words::write(words.as_mut_ptr(), payload);
+        transfer_words(ts, target, &mut words, kind)
+    }
+}
+
+/// [`transfer`] of the payload in `words`, which it moves out.
+///
+/// # Safety
+/// As for [`transfer`], and `words` holds a payload (written by
+/// [`Words::write`]).
+#[inline(always)]
+unsafe fn transfer_words(
+    ts: *mut ThreadState,
+    target: &Arc<Record>,
+    words: &mut MaybeUninit<Words>,
+    kind: Kind,
+) -> Payload {
     let dest = Arc::as_ptr(target);
     // SAFETY: `ts` is live (caller); short reads. `dest` is a started, live
     // greenlet of this thread other than the current one, which is what
-    // `jump` needs; the slot is empty outside a transfer (`Slot::put`). The
-    // payload goes to the slot first, so that it is moved once.
+    // `jump` needs; the receiver moves the payload out of `words` once
+    // (`receive`), which are never dropped, or the slow path does.
     unsafe {
-        (*ts).slot.put(payload);
-        let flags = target.flags();
-        let go = if flags.is_active() {
+        // The flags read again for the start below rather than kept: kept
+        // across the test, they cost a register copy on every switch.
+        let go = if target.flags().is_active() {
             dest != (*ts).current && !needs_slow_path(ts)
         } else {
             // The start of a new greenlet with a value: nothing to walk, no
@@ -104,17 +142,45 @@ pub(crate) unsafe fn transfer(
             // unstarted greenlet is never current. Mail is settled by the
             // receiver, as for a switch. A stack that cannot be mapped
             // takes the general path, which reports it.
-            flags == Flags::UNSTARTED
+            target.flags() == Flags::UNSTARTED
                 && kind == Kind::Switch
                 && !needs_slow_path(ts)
                 && prepare(ts, target).is_ok()
         };
         if go {
-            jump(ts, dest);
-            return take_and_settle(ts);
+            return settle_received(ts, receive(jump(ts, dest, words.as_ptr())));
         }
-        transfer_slow(ts, target, kind)
+        transfer_slow(ts, target, receive(words.as_ptr()), kind)
     }
+}
+
+/// Switch to `dest` with `payload`, which the receiver moves out of this
+/// frame (it stays here, suspended, until then); returns what comes back,
+/// settled.
+///
+/// # Safety
+/// `ts` is live and `dest` is not the current greenlet: as for [`jump`].
+#[inline(always)]
+unsafe fn send_to(ts: *mut ThreadState, dest: *const Record, payload: Payload) -> Payload {
+    let mut words = MaybeUninit::<Words>::uninit();
+    // SAFETY: guaranteed by the caller; the receiver moves the payload out
+    // of `words` once (`receive`), which are never dropped.
+    unsafe {
+        Words::write(words.as_mut_ptr(), payload);
+        settle_received(ts, receive(jump(ts, dest, words.as_ptr())))
+    }
+}
+
+/// Move the payload a switch brought out of where its sender left it.
+///
+/// # Safety
+/// `carried` is what the switch that gave control here carried: a live
+/// payload not read since, or [`NOTHING`].
+#[inline(always)]
+unsafe fn receive(carried: *const Words) -> Payload {
+    // SAFETY: guaranteed by the caller; the sender gave up ownership (its
+    // words are never dropped), and a copy of `NOTHING` is a unit value.
+    unsafe { Words::read(carried) }
 }
 
 /// Whether a switch must take the slow path on the sending side: only
@@ -122,28 +188,33 @@ pub(crate) unsafe fn transfer(
 /// thread exit, during which switches fail (see [`transfer_slow`]); both are
 /// folded into one flag of the thread state. Pending work (a retiring
 /// record, deferred kills, a trace event) and kills mailed by other threads
-/// are settled by the receiving context ([`take_and_settle`]).
+/// are settled by the receiving context ([`settle_received`]).
 ///
 /// # Safety
 /// `ts` is the calling thread's live state.
 #[inline(always)]
 pub(super) unsafe fn needs_slow_path(ts: *mut ThreadState) -> bool {
-    // SAFETY: guaranteed by the caller; short reads.
-    unsafe { (*ts).slow_switch() | trace::global_on() }
+    // SAFETY: guaranteed by the caller; short reads. Or-ed as integers:
+    // one test and one branch rather than two of each.
+    unsafe { ((*ts).slow_switch() | trace::global_on()) != 0 }
 }
 
 /// Everything but the common cases of [`transfer`]: dead or current
 /// targets, a throw into an unstarted one, a stack that cannot be mapped,
-/// and tracing. The payload is in the slot.
+/// and tracing.
 ///
 /// # Safety
 /// As for [`transfer`].
 #[inline(never)]
-unsafe fn transfer_slow(ts: *mut ThreadState, target: &Arc<Record>, kind: Kind) -> Payload {
+unsafe fn transfer_slow(
+    ts: *mut ThreadState,
+    target: &Arc<Record>,
+    payload: Payload,
+    kind: Kind,
+) -> Payload {
     // SAFETY: (whole function) `ts` is live; accesses are short; the record
     // pointers used are kept alive by the registry or the state's `main`.
     unsafe {
-        let payload = (*ts).slot.take();
         if (*ts).current_is_unwinding() {
             // A switch from a greenlet being force-unwound (a destructor run
             // by the unwind): it cannot suspend (the unwinder would unwind the
@@ -168,9 +239,7 @@ unsafe fn transfer_slow(ts: *mut ThreadState, target: &Arc<Record>, kind: Kind) 
             (*ts).trace_pending = Some((Kind::of(&payload), (*ts).current_arc()));
             (*ts).work = true;
         }
-        (*ts).slot.put(payload);
-        jump(ts, dest);
-        take_and_settle(ts)
+        send_to(ts, dest, payload)
     }
 }
 
@@ -333,32 +402,30 @@ fn label_named(stack: &PooledStack, name: &str, id: u64) {
     stack.set_greenlet_label(name, id);
 }
 
-/// Hand control to `dest` (a live, started or prepared greenlet, or main).
+/// Hand control to `dest` (a live, started or prepared greenlet, or main)
+/// with `carried` (a payload's address, or [`NOTHING`]'s); returns what the
+/// switch back carried.
 ///
 /// # Safety
 /// `ts` is live and `dest` is not the current greenlet.
 #[inline(always)]
-unsafe fn jump(ts: *mut ThreadState, dest: *const Record) {
+unsafe fn jump(ts: *mut ThreadState, dest: *const Record, carried: *const Words) -> *const Words {
     // SAFETY: guaranteed by the caller.
     unsafe {
         let current = (*ts).current;
         if current == (*ts).main_ptr {
-            resume_from_main(ts, current, dest);
+            resume_from_main_with(ts, current, dest, carried)
         } else {
-            suspend_to(ts, current, dest);
+            suspend_to_with(ts, current, dest, carried)
         }
     }
 }
 
-/// From main, resume `dest` and return once control is back on main (main
-/// current again). The first resume is inline (a switch from main usually
-/// comes straight back); the dispatcher's loop runs only if the greenlet
-/// hands on.
+/// [`resume_from_main_with`] carrying no payload (the hub's lean resume and
+/// start); a payload that comes back is put in the slot ([`deposit`]).
 ///
 /// # Safety
-/// `ts` is live, main (`main`, the state's `main_ptr`) is the current
-/// greenlet, and `dest` is a live, started or prepared greenlet of this
-/// thread.
+/// As for [`resume_from_main_with`].
 #[inline(always)]
 pub(super) unsafe fn resume_from_main(
     ts: *mut ThreadState,
@@ -366,28 +433,81 @@ pub(super) unsafe fn resume_from_main(
     dest: *const Record,
 ) {
     // SAFETY: guaranteed by the caller.
+    unsafe { deposit(ts, resume_from_main_with(ts, main, dest, &NOTHING)) }
+}
+
+/// [`suspend_to_with`] carrying no payload (the hub's lean park); a payload
+/// that comes back is put in the slot ([`deposit`]).
+///
+/// # Safety
+/// As for [`suspend_to_with`].
+#[inline(always)]
+pub(super) unsafe fn suspend_to(ts: *mut ThreadState, current: *const Record, dest: *const Record) {
+    // SAFETY: guaranteed by the caller.
+    unsafe { deposit(ts, suspend_to_with(ts, current, dest, &NOTHING)) }
+}
+
+/// A context that switched by the hub's lean path got control back with
+/// `carried`: a payload (the full protocol's switch, a body's end) goes to
+/// the slot, where that path looks (`Slot::is_full`); [`NOTHING`] (another
+/// lean switch) leaves it empty.
+///
+/// # Safety
+/// `ts` is live; `carried` is what the switch carried, not read since.
+#[inline(always)]
+unsafe fn deposit(ts: *mut ThreadState, carried: *const Words) {
+    if !ptr::eq(carried, &NOTHING) {
+        // SAFETY: guaranteed by the caller; the slot is empty outside a
+        // lean switch's return (it is emptied by `take_and_settle`).
+        unsafe { (*ts).slot.put(receive(carried)) };
+    }
+}
+
+/// From main, resume `dest` with `carried` and return once control is back
+/// on main (main current again), with what that switch carried. The first
+/// resume is inline (a switch from main usually comes straight back); the
+/// dispatcher's loop runs only if the greenlet hands on.
+///
+/// # Safety
+/// `ts` is live, main (`main`, the state's `main_ptr`) is the current
+/// greenlet, and `dest` is a live, started or prepared greenlet of this
+/// thread.
+#[inline(always)]
+unsafe fn resume_from_main_with(
+    ts: *mut ThreadState,
+    main: *const Record,
+    dest: *const Record,
+    carried: *const Words,
+) -> *const Words {
+    // SAFETY: guaranteed by the caller.
     unsafe {
-        let word = resume(ts, dest);
+        let (word, mut back) = resume(ts, dest, carried);
         if word != main as usize {
-            dispatch_loop(ts, word as *const Record);
+            back = dispatch_loop(ts, word as *const Record, back);
         }
         (*ts).current = main;
+        back
     }
 }
 
 /// Hand control from `current`, the current greenlet (not main), to
-/// `dest`: straight to `dest`'s stack where that can be done
+/// `dest` with `carried`: straight to `dest`'s stack where that can be done
 /// ([`context::hand_off`]: `dest` has a fiber, so it is not main), else by
 /// suspending to main's stack with `dest` as the word for the dispatcher.
-/// Returns when some context switches back; unwinds if that was a forced
-/// unwind ([`context::FORCE`]).
+/// Returns what the switch back carried, when some context switches back;
+/// unwinds if that was a forced unwind ([`context::FORCE`]).
 ///
 /// # Safety
 /// `ts` is the live state, `current` its current greenlet, not main, and
 /// `dest` a live, started or prepared greenlet of this thread (or main)
 /// other than `current`.
 #[inline(always)]
-pub(super) unsafe fn suspend_to(ts: *mut ThreadState, current: *const Record, dest: *const Record) {
+unsafe fn suspend_to_with(
+    ts: *mut ThreadState,
+    current: *const Record,
+    dest: *const Record,
+    carried: *const Words,
+) -> *const Words {
     // SAFETY: guaranteed by the caller; `current`'s top is set because a
     // non-main current greenlet is running inside its `root`, on that
     // coroutine; `dest`'s fiber, if it has one, is suspended (it is not
@@ -397,28 +517,29 @@ pub(super) unsafe fn suspend_to(ts: *mut ThreadState, current: *const Record, de
         #[cfg(all(target_arch = "x86_64", target_family = "unix"))]
         // Main never has a fiber (it runs on the thread's own stack): a
         // switch to main suspends to it.
-        let word = match (*(*dest).local()).fiber.as_ref() {
+        let (word, back) = match (*(*dest).local()).fiber.as_ref() {
             Some(fiber) => {
                 (*ts).current = dest;
                 stack::running(Some(fiber.stack()));
-                context::hand_off(top, fiber.top(), dest as usize)
+                context::hand_off(top, fiber.top(), dest as usize, carried.cast())
             }
-            _ => context::suspend(top, dest as usize),
+            _ => context::suspend(top, dest as usize, carried.cast()),
         };
         #[cfg(not(all(target_arch = "x86_64", target_family = "unix")))]
-        let word = {
+        let (word, back) = {
             let _ = ts;
-            context::suspend(top, dest as usize)
+            context::suspend(top, dest as usize, carried.cast())
         };
         if word == context::FORCE {
             context::unwind_now();
         }
+        back.cast()
     }
 }
 
-/// Resume `next` on the main greenlet's stack until it hands control on;
-/// returns the word it handed on (the next greenlet's record, main's
-/// included).
+/// Resume `next` with `carried` on the main greenlet's stack until it hands
+/// control on; returns the word it handed on (the next greenlet's record,
+/// main's included) and what it carried.
 ///
 /// # Safety
 /// Runs on the main greenlet's stack; `next` is a live, started or prepared
@@ -426,13 +547,17 @@ pub(super) unsafe fn suspend_to(ts: *mut ThreadState, current: *const Record, de
 /// finished, by `retiring`); its `co` field is borrowed only for the resume,
 /// while its code touches other fields.
 #[inline(always)]
-unsafe fn resume(ts: *mut ThreadState, next: *const Record) -> usize {
+unsafe fn resume(
+    ts: *mut ThreadState,
+    next: *const Record,
+    carried: *const Words,
+) -> (usize, *const Words) {
     // SAFETY: guaranteed by the caller.
     unsafe {
         (*ts).current = next;
         let local = (*next).local();
         let Some(fiber) = (*local).fiber.as_ref() else {
-            return (*ts).main_ptr as usize;
+            return ((*ts).main_ptr as usize, carried);
         };
         // Marked for the overflow handler; left marked after the coroutine
         // suspends (one thread-local store fewer per switch): the handler
@@ -443,7 +568,8 @@ unsafe fn resume(ts: *mut ThreadState, next: *const Record) -> usize {
         // By its address: the coroutine stays where it is (at the top of its
         // stack) while its body's end moves the fiber out of the record
         // (`keep_finished`).
-        context::resume(fiber.top(), next as usize)
+        let (word, back) = context::resume_with(fiber.top(), next as usize, carried.cast());
+        (word, back.cast())
     }
 }
 
@@ -463,16 +589,23 @@ fn run_bodies(ts: *mut ThreadState, top: *mut Top, yielder: &Yielder<usize, usiz
     // stale (`context.rs` switches this coroutine since).
     let _abort = AbortOnUnwind;
     // SAFETY: first thing on this coroutine, with its own top and yielder.
-    let mut next = unsafe { context::prime(top, yielder) };
+    let (mut next, mut carried) = unsafe { context::prime(top, yielder) };
     loop {
         let record = next as *const Record;
         debug_assert_ne!(next, context::FORCE, "a parked coroutine is never unwound");
-        let word = root(ts, record, top);
+        // SAFETY: what the resume that starts this body carried.
+        let word = root(ts, record, top, unsafe { receive(carried.cast()) });
+        let mut result = MaybeUninit::<Words>::uninit();
         // SAFETY: `root` returned on this coroutine, for `record`, alive
-        // (registered, or kept by `retiring`) on its owner thread.
-        unsafe { keep_finished(ts, record) };
-        // SAFETY: we run on `top`'s coroutine.
-        next = unsafe { context::suspend(top, word) };
+        // (registered, or kept by `retiring`) on its owner thread; `finish`
+        // left the result in the slot (empty after a forced unwind).
+        unsafe {
+            keep_finished(ts, record);
+            Words::write(result.as_mut_ptr(), (*ts).slot.take());
+        }
+        // SAFETY: we run on `top`'s coroutine; the receiver moves the
+        // result out of `result`, which is never dropped.
+        (next, carried) = unsafe { context::suspend(top, word, result.as_ptr().cast()) };
     }
 }
 
@@ -562,38 +695,55 @@ unsafe fn keep_finished(ts: *mut ThreadState, record: *const Record) {
     }
 }
 
-/// The loop on the thread's native stack: resume greenlets until one hands
-/// control to main (greenlet to greenlet switches pass through here).
+/// The loop on the thread's native stack: resume greenlets, each with what
+/// the previous one carried, until one hands control to main (greenlet to
+/// greenlet switches without a hand-off pass through here); returns what
+/// that one carried.
 ///
 /// # Safety
 /// Runs on the main greenlet's stack, called by [`jump`] with the main
 /// greenlet current (`jump` makes it current again afterwards); `next` is a
 /// live, started or prepared greenlet of this thread.
 #[inline(never)]
-unsafe fn dispatch_loop(ts: *mut ThreadState, mut next: *const Record) {
+unsafe fn dispatch_loop(
+    ts: *mut ThreadState,
+    mut next: *const Record,
+    mut carried: *const Words,
+) -> *const Words {
     // SAFETY: as for `resume`, for every greenlet resumed.
     unsafe {
         let main = (*ts).main_ptr as usize;
         loop {
-            let word = resume(ts, next);
+            let (word, back) = resume(ts, next, carried);
             if word == main {
-                break;
+                return back;
             }
             next = word as *const Record;
+            carried = back;
         }
     }
 }
 
-/// Take what the last transfer brought and do the pending work (trace
-/// event, released records, deferred kills) in this, the receiving context.
+/// Take what the last transfer left in the slot ([`deposit`]) and do the
+/// pending work, as [`settle_received`] does.
 ///
 /// # Safety
 /// `ts` is the calling thread's live state.
 #[inline(always)]
 pub(super) unsafe fn take_and_settle(ts: *mut ThreadState) -> Payload {
     // SAFETY: guaranteed by the caller.
+    unsafe { settle_received(ts, (*ts).slot.take()) }
+}
+
+/// `payload` came with the last transfer: do the pending work (trace
+/// event, released records, deferred kills) in this, the receiving context.
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+#[inline(always)]
+unsafe fn settle_received(ts: *mut ThreadState, payload: Payload) -> Payload {
+    // SAFETY: guaranteed by the caller.
     unsafe {
-        let payload = (*ts).slot.take();
         if must_settle(ts) {
             // By value, not by reference: a payload whose address is taken
             // lives in memory even on the fast path.
@@ -611,8 +761,15 @@ pub(super) unsafe fn take_and_settle(ts: *mut ThreadState) -> Payload {
 /// `ts` is the calling thread's live state.
 #[inline(always)]
 pub(super) unsafe fn must_settle(ts: *mut ThreadState) -> bool {
-    // SAFETY: guaranteed by the caller; short reads.
-    unsafe { (*ts).work | ThreadState::link(ts).has_mail.load(Ordering::Relaxed) }
+    // SAFETY: guaranteed by the caller; short reads. Or-ed as integers:
+    // one test and one branch rather than two of each.
+    unsafe {
+        // The mail flag read as the byte it is (`AtomicBool` and `AtomicU8`
+        // have the same layout; every access to it is atomic): a `bool`'s
+        // load is normalized first, two instructions more.
+        let mail = AtomicU8::from_ptr(ThreadState::link(ts).has_mail.as_ptr().cast());
+        (u8::from((*ts).work) | mail.load(Ordering::Relaxed)) != 0
+    }
 }
 
 #[cold]
@@ -636,7 +793,12 @@ unsafe fn settle(ts: *mut ThreadState, mut payload: Payload) -> Payload {
 /// its thread's state (which outlives every run of its coroutines: the
 /// state is freed at thread exit after they were unwound or leaked).
 #[inline(always)]
-fn root(ts: *mut ThreadState, record_ptr: *const Record, top: *mut Top) -> usize {
+fn root(
+    ts: *mut ThreadState,
+    record_ptr: *const Record,
+    top: *mut Top,
+    mut payload: Payload,
+) -> usize {
     // SAFETY: the dispatcher resumed this coroutine on its owner thread, so
     // `ts` is live and `record_ptr` is the live record of the current
     // greenlet (kept by the registry); accesses to its `local` are short.
@@ -645,7 +807,6 @@ fn root(ts: *mut ThreadState, record_ptr: *const Record, top: *mut Top) -> usize
         let local = record.local();
         (*local).top = top;
         record.mark_started();
-        let mut payload = (*ts).slot.take();
         if must_settle(ts) {
             match settle_at_start(ts, record_ptr, payload) {
                 Some(settled) => payload = settled,

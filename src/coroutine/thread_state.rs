@@ -76,10 +76,10 @@ pub(crate) struct ThreadState {
     /// and which cannot switch away meanwhile; written only through
     /// [`ThreadState::set_unwinding`].
     unwinding: *const Record,
-    /// Nonzero when `trace_hook.is_some() || !unwinding.is_null()`, kept by
-    /// their setters so that the sending side of a switch tests one word (a
-    /// word, not a `bool`: the test compiles to one compare with memory).
-    slow_switch: usize,
+    /// 1 when `trace_hook.is_some() || !unwinding.is_null()`, else 0, kept
+    /// by their setters so that the sending side of a switch tests one byte
+    /// (or-ed with the process-wide hook's, `trace::global_on`).
+    slow_switch: u8,
     /// This thread's block of greenlet ids.
     pub(crate) ids: IdBlock,
     /// The fiber (coroutine and stack) of the last greenlet that finished,
@@ -124,15 +124,15 @@ impl ThreadState {
         self.refresh_slow_switch();
     }
 
-    /// Whether the sending side of a switch must take the slow path: a trace
-    /// hook is set or a greenlet is being force-unwound.
+    /// 1 when the sending side of a switch must take the slow path (a trace
+    /// hook is set or a greenlet is being force-unwound), else 0.
     #[inline(always)]
-    pub(crate) fn slow_switch(&self) -> bool {
-        self.slow_switch != 0
+    pub(crate) fn slow_switch(&self) -> u8 {
+        self.slow_switch
     }
 
     fn refresh_slow_switch(&mut self) {
-        self.slow_switch = usize::from(self.trace_hook.is_some() || !self.unwinding.is_null());
+        self.slow_switch = u8::from(self.trace_hook.is_some() || !self.unwinding.is_null());
     }
 
     /// The thread's link, borrowed from the state.

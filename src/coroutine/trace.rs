@@ -8,7 +8,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -122,7 +122,10 @@ pub type TraceHook = Arc<dyn Fn(&TraceEvent) -> Result<(), GreenletError> + Send
 pub type ThreadTraceHook = Rc<dyn Fn(&TraceEvent) -> Result<(), GreenletError> + 'static>;
 
 static GLOBAL_HOOK: Mutex<Option<TraceHook>> = Mutex::new(None);
-static GLOBAL_ON: AtomicBool = AtomicBool::new(false);
+/// 1 while a process-wide hook is installed, else 0: a byte rather than an
+/// `AtomicBool`, so that the switch's test or-s it with the thread's flag
+/// as it is loaded (a `bool`'s load is normalized first, two instructions).
+static GLOBAL_ON: AtomicU8 = AtomicU8::new(0);
 
 /// Set the calling thread's trace hook (`None` removes it); returns the
 /// previous one.
@@ -180,13 +183,13 @@ pub fn gettrace() -> Option<ThreadTraceHook> {
 /// ```
 pub fn set_global_trace(hook: Option<TraceHook>) -> Option<TraceHook> {
     let mut global = GLOBAL_HOOK.lock();
-    GLOBAL_ON.store(hook.is_some(), Ordering::Release);
+    GLOBAL_ON.store(u8::from(hook.is_some()), Ordering::Release);
     std::mem::replace(&mut *global, hook)
 }
 
-/// Whether a process-wide hook is installed.
+/// 1 when a process-wide hook is installed, else 0.
 #[inline(always)]
-pub(crate) fn global_on() -> bool {
+pub(crate) fn global_on() -> u8 {
     GLOBAL_ON.load(Ordering::Relaxed)
 }
 
@@ -200,7 +203,7 @@ pub(crate) unsafe fn active(ts: *mut ThreadState) -> bool {
     unsafe {
         // The hooks first: with none set (the common case) that is two
         // tests, and `in_trace` is not read.
-        ((*ts).trace_hook().is_some() || GLOBAL_ON.load(Ordering::Relaxed)) && !(*ts).in_trace
+        ((*ts).trace_hook().is_some() || global_on() != 0) && !(*ts).in_trace
     }
 }
 
@@ -236,14 +239,14 @@ pub(crate) unsafe fn run_hooks(
                 result = Err(err);
             }
         }
-        if result.is_ok() && GLOBAL_ON.load(Ordering::Acquire) {
+        if result.is_ok() && GLOBAL_ON.load(Ordering::Acquire) != 0 {
             let global = GLOBAL_HOOK.lock().clone();
             if let Some(hook) = global {
                 if let Err(err) = call(&*hook, &event) {
                     let removed = {
                         let mut slot = GLOBAL_HOOK.lock();
                         if slot.as_ref().is_some_and(|h| Arc::ptr_eq(h, &hook)) {
-                            GLOBAL_ON.store(false, Ordering::Release);
+                            GLOBAL_ON.store(0, Ordering::Release);
                             slot.take()
                         } else {
                             None

@@ -134,6 +134,19 @@ impl Value {
         Value::new(())
     }
 
+    /// The unit value as a constant, for a static: what a switch that
+    /// carries no payload brings (`payload::NOTHING`).
+    pub(crate) const UNIT: Value = Value {
+        storage: Storage::uninit(),
+        meta: &Meta {
+            type_id: TypeId::of::<()>,
+            type_name: std::any::type_name::<()>,
+            drop: None,
+            boxed: false,
+        },
+        _not_send: PhantomData,
+    };
+
     /// Whether the value holds a `T`.
     ///
     /// ```
