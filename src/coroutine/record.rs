@@ -306,7 +306,9 @@ pub(crate) struct Local {
     /// finishes.
     pub(crate) fiber: Option<Fiber>,
     /// Its coroutine's state (its fiber's top), set when it starts (null
-    /// before): where the running greenlet's switches save its context.
+    /// before its first greenlet; a reused record keeps its last one's,
+    /// never read before the start sets it again): where the running
+    /// greenlet's switches save its context.
     pub(crate) top: *mut Top,
     /// Where the result goes instead of the parent (the killer).
     pub(crate) return_to: Option<Arc<Record>>,
@@ -391,13 +393,14 @@ impl Spare {
     #[inline(always)]
     pub(crate) unsafe fn push(&mut self, record: Arc<Record>) {
         // SAFETY: guaranteed by the caller. A record off the list has no
-        // next one (`pop` takes it), so the write over it drops nothing.
+        // next one (`pop` takes it), and `top` is empty once taken, so
+        // neither write drops anything (and the push calls nothing).
         unsafe {
             let next = ptr::addr_of_mut!((*record.local()).next_spare);
             debug_assert!((*next).is_none(), "a record off the list has no next");
             ptr::write(next, self.top.take());
+            ptr::write(&mut self.top, Some(record));
         }
-        self.top = Some(record);
         self.len += 1;
     }
 }
@@ -780,34 +783,49 @@ impl Record {
         if finalizers.as_ref().is_some_and(|list| !list.is_empty()) {
             return None;
         }
-        Some(self.reset_without_finalizers(main))
-    }
-
-    /// [`reset_for_reuse`](Self::reset_for_reuse) of a record whose
-    /// finalizer list is empty or gone (finalized): always the case when no
-    /// finalizer was ever registered (`has_finalizers` is false), which
-    /// `ThreadState::recycle_finished` tested.
-    #[inline(always)]
-    pub(crate) fn reset_without_finalizers(
-        &mut self,
-        main: &Arc<Record>,
-    ) -> (bool, Option<Greenlet>) {
-        let finalizers = self.finalizers.get_mut();
-        debug_assert!(!finalizers.as_ref().is_some_and(|list| !list.is_empty()));
-        // `None` once finalized; else already the empty list (tested here
-        // rather than through `get_or_insert_with`, which was not inlined).
-        if finalizers.is_none() {
-            *finalizers = Some(Finalizers::new());
-        }
         *self.has_finalizers.get_mut() = false;
-        let counted = !mem::replace(self.uncounted.get_mut(), false);
-        self.local.get_mut().top = ptr::null_mut();
         self.name = None;
         let parent = self.parent.get_mut();
         let keep = parent
             .as_ref()
             .is_some_and(|p| Arc::ptr_eq(&p.record, main));
-        (counted, if keep { None } else { parent.take() })
+        let old_parent = if keep { None } else { parent.take() };
+        Some((self.reset_kept(), old_parent))
+    }
+
+    /// Whether a dead record's reset would keep everything but its
+    /// finalizer list and count as it is: it has no name and its parent is
+    /// `main` (kept for the next greenlet). Owner thread only.
+    #[inline(always)]
+    pub(crate) fn resets_in_place(&self, main: *const Record) -> bool {
+        // SAFETY: the parent is written only on the owner thread, the
+        // caller's (see `live_parent_ptr`), so this read overlaps no write.
+        let parent = unsafe { &*self.parent.data_ptr() };
+        self.name.is_none()
+            && parent
+                .as_ref()
+                .is_some_and(|p| ptr::eq(Arc::as_ptr(&p.record), main))
+    }
+
+    /// The part of a dead record's reset that every reuse needs, all of it
+    /// for a record that [`resets_in_place`](Self::resets_in_place) and
+    /// never had a finalizer (`has_finalizers` false, as
+    /// `ThreadState::recycle_finished` tested): its finalizer list again
+    /// (`None` once finalized, else already the empty list), and counted
+    /// again. Returns whether it was still counted in [`live_greenlets`].
+    /// Its coroutine state (`Local::top`) stays as it was: it is read only
+    /// while its greenlet runs, and set when it starts.
+    #[inline(always)]
+    pub(crate) fn reset_kept(&mut self) -> bool {
+        let finalizers = self.finalizers.get_mut();
+        debug_assert!(!finalizers.as_ref().is_some_and(|list| !list.is_empty()));
+        // Tested here rather than through `get_or_insert_with`, which was
+        // not inlined; the `None` replaced is forgotten (nothing to drop),
+        // so the reset calls no drop glue.
+        if finalizers.is_none() {
+            mem::forget(mem::replace(finalizers, Some(Finalizers::new())));
+        }
+        !mem::replace(self.uncounted.get_mut(), false)
     }
 
     /// Make a spare record (reset by [`reset_for_reuse`](Self::reset_for_reuse))

@@ -241,7 +241,9 @@ impl ThreadState {
     /// `Record::finalize_unreachable`), and its owner-only part is empty (a
     /// dead greenlet's closure, coroutine and stack went when it died; the
     /// killer's link when its kill returned): tested anyway, as
-    /// [`recycle`](Self::recycle) does. Otherwise `record` comes back,
+    /// [`recycle`](Self::recycle) does. Its name (none) and parent (main's)
+    /// stay as they are (`Record::resets_in_place`), so nothing is dropped
+    /// here and the caller's path stays a leaf. Otherwise `record` comes back,
     /// nothing changed, for the general path.
     ///
     /// # Safety
@@ -267,6 +269,7 @@ impl ThreadState {
                 && !local.run.is_some()
                 && local.fiber.is_none()
                 && local.return_to.is_none()
+                && record.resets_in_place((*ts).main_ptr)
         };
         if !simple {
             return Some(record);
@@ -277,8 +280,7 @@ impl ThreadState {
         // SAFETY: as in `recycle`: `record` and the registry's entry are the
         // only references (tested above), so nothing else reads or writes
         // the record during the reset.
-        let (counted, old_parent) =
-            unsafe { (*Arc::as_ptr(&record).cast_mut()).reset_without_finalizers(&(*ts).main) };
+        let counted = unsafe { (*Arc::as_ptr(&record).cast_mut()).reset_kept() };
         // SAFETY: `ts` is live and owns the reset, registered record.
         unsafe {
             if counted {
@@ -286,9 +288,6 @@ impl ThreadState {
             }
             (*ts).spare.push(record);
         }
-        // Dropping another parent's handle may kill it (user code), after the
-        // record was put away.
-        drop(old_parent);
         None
     }
 
