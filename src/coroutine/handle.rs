@@ -8,8 +8,9 @@
 //! `throw`) and the lifecycle (`kill`, and what a handle's drop does).
 
 use std::fmt;
-use std::mem::ManuallyDrop;
+use std::mem::{self, ManuallyDrop};
 use std::ptr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::error::GreenletError;
@@ -521,16 +522,39 @@ impl GreenletBuilder {
 }
 
 /// [`spawn_in`] for [`Greenlet::new`]: no parent given (the current
-/// greenlet), no name, the default stack size. Its own copy, so that the
-/// common case is compiled with those constants (no parent or name to move
-/// or test, fewer registers to save).
+/// greenlet), no name, the default stack size. Its common case, main
+/// creating a greenlet with no mail to read and a spare record that kept
+/// main as its parent, takes that record as it is and calls nothing (so it
+/// saves no register); anything else goes through [`spawn_configured`].
 ///
 /// # Safety
 /// `ts` is the calling thread's live state.
 #[inline(never)]
 unsafe fn spawn_default(ts: *mut ThreadState) -> Greenlet {
-    // SAFETY: guaranteed by the caller.
-    unsafe { spawn_in(ts, None, None, default_stack_size()) }
+    // SAFETY: `ts` is live (caller); the accesses below are short and run
+    // no user code. `current` is main's record, alive.
+    unsafe {
+        let plain = !ThreadState::link(ts).has_mail.load(Ordering::Relaxed)
+            && ptr::eq((*ts).current, (*ts).main_ptr);
+        if plain {
+            if let Some(record) = (*ts).spare.pop_if(|r| r.kept_main_parent()) {
+                (*ts).records.add(1);
+                let id = (*ts).ids.take();
+                // SAFETY: `record` came from `spare` (a reset record of
+                // this thread, referred to by `record` and the registry
+                // only, as `reuse` needs). It kept main's parent handle,
+                // which main's new greenlet gets: nothing replaced.
+                let spare = &mut *Arc::as_ptr(&record).cast_mut();
+                let replaced = spare.reuse(id, None, default_stack_size(), None);
+                debug_assert!(replaced.is_none());
+                mem::forget(replaced);
+                return Greenlet {
+                    record: ManuallyDrop::new(record),
+                };
+            }
+        }
+        spawn_configured(ts, None, None, default_stack_size())
+    }
 }
 
 /// Create a greenlet in `ts`'s thread, without its closure (see

@@ -385,6 +385,20 @@ impl Spare {
         Some(record)
     }
 
+    /// Take the record on top of the list if `keep` says so (`false` with
+    /// an empty list).
+    ///
+    /// # Safety
+    /// As for [`pop`](Self::pop).
+    #[inline(always)]
+    pub(crate) unsafe fn pop_if(&mut self, keep: impl FnOnce(&Record) -> bool) -> Option<Arc<Record>> {
+        if !keep(self.top.as_deref()?) {
+            return None;
+        }
+        // SAFETY: guaranteed by the caller.
+        unsafe { self.pop() }
+    }
+
     /// Put a record on the list.
     ///
     /// # Safety
@@ -795,9 +809,12 @@ impl Record {
 
     /// Whether a dead record's reset would keep everything but its
     /// finalizer list and count as it is: it has no name and its parent is
-    /// `main` (kept for the next greenlet). Owner thread only.
+    /// `main` (kept for the next greenlet).
+    ///
+    /// # Safety
+    /// Called on the owner thread.
     #[inline(always)]
-    pub(crate) fn resets_in_place(&self, main: *const Record) -> bool {
+    pub(crate) unsafe fn resets_in_place(&self, main: *const Record) -> bool {
         // SAFETY: the parent is written only on the owner thread, the
         // caller's (see `live_parent_ptr`), so this read overlaps no write.
         let parent = unsafe { &*self.parent.data_ptr() };
@@ -849,6 +866,18 @@ impl Record {
         *self.flags.get_mut() = Flags::UNSTARTED.0;
         self.local.get_mut().stack_size = stack_size;
         parent.and_then(|p| self.parent.get_mut().replace(p))
+    }
+
+    /// Whether a spare record kept its parent (main's) for the next
+    /// greenlet.
+    ///
+    /// # Safety
+    /// Called on the owner thread (see `live_parent_ptr`).
+    #[inline(always)]
+    pub(crate) unsafe fn kept_main_parent(&self) -> bool {
+        // SAFETY: the parent is written only on the owner thread, the
+        // caller's, so this read overlaps no write.
+        unsafe { (*self.parent.data_ptr()).is_some() }
     }
 
     /// Whether a spare record kept its parent (main's) for the next greenlet.
