@@ -36,6 +36,8 @@ use crate::diag::diag_error;
 /// a handle made and dropped again meanwhile starts no second kill); `leaked`
 /// on one that survived that kill with no handle made meanwhile: it is left
 /// alone by further kills on drop and stays suspended until its thread exits.
+/// `reusable` on a greenlet whose body just finished with its record ready
+/// for reuse as it is (see [`Flags::is_reusable`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Flags(u8);
 
@@ -45,6 +47,7 @@ impl Flags {
     const MAIN: u8 = 4;
     const LEAKED: u8 = 8;
     const KILLING: u8 = 16;
+    const REUSABLE: u8 = 32;
 
     /// A new greenlet, not yet switched into.
     pub(crate) const UNSTARTED: Flags = Flags(0);
@@ -106,6 +109,22 @@ impl Flags {
     #[inline(always)]
     pub(crate) const fn is_simply_finished(self) -> bool {
         self.0 & (Flags::DEAD | Flags::MAIN | Flags::LEAKED | Flags::KILLING) == Flags::DEAD
+    }
+
+    /// [`is_simply_finished`](Self::is_simply_finished), and its record
+    /// was ready for reuse as it is when its body ended (`switch::finish`):
+    /// registered, with handles, no killer's link, no name, main's handle
+    /// as its parent, its closure and fiber gone (the fiber right after,
+    /// before its coroutine parked), not being unwound. It stays so: it
+    /// is cleared when the record leaves the registry
+    /// (`ThreadState::unregister`) or its parent is replaced
+    /// ([`Record::replace_parent`]), and nothing else of it changes once
+    /// dead; so its only handle's drop tests this instead of each of them
+    /// (`ThreadState::recycle_finished`).
+    #[inline(always)]
+    pub(crate) const fn is_reusable(self) -> bool {
+        self.0 & (Flags::DEAD | Flags::MAIN | Flags::LEAKED | Flags::KILLING | Flags::REUSABLE)
+            == Flags::DEAD | Flags::REUSABLE
     }
 
     /// `dead`, `active` or `unstarted`, for `Debug`.
@@ -573,6 +592,23 @@ impl Record {
         self.mark(Flags::DEAD);
     }
 
+    /// Its body ended (see `switch::finish`): dead, and
+    /// [`reusable`](Flags::is_reusable) if `reusable`.
+    #[inline(always)]
+    pub(crate) fn mark_finished(&self, reusable: bool) {
+        let reusable = if reusable { Flags::REUSABLE } else { 0 };
+        self.mark(Flags::DEAD | reusable);
+    }
+
+    /// No longer [`reusable`](Flags::is_reusable) as it is.
+    #[inline]
+    pub(crate) fn clear_reusable(&self) {
+        let flags = self.flags.load(Ordering::Relaxed);
+        if flags & Flags::REUSABLE != 0 {
+            self.flags.store(flags & !Flags::REUSABLE, Ordering::Release);
+        }
+    }
+
     /// It ignored the kill of its last handle's drop (see [`Flags`]).
     #[inline]
     pub(crate) fn mark_leaked(&self) {
@@ -705,9 +741,13 @@ impl Record {
     }
 
     /// Make `parent` its parent; returns the previous one (for the caller
-    /// to drop after the lock is released).
+    /// to drop after the lock is released). On the owner thread (it writes
+    /// the flags: the record is no longer [`reusable`](Flags::is_reusable)
+    /// as it is, its parent being another handle now).
     pub(crate) fn replace_parent(&self, parent: Greenlet) -> Option<Greenlet> {
-        self.parent.lock().replace(parent)
+        let old = self.parent.lock().replace(parent);
+        self.clear_reusable();
+        old
     }
 
     /// Register a finalizer, or hand it back if the greenlet was finalized
