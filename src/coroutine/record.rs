@@ -410,7 +410,10 @@ impl Spare {
     /// # Safety
     /// As for [`pop`](Self::pop).
     #[inline(always)]
-    pub(crate) unsafe fn pop_if(&mut self, keep: impl FnOnce(&Record) -> bool) -> Option<Arc<Record>> {
+    pub(crate) unsafe fn pop_if(
+        &mut self,
+        keep: impl FnOnce(&Record) -> bool,
+    ) -> Option<Arc<Record>> {
         if !keep(self.top.as_deref()?) {
             return None;
         }
@@ -605,7 +608,8 @@ impl Record {
     pub(crate) fn clear_reusable(&self) {
         let flags = self.flags.load(Ordering::Relaxed);
         if flags & Flags::REUSABLE != 0 {
-            self.flags.store(flags & !Flags::REUSABLE, Ordering::Release);
+            self.flags
+                .store(flags & !Flags::REUSABLE, Ordering::Release);
         }
     }
 
