@@ -36,8 +36,8 @@ use crate::diag::diag_error;
 /// a handle made and dropped again meanwhile starts no second kill); `leaked`
 /// on one that survived that kill with no handle made meanwhile: it is left
 /// alone by further kills on drop and stays suspended until its thread exits.
-/// `reusable` on a greenlet whose body just finished with its record ready
-/// for reuse as it is (see [`Flags::is_reusable`]).
+/// `reusable` on a dead greenlet whose record is ready for reuse as it is
+/// (see [`Flags::is_reusable`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Flags(u8);
 
@@ -111,15 +111,17 @@ impl Flags {
         self.0 & (Flags::DEAD | Flags::MAIN | Flags::LEAKED | Flags::KILLING) == Flags::DEAD
     }
 
-    /// [`is_simply_finished`](Self::is_simply_finished), and its record
-    /// was ready for reuse as it is when its body ended (`switch::finish`):
-    /// registered, with handles, no killer's link, no name, main's handle
-    /// as its parent, its closure and fiber gone (the fiber right after,
-    /// before its coroutine parked), not being unwound. It stays so: it
-    /// is cleared when the record leaves the registry
-    /// (`ThreadState::unregister`) or its parent is replaced
-    /// ([`Record::replace_parent`]), and nothing else of it changes once
-    /// dead; so its only handle's drop tests this instead of each of them
+    /// [`is_simply_finished`](Self::is_simply_finished), and its record is
+    /// ready for reuse as it is: when its body ended (`switch::finish`) it
+    /// had no name, main's handle as its parent, a handle left and no
+    /// killer's link, and was not being unwound; since, it stayed
+    /// registered (`ThreadState::unregister` clears the mark) and its
+    /// parent main's ([`Record::replace_parent`] clears it otherwise). The
+    /// rest holds for every dead greenlet with a handle whose body ended:
+    /// not current, its closure gone at its start, its fiber right after
+    /// its end (`switch::keep_finished`; a body that ended during its
+    /// forced unwind keeps its fiber, and is not marked). So its only
+    /// handle's drop tests this instead of each of them
     /// (`ThreadState::recycle_finished`).
     #[inline(always)]
     pub(crate) const fn is_reusable(self) -> bool {
@@ -745,13 +747,15 @@ impl Record {
     }
 
     /// Make `parent` its parent; returns the previous one (for the caller
-    /// to drop after the lock is released). On the owner thread (it writes
-    /// the flags: the record is no longer [`reusable`](Flags::is_reusable)
-    /// as it is, its parent being another handle now).
+    /// to drop after the lock is released). On the owner thread, with a
+    /// parent of that thread (it writes the flags: the record is no longer
+    /// [`reusable`](Flags::is_reusable) as it is unless the new parent is
+    /// the thread's main greenlet, as a kill from main makes it).
     pub(crate) fn replace_parent(&self, parent: Greenlet) -> Option<Greenlet> {
-        let old = self.parent.lock().replace(parent);
-        self.clear_reusable();
-        old
+        if !parent.record.flags().is_main() {
+            self.clear_reusable();
+        }
+        self.parent.lock().replace(parent)
     }
 
     /// Register a finalizer, or hand it back if the greenlet was finalized

@@ -713,10 +713,9 @@ unsafe fn finish(ts: *mut ThreadState, record_ptr: *const Record, result: Payloa
             Some(parent) => {
                 note_trace(ts, &payload);
                 (*ts).slot.put(payload);
-                // What a reuse of the record as it is needs, and does not
-                // change once it is dead (see `Flags::is_reusable`); its
-                // fiber leaves next (`keep_finished`) unless it is being
-                // unwound.
+                // What a reuse of the record as it is needs from its end
+                // (see `Flags::is_reusable`; with no handle left, the
+                // unregister below clears the mark again).
                 let in_place = ptr::eq(parent, (*ts).main_ptr)
                     && record.given_name().is_none()
                     && (*ts).unwinding() != record_ptr;
@@ -724,12 +723,12 @@ unsafe fn finish(ts: *mut ThreadState, record_ptr: *const Record, result: Payloa
             }
             None => (finish_elsewhere(ts, record, payload), false),
         };
+        record.mark_finished(in_place);
         // With a handle left, it stays registered (which keeps the record
         // alive past this stack) until its last handle goes (see `Record`).
         // Without one, it leaves the registry now; `retiring` keeps it alive
         // until the next context, where it is finalized.
         let handles = record.handles();
-        record.mark_finished(in_place && handles != 0);
         if handles == 0 {
             let me = ThreadState::unregister(ts, record);
             if let Some(me) = &me {
