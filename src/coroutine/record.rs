@@ -370,10 +370,15 @@ impl Local {
 }
 
 /// A thread's spare records (see [`Record`]): dead records that only this
-/// list and the thread's registry refer to, linked through their
-/// `next_spare` field.
+/// list and the thread's registry refer to, each with main's handle as its
+/// parent (kept, or given by the reset: see [`Record::reset_for_reuse`]).
+/// The one kept last waits in `hot`, so that the common drop of one
+/// greenlet followed by the creation of the next moves it in and out of
+/// one slot; the others are linked through their `next_spare` field.
 pub(crate) struct Spare {
+    hot: Option<Arc<Record>>,
     top: Option<Arc<Record>>,
+    /// Records in the linked list (`hot` not counted).
     len: usize,
 }
 
@@ -383,56 +388,56 @@ const SPARE_RECORDS: usize = 64;
 impl Spare {
     /// No spare record.
     pub(crate) const fn new() -> Spare {
-        Spare { top: None, len: 0 }
+        Spare {
+            hot: None,
+            top: None,
+            len: 0,
+        }
     }
 
     /// Whether another record may be kept.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn has_room(&self) -> bool {
-        self.len < SPARE_RECORDS
+        self.hot.is_none() || self.len < SPARE_RECORDS - 1
     }
 
-    /// Take a record off the list.
+    /// Take a record (the one kept last if there is one).
     ///
     /// # Safety
     /// Called on the thread that owns the list.
-    #[inline]
+    #[inline(always)]
     pub(crate) unsafe fn pop(&mut self) -> Option<Arc<Record>> {
+        if let Some(record) = self.hot.take() {
+            return Some(record);
+        }
         let record = self.top.take()?;
         // SAFETY: the owner thread; the record is referred to by this list
         // and the registry only, so nothing else accesses its `local`.
-        self.top = unsafe { (*record.local()).next_spare.take() };
+        // `top` was emptied by the `take`: the write over it drops nothing
+        // (and the pop calls nothing).
+        unsafe { ptr::write(&mut self.top, (*record.local()).next_spare.take()) };
         self.len -= 1;
         Some(record)
     }
 
-    /// Take the record on top of the list if `keep` says so (`false` with
-    /// an empty list).
-    ///
-    /// # Safety
-    /// As for [`pop`](Self::pop).
-    #[inline(always)]
-    pub(crate) unsafe fn pop_if(
-        &mut self,
-        keep: impl FnOnce(&Record) -> bool,
-    ) -> Option<Arc<Record>> {
-        if !keep(self.top.as_deref()?) {
-            return None;
-        }
-        // SAFETY: guaranteed by the caller.
-        unsafe { self.pop() }
-    }
-
-    /// Put a record on the list.
+    /// Keep a record (there is room: [`has_room`](Self::has_room)).
     ///
     /// # Safety
     /// Called on the thread that owns the list; `record` is a reset dead
-    /// record of that thread, registered, with no other reference.
+    /// record of that thread, registered, with no other reference, and
+    /// main's handle as its parent.
     #[inline(always)]
     pub(crate) unsafe fn push(&mut self, record: Arc<Record>) {
+        debug_assert!(self.has_room());
+        if self.hot.is_none() {
+            // SAFETY: written over `None`: nothing to drop (and the push
+            // calls nothing).
+            unsafe { ptr::write(&mut self.hot, Some(record)) };
+            return;
+        }
         // SAFETY: guaranteed by the caller. A record off the list has no
         // next one (`pop` takes it), and `top` is empty once taken, so
-        // neither write drops anything (and the push calls nothing).
+        // neither write drops anything.
         unsafe {
             let next = ptr::addr_of_mut!((*record.local()).next_spare);
             debug_assert!((*next).is_none(), "a record off the list has no next");
@@ -478,8 +483,11 @@ pub(crate) struct Record {
     parent: Mutex<Option<Greenlet>>,
     /// `None` once finalized.
     finalizers: Mutex<Option<Finalizers>>,
-    /// Set (under the `finalizers` lock) once a finalizer was registered, so
-    /// that finalizing a record nobody else can reach skips the lock.
+    /// Set (under the `finalizers` lock) once a finalizer was registered or
+    /// the list was taken (finalized), so that finalizing a record nobody
+    /// else can reach skips the lock, and a record without it still has its
+    /// empty list (its reset for reuse has nothing to restore). Cleared by
+    /// that reset.
     has_finalizers: AtomicBool,
     /// Already taken out of [`live_greenlets`]: a dead greenlet whose last
     /// handle went on another thread, sent to its owner to be unregistered.
@@ -772,16 +780,20 @@ impl Record {
         }
     }
 
-    /// Whether a finalizer was ever registered (see `has_finalizers`).
+    /// Whether a finalizer was ever registered or the list taken (see
+    /// `has_finalizers`).
     #[inline]
     pub(crate) fn has_finalizers(&self) -> bool {
-        // Pairs with the Release store in `add_finalizer`.
+        // Pairs with the Release stores in `add_finalizer` and
+        // `take_finalizers`.
         self.has_finalizers.load(Ordering::Acquire)
     }
 
     /// Take the finalizers, marking the greenlet finalized.
     pub(crate) fn take_finalizers(&self) -> Finalizers {
-        self.finalizers.lock().take().unwrap_or_default()
+        let mut finalizers = self.finalizers.lock();
+        self.has_finalizers.store(true, Ordering::Release);
+        finalizers.take().unwrap_or_default()
     }
 
     /// Run the finalizers now (once).
@@ -832,9 +844,9 @@ impl Record {
 
     /// Clear what a dead record kept of its greenlet, for
     /// `ThreadState::recycle`; returns whether it was still counted in
-    /// [`live_greenlets`] and the parent handle to release (none if that is
-    /// `main`'s, kept for the next greenlet: its handle count drives
-    /// nothing). `None`, with nothing changed, if its finalizers did not
+    /// [`live_greenlets`] and the parent handle to release: the record gets
+    /// a handle of `main` as its parent (kept if it had one: its handle
+    /// count drives nothing) for the next greenlet (see [`Spare`]). `None`, with nothing changed, if its finalizers did not
     /// run: it is not reused then.
     #[inline(always)]
     pub(crate) fn reset_for_reuse(
@@ -845,13 +857,22 @@ impl Record {
         if finalizers.as_ref().is_some_and(|list| !list.is_empty()) {
             return None;
         }
+        // `None` once finalized; else already the empty list.
+        if finalizers.is_none() {
+            *finalizers = Some(Finalizers::new());
+        }
         *self.has_finalizers.get_mut() = false;
         self.name = None;
         let parent = self.parent.get_mut();
         let keep = parent
             .as_ref()
             .is_some_and(|p| Arc::ptr_eq(&p.record, main));
-        let old_parent = if keep { None } else { parent.take() };
+        let old_parent = if keep {
+            None
+        } else {
+            // Main's handle, which a spare record always has (see `Spare`).
+            parent.replace(Record::new_handle(Arc::clone(main)))
+        };
         Some((self.reset_kept(), old_parent))
     }
 
@@ -874,22 +895,18 @@ impl Record {
 
     /// The part of a dead record's reset that every reuse needs, all of it
     /// for a record that [`resets_in_place`](Self::resets_in_place) and
-    /// never had a finalizer (`has_finalizers` false, as
-    /// `ThreadState::recycle_finished` tested): its finalizer list again
-    /// (`None` once finalized, else already the empty list), and counted
-    /// again. Returns whether it was still counted in [`live_greenlets`].
-    /// Its coroutine state (`Local::top`) stays as it was: it is read only
-    /// while its greenlet runs, and set when it starts.
+    /// whose `has_finalizers` is false (as `ThreadState::recycle_finished`
+    /// tested: its finalizer list is the empty one it was made with):
+    /// counted again. Returns whether it was still counted in
+    /// [`live_greenlets`]. Its coroutine state (`Local::top`) stays as it
+    /// was: it is read only while its greenlet runs, and set when it starts.
     #[inline(always)]
     pub(crate) fn reset_kept(&mut self) -> bool {
-        let finalizers = self.finalizers.get_mut();
-        debug_assert!(!finalizers.as_ref().is_some_and(|list| !list.is_empty()));
-        // Tested here rather than through `get_or_insert_with`, which was
-        // not inlined; the `None` replaced is forgotten (nothing to drop),
-        // so the reset calls no drop glue.
-        if finalizers.is_none() {
-            mem::forget(mem::replace(finalizers, Some(Finalizers::new())));
-        }
+        debug_assert!(self
+            .finalizers
+            .get_mut()
+            .as_ref()
+            .is_some_and(Finalizers::is_empty));
         !mem::replace(self.uncounted.get_mut(), false)
     }
 
@@ -916,22 +933,15 @@ impl Record {
         parent.and_then(|p| self.parent.get_mut().replace(p))
     }
 
-    /// Whether a spare record kept its parent (main's) for the next
-    /// greenlet.
-    ///
-    /// # Safety
-    /// Called on the owner thread (see `live_parent_ptr`).
+    /// [`reuse`](Self::reuse) with no name and the parent it kept (main's):
+    /// nothing replaced, nothing written over its name (`None` already).
     #[inline(always)]
-    pub(crate) unsafe fn kept_main_parent(&self) -> bool {
-        // SAFETY: the parent is written only on the owner thread, the
-        // caller's, so this read overlaps no write.
-        unsafe { (*self.parent.data_ptr()).is_some() }
-    }
-
-    /// Whether a spare record kept its parent (main's) for the next greenlet.
-    #[inline(always)]
-    pub(crate) fn kept_parent(&mut self) -> bool {
-        self.parent.get_mut().is_some()
+    pub(crate) fn reuse_unnamed(&mut self, id: u64, stack_size: usize) {
+        self.id = id;
+        debug_assert!(self.name.is_none(), "a spare record is reset");
+        *self.handles.get_mut() = 1;
+        *self.flags.get_mut() = Flags::UNSTARTED.0;
+        self.local.get_mut().stack_size = stack_size;
     }
 }
 
