@@ -297,10 +297,16 @@ unsafe fn prepare_new(ts: *mut ThreadState, record: &Arc<Record>) -> Result<(), 
 /// `local` is `record`'s, on its owner thread, with no fiber.
 #[inline(always)]
 unsafe fn install(local: *mut Local, fiber: Fiber, record: &Record) {
-    label_stack(fiber.stack(), record);
     // SAFETY: guaranteed by the caller; written over a `None`: nothing to
-    // drop.
-    unsafe { ptr::write(ptr::addr_of_mut!((*local).fiber), Some(fiber)) };
+    // drop. Written before the label, so that the fiber is not kept on the
+    // stack across the named label's call.
+    unsafe {
+        let slot = ptr::addr_of_mut!((*local).fiber);
+        ptr::write(slot, Some(fiber));
+        if let Some(fiber) = &*slot {
+            label_stack(fiber.stack(), record);
+        }
+    }
 }
 
 /// The error of a greenlet whose stack of `size` bytes could not be mapped.
