@@ -167,8 +167,8 @@ pub(crate) unsafe fn kill_unstarted(ts: *mut ThreadState, record: &Arc<Record>) 
 /// The common case (a greenlet that simply finished, dropped on its own
 /// thread, whose record goes to the spare list as it is: see
 /// `ThreadState::recycle_finished`) calls nothing, so this function saves
-/// no register; everything else goes on in [`drop_only_handle_owned`] or
-/// [`drop_only_handle_elsewhere`].
+/// one register, not five, and spills nothing; everything else goes on in
+/// [`drop_only_handle_owned`] or [`drop_only_handle_elsewhere`].
 #[inline(never)]
 pub(crate) fn drop_only_handle(record: Arc<Record>) {
     match owner_state(&record) {

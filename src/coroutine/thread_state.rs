@@ -237,7 +237,8 @@ impl ThreadState {
     /// for reuse when its body ended and still is (`Flags::is_reusable`:
     /// registered, not current, its owner-only part empty, no name, main's
     /// parent), with no weak handle, no other reference and no finalizer
-    /// ever registered, goes straight to the spare list (there is room).
+    /// ever registered (nor its list taken: `has_finalizers`), goes
+    /// straight to the spare list (there is room).
     /// Nobody can register a finalizer or see whether it was finalized, so
     /// there is nothing to finalize (see `Record::finalize_unreachable`);
     /// its name (none) and parent (main's) stay as they are, so nothing is
