@@ -130,6 +130,51 @@ fn reused_records_start_clean() {
 }
 
 #[test]
+fn a_greenlet_reparented_or_killed_after_it_finished_releases_its_parent() {
+    serial(|| {
+        let main = getcurrent();
+        let live_before = live_greenlets();
+        for round in 0..20u64 {
+            // Its record was ready for reuse as it is when its body ended
+            // (main's parent, no name); re-parented since, it is not.
+            let other = Greenlet::new(Ok);
+            let g = Greenlet::new(Ok);
+            g.switch(()).unwrap();
+            assert!(g.is_dead());
+            g.set_parent(&other).unwrap();
+            let weak = other.downgrade();
+            drop(other);
+            assert!(
+                weak.upgrade().is_some(),
+                "the dead greenlet's parent link holds it"
+            );
+            drop(g);
+            assert!(
+                weak.upgrade().is_none(),
+                "round {round}: the dropped greenlet released the parent it was given"
+            );
+            // Killed by main while suspended: main is its parent for the
+            // kill, then the old parent (main) is back.
+            let v = Greenlet::new(|_| {
+                getcurrent().parent().unwrap().switch(())?;
+                Ok(Value::unit())
+            });
+            v.switch(()).unwrap();
+            v.kill().unwrap();
+            assert!(v.is_dead());
+            assert_eq!(v.parent(), Some(main.clone()));
+            drop(v);
+            // The records are reused with main as the parent.
+            let next = Greenlet::new(|_| Ok(Value::new(getcurrent().parent().unwrap().id())));
+            assert_eq!(next.parent(), Some(main.clone()));
+            let parent_id = next.switch(()).unwrap().downcast::<u64>().unwrap();
+            assert_eq!(parent_id, main.id());
+        }
+        assert_eq!(live_greenlets(), live_before);
+    });
+}
+
+#[test]
 fn dead_greenlets_dropped_on_other_threads_while_the_owner_keeps_making_greenlets() {
     serial(|| {
         let _ = getcurrent();

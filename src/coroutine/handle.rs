@@ -10,6 +10,7 @@
 use std::fmt;
 use std::mem::ManuallyDrop;
 use std::ptr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::error::GreenletError;
@@ -89,6 +90,22 @@ impl Greenlet {
     /// assert_eq!(g.switch(21).unwrap().downcast::<i32>().unwrap(), 42);
     /// ```
     pub fn new<F>(run: F) -> Greenlet
+    where
+        F: FnOnce(Value) -> Result<Value, GreenletError> + 'static,
+    {
+        match thread_state::existing_state() {
+            // SAFETY: `ts` is this thread's live state.
+            Some(ts) => unsafe { spawn_default(ts).install(run) },
+            None => Greenlet::new_first(run),
+        }
+    }
+
+    /// [`new`](Self::new) on a thread whose greenlet state is not made yet
+    /// (or is gone): made now, unless the thread is exiting. Apart, so
+    /// that `new` tests the state it has in one compare.
+    #[cold]
+    #[inline(never)]
+    fn new_first<F>(run: F) -> Greenlet
     where
         F: FnOnce(Value) -> Result<Value, GreenletError> + 'static,
     {
@@ -521,16 +538,38 @@ impl GreenletBuilder {
 }
 
 /// [`spawn_in`] for [`Greenlet::new`]: no parent given (the current
-/// greenlet), no name, the default stack size. Its own copy, so that the
-/// common case is compiled with those constants (no parent or name to move
-/// or test, fewer registers to save).
+/// greenlet), no name, the default stack size. Its common case, main
+/// creating a greenlet with no mail to read and a spare record (whose
+/// parent is main's handle), takes that record as it is and calls nothing
+/// (so it saves no register); anything else goes through
+/// [`spawn_configured`].
 ///
 /// # Safety
 /// `ts` is the calling thread's live state.
 #[inline(never)]
 unsafe fn spawn_default(ts: *mut ThreadState) -> Greenlet {
-    // SAFETY: guaranteed by the caller.
-    unsafe { spawn_in(ts, None, None, default_stack_size()) }
+    // SAFETY: `ts` is live (caller); the accesses below are short and run
+    // no user code. `current` is main's record, alive.
+    unsafe {
+        let plain = !ThreadState::link(ts).has_mail.load(Ordering::Relaxed)
+            && ptr::eq((*ts).current, (*ts).main_ptr);
+        if plain {
+            if let Some(record) = (*ts).spare.pop() {
+                (*ts).records.add(1);
+                let id = (*ts).ids.take();
+                // SAFETY: `record` came from `spare` (a reset record of
+                // this thread, referred to by `record` and the registry
+                // only, as `reuse` needs). It has main's parent handle,
+                // which main's new greenlet gets: nothing replaced.
+                let spare = &mut *Arc::as_ptr(&record).cast_mut();
+                spare.reuse_unnamed(id, default_stack_size());
+                return Greenlet {
+                    record: ManuallyDrop::new(record),
+                };
+            }
+        }
+        spawn_configured(ts, None, None, default_stack_size())
+    }
 }
 
 /// Create a greenlet in `ts`'s thread, without its closure (see
@@ -639,10 +678,10 @@ unsafe fn reuse(
     // only references to the record (see `ThreadState::recycle`), so nothing
     // else reads or writes it while `spare` lives.
     let spare = unsafe { &mut *Arc::as_ptr(record).cast_mut() };
-    // The new parent handle, unless the record's kept one (main's) will do.
+    // The new parent handle, unless the record's own (main's) will do.
     let parent = match parent {
         Some(p) => Some(p),
-        None if current_is_main && spare.kept_parent() => None,
+        None if current_is_main => None,
         // SAFETY: as above; the current greenlet is another record.
         None => Some(Record::new_handle(unsafe { (*ts).current_arc() })),
     };

@@ -10,45 +10,36 @@
 //! (`switch::keep_finished`), and `switch::prepare` takes it for the next
 //! start of the same stack size. A dead greenlet holds none.
 //!
-//! Uses [`Fiber`] and the stack pool's counts ([`stack::count_kept`]).
+//! Uses [`Fiber`] and the stack pool's flag for it ([`KeptCount`]).
 
 use super::fiber::Fiber;
-use super::stack;
+use super::stack::KeptCount;
 
 /// At most one fiber whose coroutine is parked (or never ran, or parks
 /// before anything else runs), with the stack size its greenlet asked for.
 /// Its stack counts as pooled in [`stack_stats`](super::stack_stats) while
-/// kept (moved from `live` to `pooled` in its thread's cache counts and
-/// back); given back to the pool by [`clear`](KeptFiber::clear) (the public
+/// kept (its [`KeptCount`] set); given back to the pool by
+/// [`clear`](KeptFiber::clear) (the public
 /// [`trim_stack_pool`](crate::coroutine::trim_stack_pool) calls it) or when
 /// it is dropped with its thread's state.
 pub(crate) struct KeptFiber {
     kept: Option<Kept>,
+    /// Set while `kept` holds a fiber.
+    count: KeptCount,
 }
 
 struct Kept {
     size: usize,
-    /// Whether its stack was counted as pooled ([`stack::count_kept`]): not
-    /// when the thread's stack cache went first, at thread exit.
-    counted: bool,
     fiber: Fiber,
-}
-
-impl Kept {
-    /// The fiber leaves: its stack counted live again if it was counted.
-    #[inline(always)]
-    fn leave(self) -> Fiber {
-        if self.counted {
-            stack::uncount_kept();
-        }
-        self.fiber
-    }
 }
 
 impl KeptFiber {
     /// Nothing kept.
-    pub(crate) const fn new() -> KeptFiber {
-        KeptFiber { kept: None }
+    pub(crate) fn new() -> KeptFiber {
+        KeptFiber {
+            kept: None,
+            count: KeptCount::register(),
+        }
     }
 
     /// Keep `fiber` for the next start of a greenlet asking for `size`
@@ -61,25 +52,25 @@ impl KeptFiber {
     /// anything else runs (a kept fiber is dropped parked: see [`Fiber`]).
     #[inline]
     pub(crate) unsafe fn keep(&mut self, size: usize, fiber: Fiber) {
-        if let Some(old) = self.kept.take() {
+        let old = self.kept.replace(Kept { size, fiber });
+        self.count.set(true);
+        if let Some(old) = old {
             // Kept before, so parked (this contract), and not the caller's
-            // (it is `fiber`): dropped, it is forgotten where it is. It
-            // leaves (uncounted) before `fiber` is counted: the count is a
-            // flag.
-            drop(old.leave());
+            // (it is `fiber`): dropped, it is forgotten where it is, and its
+            // stack is released (counted live until then, as the flag
+            // stands for the new one).
+            drop(old.fiber);
         }
-        self.kept = Some(Kept {
-            size,
-            counted: stack::count_kept(),
-            fiber,
-        });
     }
 
     /// The kept fiber, if it was kept for `size` bytes.
     #[inline]
     pub(crate) fn take(&mut self, size: usize) -> Option<Fiber> {
         match &self.kept {
-            Some(kept) if kept.size == size => Some(self.kept.take()?.leave()),
+            Some(kept) if kept.size == size => {
+                self.count.set(false);
+                Some(self.kept.take()?.fiber)
+            }
             _ => None,
         }
     }
@@ -89,9 +80,10 @@ impl KeptFiber {
     pub(crate) fn clear(&mut self) -> bool {
         match self.kept.take() {
             Some(kept) => {
+                self.count.set(false);
                 // Only parked coroutines are kept when code other than a
                 // parking coroutine runs (`keep`): dropped, it is forgotten.
-                drop(kept.leave());
+                drop(kept.fiber);
                 true
             }
             None => false,

@@ -36,6 +36,8 @@ use crate::diag::diag_error;
 /// a handle made and dropped again meanwhile starts no second kill); `leaked`
 /// on one that survived that kill with no handle made meanwhile: it is left
 /// alone by further kills on drop and stays suspended until its thread exits.
+/// `reusable` on a dead greenlet whose record is ready for reuse as it is
+/// (see [`Flags::is_reusable`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Flags(u8);
 
@@ -45,6 +47,7 @@ impl Flags {
     const MAIN: u8 = 4;
     const LEAKED: u8 = 8;
     const KILLING: u8 = 16;
+    const REUSABLE: u8 = 32;
 
     /// A new greenlet, not yet switched into.
     pub(crate) const UNSTARTED: Flags = Flags(0);
@@ -106,6 +109,24 @@ impl Flags {
     #[inline(always)]
     pub(crate) const fn is_simply_finished(self) -> bool {
         self.0 & (Flags::DEAD | Flags::MAIN | Flags::LEAKED | Flags::KILLING) == Flags::DEAD
+    }
+
+    /// [`is_simply_finished`](Self::is_simply_finished), and its record is
+    /// ready for reuse as it is: when its body ended (`switch::finish`) it
+    /// had no name, main's handle as its parent, a handle left and no
+    /// killer's link, and was not being unwound; since, it stayed
+    /// registered (`ThreadState::unregister` clears the mark) and its
+    /// parent main's ([`Record::replace_parent`] clears it otherwise). The
+    /// rest holds for every dead greenlet with a handle whose body ended:
+    /// not current, its closure gone at its start, its fiber right after
+    /// its end (`switch::keep_finished`; a body that ended during its
+    /// forced unwind keeps its fiber, and is not marked). So its only
+    /// handle's drop tests this instead of each of them
+    /// (`ThreadState::recycle_finished`).
+    #[inline(always)]
+    pub(crate) const fn is_reusable(self) -> bool {
+        self.0 & (Flags::DEAD | Flags::MAIN | Flags::LEAKED | Flags::KILLING | Flags::REUSABLE)
+            == Flags::DEAD | Flags::REUSABLE
     }
 
     /// `dead`, `active` or `unstarted`, for `Debug`.
@@ -306,7 +327,9 @@ pub(crate) struct Local {
     /// finishes.
     pub(crate) fiber: Option<Fiber>,
     /// Its coroutine's state (its fiber's top), set when it starts (null
-    /// before): where the running greenlet's switches save its context.
+    /// before its first greenlet; a reused record keeps its last one's,
+    /// never read before the start sets it again): where the running
+    /// greenlet's switches save its context.
     pub(crate) top: *mut Top,
     /// Where the result goes instead of the parent (the killer).
     pub(crate) return_to: Option<Arc<Record>>,
@@ -347,10 +370,15 @@ impl Local {
 }
 
 /// A thread's spare records (see [`Record`]): dead records that only this
-/// list and the thread's registry refer to, linked through their
-/// `next_spare` field.
+/// list and the thread's registry refer to, each with main's handle as its
+/// parent (kept, or given by the reset: see [`Record::reset_for_reuse`]).
+/// The one kept last waits in `hot`, so that the common drop of one
+/// greenlet followed by the creation of the next moves it in and out of
+/// one slot; the others are linked through their `next_spare` field.
 pub(crate) struct Spare {
+    hot: Option<Arc<Record>>,
     top: Option<Arc<Record>>,
+    /// Records in the linked list (`hot` not counted).
     len: usize,
 }
 
@@ -360,44 +388,62 @@ const SPARE_RECORDS: usize = 64;
 impl Spare {
     /// No spare record.
     pub(crate) const fn new() -> Spare {
-        Spare { top: None, len: 0 }
+        Spare {
+            hot: None,
+            top: None,
+            len: 0,
+        }
     }
 
     /// Whether another record may be kept.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn has_room(&self) -> bool {
-        self.len < SPARE_RECORDS
+        self.hot.is_none() || self.len < SPARE_RECORDS - 1
     }
 
-    /// Take a record off the list.
+    /// Take a record (the one kept last if there is one).
     ///
     /// # Safety
     /// Called on the thread that owns the list.
-    #[inline]
+    #[inline(always)]
     pub(crate) unsafe fn pop(&mut self) -> Option<Arc<Record>> {
+        if let Some(record) = self.hot.take() {
+            return Some(record);
+        }
         let record = self.top.take()?;
         // SAFETY: the owner thread; the record is referred to by this list
         // and the registry only, so nothing else accesses its `local`.
-        self.top = unsafe { (*record.local()).next_spare.take() };
+        // `top` was emptied by the `take`: the write over it drops nothing
+        // (and the pop calls nothing).
+        unsafe { ptr::write(&mut self.top, (*record.local()).next_spare.take()) };
         self.len -= 1;
         Some(record)
     }
 
-    /// Put a record on the list.
+    /// Keep a record (there is room: [`has_room`](Self::has_room)).
     ///
     /// # Safety
     /// Called on the thread that owns the list; `record` is a reset dead
-    /// record of that thread, registered, with no other reference.
+    /// record of that thread, registered, with no other reference, and
+    /// main's handle as its parent.
     #[inline(always)]
     pub(crate) unsafe fn push(&mut self, record: Arc<Record>) {
+        debug_assert!(self.has_room());
+        if self.hot.is_none() {
+            // SAFETY: written over `None`: nothing to drop (and the push
+            // calls nothing).
+            unsafe { ptr::write(&mut self.hot, Some(record)) };
+            return;
+        }
         // SAFETY: guaranteed by the caller. A record off the list has no
-        // next one (`pop` takes it), so the write over it drops nothing.
+        // next one (`pop` takes it), and `top` is empty once taken, so
+        // neither write drops anything.
         unsafe {
             let next = ptr::addr_of_mut!((*record.local()).next_spare);
             debug_assert!((*next).is_none(), "a record off the list has no next");
             ptr::write(next, self.top.take());
+            ptr::write(&mut self.top, Some(record));
         }
-        self.top = Some(record);
         self.len += 1;
     }
 }
@@ -437,8 +483,11 @@ pub(crate) struct Record {
     parent: Mutex<Option<Greenlet>>,
     /// `None` once finalized.
     finalizers: Mutex<Option<Finalizers>>,
-    /// Set (under the `finalizers` lock) once a finalizer was registered, so
-    /// that finalizing a record nobody else can reach skips the lock.
+    /// Set (under the `finalizers` lock) once a finalizer was registered or
+    /// the list was taken (finalized), so that finalizing a record nobody
+    /// else can reach skips the lock, and a record without it still has its
+    /// empty list (its reset for reuse has nothing to restore). Cleared by
+    /// that reset.
     has_finalizers: AtomicBool,
     /// Already taken out of [`live_greenlets`]: a dead greenlet whose last
     /// handle went on another thread, sent to its owner to be unregistered.
@@ -554,6 +603,24 @@ impl Record {
     #[inline]
     pub(crate) fn mark_dead(&self) {
         self.mark(Flags::DEAD);
+    }
+
+    /// Its body ended (see `switch::finish`): dead, and
+    /// [`reusable`](Flags::is_reusable) if `reusable`.
+    #[inline(always)]
+    pub(crate) fn mark_finished(&self, reusable: bool) {
+        let reusable = if reusable { Flags::REUSABLE } else { 0 };
+        self.mark(Flags::DEAD | reusable);
+    }
+
+    /// No longer [`reusable`](Flags::is_reusable) as it is.
+    #[inline]
+    pub(crate) fn clear_reusable(&self) {
+        let flags = self.flags.load(Ordering::Relaxed);
+        if flags & Flags::REUSABLE != 0 {
+            self.flags
+                .store(flags & !Flags::REUSABLE, Ordering::Release);
+        }
     }
 
     /// It ignored the kill of its last handle's drop (see [`Flags`]).
@@ -688,8 +755,14 @@ impl Record {
     }
 
     /// Make `parent` its parent; returns the previous one (for the caller
-    /// to drop after the lock is released).
+    /// to drop after the lock is released). On the owner thread, with a
+    /// parent of that thread (it writes the flags: the record is no longer
+    /// [`reusable`](Flags::is_reusable) as it is unless the new parent is
+    /// the thread's main greenlet, as a kill from main makes it).
     pub(crate) fn replace_parent(&self, parent: Greenlet) -> Option<Greenlet> {
+        if !parent.record.flags().is_main() {
+            self.clear_reusable();
+        }
         self.parent.lock().replace(parent)
     }
 
@@ -707,16 +780,20 @@ impl Record {
         }
     }
 
-    /// Whether a finalizer was ever registered (see `has_finalizers`).
+    /// Whether a finalizer was ever registered or the list taken (see
+    /// `has_finalizers`).
     #[inline]
     pub(crate) fn has_finalizers(&self) -> bool {
-        // Pairs with the Release store in `add_finalizer`.
+        // Pairs with the Release stores in `add_finalizer` and
+        // `take_finalizers`.
         self.has_finalizers.load(Ordering::Acquire)
     }
 
     /// Take the finalizers, marking the greenlet finalized.
     pub(crate) fn take_finalizers(&self) -> Finalizers {
-        self.finalizers.lock().take().unwrap_or_default()
+        let mut finalizers = self.finalizers.lock();
+        self.has_finalizers.store(true, Ordering::Release);
+        finalizers.take().unwrap_or_default()
     }
 
     /// Run the finalizers now (once).
@@ -767,9 +844,9 @@ impl Record {
 
     /// Clear what a dead record kept of its greenlet, for
     /// `ThreadState::recycle`; returns whether it was still counted in
-    /// [`live_greenlets`] and the parent handle to release (none if that is
-    /// `main`'s, kept for the next greenlet: its handle count drives
-    /// nothing). `None`, with nothing changed, if its finalizers did not
+    /// [`live_greenlets`] and the parent handle to release: the record gets
+    /// a handle of `main` as its parent (kept if it had one: its handle
+    /// count drives nothing) for the next greenlet (see [`Spare`]). `None`, with nothing changed, if its finalizers did not
     /// run: it is not reused then.
     #[inline(always)]
     pub(crate) fn reset_for_reuse(
@@ -780,34 +857,57 @@ impl Record {
         if finalizers.as_ref().is_some_and(|list| !list.is_empty()) {
             return None;
         }
-        Some(self.reset_without_finalizers(main))
-    }
-
-    /// [`reset_for_reuse`](Self::reset_for_reuse) of a record whose
-    /// finalizer list is empty or gone (finalized): always the case when no
-    /// finalizer was ever registered (`has_finalizers` is false), which
-    /// `ThreadState::recycle_finished` tested.
-    #[inline(always)]
-    pub(crate) fn reset_without_finalizers(
-        &mut self,
-        main: &Arc<Record>,
-    ) -> (bool, Option<Greenlet>) {
-        let finalizers = self.finalizers.get_mut();
-        debug_assert!(!finalizers.as_ref().is_some_and(|list| !list.is_empty()));
-        // `None` once finalized; else already the empty list (tested here
-        // rather than through `get_or_insert_with`, which was not inlined).
+        // `None` once finalized; else already the empty list.
         if finalizers.is_none() {
             *finalizers = Some(Finalizers::new());
         }
         *self.has_finalizers.get_mut() = false;
-        let counted = !mem::replace(self.uncounted.get_mut(), false);
-        self.local.get_mut().top = ptr::null_mut();
         self.name = None;
         let parent = self.parent.get_mut();
         let keep = parent
             .as_ref()
             .is_some_and(|p| Arc::ptr_eq(&p.record, main));
-        (counted, if keep { None } else { parent.take() })
+        let old_parent = if keep {
+            None
+        } else {
+            // Main's handle, which a spare record always has (see `Spare`).
+            parent.replace(Record::new_handle(Arc::clone(main)))
+        };
+        Some((self.reset_kept(), old_parent))
+    }
+
+    /// Whether a dead record's reset would keep everything but its
+    /// finalizer list and count as it is: it has no name and its parent is
+    /// `main` (kept for the next greenlet).
+    ///
+    /// # Safety
+    /// Called on the owner thread.
+    #[inline(always)]
+    pub(crate) unsafe fn resets_in_place(&self, main: *const Record) -> bool {
+        // SAFETY: the parent is written only on the owner thread, the
+        // caller's (see `live_parent_ptr`), so this read overlaps no write.
+        let parent = unsafe { &*self.parent.data_ptr() };
+        self.name.is_none()
+            && parent
+                .as_ref()
+                .is_some_and(|p| ptr::eq(Arc::as_ptr(&p.record), main))
+    }
+
+    /// The part of a dead record's reset that every reuse needs, all of it
+    /// for a record that [`resets_in_place`](Self::resets_in_place) and
+    /// whose `has_finalizers` is false (as `ThreadState::recycle_finished`
+    /// tested: its finalizer list is the empty one it was made with):
+    /// counted again. Returns whether it was still counted in
+    /// [`live_greenlets`]. Its coroutine state (`Local::top`) stays as it
+    /// was: it is read only while its greenlet runs, and set when it starts.
+    #[inline(always)]
+    pub(crate) fn reset_kept(&mut self) -> bool {
+        debug_assert!(self
+            .finalizers
+            .get_mut()
+            .as_ref()
+            .is_some_and(Finalizers::is_empty));
+        !mem::replace(self.uncounted.get_mut(), false)
     }
 
     /// Make a spare record (reset by [`reset_for_reuse`](Self::reset_for_reuse))
@@ -833,10 +933,15 @@ impl Record {
         parent.and_then(|p| self.parent.get_mut().replace(p))
     }
 
-    /// Whether a spare record kept its parent (main's) for the next greenlet.
+    /// [`reuse`](Self::reuse) with no name and the parent it kept (main's):
+    /// nothing replaced, nothing written over its name (`None` already).
     #[inline(always)]
-    pub(crate) fn kept_parent(&mut self) -> bool {
-        self.parent.get_mut().is_some()
+    pub(crate) fn reuse_unnamed(&mut self, id: u64, stack_size: usize) {
+        self.id = id;
+        debug_assert!(self.name.is_none(), "a spare record is reset");
+        *self.handles.get_mut() = 1;
+        *self.flags.get_mut() = Flags::UNSTARTED.0;
+        self.local.get_mut().stack_size = stack_size;
     }
 }
 

@@ -34,12 +34,27 @@ pub(crate) struct Run {
 
 struct RunVtable {
     /// Moves the closure out of the storage and calls it; its error comes
-    /// back boxed (a [`Payload`], two words in registers, rather than a
-    /// `Result` as wide as a `GreenletError` returned through memory and
-    /// copied again by the caller).
-    call: unsafe fn(*mut RunStorage, Value) -> Payload,
+    /// back boxed (a [`Payload`], two words, rather than a `Result` as wide
+    /// as a `GreenletError` returned through memory and copied again by the
+    /// caller), as [`PayloadWords`], so in two registers.
+    call: unsafe fn(*mut RunStorage, Value) -> PayloadWords,
     /// Drops the closure in the storage without calling it.
     drop: unsafe fn(*mut RunStorage),
+}
+
+/// A [`Payload`] as the two words it is made of. A function returns a
+/// pair of words in two registers, but a `Payload` (an enum, not a pair to
+/// the ABI) through memory: a store and a load of each word on every
+/// greenlet's end.
+type PayloadWords = (MaybeUninit<usize>, MaybeUninit<usize>);
+
+/// `payload` as its two words.
+#[inline(always)]
+fn into_words(payload: Payload) -> PayloadWords {
+    // SAFETY: a `Payload` is two words (checked by `payload.rs`'s tests, and
+    // by `transmute` itself for the size), and any bits, uninitialized ones
+    // included, are a valid pair of `MaybeUninit<usize>`.
+    unsafe { mem::transmute::<Payload, PayloadWords>(payload) }
 }
 
 /// Whether a `T` is kept in a [`Run`]'s storage itself.
@@ -50,26 +65,26 @@ const fn fits_in_run<T>() -> bool {
 
 /// # Safety
 /// `storage` holds an initialized `F`, which the call consumes.
-unsafe fn call_stored<F>(storage: *mut RunStorage, value: Value) -> Payload
+unsafe fn call_stored<F>(storage: *mut RunStorage, value: Value) -> PayloadWords
 where
     F: FnOnce(Value) -> Result<Value, GreenletError>,
 {
     // SAFETY: guaranteed by the caller; the `F` is moved out exactly once,
     // before anything else (the storage is not touched again).
     let run = unsafe { ptr::read(storage.cast::<F>()) };
-    run(value).map_err(Raised::new)
+    into_words(run(value).map_err(Raised::new))
 }
 
 /// # Safety
 /// `storage` holds an initialized `Box<F>`, which the call consumes.
-unsafe fn call_boxed<F>(storage: *mut RunStorage, value: Value) -> Payload
+unsafe fn call_boxed<F>(storage: *mut RunStorage, value: Value) -> PayloadWords
 where
     F: FnOnce(Value) -> Result<Value, GreenletError>,
 {
     // SAFETY: guaranteed by the caller; the box is moved out exactly once,
     // before anything else.
     let run = unsafe { ptr::read(storage.cast::<Box<F>>()) };
-    run(value).map_err(Raised::new)
+    into_words(run(value).map_err(Raised::new))
 }
 
 /// Drops the `S` that type-erased storage of type `St` holds (a [`Run`]'s
@@ -149,7 +164,9 @@ impl Run {
             };
             // The storage holds what `vtable` expects (set together in
             // `new`); with `vtable` cleared, it is consumed exactly once.
-            (vtable.call)(ptr::addr_of_mut!((*this).storage), value)
+            let words = (vtable.call)(ptr::addr_of_mut!((*this).storage), value);
+            // The two words of the payload the call made (`into_words`).
+            mem::transmute::<PayloadWords, Payload>(words)
         }
     }
 }

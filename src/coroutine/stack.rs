@@ -6,7 +6,7 @@
 //! for the next acquire, in front of a global free list, capped so that
 //! stacks beyond it go back to their region), the counts of the one stack a
 //! thread's greenlet state keeps with its coroutine for its next greenlet
-//! ([`count_kept`]), the stack counters
+//! ([`KeptCount`]), the stack counters
 //! ([`stack_stats`]), the valgrind registration of every stack, and
 //! stack-overflow reporting: the thread-local mark of the stack that is
 //! running (set by the dispatcher through [`running`]) and the fault handler
@@ -534,20 +534,25 @@ pub struct StackStats {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn stack_stats() -> StackStats {
-    let (pooled, live) = REGISTRY.lock().iter().fold(
+    let registry = REGISTRY.lock();
+    let kept = KEPT
+        .lock()
+        .iter()
+        .map(|flag| flag.load(Ordering::Relaxed))
+        .sum::<usize>();
+    let (pooled, live) = registry.iter().fold(
         (
-            GLOBAL_POOLED.load(Ordering::Relaxed),
-            LIVE.load(Ordering::Relaxed),
+            GLOBAL_POOLED.load(Ordering::Relaxed) + kept,
+            LIVE.load(Ordering::Relaxed).wrapping_sub_unsigned(kept),
         ),
         |(pooled, live), counts| {
-            let kept = counts.kept.load(Ordering::Relaxed);
             (
-                pooled + counts.pooled.load(Ordering::Relaxed) + kept,
-                live.wrapping_add(counts.live.load(Ordering::Relaxed))
-                    .wrapping_sub_unsigned(kept),
+                pooled + counts.pooled.load(Ordering::Relaxed),
+                live.wrapping_add(counts.live.load(Ordering::Relaxed)),
             )
         },
     );
+    drop(registry);
     StackStats {
         live: usize::try_from(live).unwrap_or(0),
         pooled,
@@ -607,12 +612,6 @@ struct CacheCounts {
     /// Stacks this thread took minus those it released (negative when it
     /// released stacks other threads took).
     live: AtomicIsize,
-    /// 1 while the thread's greenlet state keeps a stack with its parked
-    /// coroutine ([`count_kept`]), else 0: that stack, taken and not
-    /// released (so in `live`), counts as pooled. One store per keep and
-    /// per take, where moving it between `live` and `pooled` was two loads
-    /// and two stores.
-    kept: AtomicUsize,
 }
 
 /// Free stacks of one mapping length.
@@ -788,14 +787,8 @@ impl Drop for ThreadCache {
             let mut registry = REGISTRY.lock();
             registry.retain(|counts| !Arc::ptr_eq(counts, &self.counts));
             self.counts.pooled.store(0, Ordering::Relaxed);
-            // A stack still kept is counted live from here on, in the global
-            // count (`uncount_kept` adds it when it leaves).
-            let kept = self.counts.kept.swap(0, Ordering::Relaxed);
             LIVE.fetch_add(
-                self.counts
-                    .live
-                    .swap(0, Ordering::Relaxed)
-                    .wrapping_sub_unsigned(kept),
+                self.counts.live.swap(0, Ordering::Relaxed),
                 Ordering::Relaxed,
             );
         }
@@ -1013,34 +1006,44 @@ fn release_cold(raw: RawStack) {
     }
 }
 
-/// A free stack leaves the caller for a thread's kept coroutine (see
-/// `coroutine::kept`), the one a thread's greenlet state keeps with its
-/// stack for its next greenlet start: counted as pooled, not live, in this
-/// thread's cache counts while kept, so that [`stack_stats`] stays exact.
-/// Returns `false` (nothing counted: it stays counted live) if this
-/// thread's cache is gone.
-#[inline]
-pub(crate) fn count_kept() -> bool {
-    match thread_counts() {
-        Some(counts) => {
-            counts.kept.store(1, Ordering::Relaxed);
-            true
-        }
-        None => false,
+/// Whether a thread's greenlet state keeps a stack with its parked
+/// coroutine for its next greenlet start (see `coroutine::kept`): 1 while
+/// it does, else 0. That stack was taken and not released, so it counts as
+/// live where it was taken (a thread cache's count, or the global one);
+/// [`stack_stats`] counts it as pooled instead. One store per keep and per
+/// take through the state's own pointer (no thread-local look-up), and
+/// independent of the thread's stack cache, which may go first at thread
+/// exit.
+pub(crate) struct KeptCount(Arc<AtomicUsize>);
+
+/// Every thread's [`KeptCount`], for [`stack_stats`].
+static KEPT: Mutex<Vec<Arc<AtomicUsize>>> = Mutex::new(Vec::new());
+
+impl KeptCount {
+    /// A new flag (0: nothing kept), counted by [`stack_stats`] until it is
+    /// dropped.
+    pub(crate) fn register() -> KeptCount {
+        let flag = Arc::new(AtomicUsize::new(0));
+        KEPT.lock().push(Arc::clone(&flag));
+        KeptCount(flag)
+    }
+
+    /// A stack is kept (`true`) or no longer (`false`); only the owning
+    /// thread writes it.
+    #[inline(always)]
+    pub(crate) fn set(&self, kept: bool) {
+        self.0.store(usize::from(kept), Ordering::Relaxed);
     }
 }
 
-/// A kept stack (see [`count_kept`]) leaves the kept coroutine: counted
-/// live again, in this thread's cache (its `kept` flag cleared), or
-/// globally if the cache went meanwhile (it folded its `live` count, less
-/// the kept stack, into the global count).
-#[inline]
-pub(crate) fn uncount_kept() {
-    match thread_counts() {
-        Some(counts) => counts.kept.store(0, Ordering::Relaxed),
-        None => {
-            LIVE.fetch_add(1, Ordering::Relaxed);
-        }
+impl Drop for KeptCount {
+    fn drop(&mut self) {
+        debug_assert_eq!(
+            self.0.load(Ordering::Relaxed),
+            0,
+            "a kept stack is released first"
+        );
+        KEPT.lock().retain(|flag| !Arc::ptr_eq(flag, &self.0));
     }
 }
 

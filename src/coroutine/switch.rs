@@ -366,10 +366,16 @@ unsafe fn prepare_new(ts: *mut ThreadState, record: &Arc<Record>) -> Result<(), 
 /// `local` is `record`'s, on its owner thread, with no fiber.
 #[inline(always)]
 unsafe fn install(local: *mut Local, fiber: Fiber, record: &Record) {
-    label_stack(fiber.stack(), record);
     // SAFETY: guaranteed by the caller; written over a `None`: nothing to
-    // drop.
-    unsafe { ptr::write(ptr::addr_of_mut!((*local).fiber), Some(fiber)) };
+    // drop. Written before the label, so that the fiber is not kept on the
+    // stack across the named label's call.
+    unsafe {
+        let slot = ptr::addr_of_mut!((*local).fiber);
+        ptr::write(slot, Some(fiber));
+        if let Some(fiber) = &*slot {
+            label_stack(fiber.stack(), record);
+        }
+    }
 }
 
 /// The error of a greenlet whose stack of `size` bytes could not be mapped.
@@ -864,18 +870,64 @@ unsafe fn finish(ts: *mut ThreadState, record_ptr: *const Record, result: Payloa
         } else if matches!(&payload, Err(err) if err.is_exit()) {
             payload = exit_to_value(payload);
         }
-        let killer = (*local).return_to.take();
-        let fast = match &killer {
-            // The common case: a live, started parent takes the result as is.
+        // The common case: no killer's link, and a live, started parent
+        // takes the result as is; the payload goes to the slot at once.
+        let parent = match (*local).return_to {
             None => record.live_parent_ptr(),
-            // A kill: the killer, suspended in `kill`, takes it (it stays
-            // alive after this reference goes: it is main or registered).
-            Some(killer) if killer.flags().is_active() => Some(Arc::as_ptr(killer)),
             Some(_) => None,
         };
-        let dest = match fast {
-            Some(parent) => parent,
-            None => {
+        let (dest, in_place) = match parent {
+            Some(parent) => {
+                note_trace(ts, &payload);
+                (*ts).slot.put(payload);
+                // What a reuse of the record as it is needs from its end
+                // (see `Flags::is_reusable`; with no handle left, the
+                // unregister below clears the mark again).
+                let in_place = ptr::eq(parent, (*ts).main_ptr)
+                    && record.given_name().is_none()
+                    && (*ts).unwinding() != record_ptr;
+                (parent, in_place)
+            }
+            None => (finish_elsewhere(ts, record, payload), false),
+        };
+        record.mark_finished(in_place);
+        // With a handle left, it stays registered (which keeps the record
+        // alive past this stack) until its last handle goes (see `Record`).
+        // Without one, it leaves the registry now; `retiring` keeps it alive
+        // until the next context, where it is finalized.
+        let handles = record.handles();
+        if handles == 0 {
+            let me = ThreadState::unregister(ts, record);
+            if let Some(me) = &me {
+                (*ts).deferred.push(Arc::clone(me));
+            }
+            drop(mem::replace(&mut (*ts).retiring, me));
+            (*ts).work = true;
+        }
+        dest as usize
+    }
+}
+
+/// [`finish`] when a killer's link or the parent chain decides who
+/// receives the result: puts the payload in the slot and returns the
+/// receiver (the killer, or the nearest live ancestor, or main).
+///
+/// # Safety
+/// As for [`finish`].
+#[inline(never)]
+unsafe fn finish_elsewhere(
+    ts: *mut ThreadState,
+    record: &Record,
+    mut payload: Payload,
+) -> *const Record {
+    // SAFETY: as in `root`.
+    unsafe {
+        let killer = (*record.local()).return_to.take();
+        let dest = match killer {
+            // A kill: the killer, suspended in `kill`, takes it (it stays
+            // alive after this reference goes: it is main or registered).
+            Some(killer) if killer.flags().is_active() => Arc::as_ptr(&killer),
+            killer => {
                 let start = match killer {
                     Some(killer) if !killer.flags().is_dead() => killer,
                     _ => record
@@ -896,25 +948,26 @@ unsafe fn finish(ts: *mut ThreadState, record_ptr: *const Record, result: Payloa
                 }
             }
         };
-        record.mark_dead();
-        // With a handle left, it stays registered (which keeps the record
-        // alive past this stack) until its last handle goes (see `Record`).
-        // Without one, it leaves the registry now; `retiring` keeps it alive
-        // until the next context, where it is finalized.
-        if record.handles() == 0 {
-            let me = ThreadState::unregister(ts, record);
-            if let Some(me) = &me {
-                (*ts).deferred.push(Arc::clone(me));
-            }
-            drop(mem::replace(&mut (*ts).retiring, me));
-            (*ts).work = true;
-        }
-        if trace::active(ts) {
-            (*ts).trace_pending = Some((Kind::of(&payload), (*ts).current_arc()));
-            (*ts).work = true;
-        }
+        note_trace(ts, &payload);
         (*ts).slot.put(payload);
-        dest as usize
+        dest
+    }
+}
+
+/// A finishing greenlet's trace event, for the context that receives its
+/// result, if tracing is on.
+///
+/// # Safety
+/// `ts` is the calling thread's live state; the finishing greenlet is
+/// current.
+#[inline(always)]
+unsafe fn note_trace(ts: *mut ThreadState, payload: &Payload) {
+    // SAFETY: guaranteed by the caller; short accesses.
+    unsafe {
+        if trace::active(ts) {
+            (*ts).trace_pending = Some((Kind::of(payload), (*ts).current_arc()));
+            (*ts).work = true;
+        }
     }
 }
 

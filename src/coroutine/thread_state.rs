@@ -223,6 +223,7 @@ impl ThreadState {
             if key == usize::MAX {
                 return None;
             }
+            record.clear_reusable();
             let entry = (*ts).registry.try_remove(key);
             debug_assert!(entry
                 .as_ref()
@@ -232,17 +233,17 @@ impl ThreadState {
     }
 
     /// The common case of an only handle's drop on the owner thread
-    /// (`lifecycle::drop_only_handle`), tested once: a greenlet that simply
-    /// finished (not main, not leaked or being killed on drop) and is not
-    /// the current one, registered, with no weak handle, no other reference
-    /// and no finalizer ever registered, goes straight to the spare list
-    /// (there is room). Nobody can register a finalizer or see whether it
-    /// was finalized, so there is nothing to finalize (see
-    /// `Record::finalize_unreachable`), and its owner-only part is empty (a
-    /// dead greenlet's closure, coroutine and stack went when it died; the
-    /// killer's link when its kill returned): tested anyway, as
-    /// [`recycle`](Self::recycle) does. Otherwise `record` comes back,
-    /// nothing changed, for the general path.
+    /// (`lifecycle::drop_only_handle`): a greenlet whose record was ready
+    /// for reuse when its body ended and still is (`Flags::is_reusable`:
+    /// registered, not current, its owner-only part empty, no name, main's
+    /// parent), with no weak handle, no other reference and no finalizer
+    /// ever registered (nor its list taken: `has_finalizers`), goes
+    /// straight to the spare list (there is room).
+    /// Nobody can register a finalizer or see whether it was finalized, so
+    /// there is nothing to finalize (see `Record::finalize_unreachable`);
+    /// its name (none) and parent (main's) stay as they are, so nothing is
+    /// dropped here and the caller's path stays a leaf. Otherwise `record`
+    /// comes back, nothing changed, for the general path.
     ///
     /// # Safety
     /// `ts` is the calling thread's live state, which owns `record`, and
@@ -255,30 +256,33 @@ impl ThreadState {
         record: Arc<Record>,
     ) -> Option<Arc<Record>> {
         // SAFETY: guaranteed by the caller; short reads of the owner-only part.
-        let simple = unsafe {
-            let local = &*record.local();
-            record.flags().is_simply_finished()
-                && !ptr::eq(Arc::as_ptr(&record), (*ts).current)
-                && local.key != usize::MAX
-                && Arc::strong_count(&record) == 2
-                && Arc::weak_count(&record) == 0
-                && !record.has_finalizers()
-                && (*ts).spare.has_room()
-                && !local.run.is_some()
-                && local.fiber.is_none()
-                && local.return_to.is_none()
-        };
+        let simple = record.flags().is_reusable()
+            && Arc::strong_count(&record) == 2
+            && Arc::weak_count(&record) == 0
+            && !record.has_finalizers()
+            // SAFETY: guaranteed by the caller; a short read.
+            && unsafe { (*ts).spare.has_room() };
         if !simple {
             return Some(record);
         }
+        // SAFETY: guaranteed by the caller; short reads of the owner-only
+        // part. What `is_reusable` stands for (see `Flags`).
+        debug_assert!(unsafe {
+            let local = &*record.local();
+            !ptr::eq(Arc::as_ptr(&record), (*ts).current)
+                && local.key != usize::MAX
+                && !local.run.is_some()
+                && local.fiber.is_none()
+                && local.return_to.is_none()
+                && record.resets_in_place((*ts).main_ptr)
+        });
         record.clear_only_handle();
         // As in `recycle`: other threads' last uses happen before the reuse.
         fence(Ordering::Acquire);
         // SAFETY: as in `recycle`: `record` and the registry's entry are the
         // only references (tested above), so nothing else reads or writes
         // the record during the reset.
-        let (counted, old_parent) =
-            unsafe { (*Arc::as_ptr(&record).cast_mut()).reset_without_finalizers(&(*ts).main) };
+        let counted = unsafe { (*Arc::as_ptr(&record).cast_mut()).reset_kept() };
         // SAFETY: `ts` is live and owns the reset, registered record.
         unsafe {
             if counted {
@@ -286,9 +290,6 @@ impl ThreadState {
             }
             (*ts).spare.push(record);
         }
-        // Dropping another parent's handle may kill it (user code), after the
-        // record was put away.
-        drop(old_parent);
         None
     }
 
