@@ -279,6 +279,15 @@ pub(crate) struct Worker {
     current: Cell<*const Task>,
     /// Started green threads, with the only greenlet handles.
     live: RefCell<Slab<(Arc<Task>, Greenlet)>>,
+    /// A reference to the running green thread that this worker owns
+    /// (`Arc::into_raw`), or null: the ready queue's reference of the task
+    /// a hand-off resumed, kept instead of dropped, so that the task's next
+    /// queuing of itself (a yield) or registration as a waiter moves it
+    /// instead of cloning one ([`take_ref`](Self::take_ref)): no reference
+    /// count changes on a hand-off. Dropped when another task is held,
+    /// whenever control comes back to the hub, and at teardown, so it
+    /// never keeps a finished task from its pool.
+    held: Cell<*const Task>,
     poll: RefCell<mio::Poll>,
     events: RefCell<mio::Events>,
     /// Scheduling rounds (the loop's, and hand-offs) left before the next
@@ -425,6 +434,14 @@ impl Drop for MarkRunning {
     }
 }
 
+/// The held reference goes with the worker also when its loop unwinds
+/// (no teardown then).
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.release_held();
+    }
+}
+
 /// Run a worker thread: the hub loop, then its teardown.
 pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
     let remote: *const Remote = &shared.workers[seed.index];
@@ -443,6 +460,7 @@ pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
         timers: RefCell::new(Timers::default()),
         current: Cell::new(ptr::null()),
         live: RefCell::new(Slab::new()),
+        held: Cell::new(ptr::null()),
         poll: RefCell::new(seed.poll),
         events: RefCell::new(mio::Events::with_capacity(256)),
         until_poll: Cell::new(POLL_EVERY),
@@ -898,6 +916,7 @@ impl Worker {
         };
         let back = self.current.replace(ptr::null());
         remote.running.store(0, Ordering::Relaxed);
+        self.release_held();
         match resumed {
             Resumed::Full(result) if ptr::eq(back, task) => Some((key, result, g.is_dead())),
             Resumed::Full(result) => Some(Self::came_back(live, back, result)),
@@ -988,6 +1007,49 @@ impl Worker {
         self.ready.borrow_mut().push_back(task);
     }
 
+    /// A reference to `me`, the running green thread: the one this worker
+    /// holds for it (see `held`), moved out, else a clone.
+    #[inline(always)]
+    pub(crate) fn take_ref(&self, me: &Arc<Task>) -> Arc<Task> {
+        let held = self.held.get();
+        if ptr::eq(held, Arc::as_ptr(me)) {
+            self.held.set(ptr::null());
+            // SAFETY: a non-null `held` is `Arc::into_raw` of a reference
+            // this worker owns; cleared first, so it is taken once.
+            return unsafe { Arc::from_raw(held) };
+        }
+        Arc::clone(me)
+    }
+
+    /// Keep `next`, the task a hand-off resumes, as the held reference
+    /// (see `held`), dropping the one held before, if any.
+    #[inline(always)]
+    fn hold(&self, next: Arc<Task>) {
+        let old = self.held.replace(Arc::into_raw(next));
+        if !old.is_null() {
+            Self::drop_ref(old);
+        }
+    }
+
+    /// Drop the held reference, if any (see `held`).
+    #[inline(always)]
+    fn release_held(&self) {
+        let old = self.held.replace(ptr::null());
+        if !old.is_null() {
+            Self::drop_ref(old);
+        }
+    }
+
+    /// Drop a reference that was held (out of line: a hand-off's park
+    /// usually gave its own away, to the ready queue or a wait list).
+    #[cold]
+    #[inline(never)]
+    fn drop_ref(held: *const Task) {
+        // SAFETY: `held` came from `Arc::into_raw` of an owned reference,
+        // no longer in `held`: dropped once.
+        drop(unsafe { Arc::from_raw(held) });
+    }
+
     /// The green thread `me`, parking (its state set, its timer armed),
     /// picks what runs next without the loop's round when the loop would
     /// only resume the front of the ready queue (see
@@ -997,13 +1059,31 @@ impl Worker {
     /// throws it): [`Next::Myself`] when it is `me` (woken already; with a
     /// cancellation, [`Next::Cancelled`]), else a [`Next::Sibling`] to hand
     /// the CPU to. [`Next::Hub`]: park.
+    ///
+    /// `requeue`: a yield's own reference, queued at the back first (with
+    /// one other task ready, the two trade places in the queue's one slot).
     #[inline(always)]
-    pub(crate) fn next_after_park(&self, me: &Task) -> Next {
+    pub(crate) fn next_after_park(&self, me: &Task, requeue: Option<Arc<Task>>) -> Next {
         let remote = self.remote();
         let Some(until_poll) = self.hub_is_idle(remote) else {
+            if let Some(me) = requeue {
+                self.push_ready_local(me);
+            }
             return Next::Hub;
         };
-        let Some(next) = self.ready.borrow_mut().pop_front() else {
+        let next = {
+            let mut ready = self.ready.borrow_mut();
+            match requeue {
+                None => ready.pop_front(),
+                Some(me) if ready.len() == 1 => ready.front_mut().map(|f| std::mem::replace(f, me)),
+                Some(me) => {
+                    let front = ready.pop_front();
+                    ready.push_back(me);
+                    front.or_else(|| ready.pop_front())
+                }
+            }
+        };
+        let Some(next) = next else {
             return Next::Hub;
         };
         // `Some(None)`: the front is `me` itself, to run on without a
@@ -1029,9 +1109,11 @@ impl Worker {
                 return Next::Hub;
             }
             self.enter(remote, &next);
+            self.hold(next);
             return Next::Cancelled;
         }
         self.enter(remote, &next);
+        self.hold(next);
         match to {
             Some(s) => Next::Sibling(s),
             None => Next::Myself,
@@ -1190,6 +1272,7 @@ impl Worker {
             }
             task.finish(Some(JoinError::Cancelled { name: task.name() }));
         }
+        self.release_held();
         drop(self.spawned.take());
         self.pool.clear();
         self.timers.borrow_mut().clear();
