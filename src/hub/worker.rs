@@ -74,6 +74,7 @@ use crate::diag::diag_warn;
 use super::body::{Launch, LocalUnstarted, NotStarted, Unstarted};
 use super::error::JoinError;
 use super::idle::{self, Idle, Plan, Spun, SPIN_WINDOW};
+use super::ready::ReadyQueue;
 use super::runtime::Shared;
 use super::spawn::TaskPool;
 use super::task::Task;
@@ -251,7 +252,7 @@ pub(crate) struct Worker {
     pub(crate) hub: Greenlet,
     /// This worker's entry of `shared.workers` (see [`remote`](Self::remote)).
     remote: *const Remote,
-    ready: RefCell<VecDeque<Arc<Task>>>,
+    ready: RefCell<ReadyQueue<Arc<Task>>>,
     local_new: RefCell<VecDeque<LocalUnstarted>>,
     /// On a runtime of one worker, its unstarted `Send` tasks spawned on
     /// it: a stack, the next to start last, with the batch of the green
@@ -450,7 +451,7 @@ pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
         shared,
         remote,
         hub: getcurrent(),
-        ready: RefCell::new(VecDeque::new()),
+        ready: RefCell::new(ReadyQueue::new()),
         local_new: RefCell::new(VecDeque::new()),
         spawned: RefCell::new(Vec::new()),
         has_spawned: Cell::new(false),
@@ -1073,13 +1074,12 @@ impl Worker {
         };
         let next = {
             let mut ready = self.ready.borrow_mut();
-            match requeue {
+            match requeue.map(|me| ready.replace_single(me)) {
                 None => ready.pop_front(),
-                Some(me) if ready.len() == 1 => ready.front_mut().map(|f| std::mem::replace(f, me)),
-                Some(me) => {
-                    let front = ready.pop_front();
+                Some(Ok(front)) => Some(front),
+                Some(Err(me)) => {
                     ready.push_back(me);
-                    front.or_else(|| ready.pop_front())
+                    ready.pop_front()
                 }
             }
         };
