@@ -11,7 +11,8 @@
 //! Each side takes the fast path only when it is exactly a plain switch of
 //! the full protocol with a unit value: the target (main for a park) belongs
 //! to the calling thread (checked: the target's thread link against the
-//! thread state's, main's record against the state's), is not the running
+//! thread state's, main's record against the state's; a sibling's is the
+//! caller's promise, see [`sibling`]), is not the running
 //! greenlet, no trace hook is set (thread or global) and no greenlet is
 //! being force-unwound; a resume's target is started and not dead, a
 //! start's has never run, was not killed, has main as its live parent and
