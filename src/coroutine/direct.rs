@@ -11,7 +11,8 @@
 //! Each side takes the fast path only when it is exactly a plain switch of
 //! the full protocol with a unit value: the target (main for a park) belongs
 //! to the calling thread (checked: the target's thread link against the
-//! thread state's, main's record against the state's), is not the running
+//! thread state's, main's record against the state's; a sibling's is the
+//! caller's promise, see [`sibling`]), is not the running
 //! greenlet, no trace hook is set (thread or global) and no greenlet is
 //! being force-unwound; a resume's target is started and not dead, a
 //! start's has never run, was not killed, has main as its live parent and
@@ -159,7 +160,7 @@ pub(crate) unsafe fn park(main: &Greenlet, to: Option<Sibling>) -> Result<(), Gr
         Some(s) => (s.ts, s.to),
         None => {
             let Some(ts) = thread_state::existing_state() else {
-                return main.switch(()).map(drop);
+                return park_in_full(main);
             };
             // SAFETY: `ts` is this thread's live state (short reads).
             let plain = unsafe {
@@ -168,7 +169,7 @@ pub(crate) unsafe fn park(main: &Greenlet, to: Option<Sibling>) -> Result<(), Gr
                     && !switch::needs_slow_path(ts)
             };
             if !plain {
-                return main.switch(()).map(drop);
+                return park_in_full(main);
             }
             (ts, Arc::as_ptr(&main.record))
         }
@@ -181,12 +182,33 @@ pub(crate) unsafe fn park(main: &Greenlet, to: Option<Sibling>) -> Result<(), Gr
     unsafe {
         switch::suspend_to(ts, (*ts).current, dest);
         if (*ts).slot.is_full() || switch::must_settle(ts) {
-            return switch::take_and_settle(ts)
-                .map(drop)
-                .map_err(Raised::into_error);
+            return settle_park(ts);
         }
         Ok(())
     }
+}
+
+/// [`park`] through the full protocol (out of line, as every slow branch
+/// of a park: the parking frame keeps no room for a `GreenletError`).
+#[cold]
+#[inline(never)]
+fn park_in_full(main: &Greenlet) -> Result<(), GreenletError> {
+    main.switch(()).map(drop)
+}
+
+/// A lean [`park`] came back with a full slot or work to settle: settled
+/// as the full protocol's receiver does (out of line, see
+/// [`park_in_full`]).
+///
+/// # Safety
+/// `ts` is this thread's live state, and the parked greenlet is current.
+#[cold]
+#[inline(never)]
+unsafe fn settle_park(ts: *mut ThreadState) -> Result<(), GreenletError> {
+    // SAFETY: guaranteed by the caller.
+    unsafe { switch::take_and_settle(ts) }
+        .map(drop)
+        .map_err(Raised::into_error)
 }
 
 /// Whether switches on this thread are observed now (a trace hook is set,
@@ -211,18 +233,26 @@ pub(crate) struct Sibling {
 }
 
 /// Whether the running greenlet (not main) may hand control straight to
-/// `g`, as a plain switch of the full protocol with a unit value would: `g`
-/// is a started, live greenlet of this thread other than the running one,
-/// and no trace hook is set nor a greenlet force-unwound. `None` when any
-/// of that fails (the caller parks to main instead).
+/// `g`, a greenlet made on this thread, as a plain switch of the full
+/// protocol with a unit value would: `g` is a started, live greenlet other
+/// than the running one, and no trace hook is set nor a greenlet
+/// force-unwound. `None` when any of that fails (the caller parks to main
+/// instead).
+///
+/// # Safety
+/// `g` was made on the calling thread (a greenlet never changes threads,
+/// so its thread link is this thread's: not compared again here).
 #[inline(always)]
-pub(crate) fn sibling(g: &Greenlet) -> Option<Sibling> {
+pub(crate) unsafe fn sibling(g: &Greenlet) -> Option<Sibling> {
     let ts = thread_state::existing_state()?;
     let to = Arc::as_ptr(&g.record);
+    debug_assert!(ptr::eq(Arc::as_ptr(&g.record.thread), unsafe {
+        // SAFETY: `ts` is this thread's live state (a short read).
+        Arc::as_ptr(&(*ts).link)
+    }));
     // SAFETY: `ts` is this thread's live state (short reads).
     let plain = unsafe {
-        ptr::eq(Arc::as_ptr(&g.record.thread), Arc::as_ptr(&(*ts).link))
-            && (*ts).current != (*ts).main_ptr
+        (*ts).current != (*ts).main_ptr
             && (*ts).current != to
             && g.record.flags().is_active()
             && !switch::needs_slow_path(ts)

@@ -108,6 +108,7 @@ pub mod net;
 mod output;
 mod park;
 pub(crate) mod pending;
+mod ready;
 mod registry;
 mod runtime;
 mod select;

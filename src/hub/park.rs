@@ -45,6 +45,29 @@ pub(crate) fn park(wait: Wait, deadline: Option<Instant>) {
 
 /// [`park`] for the green thread `task`, running on its worker `w`.
 pub(crate) fn park_green(w: &Worker, task: &Arc<Task>, wait: Wait, deadline: Option<Instant>) {
+    park_then(w, task, wait, deadline, None);
+}
+
+/// A yield of the green thread `task`, running on its worker `w`, that
+/// does not run on in place: `me`, its reference for the ready queue
+/// (`None`: it is queued already, woken meanwhile), goes to the back of
+/// the queue and the front is resumed, with no call in between: one frame
+/// for `yield_now` and its park.
+#[inline(always)]
+pub(crate) fn yield_green(w: &Worker, task: &Arc<Task>, me: Option<Arc<Task>>) {
+    park_then(w, task, Wait::Yield, None, me);
+}
+
+/// [`park_green`], queuing `requeue` (the parking task's own reference)
+/// at the back of the ready queue first when it is a yield's.
+#[inline(always)]
+fn park_then(
+    w: &Worker,
+    task: &Arc<Task>,
+    wait: Wait,
+    deadline: Option<Instant>,
+    requeue: Option<Arc<Task>>,
+) {
     // No look for an elapsed scope before the park (a clock read and a
     // lock): the scope's deadline is armed, so an elapsed one is a due
     // timer, which sends this park to the loop, which fires it, and the
@@ -57,7 +80,7 @@ pub(crate) fn park_green(w: &Worker, task: &Arc<Task>, wait: Wait, deadline: Opt
         w.timers.borrow_mut().arm(at, Arc::clone(task));
     }
     task.set_parked(wait);
-    let to = match w.next_after_park(task) {
+    let to = match w.next_after_park(task, requeue) {
         Next::Hub => None,
         Next::Sibling(to) => Some(to),
         Next::Myself => return check_scopes(&task.scopes),

@@ -375,11 +375,20 @@ impl Task {
     /// thread (the task's owner is `w`).
     #[inline]
     pub(crate) fn schedule_on(self: &Arc<Task>, w: &worker::Worker) {
+        if self.mark_ready() {
+            w.push_ready_local(Arc::clone(self));
+        }
+    }
+
+    /// Mark it scheduled and ready, from its owner worker's thread: whether
+    /// the caller must queue it (it was not scheduled already).
+    #[inline]
+    pub(crate) fn mark_ready(&self) -> bool {
         if self.scheduled.swap(true, Ordering::AcqRel) {
-            return;
+            return false;
         }
         self.state.store(READY, Ordering::Relaxed);
-        w.push_ready_local(Arc::clone(self));
+        true
     }
 
     #[inline]

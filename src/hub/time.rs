@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::error::Elapsed;
-use super::park::{check_scopes, park, park_green, TimeoutUnwind};
+use super::park::{check_scopes, park, yield_green, TimeoutUnwind};
 use super::task::Wait;
 use super::worker;
 
@@ -177,8 +177,8 @@ pub fn yield_now() {
             check_scopes(&task.scopes);
             return;
         }
-        task.schedule_on(w);
-        park_green(w, task, Wait::Yield, None);
+        let me = task.mark_ready().then(|| w.take_ref(task));
+        yield_green(w, task, me);
     });
     if yielded.is_none() {
         std::thread::yield_now();

@@ -330,7 +330,7 @@ pub(crate) fn wait_on<'a, W: Site>(
     let mut held = Some((guard, value));
     let green = worker::with_current_task(|w, task| {
         let (guard, value) = held.take()?;
-        let me = Wakeup::Task(Arc::clone(task));
+        let me = Wakeup::Task(w.take_ref(task));
         Some(wait_with::<W>(lock, guard, value, deadline, me, || {
             park_green(w, task, W::WAIT, deadline)
         }))

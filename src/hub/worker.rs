@@ -74,6 +74,7 @@ use crate::diag::diag_warn;
 use super::body::{Launch, LocalUnstarted, NotStarted, Unstarted};
 use super::error::JoinError;
 use super::idle::{self, Idle, Plan, Spun, SPIN_WINDOW};
+use super::ready::ReadyQueue;
 use super::runtime::Shared;
 use super::spawn::TaskPool;
 use super::task::Task;
@@ -251,7 +252,7 @@ pub(crate) struct Worker {
     pub(crate) hub: Greenlet,
     /// This worker's entry of `shared.workers` (see [`remote`](Self::remote)).
     remote: *const Remote,
-    ready: RefCell<VecDeque<Arc<Task>>>,
+    ready: RefCell<ReadyQueue<Arc<Task>>>,
     local_new: RefCell<VecDeque<LocalUnstarted>>,
     /// On a runtime of one worker, its unstarted `Send` tasks spawned on
     /// it: a stack, the next to start last, with the batch of the green
@@ -279,6 +280,15 @@ pub(crate) struct Worker {
     current: Cell<*const Task>,
     /// Started green threads, with the only greenlet handles.
     live: RefCell<Slab<(Arc<Task>, Greenlet)>>,
+    /// A reference to the running green thread that this worker owns
+    /// (`Arc::into_raw`), or null: the ready queue's reference of the task
+    /// a hand-off resumed, kept instead of dropped, so that the task's next
+    /// queuing of itself (a yield) or registration as a waiter moves it
+    /// instead of cloning one ([`take_ref`](Self::take_ref)): no reference
+    /// count changes on a hand-off. Dropped when another task is held,
+    /// whenever control comes back to the hub, and at teardown, so it
+    /// never keeps a finished task from its pool.
+    held: Cell<*const Task>,
     poll: RefCell<mio::Poll>,
     events: RefCell<mio::Events>,
     /// Scheduling rounds (the loop's, and hand-offs) left before the next
@@ -358,7 +368,9 @@ pub(crate) fn with_current_task<R>(f: impl FnOnce(&Worker, &Arc<Task>) -> R) -> 
 }
 
 /// Put a woken task on the ready queue of worker `owner`: directly when
-/// called on that worker, else through its remote queue.
+/// called on that worker, else through its remote queue. Inlined into
+/// the waker: a local wake is one frame.
+#[inline(always)]
 pub(crate) fn push_ready(task: Arc<Task>, owner: usize) {
     let mut task = Some(task);
     with_worker(|w| {
@@ -425,6 +437,14 @@ impl Drop for MarkRunning {
     }
 }
 
+/// The held reference goes with the worker also when its loop unwinds
+/// (no teardown then).
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.release_held();
+    }
+}
+
 /// Run a worker thread: the hub loop, then its teardown.
 pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
     let remote: *const Remote = &shared.workers[seed.index];
@@ -433,7 +453,7 @@ pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
         shared,
         remote,
         hub: getcurrent(),
-        ready: RefCell::new(VecDeque::new()),
+        ready: RefCell::new(ReadyQueue::new()),
         local_new: RefCell::new(VecDeque::new()),
         spawned: RefCell::new(Vec::new()),
         has_spawned: Cell::new(false),
@@ -443,6 +463,7 @@ pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
         timers: RefCell::new(Timers::default()),
         current: Cell::new(ptr::null()),
         live: RefCell::new(Slab::new()),
+        held: Cell::new(ptr::null()),
         poll: RefCell::new(seed.poll),
         events: RefCell::new(mio::Events::with_capacity(256)),
         until_poll: Cell::new(POLL_EVERY),
@@ -898,6 +919,7 @@ impl Worker {
         };
         let back = self.current.replace(ptr::null());
         remote.running.store(0, Ordering::Relaxed);
+        self.release_held();
         match resumed {
             Resumed::Full(result) if ptr::eq(back, task) => Some((key, result, g.is_dead())),
             Resumed::Full(result) => Some(Self::came_back(live, back, result)),
@@ -988,6 +1010,49 @@ impl Worker {
         self.ready.borrow_mut().push_back(task);
     }
 
+    /// A reference to `me`, the running green thread: the one this worker
+    /// holds for it (see `held`), moved out, else a clone.
+    #[inline(always)]
+    pub(crate) fn take_ref(&self, me: &Arc<Task>) -> Arc<Task> {
+        let held = self.held.get();
+        if ptr::eq(held, Arc::as_ptr(me)) {
+            self.held.set(ptr::null());
+            // SAFETY: a non-null `held` is `Arc::into_raw` of a reference
+            // this worker owns; cleared first, so it is taken once.
+            return unsafe { Arc::from_raw(held) };
+        }
+        Arc::clone(me)
+    }
+
+    /// Keep `next`, the task a hand-off resumes, as the held reference
+    /// (see `held`), dropping the one held before, if any.
+    #[inline(always)]
+    fn hold(&self, next: Arc<Task>) {
+        let old = self.held.replace(Arc::into_raw(next));
+        if !old.is_null() {
+            Self::drop_ref(old);
+        }
+    }
+
+    /// Drop the held reference, if any (see `held`).
+    #[inline(always)]
+    fn release_held(&self) {
+        let old = self.held.replace(ptr::null());
+        if !old.is_null() {
+            Self::drop_ref(old);
+        }
+    }
+
+    /// Drop a reference that was held (out of line: a hand-off's park
+    /// usually gave its own away, to the ready queue or a wait list).
+    #[cold]
+    #[inline(never)]
+    fn drop_ref(held: *const Task) {
+        // SAFETY: `held` came from `Arc::into_raw` of an owned reference,
+        // no longer in `held`: dropped once.
+        drop(unsafe { Arc::from_raw(held) });
+    }
+
     /// The green thread `me`, parking (its state set, its timer armed),
     /// picks what runs next without the loop's round when the loop would
     /// only resume the front of the ready queue (see
@@ -997,13 +1062,30 @@ impl Worker {
     /// throws it): [`Next::Myself`] when it is `me` (woken already; with a
     /// cancellation, [`Next::Cancelled`]), else a [`Next::Sibling`] to hand
     /// the CPU to. [`Next::Hub`]: park.
+    ///
+    /// `requeue`: a yield's own reference, queued at the back first (with
+    /// one other task ready, the two trade places in the queue's one slot).
     #[inline(always)]
-    pub(crate) fn next_after_park(&self, me: &Task) -> Next {
+    pub(crate) fn next_after_park(&self, me: &Task, requeue: Option<Arc<Task>>) -> Next {
         let remote = self.remote();
         let Some(until_poll) = self.hub_is_idle(remote) else {
+            if let Some(me) = requeue {
+                self.push_ready_local(me);
+            }
             return Next::Hub;
         };
-        let Some(next) = self.ready.borrow_mut().pop_front() else {
+        let next = {
+            let mut ready = self.ready.borrow_mut();
+            match requeue.map(|me| ready.replace_single(me)) {
+                None => ready.pop_front(),
+                Some(Ok(front)) => Some(front),
+                Some(Err(me)) => {
+                    ready.push_back(me);
+                    ready.pop_front()
+                }
+            }
+        };
+        let Some(next) = next else {
             return Next::Hub;
         };
         // `Some(None)`: the front is `me` itself, to run on without a
@@ -1029,9 +1111,11 @@ impl Worker {
                 return Next::Hub;
             }
             self.enter(remote, &next);
+            self.hold(next);
             return Next::Cancelled;
         }
         self.enter(remote, &next);
+        self.hold(next);
         match to {
             Some(s) => Next::Sibling(s),
             None => Next::Myself,
@@ -1049,7 +1133,9 @@ impl Worker {
         // suspended).
         let live = unsafe { self.live.try_borrow_unguarded() }.ok()?;
         match live.get(next.live_key.load(Ordering::Relaxed)) {
-            Some((t, g)) if Arc::ptr_eq(t, next) => direct::sibling(g),
+            // SAFETY: every greenlet in `live` was made by `start`, on
+            // this worker's thread, which runs this.
+            Some((t, g)) if Arc::ptr_eq(t, next) => unsafe { direct::sibling(g) },
             _ => None,
         }
     }
@@ -1088,7 +1174,13 @@ impl Worker {
     /// after their deadline, hand-off or not.
     #[inline(always)]
     fn no_timer_due(&self) -> bool {
-        self.timers.borrow().none_due(Instant::now)
+        // SAFETY: the reference ends when `none_due` returns, which calls
+        // nothing but the clock: nothing that could borrow the timers
+        // mutably runs meanwhile (as `borrow` would check, at a cost).
+        match unsafe { self.timers.try_borrow_unguarded() } {
+            Ok(timers) => timers.none_due(Instant::now),
+            Err(_) => false,
+        }
     }
 
     /// Whether the loop's next round would only resume the front of the
@@ -1190,6 +1282,7 @@ impl Worker {
             }
             task.finish(Some(JoinError::Cancelled { name: task.name() }));
         }
+        self.release_held();
         drop(self.spawned.take());
         self.pool.clear();
         self.timers.borrow_mut().clear();
