@@ -457,7 +457,6 @@ mod tests {
     use super::*;
 
     use std::cell::Cell;
-    use std::sync::Arc;
 
     use crate::hub::{self, Runtime};
 
@@ -470,14 +469,7 @@ mod tests {
     /// with [`UNCROWDED`] set.
     fn runtime_spins() -> (Runtime, impl Fn() -> u64) {
         UNCROWDED.store(true, Ordering::Relaxed);
-        let rt = Runtime::builder()
-            .worker_threads(2)
-            .watchdog(None)
-            .build()
-            .expect("a runtime");
-        let shared = rt
-            .block_on(|| Arc::clone(&crate::hub::worker::current().expect("a worker").shared))
-            .expect("the block_on task");
+        let (rt, shared) = crate::hub::worker::tests::runtime_of_two();
         let spins = move || shared.workers.iter().map(|r| r.idle.spins()).sum();
         (rt, spins)
     }
