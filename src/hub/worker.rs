@@ -20,7 +20,11 @@
 //! with the poller); then start an unstarted task (this worker's own
 //! `spawn_local` ones, its deque, the injector, stolen batches from other
 //! workers) or resume a ready one. New tasks go first, but never more than
-//! [`START_BURST`] in a row while ready tasks wait. The deque is LIFO: a
+//! [`START_BURST`] in a row while ready tasks wait; while ready tasks wait,
+//! the runtime-wide sources (the injector, other workers' deques, whose
+//! look costs a `SeqCst` fence per worker) are looked at only in the
+//! rounds that poll, so a busy worker takes them at most [`POLL_EVERY`]
+//! rounds late (an idle one looks at once). The deque is LIFO: a
 //! worker starts the newest unstarted task first (depth first, so a tree
 //! of tasks keeps few stacks alive), and other workers steal the oldest.
 //! With other workers a spawned task goes on the deque at once (so it can
@@ -528,7 +532,8 @@ impl Worker {
                 self.fire_timers(Instant::now(), &mut due);
             }
             let until_poll = self.until_poll.get() - 1;
-            if until_poll == 0 {
+            let polled = until_poll == 0;
+            if polled {
                 self.until_poll.set(POLL_EVERY);
                 self.poll_once(Some(Duration::ZERO));
             } else {
@@ -539,7 +544,11 @@ impl Worker {
                 self.cancel_all();
             }
             let has_ready = !self.ready.borrow().is_empty();
-            if (!has_ready || burst < START_BURST) && self.start_next() {
+            // With ready tasks waiting, the runtime-wide sources (the
+            // injector, other workers' deques) at the poll's cadence only.
+            let wide = !has_ready || polled;
+            let look = !has_ready || (burst < START_BURST && (wide || self.local_work.get()));
+            if look && self.start_next(wide) {
                 self.flush_spawned();
                 burst += 1;
                 continue;
@@ -568,17 +577,18 @@ impl Worker {
         }
     }
 
-    /// Start one unstarted task, if there is one; whether one was. With
-    /// none, `local_work` is cleared: nothing is queued on this worker to
-    /// start (unless the hub itself spawned one, in `cancel_all`: it waits
-    /// in `spawned`).
-    fn start_next(&self) -> bool {
+    /// Start one unstarted task, if there is one; whether one was: queued
+    /// on this worker, or (`wide`) from the runtime's injector or stolen
+    /// from another worker. With none, `local_work` is cleared: nothing is
+    /// queued on this worker to start (unless the hub itself spawned one,
+    /// in `cancel_all`: it waits in `spawned`).
+    fn start_next(&self, wide: bool) -> bool {
         let local = self.local_new.borrow_mut().pop_front();
         if let Some(u) = local {
             self.start(u);
             return true;
         }
-        if let Some(u) = self.find_unstarted() {
+        if let Some(u) = self.find_unstarted(wide) {
             self.start(u);
             return true;
         }
@@ -586,7 +596,9 @@ impl Worker {
         false
     }
 
-    fn find_unstarted(&self) -> Option<Unstarted> {
+    /// An unstarted `Send` task: this worker's own (its one-worker stack,
+    /// its deque), else (`wide`) one of the injector's or a stolen batch's.
+    fn find_unstarted(&self, wide: bool) -> Option<Unstarted> {
         if self.has_spawned.get() {
             if let Some(u) = self.pop_spawned() {
                 return Some(u);
@@ -597,7 +609,7 @@ impl Worker {
                 return Some(u);
             }
         }
-        if self.shared.injector.is_empty() && !self.others_have_unstarted() {
+        if !wide || (self.shared.injector.is_empty() && !self.others_have_unstarted()) {
             return None;
         }
         loop {
@@ -664,6 +676,7 @@ impl Worker {
     /// clear, so a wake then costs the waker no system call.
     fn idle(&self) {
         let remote = self.remote();
+        let now = Instant::now();
         let plan = if self.shared.is_shutting_down() {
             Plan::Sleep
         } else {
@@ -671,27 +684,22 @@ impl Worker {
                 &self.shared.workers,
                 self.index,
                 idle::current_cpu(),
-                |r| {
-                    (
-                        &r.idle,
-                        r.sleeping.load(Ordering::Relaxed),
-                        r.inbox.has_work(Ordering::Relaxed),
-                    )
-                },
-                idle::crowded,
+                |r| &r.idle,
+                |r| r.sleeping.load(Ordering::Relaxed),
+                |r| r.inbox.has_work(Ordering::Relaxed),
+                || idle::crowded(now),
             )
         };
-        let quick = || remote.inbox.has_work(Ordering::Relaxed);
+        let quick = || remote.inbox.look();
         let found = match plan {
             Plan::Spin => {
-                let start = Instant::now();
-                let window = start + SPIN_WINDOW;
+                let window = now + SPIN_WINDOW;
                 let timer = self.timers.borrow().next_deadline();
                 let until = timer.map_or(window, |t| t.min(window));
                 let by_timer = timer.is_some_and(|t| t <= window);
                 let spun = remote
                     .idle
-                    .spin(start, until, by_timer, quick, || self.work_from_outside());
+                    .spin(now, until, by_timer, quick, || self.work_from_outside());
                 spun != Spun::Missed
             }
             Plan::Sleep => remote.idle.yield_briefly(quick, std::thread::yield_now),
@@ -1074,15 +1082,18 @@ impl Worker {
     /// ([`work_from_outside`](Self::work_from_outside), unchanged), and
     /// their producers wake a sleeping worker as before. Only the wakes
     /// and calls that must run at this worker's next scheduling point are
-    /// read at every hand-off: the inbox (its slot and `more`, one line)
-    /// and the pending-call flag. Each source is read directly, so no new
-    /// flag is shared between threads and no interleaving can lose a wake.
+    /// read at every hand-off: the inbox's slot (one word: a task, or the
+    /// mark of its overflow; the one wake it may miss, racing the loop's
+    /// take, the loop takes at most [`POLL_EVERY`] rounds later, see
+    /// `Inbox::marked`) and the pending-call flag. No new flag is shared
+    /// between threads, and the sleep handshake reads the whole inbox, so
+    /// no interleaving can lose a wake.
     #[inline(always)]
     fn hub_is_idle(&self, remote: &Remote) -> Option<u32> {
         let until_poll = self.until_poll.get();
         let busy = until_poll <= 1
             || self.local_work.get()
-            || remote.inbox.has_work(Ordering::Relaxed)
+            || remote.inbox.marked()
             || self.shared.pending.wants_drain();
         (!busy).then_some(until_poll)
     }
