@@ -4,9 +4,11 @@
 //!
 //! Owns [`Inbox`] and its rules (below). Uses `std`'s atomics and
 //! `parking_lot`'s mutex (`loom`'s under `cfg(loom)`, where the unit tests
-//! check the rules over every interleaving: `RUSTFLAGS="--cfg loom" cargo
-//! test --release --lib hub::inbox`). The worker (`worker.rs`) owns the
-//! sleep handshake around it and where the taken tasks go.
+//! check the rules over the interleavings of two wakers and the owner, or
+//! a waker and the close: `RUSTFLAGS="--cfg loom" cargo test --release
+//! --lib hub::inbox`), and x86's `prefetchw` hint (inline assembly) for
+//! the owner's spin. The worker (`worker.rs`) owns the sleep handshake
+//! around it and where the taken tasks go.
 //!
 //! # The slot and the overflow
 //! A lone wake (the usual case: a reply between two workers) goes into a
