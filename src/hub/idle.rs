@@ -240,18 +240,23 @@ impl Idle {
     }
 
     /// Choose what worker `me` of `all` does before it sleeps, running on
-    /// CPU `cpu` (see [`current_cpu`]). `part(w)`: worker `w`'s idle state,
-    /// whether it is in its sleep handshake, and whether it has a wake
-    /// queued. `crowded`: whether the machine has no CPU to spare (see
-    /// [`crowded`]), asked last.
+    /// CPU `cpu` (see [`current_cpu`]). `idle(w)`: worker `w`'s idle state;
+    /// `asleep(w)`: whether it is in its sleep handshake; `has_work(w)`:
+    /// whether it has a wake queued. `crowded`: whether the machine has no
+    /// CPU to spare (see [`crowded`]), asked last. The other workers'
+    /// `asleep` and `has_work` are read only where the rules need them (a
+    /// peer on this CPU, a spinning peer): their lines are the ones a wake
+    /// just wrote, which the woken worker is about to take.
     pub(crate) fn plan<W>(
         all: &[W],
         me: usize,
         cpu: u32,
-        part: impl Fn(&W) -> (&Idle, bool, bool),
+        idle: impl Fn(&W) -> &Idle,
+        asleep: impl Fn(&W) -> bool,
+        has_work: impl Fn(&W) -> bool,
         crowded: impl FnOnce() -> bool,
     ) -> Plan {
-        let (this, _, _) = part(&all[me]);
+        let this = idle(&all[me]);
         let mut backoff = this.load_backoff();
         let may = backoff.may_spin();
         this.store_backoff(backoff);
@@ -263,13 +268,12 @@ impl Idle {
             if i == me {
                 continue;
             }
-            let (other, asleep, has_work) = part(w);
-            let busy_here = || cpu != NO_CPU && !asleep && other.cpu.load(Ordering::Relaxed) == cpu;
+            let other = idle(w);
             if other.spinning.load(Ordering::Relaxed) {
-                if !has_work {
+                if !has_work(w) {
                     return Plan::Sleep;
                 }
-            } else if busy_here() {
+            } else if cpu != NO_CPU && other.cpu.load(Ordering::Relaxed) == cpu && !asleep(w) {
                 return Plan::Sleep;
             }
         }
@@ -399,8 +403,8 @@ fn since_epoch(t: Instant) -> u64 {
 /// again when the count is older than [`COUNT_EVERY`]; never crowded where
 /// it cannot be read). The count includes this thread and a busy or
 /// spinning peer: two workers ping-ponging on two CPUs are not crowded, one
-/// more runnable thread anywhere is.
-pub(crate) fn crowded() -> bool {
+/// more runnable thread anywhere is. `now`: the caller's clock reading.
+pub(crate) fn crowded(now: Instant) -> bool {
     static LOADAVG: OnceLock<Option<File>> = OnceLock::new();
     static NEXT: AtomicU64 = AtomicU64::new(0);
     static CROWDED: AtomicBool = AtomicBool::new(false);
@@ -411,7 +415,7 @@ pub(crate) fn crowded() -> bool {
     if tests::UNCROWDED.load(Ordering::Relaxed) {
         return false;
     }
-    let now = since_epoch(Instant::now());
+    let now = since_epoch(now);
     if now < NEXT.load(Ordering::Relaxed) {
         return CROWDED.load(Ordering::Relaxed);
     }
@@ -457,7 +461,6 @@ mod tests {
     use super::*;
 
     use std::cell::Cell;
-    use std::sync::Arc;
 
     use crate::hub::{self, Runtime};
 
@@ -470,14 +473,7 @@ mod tests {
     /// with [`UNCROWDED`] set.
     fn runtime_spins() -> (Runtime, impl Fn() -> u64) {
         UNCROWDED.store(true, Ordering::Relaxed);
-        let rt = Runtime::builder()
-            .worker_threads(2)
-            .watchdog(None)
-            .build()
-            .expect("a runtime");
-        let shared = rt
-            .block_on(|| Arc::clone(&crate::hub::worker::current().expect("a worker").shared))
-            .expect("the block_on task");
+        let (rt, shared) = crate::hub::worker::tests::runtime_of_two();
         let spins = move || shared.workers.iter().map(|r| r.idle.spins()).sum();
         (rt, spins)
     }
@@ -556,7 +552,11 @@ mod tests {
     type Part<'a> = (&'a Idle, bool, bool);
 
     fn plan_for(all: &[Part<'_>], me: usize, cpu: u32) -> Plan {
-        Idle::plan(all, me, cpu, |p| *p, || false)
+        plan_with(all, me, cpu, || false)
+    }
+
+    fn plan_with(all: &[Part<'_>], me: usize, cpu: u32, crowded: impl FnOnce() -> bool) -> Plan {
+        Idle::plan(all, me, cpu, |p| p.0, |p| p.1, |p| p.2, crowded)
     }
 
     #[test]
@@ -606,7 +606,7 @@ mod tests {
         let a = Idle::default();
         let b = Idle::default();
         let all = [(&a, true, false), (&b, false, false)];
-        assert_eq!(Idle::plan(&all, 1, 0, |p| *p, || true), Plan::Sleep);
+        assert_eq!(plan_with(&all, 1, 0, || true), Plan::Sleep);
         // Asked last: a worker that sleeps for another reason reads no
         // count.
         a.spinning.store(true, Ordering::Relaxed);
@@ -615,7 +615,7 @@ mod tests {
             asked.set(true);
             false
         };
-        assert_eq!(Idle::plan(&all, 1, 0, |p| *p, crowded), Plan::Sleep);
+        assert_eq!(plan_with(&all, 1, 0, crowded), Plan::Sleep);
         assert!(!asked.get());
     }
 

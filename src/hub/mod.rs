@@ -89,7 +89,7 @@
 //!
 //! Module map: `runtime` (builder, runtime, handle), `worker` (the hub
 //! loop), `task` (task header, join handle), `body` (an unstarted task's closure), `spawn`, `park`, `time`,
-//! `timer`, `wait`, `channel`, `select`, `sync`, `future`, `blocking`,
+//! `timer`, `wait`, `inbox` (a worker's remote wake queue), `idle`, `channel`, `select`, `sync`, `future`, `blocking`,
 //! `group`, `dump`, `watchdog`, `pending`, `registry`, `error`, and the
 //! public [`net`] (TCP and UDP sockets that park).
 //!
@@ -104,6 +104,7 @@ mod error;
 mod future;
 mod group;
 mod idle;
+mod inbox;
 pub mod net;
 mod output;
 mod park;

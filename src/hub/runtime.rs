@@ -428,7 +428,7 @@ fn finish_shutdown(
         }
     }
     for remote in shared.workers.iter() {
-        remote.drop_placed();
+        remote.close();
     }
     let blocking_still_running = shared.blocking.shutdown();
     let pending_calls_run_at_shutdown = shared.pending.run_all_here();

@@ -20,7 +20,11 @@
 //! with the poller); then start an unstarted task (this worker's own
 //! `spawn_local` ones, its deque, the injector, stolen batches from other
 //! workers) or resume a ready one. New tasks go first, but never more than
-//! [`START_BURST`] in a row while ready tasks wait. The deque is LIFO: a
+//! [`START_BURST`] in a row while ready tasks wait; while ready tasks wait,
+//! the runtime-wide sources (the injector, other workers' deques, whose
+//! look costs a `SeqCst` fence per worker) are looked at only in the
+//! rounds that poll, so a busy worker takes them at most [`POLL_EVERY`]
+//! rounds late (an idle one looks at once). The deque is LIFO: a
 //! worker starts the newest unstarted task first (depth first, so a tree
 //! of tasks keeps few stacks alive), and other workers steal the oldest.
 //! With other workers a spawned task goes on the deque at once (so it can
@@ -64,7 +68,6 @@ use std::time::{Duration, Instant};
 
 use crossbeam_deque::{Steal, Stealer};
 use crossbeam_utils::CachePadded;
-use parking_lot::Mutex;
 use slab::Slab;
 
 use crate::coroutine::direct::{self, Resumed};
@@ -74,6 +77,7 @@ use crate::diag::diag_warn;
 use super::body::{Launch, LocalUnstarted, NotStarted, Unstarted};
 use super::error::JoinError;
 use super::idle::{self, Idle, Plan, Spun, SPIN_WINDOW};
+use super::inbox::Inbox;
 use super::ready::ReadyQueue;
 use super::runtime::Shared;
 use super::spawn::TaskPool;
@@ -100,7 +104,9 @@ const NO_BATCH: usize = usize::MAX;
 /// in one slice, share no line.
 #[repr(C)]
 pub(crate) struct Remote {
-    inbox: CachePadded<Inbox>,
+    /// Tasks woken for this worker and tasks placed on it by other threads
+    /// (see [`super::inbox`]): one cache line.
+    inbox: CachePadded<Inbox<Task, Unstarted>>,
     /// In (or about to enter) a waiting poll; cleared by whoever unparks
     /// it. Not in the inbox's line: a waker reads it right after its push,
     /// when the owner, spinning, may already have taken that line back
@@ -120,36 +126,10 @@ pub(crate) struct Remote {
     pub(crate) idle: CachePadded<Idle>,
 }
 
-/// The remote wake queue: what a waker on another thread writes.
-struct Inbox {
-    queue: Mutex<Woken>,
-    has_remote: AtomicBool,
-}
-
-/// Tasks woken from other threads, in wake order: the first in `first`
-/// (beside the lock, in the inbox's cache line: a lone wake touches no
-/// other memory), the rest in `more` (drained in place by the owner, so
-/// pushes do not allocate once its buffer has grown); and unstarted tasks
-/// placed on this worker by another thread ([`Remote::place`]), in
-/// placement order, behind a pointer (allocated at the first placement,
-/// then kept) so that the inbox still fits the one cache line a wake
-/// touches (a `Vec` in place grew it past 64 bytes, moving `has_remote`
-/// to a second line).
-#[derive(Default)]
-struct Woken {
-    first: Option<Arc<Task>>,
-    more: Vec<Arc<Task>>,
-    #[allow(clippy::box_collection)] // the box is the point: see above
-    placed: Option<Box<Vec<Unstarted>>>,
-}
-
 impl Remote {
     pub(crate) fn new(waker: mio::Waker, stealer: Stealer<Unstarted>) -> Remote {
         Remote {
-            inbox: CachePadded::new(Inbox {
-                queue: Mutex::new(Woken::default()),
-                has_remote: AtomicBool::new(false),
-            }),
+            inbox: CachePadded::new(Inbox::default()),
             sleeping: CachePadded::new(AtomicBool::new(false)),
             tick: CachePadded::new(AtomicU64::new(0)),
             running: CachePadded::new(AtomicU64::new(0)),
@@ -160,23 +140,18 @@ impl Remote {
     }
 
     /// Queue a woken task from another thread and unpark the worker if it
-    /// sleeps.
+    /// sleeps. A worker that has ended takes no task: the task is dropped
+    /// here (see [`close`](Self::close)).
     fn push(&self, task: Arc<Task>) {
-        {
-            let mut q = self.inbox.queue.lock();
-            if q.first.is_none() && q.more.is_empty() {
-                q.first = Some(task);
-            } else {
-                q.more.push(task);
-            }
+        if self.inbox.push(task).is_err() {
+            return;
         }
-        self.inbox.has_remote.store(true, Ordering::SeqCst);
-        // No fence: this `SeqCst` store and the `SeqCst` load of
-        // `sleeping` after it, against the owner's `SeqCst` store of
-        // `sleeping` and its `SeqCst` load of `has_remote` (see `idle`),
-        // are all in the one total order of `SeqCst` operations, so at
-        // least one side sees the other's store (on x86 the store is an
-        // `xchg`, a full barrier: a fence after it only cost time).
+        // No fence: the push's `SeqCst` announcement and the `SeqCst` load
+        // of `sleeping` after it, against the owner's `SeqCst` store of
+        // `sleeping` and its `SeqCst` loads of the inbox (see `idle`), are
+        // all in the one total order of `SeqCst` operations, so at least
+        // one side sees the other's (on x86 the announcement is a locked
+        // instruction, a full barrier: a fence after it only cost time).
         self.unpark_if_marked_sleeping();
     }
 
@@ -186,23 +161,23 @@ impl Remote {
     /// it to its own line of new tasks, which no other worker steals
     /// from, so it starts here (unless the runtime shuts down first: then
     /// it is dropped unstarted, as a refused spawn is).
-    pub(crate) fn place(&self, u: Unstarted) {
-        self.inbox
-            .queue
-            .lock()
-            .placed
-            .get_or_insert_with(Box::default)
-            .push(u);
-        self.inbox.has_remote.store(true, Ordering::SeqCst);
+    ///
+    /// # Errors
+    /// The task back, unstarted, once the worker has ended (its inbox is
+    /// [closed](Self::close)): the caller drops it (it finishes as
+    /// cancelled) outside any lock of the inbox.
+    pub(crate) fn place(&self, u: Unstarted) -> Result<(), Unstarted> {
+        self.inbox.place(u)?;
         self.unpark_if_sleeping();
+        Ok(())
     }
 
-    /// Drop the placed tasks its worker did not take (placed after it
-    /// ended): each finishes as cancelled. Taken out of the lock first: a
-    /// closure's destructor may place again.
-    pub(crate) fn drop_placed(&self) {
-        let placed = std::mem::take(&mut self.inbox.queue.lock().placed);
-        drop(placed);
+    /// The worker has ended: drop the woken and placed tasks it did not
+    /// take, and refuse later ones (a task left here would hold the
+    /// runtime's `Shared`, which holds this inbox: a leak of the task and
+    /// of everything it holds). The placed ones finish as cancelled.
+    pub(crate) fn close(&self) {
+        self.inbox.close();
     }
 
     /// Wake the worker if it is in (or entering) its waiting poll. Only the
@@ -578,7 +553,8 @@ impl Worker {
                 self.fire_timers(Instant::now(), &mut due);
             }
             let until_poll = self.until_poll.get() - 1;
-            if until_poll == 0 {
+            let polled = until_poll == 0;
+            if polled {
                 self.until_poll.set(POLL_EVERY);
                 self.poll_once(Some(Duration::ZERO));
             } else {
@@ -589,7 +565,11 @@ impl Worker {
                 self.cancel_all();
             }
             let has_ready = !self.ready.borrow().is_empty();
-            if (!has_ready || burst < START_BURST) && self.start_next() {
+            // With ready tasks waiting, the runtime-wide sources (the
+            // injector, other workers' deques) at the poll's cadence only.
+            let wide = !has_ready || polled;
+            let look = !has_ready || (burst < START_BURST && (wide || self.local_work.get()));
+            if look && self.start_next(wide) {
                 self.flush_spawned();
                 burst += 1;
                 continue;
@@ -618,17 +598,18 @@ impl Worker {
         }
     }
 
-    /// Start one unstarted task, if there is one; whether one was. With
-    /// none, `local_work` is cleared: nothing is queued on this worker to
-    /// start (unless the hub itself spawned one, in `cancel_all`: it waits
-    /// in `spawned`).
-    fn start_next(&self) -> bool {
+    /// Start one unstarted task, if there is one; whether one was: queued
+    /// on this worker, or (`wide`) from the runtime's injector or stolen
+    /// from another worker. With none, `local_work` is cleared: nothing is
+    /// queued on this worker to start (unless the hub itself spawned one,
+    /// in `cancel_all`: it waits in `spawned`).
+    fn start_next(&self, wide: bool) -> bool {
         let local = self.local_new.borrow_mut().pop_front();
         if let Some(u) = local {
             self.start(u);
             return true;
         }
-        if let Some(u) = self.find_unstarted() {
+        if let Some(u) = self.find_unstarted(wide) {
             self.start(u);
             return true;
         }
@@ -636,7 +617,9 @@ impl Worker {
         false
     }
 
-    fn find_unstarted(&self) -> Option<Unstarted> {
+    /// An unstarted `Send` task: this worker's own (its one-worker stack,
+    /// its deque), else (`wide`) one of the injector's or a stolen batch's.
+    fn find_unstarted(&self, wide: bool) -> Option<Unstarted> {
         if self.has_spawned.get() {
             if let Some(u) = self.pop_spawned() {
                 return Some(u);
@@ -647,7 +630,7 @@ impl Worker {
                 return Some(u);
             }
         }
-        if self.shared.injector.is_empty() && !self.others_have_unstarted() {
+        if !wide || (self.shared.injector.is_empty() && !self.others_have_unstarted()) {
             return None;
         }
         loop {
@@ -680,7 +663,7 @@ impl Worker {
 
     /// Whether work may have arrived from other threads.
     fn work_from_outside(&self) -> bool {
-        self.remote().inbox.has_remote.load(Ordering::SeqCst)
+        self.remote().inbox.has_work(Ordering::SeqCst)
             || !self.shared.injector.is_empty()
             || !self.shared.pending.may_sleep()
             || self.others_have_unstarted()
@@ -706,13 +689,15 @@ impl Worker {
     /// at [`work_from_outside`](Self::work_from_outside)) before the sleep
     /// handshake, which is unchanged by them: `sleeping` is set,
     /// a `SeqCst` fence, then every source of work is read again; a waker
-    /// pushes, sets `has_remote` (`SeqCst`), then reads `sleeping` (`SeqCst`).
+    /// pushes (a `SeqCst` compare-and-swap of the inbox's slot, or a
+    /// `SeqCst` store of its `more`), then reads `sleeping` (`SeqCst`).
     /// Either the worker sees the work, or the waker sees `sleeping` and
     /// writes the `mio::Waker` (whose readiness the poll still returns if
     /// written before it waits). While the worker spins `sleeping` is
     /// clear, so a wake then costs the waker no system call.
     fn idle(&self) {
         let remote = self.remote();
+        let now = Instant::now();
         let plan = if self.shared.is_shutting_down() {
             Plan::Sleep
         } else {
@@ -720,27 +705,22 @@ impl Worker {
                 &self.shared.workers,
                 self.index,
                 idle::current_cpu(),
-                |r| {
-                    (
-                        &r.idle,
-                        r.sleeping.load(Ordering::Relaxed),
-                        r.inbox.has_remote.load(Ordering::Relaxed),
-                    )
-                },
-                idle::crowded,
+                |r| &r.idle,
+                |r| r.sleeping.load(Ordering::Relaxed),
+                |r| r.inbox.has_work(Ordering::Relaxed),
+                || idle::crowded(now),
             )
         };
-        let quick = || remote.inbox.has_remote.load(Ordering::Relaxed);
+        let quick = || remote.inbox.look();
         let found = match plan {
             Plan::Spin => {
-                let start = Instant::now();
-                let window = start + SPIN_WINDOW;
+                let window = now + SPIN_WINDOW;
                 let timer = self.timers.borrow().next_deadline();
                 let until = timer.map_or(window, |t| t.min(window));
                 let by_timer = timer.is_some_and(|t| t <= window);
                 let spun = remote
                     .idle
-                    .spin(start, until, by_timer, quick, || self.work_from_outside());
+                    .spin(now, until, by_timer, quick, || self.work_from_outside());
                 spun != Spun::Missed
             }
             Plan::Sleep => remote.idle.yield_briefly(quick, std::thread::yield_now),
@@ -792,23 +772,16 @@ impl Worker {
 
     fn take_remote(&self, remote: &Remote) {
         let inbox = &remote.inbox;
-        if inbox.has_remote.load(Ordering::Relaxed)
-            && inbox.has_remote.swap(false, Ordering::AcqRel)
-        {
+        if inbox.has_work(Ordering::Relaxed) {
             let mut ready = self.ready.borrow_mut();
-            let mut q = inbox.queue.lock();
-            if let Some(first) = q.first.take() {
-                ready.push_back(first);
-            }
-            if !q.more.is_empty() {
-                // Drained in place: the buffer stays for the next pushes.
-                ready.extend(q.more.drain(..));
-            }
-            if let Some(placed) = q.placed.as_mut().filter(|p| !p.is_empty()) {
-                let mut local = self.local_new.borrow_mut();
-                local.extend(placed.drain(..).map(Unstarted::into_local));
-                self.local_work.set(true);
-            }
+            inbox.take(
+                |t| ready.push_back(t),
+                |placed| {
+                    let mut local = self.local_new.borrow_mut();
+                    local.extend(placed.drain(..).map(Unstarted::into_local));
+                    self.local_work.set(true);
+                },
+            );
         }
     }
 
@@ -1201,15 +1174,18 @@ impl Worker {
     /// ([`work_from_outside`](Self::work_from_outside), unchanged), and
     /// their producers wake a sleeping worker as before. Only the wakes
     /// and calls that must run at this worker's next scheduling point are
-    /// read at every hand-off: `has_remote` (set by a waker after its push)
-    /// and the pending-call flag. Each source is read directly, so no new
-    /// flag is shared between threads and no interleaving can lose a wake.
+    /// read at every hand-off: the inbox's slot (one word: a task, or the
+    /// mark of its overflow; the one wake it may miss, racing the loop's
+    /// take, the loop takes at most [`POLL_EVERY`] rounds later, see
+    /// `Inbox::marked`) and the pending-call flag. No new flag is shared
+    /// between threads, and the sleep handshake reads the whole inbox, so
+    /// no interleaving can lose a wake.
     #[inline(always)]
     fn hub_is_idle(&self, remote: &Remote) -> Option<u32> {
         let until_poll = self.until_poll.get();
         let busy = until_poll <= 1
             || self.local_work.get()
-            || remote.inbox.has_remote.load(Ordering::Relaxed)
+            || remote.inbox.marked()
             || self.shared.pending.wants_drain();
         (!busy).then_some(until_poll)
     }
@@ -1288,5 +1264,96 @@ impl Worker {
         self.timers.borrow_mut().clear();
         self.ready.borrow_mut().clear();
         drop(entries);
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    use std::panic::Location;
+    use std::sync::mpsc;
+
+    use crate::hub::spawn::NewTask;
+    use crate::hub::Runtime;
+
+    /// How long a test waits for what must happen before it calls it hung.
+    const HANG: Duration = Duration::from_secs(30);
+
+    /// A runtime of two workers (no watchdog) and its shared state.
+    pub(crate) fn runtime_of_two() -> (Runtime, Arc<Shared>) {
+        let rt = Runtime::builder()
+            .worker_threads(2)
+            .watchdog(None)
+            .build()
+            .expect("a runtime");
+        let shared = rt
+            .block_on(|| Arc::clone(&current().expect("a worker").shared))
+            .expect("the block_on task");
+        (rt, shared)
+    }
+
+    /// `net::serve` on a blocking-pool thread places its connections'
+    /// tasks through `Remote::place`; one placed after the shutdown has
+    /// closed the inboxes (the thread was past its check of the shutdown
+    /// flag) must be refused, so the caller drops it: left in the inbox,
+    /// it held the runtime's `Shared` (which holds the inbox) for ever,
+    /// and its closure, and the connection in it, with it.
+    #[test]
+    fn a_placement_after_the_shutdown_is_refused_not_leaked() {
+        const PLACED: usize = 8;
+        let (rt, shared) = runtime_of_two();
+        let runtime_state = Arc::downgrade(&shared);
+        let held = Arc::new(());
+        let in_closures = Arc::clone(&held);
+        let (go, wait_for_go) = mpsc::channel::<()>();
+        let (started, wait_for_start) = mpsc::channel::<()>();
+        let (report, refusals) = mpsc::channel();
+        drop(rt.handle().spawn_blocking(move || {
+            started.send(()).expect("the test waits");
+            wait_for_go.recv().expect("the test's go");
+            let mut refused = 0;
+            for i in 0..PLACED {
+                let guard = Arc::clone(&in_closures);
+                let (u, join) = NewTask {
+                    shared: &shared,
+                    name: None,
+                    stack_size: None,
+                    site: Location::caller(),
+                    shard: shared.workers.len(),
+                }
+                .build(move || drop(guard));
+                drop(join);
+                if let Err(u) = shared.workers[i % 2].place(u) {
+                    drop(u);
+                    refused += 1;
+                }
+            }
+            drop((in_closures, shared));
+            report.send(refused).expect("the test waits");
+        }));
+        // Running (a queued call would be cancelled by the shutdown).
+        wait_for_start
+            .recv_timeout(HANG)
+            .expect("the blocking call never started");
+        drop(rt);
+        go.send(()).expect("the blocking call waits");
+        let refused = refusals.recv_timeout(HANG).expect("the blocking call hung");
+        assert_eq!(refused, PLACED, "placements on ended workers were taken");
+        assert_eq!(
+            Arc::strong_count(&held),
+            1,
+            "a refused task's closure was not dropped"
+        );
+        // The pool thread lets its context go as it ends: then nothing
+        // holds the runtime's state.
+        let start = Instant::now();
+        while runtime_state.strong_count() > 0 {
+            assert!(
+                start.elapsed() < HANG,
+                "the runtime's shared state outlived its shutdown"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 }

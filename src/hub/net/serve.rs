@@ -123,7 +123,13 @@ fn spawn_placed(
         match here {
             _ if shared.is_shutting_down() => drop(u),
             Some(w) if w.index == index => w.push_local(u.into_local()),
-            _ => shared.workers[index].place(u),
+            _ => {
+                if let Err(u) = shared.workers[index].place(u) {
+                    // That worker has ended (the runtime is shutting down):
+                    // dropped here, it finishes as cancelled.
+                    drop(u);
+                }
+            }
         }
     });
 }
