@@ -74,15 +74,6 @@ impl<T> ReadyQueue<T> {
         }
     }
 
-    /// Queue each of `more` last, in order.
-    pub(crate) fn extend(&mut self, more: impl IntoIterator<Item = T>) {
-        let mut more = more.into_iter();
-        if self.first.is_none() {
-            self.first = more.next();
-        }
-        self.rest.extend(more);
-    }
-
     /// Drop everything queued.
     pub(crate) fn clear(&mut self) {
         self.first = None;
@@ -130,9 +121,10 @@ mod tests {
                     }
                 }
                 _ => {
-                    let more = [i, i + 1, i + 2];
-                    q.extend(more);
-                    model.extend(more);
+                    for t in [i, i + 1, i + 2] {
+                        q.push_back(t);
+                        model.push_back(t);
+                    }
                 }
             }
             assert_eq!(q.is_empty(), model.is_empty());
@@ -144,16 +136,16 @@ mod tests {
     }
 
     #[test]
-    fn clear_empties_it_and_extend_onto_an_empty_queue_fills_the_front() {
+    fn clear_empties_it_and_a_push_onto_an_empty_queue_fills_the_front() {
         let mut q = ReadyQueue::new();
-        q.extend([1, 2, 3]);
+        for t in [1, 2, 3] {
+            q.push_back(t);
+        }
         assert_eq!(q.pop_front(), Some(1));
         q.clear();
         assert!(q.is_empty());
         assert_eq!(q.pop_front(), None);
-        q.extend(Vec::new());
-        assert!(q.is_empty());
-        q.extend([4]);
+        q.push_back(4);
         assert_eq!(q.replace_single(5), Ok(4));
         assert_eq!(q.pop_front(), Some(5));
         assert!(q.is_empty());
