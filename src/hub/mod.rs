@@ -108,6 +108,7 @@ pub mod net;
 mod output;
 mod park;
 pub(crate) mod pending;
+mod quick;
 mod registry;
 mod runtime;
 mod select;

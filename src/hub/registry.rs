@@ -3,9 +3,11 @@
 //! spawns from outside), so spawns on different workers do not contend.
 //!
 //! Each shard is an intrusive doubly linked list through the tasks
-//! themselves (their [`Links`]) under one `parking_lot` mutex: joining and
-//! leaving it are a few pointer writes between an uncontended lock and
-//! unlock, with no allocation and no table to search (the `Slab` it
+//! themselves (their [`Links`]) under one lock (a [`QuickMutex`]: its
+//! unlock is a plain store, where `parking_lot`'s is a locked
+//! read-modify-write): joining and leaving it are a few pointer writes
+//! between an uncontended lock and unlock, with no allocation and no table
+//! to search (the `Slab` it
 //! replaces cost ~50 instructions per insert, its entry's match and write,
 //! and as much per removal). The list owns one strong count of each task
 //! in it (taken with `Arc::into_raw` when it joins, given back when it
@@ -35,8 +37,7 @@ use std::fmt;
 use std::ptr;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-
+use super::quick::QuickMutex;
 use super::task::Task;
 
 /// A task's place in its registry shard (see the module doc).
@@ -98,7 +99,7 @@ unsafe fn link_of(task: *const Task) -> *mut Link {
 
 /// The runtime's live tasks.
 pub(crate) struct Registry {
-    shards: Box<[Mutex<Shard>]>,
+    shards: Box<[QuickMutex<Shard>]>,
 }
 
 impl Registry {
@@ -106,7 +107,7 @@ impl Registry {
         Registry {
             shards: (0..shards)
                 .map(|_| {
-                    Mutex::new(Shard {
+                    QuickMutex::new(Shard {
                         head: ptr::null(),
                         len: 0,
                     })
@@ -115,7 +116,7 @@ impl Registry {
         }
     }
 
-    fn shard_of(&self, task: &Task) -> &Mutex<Shard> {
+    fn shard_of(&self, task: &Task) -> &QuickMutex<Shard> {
         &self.shards[task.shard.min(self.shards.len() - 1)]
     }
 

@@ -15,12 +15,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Wake, Waker};
 
-use parking_lot::{Mutex, MutexGuard};
-
 use super::body::Body;
 use super::error::JoinError;
 use super::output::Output;
 use super::park::{current_waker, park, park_green};
+use super::quick::{QuickGuard, QuickMutex};
 use super::registry::Links;
 use super::runtime::Shared;
 use super::spawn::recycle;
@@ -172,8 +171,10 @@ pub(crate) struct Task {
     pub(crate) stack_size: usize,
     /// Set once the outcome is recorded (under the `outcome` lock).
     done: AtomicBool,
-    /// Its outcome and joiners, under one lock.
-    outcome: Mutex<Outcome>,
+    /// Its outcome and joiners, under one lock (held for a few
+    /// instructions, never across a wake or a drop of a value: a
+    /// [`QuickMutex`], unlocked by a plain store).
+    outcome: QuickMutex<Outcome>,
     /// Its `timeout` scopes.
     pub(crate) scopes: Scopes,
     /// Its closure until it starts (reached through its `NotStarted`).
@@ -207,7 +208,7 @@ impl Task {
             shard,
             stack_size,
             done: AtomicBool::new(false),
-            outcome: Mutex::new(Outcome {
+            outcome: QuickMutex::new(Outcome {
                 waiters: JoinWaiters::new(),
                 output: Output::new(),
                 error: None,
@@ -404,7 +405,7 @@ impl Task {
     /// are taken before `done` is set, and the guard not used after: from
     /// then on the handle reads the outcome without the lock (see
     /// [`take_outcome`](Self::take_outcome)).
-    fn complete(&self, mut outcome: MutexGuard<'_, Outcome>) {
+    fn complete(&self, mut outcome: QuickGuard<'_, Outcome>) {
         // The first (usually the only) joiner without the list: that is
         // moved out only when it was ever used.
         let first = outcome.waiters.first.take();
@@ -547,7 +548,7 @@ impl fmt::Debug for Task {
 /// `spawn::new_task`) that lets its body put a `T` into the task's
 /// [`Output`] and its [`JoinHandle`] take one, and gives the handle `T`'s
 /// auto traits (as the `Arc<Mutex<Option<T>>>` it replaces did).
-pub(crate) struct Slot<T>(PhantomData<Mutex<T>>);
+pub(crate) struct Slot<T>(PhantomData<QuickMutex<T>>);
 
 impl<T> Slot<T> {
     /// The token of a task made just now.
