@@ -818,14 +818,16 @@ impl Worker {
             drop(u);
             return;
         }
-        // The `live` entry's reference (the token's goes into the greenlet).
-        let task = Arc::clone(u.task());
+        // SAFETY: `task`, the token's count, becomes the `live` entry's,
+        // which goes only after its greenlet is dead or dropped (see
+        // `drop_entry`); on the error path below, `spawn` dropped the
+        // closure (with the launch) before it returned.
+        let (launch, task) = unsafe { Launch::new(u) };
         task.set_owner(self.index);
         let mut builder = Greenlet::builder().stack_size(task.stack_size);
         if let Some(name) = task.has_name() {
             builder = builder.name(name);
         }
-        let launch = Launch::new(u);
         let g = match builder.spawn(move |_| {
             launch.run();
             Ok(Value::unit())
@@ -954,7 +956,7 @@ impl Worker {
             if !task.is_done() {
                 task.finish(Some(JoinError::Cancelled { name: task.name() }));
             }
-            drop(entry);
+            drop_entry(entry);
         } else if let Err(e) = result {
             let task = self.live.borrow().get(key).map(|(t, _)| Arc::clone(t));
             if let Some(task) = task {
@@ -1194,6 +1196,25 @@ impl Worker {
         self.pool.clear();
         self.timers.borrow_mut().clear();
         self.ready.borrow_mut().clear();
-        drop(entries);
+        entries.into_iter().for_each(drop_entry);
     }
+}
+
+impl Drop for Worker {
+    /// Entries left when the loop unwound (teardown drains them otherwise)
+    /// go greenlet first, as everywhere (see [`drop_entry`]).
+    fn drop(&mut self) {
+        self.live.get_mut().drain().for_each(drop_entry);
+    }
+}
+
+/// Drop an entry of a worker's `live` table: its greenlet first, then its
+/// task. The entry's `Arc` is the count that keeps the task alive for the
+/// greenlet's launch and body, which hold none of their own (see
+/// `body::Launch`): a greenlet that never started still holds its launch,
+/// and one that refused to die may unwind frames that borrow the task when
+/// its last handle goes.
+fn drop_entry((task, g): (Arc<Task>, Greenlet)) {
+    drop(g);
+    drop(task);
 }
