@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::hub::{bounded, rt, until_parked, HANG};
+use common::hub::{bounded, rt, until_parked, Dropped, HANG};
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -16,15 +16,6 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use greenlet::hub::{self, Wait};
-
-/// Counts its drops.
-struct Dropped(Arc<AtomicUsize>);
-
-impl Drop for Dropped {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
 
 #[test]
 fn a_detached_task_without_a_stack_drops_its_closure_once_and_never_runs() {
