@@ -236,8 +236,8 @@ impl Task {
     /// ([`renew`](Self::renew)): it finished, and its value, error,
     /// joiners, closure and `timeout` scopes are gone. Its caller holds the
     /// only reference (`&mut`: see `spawn::is_only_and_spent`), so no handle, waker,
-    /// timer or queue can see it any more, and it is in no registry shard
-    /// (a shard holds a count of each task on its list).
+    /// timer or queue can see it any more, and, done, it left its registry
+    /// shard (`complete`).
     #[inline]
     pub(crate) fn is_spent(&mut self) -> bool {
         let outcome = self.outcome.get_mut();
@@ -531,6 +531,20 @@ impl Wake for Task {
     }
     fn wake_by_ref(self: &Arc<Self>) {
         self.schedule();
+    }
+}
+
+impl Drop for Task {
+    /// A task leaves the registry when it finishes, before its last count
+    /// can go (see the registry's module doc); one still listed now (a bug
+    /// elsewhere) is taken out under its shard's lock before any of it is
+    /// freed, so the registry never points at freed memory.
+    fn drop(&mut self) {
+        let linked = self.links.is_linked();
+        debug_assert!(!linked, "task {} dropped while registered", self.id);
+        if linked {
+            self.shared.registry.remove(self);
+        }
     }
 }
 

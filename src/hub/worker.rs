@@ -1209,12 +1209,27 @@ impl Drop for Worker {
 }
 
 /// Drop an entry of a worker's `live` table: its greenlet first, then its
-/// task. The entry's `Arc` is the count that keeps the task alive for the
-/// greenlet's launch and body, which hold none of their own (see
-/// `body::Launch`): a greenlet that never started still holds its launch,
-/// and one that refused to die may unwind frames that borrow the task when
-/// its last handle goes.
+/// task, finished (as cancelled) if nothing finished it yet. The entry's
+/// `Arc` is the count that keeps the task alive for the greenlet's launch
+/// and body, which hold none of their own (see `body::Launch`): a greenlet
+/// that never started still holds its launch, and one that refused to die
+/// may unwind frames that borrow the task when its last handle goes. And
+/// the entry is what finishes a started task whose body did not: the
+/// registry holds no count of a listed task, which is alive only while
+/// something that will finish it holds one.
+#[inline]
 fn drop_entry((task, g): (Arc<Task>, Greenlet)) {
     drop(g);
+    if !task.is_done() {
+        finish_cancelled(&task);
+    }
     drop(task);
+}
+
+/// Finish `task` as cancelled (out of line: only an entry that goes
+/// before its body finished, at teardown or when the loop unwinds).
+#[cold]
+#[inline(never)]
+fn finish_cancelled(task: &Task) {
+    task.finish(Some(JoinError::Cancelled { name: task.name() }));
 }
