@@ -154,6 +154,12 @@ pub(crate) struct Task {
     /// The worker it started on (`NO_OWNER` before): written once, by that
     /// worker, before the task can be woken.
     owner: AtomicUsize,
+    /// The worker whose thread alone can finish it now (`NO_OWNER`: none
+    /// known): the one it started on, or before that the worker of a
+    /// one-worker runtime whose own spawn stack holds its token (nothing
+    /// steals from there). Written by that worker's thread only, so read
+    /// as its own on that thread (see `add_green_joiner`).
+    finisher: AtomicUsize,
     state: AtomicU8,
     wait: AtomicU8,
     /// On a ready queue (or about to be): a second wake pushes nothing.
@@ -198,6 +204,7 @@ impl Task {
             site,
             shared,
             owner: AtomicUsize::new(NO_OWNER),
+            finisher: AtomicUsize::new(NO_OWNER),
             state: AtomicU8::new(QUEUED),
             wait: AtomicU8::new(0),
             scheduled: AtomicBool::new(false),
@@ -269,6 +276,7 @@ impl Task {
         self.stack_size = stack_size;
         self.shard = shard;
         *self.owner.get_mut() = NO_OWNER;
+        *self.finisher.get_mut() = NO_OWNER;
         *self.state.get_mut() = QUEUED;
         *self.wait.get_mut() = 0;
         *self.scheduled.get_mut() = false;
@@ -433,6 +441,39 @@ impl Task {
             return false;
         }
         outcome.waiters.add(joiner);
+        true
+    }
+
+    /// Record that only worker `w`'s thread can finish it from now on (see
+    /// `finisher`): `w` starts it, or keeps its token where only `w` takes
+    /// it. Called on `w`'s thread.
+    #[inline]
+    pub(crate) fn set_finisher(&self, w: usize) {
+        self.finisher.store(w, Ordering::Relaxed);
+    }
+
+    /// Register the green thread `me`, running on worker `w`, to be woken
+    /// when it finishes; `false` if it already has. Without the lock when
+    /// only `w`'s thread can finish it (`finisher` is `w`, of `w`'s
+    /// runtime; written on this thread, so this load reads this thread's
+    /// own store): then everything that writes its outcome runs on this
+    /// thread (its body; the worker's own finishing of it in
+    /// `after_full_switch`, `drop_entry` and teardown; the drop of its
+    /// token from the spawn stack) and not now (this thread runs `me`), and
+    /// the only other party, its handle, is the caller, here.
+    #[inline]
+    fn add_green_joiner(&self, w: &worker::Worker, me: &Arc<Task>) -> bool {
+        if self.finisher.load(Ordering::Relaxed) != w.index || !Arc::ptr_eq(&self.shared, &w.shared)
+        {
+            return self.add_joiner(Joiner::Green(Arc::clone(me)));
+        }
+        if self.is_done() {
+            return false;
+        }
+        let outcome = self.outcome.data_ptr();
+        // SAFETY: nothing else reaches the outcome meanwhile, as said
+        // above; the reference lives for this statement only.
+        unsafe { (*outcome).waiters.add(Joiner::Green(Arc::clone(me))) };
         true
     }
 
@@ -692,7 +733,7 @@ impl<T> JoinHandle<T> {
             // On a green thread, its worker and task are looked up once for
             // the waker and the park.
             let green = worker::with_current_task(|w, me| {
-                while self.task.add_joiner(Joiner::Green(Arc::clone(me))) {
+                while self.task.add_green_joiner(w, me) {
                     park_green(w, me, Wait::Join, None);
                     if self.task.is_done() {
                         break;

@@ -490,6 +490,9 @@ impl Worker {
         if self.batch.get() == NO_BATCH {
             self.batch.set(spawned.len());
         }
+        // Only this thread takes it from here (to start it, or to drop it
+        // at shutdown), so only this thread can finish it.
+        u.task().set_finisher(self.index);
         spawned.push(u);
         self.has_spawned.set(true);
         self.local_work.set(true);
@@ -824,6 +827,7 @@ impl Worker {
         // closure (with the launch) before it returned.
         let (launch, task) = unsafe { Launch::new(u) };
         task.set_owner(self.index);
+        task.set_finisher(self.index);
         let mut builder = Greenlet::builder().stack_size(task.stack_size);
         if let Some(name) = task.has_name() {
             builder = builder.name(name);
