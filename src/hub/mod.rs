@@ -90,7 +90,8 @@
 //! Module map: `runtime` (builder, runtime, handle), `worker` (the hub
 //! loop), `task` (task header, join handle), `body` (an unstarted task's closure), `spawn`, `park`, `time`,
 //! `timer`, `wait`, `channel`, `select`, `sync`, `future`, `blocking`,
-//! `group`, `dump`, `watchdog`, `pending`, `registry`, `error`, and the
+//! `group`, `dump`, `watchdog`, `pending`, `registry`, `quick` (the lock of
+//! the task's outcome and the registry), `error`, and the
 //! public [`net`] (TCP and UDP sockets that park).
 //!
 //! Uses [`crate::coroutine`]'s public API and [`crate::cleanup`]; knows
