@@ -129,7 +129,7 @@ fn joins_cancels_and_dumps_from_plain_threads_while_two_workers_churn() {
         stop.store(1, Ordering::SeqCst);
         assert!(dumper.join().unwrap() > 0);
         // Each uncancelled task returned 6 + i; a cancelled one may have
-        // finished first (an empty task is cancelled only while queued).
+        // finished first (it is cancelled while queued or at a join).
         for (k, sum) in sums.into_iter().enumerate() {
             let all: u64 = (0..300u64).map(|i| 6 + i).sum();
             let cancelled: u64 = (0..300u64)
@@ -142,6 +142,16 @@ fn joins_cancels_and_dumps_from_plain_threads_while_two_workers_churn() {
                 all - cancelled
             );
         }
-        assert_eq!(rt.handle().dump().len(), 0, "every task left the registry");
+        // A task cancelled while joining its own leaves them detached, to
+        // finish on their own: every task leaves the registry, soon.
+        let start = Instant::now();
+        loop {
+            let left = rt.handle().dump();
+            if left.is_empty() {
+                break;
+            }
+            assert!(start.elapsed() < HANG, "never left the registry: {left:?}");
+            thread::sleep(Duration::from_millis(1));
+        }
     });
 }
