@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::hub::{bounded, rt, until_parked, HANG};
+use common::hub::{bounded, rt, until_parked, Dropped, HANG};
 
 use std::collections::HashSet;
 use std::rc::Rc;
@@ -322,15 +322,6 @@ fn spawn_onto_another_runtime() {
         assert!(other.dump().is_empty(), "the other runtime keeps nothing");
     })
     .unwrap();
-}
-
-/// Counts its drops.
-struct Dropped(Arc<AtomicUsize>);
-
-impl Drop for Dropped {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
 }
 
 #[test]

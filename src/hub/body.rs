@@ -191,14 +191,8 @@ impl<K> NotStarted<K> {
     /// token go.
     pub(crate) fn run(self) {
         let task = self.into_arc();
-        // SAFETY: the token (consumed just now) was the only way to the
-        // body; its vtable and storage are used once, here.
-        if let Some((vtable, storage)) = unsafe { task.body.take() } {
-            // SAFETY: the storage holds what the vtable expects (set
-            // together in `Body::store`); with the vtable taken it is
-            // consumed exactly once.
-            unsafe { (vtable.call)(storage, &task) };
-        }
+        // SAFETY: the token, consumed just now, was the only way to the body.
+        unsafe { task.body.run(&task) };
     }
 
     /// Drop the closure without running it and give the task back, for the
@@ -231,6 +225,21 @@ impl Unstarted {
 }
 
 impl Body {
+    /// Run the closure, if there is one, with `task` (its task).
+    ///
+    /// # Safety
+    /// The caller consumed the task's token just now.
+    unsafe fn run(&self, task: &Task) {
+        // SAFETY: the token was the only way to the body (the caller's
+        // contract); its vtable and storage are used once, here.
+        if let Some((vtable, storage)) = unsafe { self.take() } {
+            // SAFETY: the storage holds what the vtable expects (set
+            // together in `Body::store`); with the vtable taken it is
+            // consumed exactly once.
+            unsafe { (vtable.call)(storage, task) };
+        }
+    }
+
     /// Drop the closure, if there is one; whether there was.
     ///
     /// # Safety
@@ -252,27 +261,52 @@ impl Body {
 /// greenlet starts. Dropped unrun (the greenlet could not start, or was
 /// killed first), it drops the closure and leaves the task's outcome to
 /// the worker, which knows why.
-pub(crate) struct Launch<K>(ManuallyDrop<NotStarted<K>>);
+///
+/// It holds no count of the task: [`Launch::new`] hands the token's count
+/// to the worker's `live` entry, which holds it with the greenlet and lets
+/// it go only after the greenlet is gone or dead (see `Launch::new`'s
+/// contract). That saves the count's two atomic read-modify-writes per
+/// spawn (the entry's clone at the start, the launch's drop at the end).
+pub(crate) struct Launch<K> {
+    task: ptr::NonNull<Task>,
+    _kind: PhantomData<K>,
+}
 
 impl<K> Launch<K> {
-    pub(crate) fn new(u: NotStarted<K>) -> Launch<K> {
-        Launch(ManuallyDrop::new(u))
+    /// The launch of `u`'s task, and the token's count of it, for the
+    /// greenlet's entry.
+    ///
+    /// # Safety
+    /// The `Arc` returned outlives the launch and whatever its closure
+    /// runs: it is dropped only after the greenlet the launch is moved into
+    /// is dead (its body returned or unwound) or has dropped the launch
+    /// unrun.
+    pub(crate) unsafe fn new(u: NotStarted<K>) -> (Launch<K>, Arc<Task>) {
+        let task = u.into_arc();
+        let launch = Launch {
+            task: ptr::NonNull::from(&*task),
+            _kind: PhantomData,
+        };
+        (launch, task)
     }
 
-    /// Run the closure (see [`NotStarted::run`]).
+    /// Run the closure (it records the task's outcome).
     pub(crate) fn run(self) {
-        let mut this = ManuallyDrop::new(self);
-        // SAFETY: `this` is never used or dropped again: the token is moved
-        // out exactly once.
-        unsafe { ManuallyDrop::take(&mut this.0) }.run();
+        let this = ManuallyDrop::new(self);
+        // SAFETY: the entry's count keeps the task alive while the greenlet
+        // runs this (`new`'s contract).
+        let task = unsafe { this.task.as_ref() };
+        // SAFETY: the launch (the token it was made of), consumed just now,
+        // was the only way to the body.
+        unsafe { task.body.run(task) };
     }
 }
 
 impl<K> Drop for Launch<K> {
     fn drop(&mut self) {
-        // SAFETY: dropped, so never used again: the token is moved out once.
-        let u = unsafe { ManuallyDrop::take(&mut self.0) };
-        drop(u.into_task());
+        // SAFETY: alive (`new`'s contract); dropped unrun, the launch is
+        // the token, the only way to the body.
+        unsafe { self.task.as_ref().body.drop_closure() };
     }
 }
 

@@ -71,12 +71,7 @@ impl Handle {
     /// assert!(dump.iter().any(|t| t.id == h.id() && t.state == TaskState::Parked(Wait::Sleep)));
     /// ```
     pub fn dump(&self) -> Vec<TaskInfo> {
-        self.shared
-            .registry
-            .snapshot()
-            .iter()
-            .map(|t| TaskInfo::of(t))
-            .collect()
+        self.shared.registry.snapshot(TaskInfo::of)
     }
 }
 

@@ -89,8 +89,10 @@
 //!
 //! Module map: `runtime` (builder, runtime, handle), `worker` (the hub
 //! loop), `task` (task header, join handle), `body` (an unstarted task's closure), `spawn`, `park`, `time`,
-//! `timer`, `wait`, `inbox` (a worker's remote wake queue), `idle`, `channel`, `select`, `sync`, `future`, `blocking`,
-//! `group`, `dump`, `watchdog`, `pending`, `registry`, `error`, and the
+//! `timer`, `wait`, `inbox` (a worker's remote wake queue), `idle`, `ready`
+//! (its ready queue), `channel`, `select`, `sync`, `future`, `blocking`,
+//! `group`, `dump`, `watchdog`, `pending`, `registry`, `quick` (the lock of
+//! the task's outcome and the registry), `error`, and the
 //! public [`net`] (TCP and UDP sockets that park).
 //!
 //! Uses [`crate::coroutine`]'s public API and [`crate::cleanup`]; knows
@@ -109,6 +111,7 @@ pub mod net;
 mod output;
 mod park;
 pub(crate) mod pending;
+mod quick;
 mod ready;
 mod registry;
 mod runtime;

@@ -3,14 +3,15 @@
 //! spawns from outside), so spawns on different workers do not contend.
 //!
 //! Each shard is an intrusive doubly linked list through the tasks
-//! themselves (their [`Links`]) under one `parking_lot` mutex: joining and
-//! leaving it are a few pointer writes between an uncontended lock and
-//! unlock, with no allocation and no table to search (the `Slab` it
-//! replaces cost ~50 instructions per insert, its entry's match and write,
-//! and as much per removal). The list owns one strong count of each task
-//! in it (taken with `Arc::into_raw` when it joins, given back when it
-//! leaves), so a task in a shard is always alive; a task that never
-//! leaves (a bug elsewhere) is leaked, never freed while listed.
+//! themselves (their [`Links`]) under one lock (a [`QuickMutex`]: its
+//! unlock is a plain store, where `parking_lot`'s is a locked
+//! read-modify-write): joining and leaving it are a few pointer writes
+//! between an uncontended lock and unlock, with no allocation and no table
+//! to search (the `Slab` it replaced cost ~50 instructions per insert, its
+//! entry's match and write, and as much per removal). The list holds no
+//! count of its tasks, and the readers ([`snapshot`](Registry::snapshot),
+//! [`find`](Registry::find)) take none: they read what they need of each
+//! task under the lock.
 //!
 //! # Why it is sound
 //! - Every read and write of a task's `Links`, and of a shard's head and
@@ -21,8 +22,14 @@
 //! - A task is in at most one shard (`shard` is fixed at its making), and
 //!   its `linked` flag, under the same lock, makes leaving idempotent: a
 //!   second `remove` finds it unlinked and does nothing.
-//! - A listed task holds the list's strong count, so `snapshot` and `find`
-//!   may take a new `Arc` of any task they reach under the lock.
+//! - A listed task is alive. It joins at its making and leaves when it
+//!   finishes (`Task::complete`), and until it finishes something that will
+//!   finish it holds a count of it: its token (`body::NotStarted`, which
+//!   finishes it when dropped unrun), then its worker's `live` entry (which
+//!   finishes it before it goes), or a blocking-pool job (a token too).
+//!   Should a task still be listed when its last count goes (a bug
+//!   elsewhere), its `Drop` takes it out under the lock before any of it
+//!   is freed, so a reader under the lock never reaches freed memory.
 //!
 //! These are the rules a model checker would drive (spawn, finish on
 //! another thread, dump at any point): the list is a plain sequential data
@@ -33,10 +40,8 @@
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::ptr;
-use std::sync::Arc;
 
-use parking_lot::Mutex;
-
+use super::quick::QuickMutex;
 use super::task::Task;
 
 /// A task's place in its registry shard (see the module doc).
@@ -58,6 +63,11 @@ unsafe impl Sync for Links {}
 unsafe impl Send for Links {}
 
 impl Links {
+    /// Whether its task is in a shard, read by the task's only owner.
+    pub(crate) fn is_linked(&mut self) -> bool {
+        self.cell.get_mut().linked
+    }
+
     /// Not in any shard.
     pub(crate) const fn new() -> Links {
         Links {
@@ -82,8 +92,8 @@ struct Shard {
     len: usize,
 }
 
-// SAFETY: `head` points at a task this shard holds a strong count of, and
-// is only used with the shard's mutex held.
+// SAFETY: `head` points at a listed task, alive (see the module doc), and
+// is only used with the shard's lock held.
 unsafe impl Send for Shard {}
 
 /// The links of `task`.
@@ -98,7 +108,7 @@ unsafe fn link_of(task: *const Task) -> *mut Link {
 
 /// The runtime's live tasks.
 pub(crate) struct Registry {
-    shards: Box<[Mutex<Shard>]>,
+    shards: Box<[QuickMutex<Shard>]>,
 }
 
 impl Registry {
@@ -106,7 +116,7 @@ impl Registry {
         Registry {
             shards: (0..shards)
                 .map(|_| {
-                    Mutex::new(Shard {
+                    QuickMutex::new(Shard {
                         head: ptr::null(),
                         len: 0,
                     })
@@ -115,17 +125,17 @@ impl Registry {
         }
     }
 
-    fn shard_of(&self, task: &Task) -> &Mutex<Shard> {
+    fn shard_of(&self, task: &Task) -> &QuickMutex<Shard> {
         &self.shards[task.shard.min(self.shards.len() - 1)]
     }
 
     /// Add `task` (made just now, not in any shard) to its shard.
-    pub(crate) fn insert(&self, task: &Arc<Task>) {
-        let raw = Arc::into_raw(Arc::clone(task));
+    pub(crate) fn insert(&self, task: &Task) {
+        let raw: *const Task = task;
         let mut shard = self.shard_of(task).lock();
-        // SAFETY: under the shard's lock; `raw` is alive (the count taken
-        // above, now the list's) and so is the old head (the list holds
-        // it); `task` is in no shard, so nobody else reaches its links.
+        // SAFETY: under the shard's lock; `raw` is alive (borrowed) and so
+        // is the old head (listed); `task` is in no shard, so nobody else
+        // reaches its links.
         unsafe {
             let link = &mut *link_of(raw);
             debug_assert!(!link.linked, "a task joins its shard once");
@@ -142,14 +152,13 @@ impl Registry {
         shard.len += 1;
     }
 
-    /// Take `task` out of its shard, if it is in it (the list's count of
-    /// it is dropped after the lock).
+    /// Take `task` out of its shard, if it is in it.
     pub(crate) fn remove(&self, task: &Task) {
         let this: *const Task = task;
         let mut shard = self.shard_of(task).lock();
         // SAFETY: under the shard's lock; `task` is alive (borrowed), and
-        // its neighbours are alive (the list holds them).
-        let listed = unsafe {
+        // its neighbours are alive (listed).
+        unsafe {
             let link = &mut *link_of(this);
             if !link.linked {
                 return;
@@ -168,38 +177,39 @@ impl Registry {
                 next: ptr::null(),
                 linked: false,
             };
-            shard.len -= 1;
-            // The list's count, taken by `insert` with `Arc::into_raw`.
-            Arc::from_raw(this)
-        };
-        drop(shard);
-        drop(listed);
+        }
+        shard.len -= 1;
     }
 
-    /// Every registered task, by id.
-    pub(crate) fn snapshot(&self) -> Vec<Arc<Task>> {
+    /// `f` of every registered task, by id; `f` runs under a shard's lock
+    /// (so it must not spawn, finish or dump).
+    pub(crate) fn snapshot<R>(&self, mut f: impl FnMut(&Task) -> R) -> Vec<R> {
         let mut all = Vec::new();
         for shard in self.shards.iter() {
             let shard = shard.lock();
             all.reserve(shard.len);
-            // SAFETY: under the shard's lock, every task on the list is
-            // alive (the list holds a count of it).
-            unsafe { each(&shard, |t| all.push(arc_of(t))) };
+            // SAFETY: under the shard's lock, every listed task is alive
+            // (module doc).
+            unsafe { each(&shard, |t| all.push(((*t).id, f(&*t)))) };
         }
-        all.sort_by_key(|t| t.id);
-        all
+        all.sort_by_key(|(id, _)| *id);
+        all.into_iter().map(|(_, r)| r).collect()
     }
 
-    /// The registered task with this id.
-    pub(crate) fn find(&self, id: u64) -> Option<Arc<Task>> {
+    /// `f` of the registered task with this id, under its shard's lock (as
+    /// in [`snapshot`](Self::snapshot)).
+    pub(crate) fn find<R>(&self, id: u64, f: impl FnOnce(&Task) -> R) -> Option<R> {
+        let mut f = Some(f);
         self.shards.iter().find_map(|shard| {
             let shard = shard.lock();
             let mut found = None;
             // SAFETY: as in `snapshot`.
             unsafe {
                 each(&shard, |t| {
-                    if found.is_none() && (*t).id == id {
-                        found = Some(arc_of(t));
+                    if (*t).id == id {
+                        if let Some(f) = f.take() {
+                            found = Some(f(&*t));
+                        }
                     }
                 })
             };
@@ -223,19 +233,5 @@ unsafe fn each(shard: &Shard, mut f: impl FnMut(*const Task)) {
         f(t);
         // SAFETY: listed, so alive; under the lock (the caller's contract).
         t = unsafe { (*link_of(t)).next };
-    }
-}
-
-/// A new `Arc` of a listed task.
-///
-/// # Safety
-/// `t` is on a shard's list, whose lock the caller holds.
-unsafe fn arc_of(t: *const Task) -> Arc<Task> {
-    // SAFETY: the list holds a strong count of `t` (from `Arc::into_raw`),
-    // which cannot go while the caller holds the lock: the count raised
-    // here is a new one, owned by the `Arc` made from it.
-    unsafe {
-        Arc::increment_strong_count(t);
-        Arc::from_raw(t)
     }
 }

@@ -366,9 +366,10 @@ fn is_only_and_spent(task: &Arc<Task>) -> bool {
     let raw = Arc::as_ptr(task).cast_mut();
     // SAFETY: `task` holds the only strong count and there is no `Weak`,
     // so no other reference exists or can be made: a new one is cloned
-    // from an existing `Arc` (none other), or taken from a registry shard's
-    // list (which holds a count, so not listed) or from a worker's
-    // `current` (set only while the task's `live` entry, a count, exists).
+    // from an existing `Arc` (none other), or from a worker's `current`
+    // (set only while the task's `live` entry, a count, exists); the
+    // registry makes none (its readers only borrow a listed task under the
+    // lock, and a spent task is done, so it left its shard).
     // The caller holds `task` for the whole call, so this `&mut` aliases
     // nothing; `Arc::as_ptr`'s pointer is the allocation's, so it may write.
     unsafe { (*raw).is_spent() }

@@ -15,12 +15,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Wake, Waker};
 
-use parking_lot::{Mutex, MutexGuard};
-
 use super::body::Body;
 use super::error::JoinError;
 use super::output::Output;
 use super::park::{current_waker, park, park_green};
+use super::quick::{QuickGuard, QuickMutex};
 use super::registry::Links;
 use super::runtime::Shared;
 use super::spawn::recycle;
@@ -155,6 +154,12 @@ pub(crate) struct Task {
     /// The worker it started on (`NO_OWNER` before): written once, by that
     /// worker, before the task can be woken.
     owner: AtomicUsize,
+    /// The worker whose thread alone can finish it now (`NO_OWNER`: none
+    /// known): the one it started on, or before that the worker of a
+    /// one-worker runtime whose own spawn stack holds its token (nothing
+    /// steals from there). Written by that worker's thread only, so read
+    /// as its own on that thread (see `add_green_joiner`).
+    finisher: AtomicUsize,
     state: AtomicU8,
     wait: AtomicU8,
     /// On a ready queue (or about to be): a second wake pushes nothing.
@@ -172,8 +177,10 @@ pub(crate) struct Task {
     pub(crate) stack_size: usize,
     /// Set once the outcome is recorded (under the `outcome` lock).
     done: AtomicBool,
-    /// Its outcome and joiners, under one lock.
-    outcome: Mutex<Outcome>,
+    /// Its outcome and joiners, under one lock (held for a few
+    /// instructions, never across a wake or a drop of a value: a
+    /// [`QuickMutex`], unlocked by a plain store).
+    outcome: QuickMutex<Outcome>,
     /// Its `timeout` scopes.
     pub(crate) scopes: Scopes,
     /// Its closure until it starts (reached through its `NotStarted`).
@@ -197,6 +204,7 @@ impl Task {
             site,
             shared,
             owner: AtomicUsize::new(NO_OWNER),
+            finisher: AtomicUsize::new(NO_OWNER),
             state: AtomicU8::new(QUEUED),
             wait: AtomicU8::new(0),
             scheduled: AtomicBool::new(false),
@@ -207,7 +215,7 @@ impl Task {
             shard,
             stack_size,
             done: AtomicBool::new(false),
-            outcome: Mutex::new(Outcome {
+            outcome: QuickMutex::new(Outcome {
                 waiters: JoinWaiters::new(),
                 output: Output::new(),
                 error: None,
@@ -235,8 +243,8 @@ impl Task {
     /// ([`renew`](Self::renew)): it finished, and its value, error,
     /// joiners, closure and `timeout` scopes are gone. Its caller holds the
     /// only reference (`&mut`: see `spawn::is_only_and_spent`), so no handle, waker,
-    /// timer or queue can see it any more, and it is in no registry shard
-    /// (a shard holds a count of each task on its list).
+    /// timer or queue can see it any more, and, done, it left its registry
+    /// shard (`complete`).
     #[inline]
     pub(crate) fn is_spent(&mut self) -> bool {
         let outcome = self.outcome.get_mut();
@@ -268,6 +276,7 @@ impl Task {
         self.stack_size = stack_size;
         self.shard = shard;
         *self.owner.get_mut() = NO_OWNER;
+        *self.finisher.get_mut() = NO_OWNER;
         *self.state.get_mut() = QUEUED;
         *self.wait.get_mut() = 0;
         *self.scheduled.get_mut() = false;
@@ -413,7 +422,7 @@ impl Task {
     /// are taken before `done` is set, and the guard not used after: from
     /// then on the handle reads the outcome without the lock (see
     /// [`take_outcome`](Self::take_outcome)).
-    fn complete(&self, mut outcome: MutexGuard<'_, Outcome>) {
+    fn complete(&self, mut outcome: QuickGuard<'_, Outcome>) {
         // The first (usually the only) joiner without the list: that is
         // moved out only when it was ever used.
         let first = outcome.waiters.first.take();
@@ -441,6 +450,39 @@ impl Task {
             return false;
         }
         outcome.waiters.add(joiner);
+        true
+    }
+
+    /// Record that only worker `w`'s thread can finish it from now on (see
+    /// `finisher`): `w` starts it, or keeps its token where only `w` takes
+    /// it. Called on `w`'s thread.
+    #[inline]
+    pub(crate) fn set_finisher(&self, w: usize) {
+        self.finisher.store(w, Ordering::Relaxed);
+    }
+
+    /// Register the green thread `me`, running on worker `w`, to be woken
+    /// when it finishes; `false` if it already has. Without the lock when
+    /// only `w`'s thread can finish it (`finisher` is `w`, of `w`'s
+    /// runtime; written on this thread, so this load reads this thread's
+    /// own store): then everything that writes its outcome runs on this
+    /// thread (its body; the worker's own finishing of it in
+    /// `after_full_switch`, `drop_entry` and teardown; the drop of its
+    /// token from the spawn stack) and not now (this thread runs `me`), and
+    /// the only other party, its handle, is the caller, here.
+    #[inline]
+    fn add_green_joiner(&self, w: &worker::Worker, me: &Arc<Task>) -> bool {
+        if self.finisher.load(Ordering::Relaxed) != w.index || !Arc::ptr_eq(&self.shared, &w.shared)
+        {
+            return self.add_joiner(Joiner::Green(Arc::clone(me)));
+        }
+        if self.is_done() {
+            return false;
+        }
+        let outcome = self.outcome.data_ptr();
+        // SAFETY: nothing else reaches the outcome meanwhile, as said
+        // above; the reference lives for this statement only.
+        unsafe { (*outcome).waiters.add(Joiner::Green(Arc::clone(me))) };
         true
     }
 
@@ -542,6 +584,20 @@ impl Wake for Task {
     }
 }
 
+impl Drop for Task {
+    /// A task leaves the registry when it finishes, before its last count
+    /// can go (see the registry's module doc); one still listed now (a bug
+    /// elsewhere) is taken out under its shard's lock before any of it is
+    /// freed, so the registry never points at freed memory.
+    fn drop(&mut self) {
+        let linked = self.links.is_linked();
+        debug_assert!(!linked, "task {} dropped while registered", self.id);
+        if linked {
+            self.shared.registry.remove(self);
+        }
+    }
+}
+
 impl fmt::Debug for Task {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Task")
@@ -556,7 +612,7 @@ impl fmt::Debug for Task {
 /// `spawn::new_task`) that lets its body put a `T` into the task's
 /// [`Output`] and its [`JoinHandle`] take one, and gives the handle `T`'s
 /// auto traits (as the `Arc<Mutex<Option<T>>>` it replaces did).
-pub(crate) struct Slot<T>(PhantomData<Mutex<T>>);
+pub(crate) struct Slot<T>(PhantomData<QuickMutex<T>>);
 
 impl<T> Slot<T> {
     /// The token of a task made just now.
@@ -686,7 +742,7 @@ impl<T> JoinHandle<T> {
             // On a green thread, its worker and task are looked up once for
             // the waker and the park.
             let green = worker::with_current_task(|w, me| {
-                while self.task.add_joiner(Joiner::Green(Arc::clone(me))) {
+                while self.task.add_green_joiner(w, me) {
                     park_green(w, me, Wait::Join, None);
                     if self.task.is_done() {
                         break;

@@ -86,15 +86,17 @@ fn check(shared: &Shared, threshold: Duration, seen: &mut Vec<Option<Seen>>) {
             continue;
         }
         s.reported = true;
-        let who = match shared.registry.find(running) {
-            Some(t) => format!(
-                "green thread '{}' (id {}, spawned at {})",
-                t.name(),
-                t.id,
-                t.site
-            ),
-            None => format!("green thread id {running}"),
-        };
+        let who = shared
+            .registry
+            .find(running, |t| {
+                format!(
+                    "green thread '{}' (id {}, spawned at {})",
+                    t.name(),
+                    t.id,
+                    t.site
+                )
+            })
+            .unwrap_or_else(|| format!("green thread id {running}"));
         diag_warn!(
             "hub worker {i} has not come back to its hub for over {} ms: {who} is running without \
              parking (a blocking call? move it to spawn_blocking)",

@@ -412,11 +412,13 @@ impl Drop for MarkRunning {
     }
 }
 
-/// The held reference goes with the worker also when its loop unwinds
-/// (no teardown then).
+/// The held reference and the `live` entries go with the worker also when
+/// its loop unwinds (no teardown then); the entries greenlet first, as
+/// everywhere (see [`drop_entry`]).
 impl Drop for Worker {
     fn drop(&mut self) {
         self.release_held();
+        self.live.get_mut().drain().for_each(drop_entry);
     }
 }
 
@@ -486,6 +488,9 @@ impl Worker {
         if self.batch.get() == NO_BATCH {
             self.batch.set(spawned.len());
         }
+        // Only this thread takes it from here (to start it, or to drop it
+        // at shutdown), so only this thread can finish it.
+        u.task().set_finisher(self.index);
         spawned.push(u);
         self.has_spawned.set(true);
         self.local_work.set(true);
@@ -812,14 +817,17 @@ impl Worker {
             drop(u);
             return;
         }
-        // The `live` entry's reference (the token's goes into the greenlet).
-        let task = Arc::clone(u.task());
+        // SAFETY: `task`, the token's count, becomes the `live` entry's,
+        // which goes only after its greenlet is dead or dropped (see
+        // `drop_entry`); on the error path below, `spawn` dropped the
+        // closure (with the launch) before it returned.
+        let (launch, task) = unsafe { Launch::new(u) };
         task.set_owner(self.index);
+        task.set_finisher(self.index);
         let mut builder = Greenlet::builder().stack_size(task.stack_size);
         if let Some(name) = task.has_name() {
             builder = builder.name(name);
         }
-        let launch = Launch::new(u);
         let g = match builder.spawn(move |_| {
             launch.run();
             Ok(Value::unit())
@@ -949,7 +957,7 @@ impl Worker {
             if !task.is_done() {
                 task.finish(Some(JoinError::Cancelled { name: task.name() }));
             }
-            drop(entry);
+            drop_entry(entry);
         } else if let Err(e) = result {
             let task = self.live.borrow().get(key).map(|(t, _)| Arc::clone(t));
             if let Some(task) = task {
@@ -1263,8 +1271,34 @@ impl Worker {
         self.pool.clear();
         self.timers.borrow_mut().clear();
         self.ready.borrow_mut().clear();
-        drop(entries);
+        entries.into_iter().for_each(drop_entry);
     }
+}
+
+/// Drop an entry of a worker's `live` table: its greenlet first, then its
+/// task, finished (as cancelled) if nothing finished it yet. The entry's
+/// `Arc` is the count that keeps the task alive for the greenlet's launch
+/// and body, which hold none of their own (see `body::Launch`): a greenlet
+/// that never started still holds its launch, and one that refused to die
+/// may unwind frames that borrow the task when its last handle goes. And
+/// the entry is what finishes a started task whose body did not: the
+/// registry holds no count of a listed task, which is alive only while
+/// something that will finish it holds one.
+#[inline]
+fn drop_entry((task, g): (Arc<Task>, Greenlet)) {
+    drop(g);
+    if !task.is_done() {
+        finish_cancelled(&task);
+    }
+    drop(task);
+}
+
+/// Finish `task` as cancelled (out of line: only an entry that goes
+/// before its body finished, at teardown or when the loop unwinds).
+#[cold]
+#[inline(never)]
+fn finish_cancelled(task: &Task) {
+    task.finish(Some(JoinError::Cancelled { name: task.name() }));
 }
 
 #[cfg(test)]

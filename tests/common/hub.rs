@@ -1,5 +1,7 @@
 //! Helpers shared by the hub's integration tests.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use greenlet::hub::{self, Runtime, TaskState, Wait};
@@ -43,5 +45,14 @@ pub(crate) fn until_parked<T>(h: &hub::JoinHandle<T>, wait: Wait) {
             h.state()
         );
         hub::yield_now();
+    }
+}
+
+/// Counts its drops (a closure's or a stack's destructors, run once).
+pub(crate) struct Dropped(pub(crate) Arc<AtomicUsize>);
+
+impl Drop for Dropped {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
     }
 }
