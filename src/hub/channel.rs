@@ -27,7 +27,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Mutex, MutexGuard};
+use super::quick::{QuickGuard as MutexGuard, QuickMutex as Mutex};
 
 use super::task::Wait;
 use super::wait::{wait_on, wake, wake_all, Site, WaitList, Wakeup, Watch};

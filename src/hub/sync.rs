@@ -10,7 +10,7 @@ use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex as Lock;
+use super::quick::QuickMutex as Lock;
 
 use super::error::Elapsed;
 use super::task::Wait;

@@ -48,7 +48,7 @@ use std::sync::Arc;
 use std::thread::Thread;
 use std::time::Instant;
 
-use parking_lot::{Mutex, MutexGuard};
+use super::quick::{QuickGuard as MutexGuard, QuickMutex as Mutex};
 
 use super::park::{park, park_green};
 use super::task::{Task, Wait};
