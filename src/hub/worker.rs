@@ -954,9 +954,6 @@ impl Worker {
             if let Err(e) = result {
                 Self::record_error(task, e);
             }
-            if !task.is_done() {
-                task.finish(Some(JoinError::Cancelled { name: task.name() }));
-            }
             drop_entry(entry);
         } else if let Err(e) = result {
             let task = self.live.borrow().get(key).map(|(t, _)| Arc::clone(t));
@@ -1009,16 +1006,20 @@ impl Worker {
     /// (see `held`), dropping the one held before, if any.
     #[inline(always)]
     fn hold(&self, next: Arc<Task>) {
-        let old = self.held.replace(Arc::into_raw(next));
-        if !old.is_null() {
-            Self::drop_ref(old);
-        }
+        self.replace_held(Arc::into_raw(next));
     }
 
     /// Drop the held reference, if any (see `held`).
     #[inline(always)]
     fn release_held(&self) {
-        let old = self.held.replace(ptr::null());
+        self.replace_held(ptr::null());
+    }
+
+    /// Put `new` (`Arc::into_raw` of an owned reference, or null) in
+    /// `held`, dropping the reference held before, if any.
+    #[inline(always)]
+    fn replace_held(&self, new: *const Task) {
+        let old = self.held.replace(new);
         if !old.is_null() {
             Self::drop_ref(old);
         }
