@@ -1,7 +1,8 @@
 //! Unit tests of the stack pool and of overflow reporting. Tests that look
-//! at pool contents use a size class of their own, so that tests running in
-//! parallel cannot disturb them; process-wide counters are only checked with
-//! bounds that other threads cannot break.
+//! at pool or region contents use a size class of their own (see
+//! `OWN_CLASS_SIZES`), so that tests running in parallel cannot disturb
+//! them; process-wide counters are only checked with bounds that other
+//! threads cannot break.
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
@@ -18,6 +19,68 @@ fn page() -> usize {
 /// Held by the tests that look at the global pool or empty it, so that a
 /// trim in one cannot empty what another is about to count.
 static GLOBAL_POOL_TESTS: Mutex<()> = Mutex::new(());
+
+/// Sizes of the tests that count or place the stacks of one size class in
+/// the global pool or in a region. Each is in a size class (`mapping_len`)
+/// that no other test in the process asks for: the lib tests run in
+/// parallel, and another thread's first acquire of the class would refill
+/// its cache from the global pool with up to `THREAD_CACHE_CAP / 2` of its
+/// stacks, or carve from its region, and that thread's exit would give its
+/// cached stacks to the global pool. (The pool-cap test once read 992 stacks,
+/// one refill short of 1,024, because it used 17 pages and the size-class
+/// test's 70,000 bytes fell in the same class.) Checked by
+/// `the_tests_that_look_into_a_class_have_it_to_themselves`.
+const CARVED_SIDE_BY_SIDE: usize = 43 * 4096;
+const GUARDED_AHEAD: usize = 47 * 4096;
+const TOPS_POPULATED: usize = 53 * 4096;
+const PAGES_TRIMMED: usize = 49 * 4096;
+const POOL_CAPPED: usize = 15 * 4096;
+const RELEASED_AT_EXIT: usize = 33 * 4096;
+const POOLS_TRIMMED: usize = 41 * 4096;
+const OWN_CLASS_SIZES: [usize; 7] = [
+    CARVED_SIDE_BY_SIDE,
+    GUARDED_AHEAD,
+    TOPS_POPULATED,
+    PAGES_TRIMMED,
+    POOL_CAPPED,
+    RELEASED_AT_EXIT,
+    POOLS_TRIMMED,
+];
+/// Every other size the lib tests ask the pool for: this module's other
+/// tests, and the default and 64 KiB stacks of the greenlet and hub tests.
+const SHARED_CLASS_SIZES: [usize; 18] = [
+    0,
+    1,
+    4096,
+    100_000,
+    70_000,
+    DEFAULT_STACK_SIZE,
+    64 * 1024,
+    20 * 4096,
+    7 * 4096 + 123,
+    9 * 4096,
+    11 * 4096,
+    13 * 4096,
+    19 * 4096,
+    23 * 4096,
+    29 * 4096,
+    31 * 4096,
+    37 * 4096,
+    5 * 4096 + 321,
+];
+
+#[test]
+fn the_tests_that_look_into_a_class_have_it_to_themselves() {
+    let class = |size| mapping_len(size).expect("valid size");
+    for (index, &own) in OWN_CLASS_SIZES.iter().enumerate() {
+        let others = OWN_CLASS_SIZES[index + 1..]
+            .iter()
+            .chain(&SHARED_CLASS_SIZES);
+        for &other in others {
+            assert_ne!(class(own), class(other), "sizes {own} and {other}");
+        }
+    }
+}
 
 /// Free stacks of `map_len` in the global pool.
 fn global_len(map_len: usize) -> usize {
@@ -150,7 +213,7 @@ fn both_guard_strategies_fault_and_only_mprotect_splits_the_mapping() {
 
 #[test]
 fn stacks_of_one_size_are_carved_side_by_side_from_one_region() {
-    let size = 43 * 4096;
+    let size = CARVED_SIDE_BY_SIDE;
     let map_len = mapping_len(size).expect("valid size");
     let stacks: Vec<PooledStack> = (0..region::FIRST_REGION_SLOTS)
         .map(|_| acquire(size).expect("acquire"))
@@ -179,7 +242,7 @@ fn stacks_of_one_size_are_carved_side_by_side_from_one_region() {
 
 #[test]
 fn guard_regions_are_installed_ahead_in_growing_batches() {
-    let size = 47 * 4096;
+    let size = GUARDED_AHEAD;
     let map_len = mapping_len(size).expect("valid size");
     let stacks: Vec<PooledStack> = (0..9).map(|_| acquire(size).expect("acquire")).collect();
     let first = stacks[0].raw.header().map_start;
@@ -232,7 +295,7 @@ fn resident_pages(from: usize, pages: usize) -> usize {
 
 #[test]
 fn the_top_pages_of_slots_guarded_ahead_are_populated_in_the_batch() {
-    let size = 53 * 4096;
+    let size = TOPS_POPULATED;
     let map_len = mapping_len(size).expect("valid size");
     let stacks: Vec<PooledStack> = (0..9).map(|_| acquire(size).expect("acquire")).collect();
     let first = stacks[0].raw.header().map_start;
@@ -264,7 +327,7 @@ fn the_top_pages_of_slots_guarded_ahead_are_populated_in_the_batch() {
 #[test]
 fn trimming_discards_the_pages_of_free_stacks_and_unmaps_empty_regions() {
     let _serial = GLOBAL_POOL_TESTS.lock();
-    let size = 47 * 4096;
+    let size = PAGES_TRIMMED;
     let keep = acquire(size).expect("acquire");
     let used = acquire(size).expect("acquire");
     let (start, region_start) = (used.limit().get(), keep.raw.header().region);
@@ -321,7 +384,7 @@ fn stacks_are_pooled_per_size_class() {
 #[test]
 fn the_pool_is_capped_and_gives_back_the_excess() {
     let _serial = GLOBAL_POOL_TESTS.lock();
-    let size = 17 * 4096;
+    let size = POOL_CAPPED;
     let map_len = mapping_len(size).expect("valid size");
     let count = THREAD_CACHE_CAP + GLOBAL_POOL_CAP + 20;
     let destroyed_before = stack_stats().destroyed;
@@ -696,7 +759,7 @@ fn acquire_gives_a_foreign_thread_an_alternate_signal_stack() {
 #[test]
 fn stacks_used_during_thread_exit_end_in_the_global_pool() {
     let _serial = GLOBAL_POOL_TESTS.lock();
-    const SIZE: usize = 37 * 4096;
+    const SIZE: usize = RELEASED_AT_EXIT;
     /// Acquires and releases a stack from its destructor, which runs while
     /// the thread's other thread-locals (the stack cache among them) are
     /// being destroyed.
@@ -735,7 +798,7 @@ fn stacks_used_during_thread_exit_end_in_the_global_pool() {
 #[test]
 fn trimming_gives_back_this_threads_cache_and_the_global_pool() {
     let _serial = GLOBAL_POOL_TESTS.lock();
-    let size = 41 * 4096;
+    let size = POOLS_TRIMMED;
     let map_len = mapping_len(size).expect("valid size");
     let destroyed_before = stack_stats().destroyed;
     // Three stacks into this thread's cache, two into the global pool
@@ -762,8 +825,8 @@ fn trimming_gives_back_this_threads_cache_and_the_global_pool() {
 
 #[test]
 fn stack_tops_are_coloured_within_the_header_page() {
-    // A size class of its own (see the module doc).
-    let size = 11 * 4096 + 321;
+    // Not a whole number of pages, rounded up to the next size class.
+    let size = 5 * 4096 + 321;
     let stacks: Vec<PooledStack> = (0..256).map(|_| acquire(size).expect("acquire")).collect();
     let mut offsets = std::collections::BTreeSet::new();
     for stack in &stacks {
