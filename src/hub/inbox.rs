@@ -339,7 +339,7 @@ mod tests {
         got: &mut Vec<(usize, usize)>,
         placed: &mut Vec<usize>,
     ) {
-        inbox.take(|t| got.push(*t), |p| placed.extend(p.drain(..)));
+        inbox.take(|t| got.push(*t), |p| placed.append(p));
     }
 
     /// Two wakers wake two tasks each while the owner takes: every task is
