@@ -37,10 +37,10 @@ use std::sync::Arc;
 use corosensei::Yielder;
 
 use super::context;
-use super::error::{panic_message, GreenletError};
+use super::error::{panic_message, ErrorKind, GreenletError};
 use super::fiber::{Fiber, Top};
 use super::lifecycle;
-use super::payload::{exit_value, Kind, Payload, Raised, Words, NOTHING};
+use super::payload::{exit_value, Kind, Payload, Words, NOTHING};
 use super::record::{Flags, Local, Record};
 use super::run::Run;
 use super::stack::{self, PooledStack};
@@ -74,8 +74,7 @@ pub(crate) fn send(
     // SAFETY: `ts` is this thread's live state and `target` belongs to it;
     // the mailed kills are run by whichever context receives control next
     // (`settle_received`). `words` holds the payload.
-    let result = unsafe { transfer_words(ts, target, &mut words, kind) };
-    result.map_err(Raised::into_error)
+    unsafe { transfer_words(ts, target, &mut words, kind) }
 }
 
 /// Where a transfer really goes.
@@ -221,7 +220,7 @@ unsafe fn transfer_slow(
             // suspended switch again, inside that destructor, and a panic in
             // a destructor during unwinding aborts). It fails instead.
             drop(payload);
-            return Err(Raised::Exit);
+            return Err(GreenletError::exit());
         }
         lifecycle::check_mail(ts);
         let (dest, payload) = if target.flags().is_active() {
@@ -252,7 +251,7 @@ unsafe fn switch_to_self(ts: *mut ThreadState, mut payload: Payload) -> Payload 
         if trace::active(ts) {
             let me = (*ts).current_arc();
             if let Err(err) = trace::run_hooks(ts, Kind::of(&payload), me) {
-                payload = Err(Raised::new(err));
+                payload = Err(err);
             }
         }
     }
@@ -303,7 +302,7 @@ unsafe fn resolve(
             }
             // SAFETY: as above.
             if let Err(err) = unsafe { prepare(ts, t) } {
-                payload = Err(Raised::new(err));
+                payload = Err(err);
                 continue;
             }
         }
@@ -382,11 +381,11 @@ unsafe fn install(local: *mut Local, fiber: Fiber, record: &Record) {
 #[cold]
 #[inline(never)]
 fn stack_error(record: &Record, size: usize, source: std::io::Error) -> GreenletError {
-    GreenletError::StackAllocation {
+    GreenletError::from(ErrorKind::StackAllocation {
         greenlet: record.label(),
         size,
         source,
-    }
+    })
 }
 
 /// Name the stack after its greenlet (`'name' (id N)`, as in messages),
@@ -670,7 +669,7 @@ unsafe fn settle_at_start(
             unwound(unsafe { &*record }, panic);
             None
         }
-        Err(panic) => Some(Err(Raised::new(GreenletError::Panic {
+        Err(panic) => Some(Err(GreenletError::from(ErrorKind::Panic {
             // SAFETY: as above.
             greenlet: unsafe { (*record).label() },
             message: panic_message(&*panic),
@@ -786,7 +785,7 @@ unsafe fn settle(ts: *mut ThreadState, mut payload: Payload) -> Payload {
         drop((*ts).retiring.take());
         if let Some((kind, origin)) = (*ts).trace_pending.take() {
             if let Err(err) = trace::run_hooks(ts, kind, origin) {
-                payload = Err(Raised::new(err));
+                payload = Err(err);
             }
         }
         lifecycle::do_pending_work(ts);
@@ -835,7 +834,7 @@ fn root(
                         if (*ts).unwinding() == record_ptr {
                             return unwound(record, panic);
                         }
-                        Err(Raised::new(GreenletError::Panic {
+                        Err(GreenletError::from(ErrorKind::Panic {
                             greenlet: record.label(),
                             message: panic_message(&*panic),
                         }))
@@ -864,7 +863,7 @@ unsafe fn finish(ts: *mut ThreadState, record_ptr: *const Record, result: Payloa
         let local = record.local();
         // Updated in place rather than moved through temporaries (see `root`).
         let mut payload = result;
-        if matches!(payload, Err(Raised::Exit)) {
+        if matches!(&payload, Err(err) if err.is_bare_exit()) {
             // A kill's bare exit: its parent (the killer) receives the value.
             payload = Ok(exit_value(None));
         } else if matches!(&payload, Err(err) if err.is_exit()) {
@@ -975,12 +974,11 @@ unsafe fn note_trace(ts: *mut ThreadState, payload: &Payload) {
 /// value (or the exit itself), not an error. Other payloads pass as they are.
 #[cold]
 fn exit_to_value(payload: Payload) -> Payload {
-    if !matches!(&payload, Err(err) if err.is_exit()) {
-        return payload;
-    }
-    match payload.map_err(Raised::into_error) {
-        Ok(value) => Ok(value),
-        Err(GreenletError::GreenletExit(value)) => Ok(exit_value(value)),
-        Err(other) => Err(Raised::new(other)),
+    match payload {
+        Err(err) if err.is_exit() => match err.into_kind() {
+            ErrorKind::GreenletExit(value) => Ok(exit_value(value)),
+            other => Err(other.into()),
+        },
+        other => other,
     }
 }

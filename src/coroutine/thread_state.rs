@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use slab::Slab;
 
-use super::error::GreenletError;
+use super::error::{ErrorKind, GreenletError};
 use super::kept::KeptFiber;
 use super::payload::{Kind, Slot};
 use super::record::{IdBlock, Record, RecordCount, Spare};
@@ -422,17 +422,17 @@ fn thread_error(ts: Option<*mut ThreadState>, target: &Record) -> GreenletError 
                     ThreadState::link(ts).label.clone(),
                 )
             };
-            GreenletError::WrongThread {
+            GreenletError::from(ErrorKind::WrongThread {
                 current,
                 current_thread,
                 target: target.label(),
                 target_thread: target.thread.label.clone(),
-            }
+            })
         }
-        _ => GreenletError::ThreadExited {
+        _ => GreenletError::from(ErrorKind::ThreadExited {
             target: target.label(),
             target_thread: target.thread.label.clone(),
-        },
+        }),
     }
 }
 
