@@ -516,6 +516,9 @@ pub(crate) unsafe fn force_unwind(ts: *mut ThreadState, record: &Arc<Record>) {
         (*ts).current = Arc::as_ptr(record);
         (*ts).set_unwinding(Arc::as_ptr(record));
         if let Some(fiber) = (*local).fiber.as_mut() {
+            // What makes its receive settle, and the settle unwind (left
+            // set: a settle with nothing to do costs the next receive only).
+            (*ts).work = true;
             stack::running(Some(fiber.stack()));
             // Parked when this returns (see `Fiber::force_unwind`): its
             // body's frames are unwound, or its code caught the unwind and

@@ -499,8 +499,9 @@ unsafe fn resume_from_main_with(
 /// `dest` with `carried`: straight to `dest`'s stack where that can be done
 /// ([`context::hand_off`]: `dest` has a fiber, so it is not main), else by
 /// suspending to main's stack with `dest` as the word for the dispatcher.
-/// Returns what the switch back carried, when some context switches back;
-/// unwinds if that was a forced unwind ([`context::FORCE`]).
+/// Returns what the switch back carried, when some context switches back
+/// (a forced unwind carries [`NOTHING`], and its receiver's settle unwinds:
+/// [`settle`]).
 ///
 /// # Safety
 /// `ts` is the live state, `current` its current greenlet, not main, and
@@ -535,9 +536,10 @@ unsafe fn suspend_to_with(
             let _ = ts;
             context::suspend(top, dest as usize, carried.cast())
         };
-        if word == context::FORCE {
-            context::unwind_now();
-        }
+        debug_assert!(
+            word != context::FORCE || (*ts).work,
+            "a forced unwind sets work"
+        );
         back.cast()
     }
 }
@@ -782,6 +784,13 @@ pub(super) unsafe fn must_settle(ts: *mut ThreadState) -> bool {
 unsafe fn settle(ts: *mut ThreadState, mut payload: Payload) -> Payload {
     // SAFETY: the caller's `ts` is live; each access is short.
     unsafe {
+        if (*ts).current_is_unwinding() {
+            // A forced unwind resumed this greenlet (`lifecycle::force_unwind`
+            // set `work` for it, and carried `NOTHING`): its frames unwind
+            // from here, the other work is left to whoever gets control next.
+            drop(payload);
+            context::unwind_now();
+        }
         drop((*ts).retiring.take());
         if let Some((kind, origin)) = (*ts).trace_pending.take() {
             if let Err(err) = trace::run_hooks(ts, kind, origin) {
