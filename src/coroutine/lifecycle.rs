@@ -22,7 +22,6 @@ use super::fiber::Fiber;
 use super::handle::Greenlet;
 use super::payload::Kind;
 use super::record::Record;
-use super::stack;
 use super::switch;
 use super::thread_state::{self, owner_state, ThreadState};
 use crate::diag::{diag_error, diag_warn, Field};
@@ -519,17 +518,12 @@ pub(crate) unsafe fn force_unwind(ts: *mut ThreadState, record: &Arc<Record>) {
             // What makes its receive settle, and the settle unwind (left
             // set: a settle with nothing to do costs the next receive only).
             (*ts).work = true;
-            stack::running(Some(fiber.stack()));
             // Parked when this returns (see `Fiber::force_unwind`): its
             // body's frames are unwound, or its code caught the unwind and
-            // finished.
+            // finished. While it runs, it is `current`, which is how the
+            // overflow handler finds its stack.
             let fiber: *mut Fiber = fiber;
             (*fiber).force_unwind();
-            // Back on the caller's stack: marked again (none for main; the
-            // stack of the greenlet that called `exit()` otherwise, which
-            // its record keeps while it runs). `previous` is the caller's
-            // live record (main, or registered), read briefly.
-            stack::running((*(*previous).local()).fiber.as_ref().map(Fiber::stack));
         }
         (*ts).current = previous;
         (*ts).set_unwinding(ptr::null());

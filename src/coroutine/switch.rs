@@ -526,7 +526,6 @@ unsafe fn suspend_to_with(
         let (word, back) = match (*(*dest).local()).fiber.as_ref() {
             Some(fiber) => {
                 (*ts).current = dest;
-                stack::running(Some(fiber.stack()));
                 context::hand_off(top, fiber.top(), dest as usize, carried.cast())
             }
             _ => context::suspend(top, dest as usize, carried.cast()),
@@ -566,12 +565,6 @@ unsafe fn resume(
         let Some(fiber) = (*local).fiber.as_ref() else {
             return ((*ts).main_ptr as usize, carried);
         };
-        // Marked for the overflow handler; left marked after the coroutine
-        // suspends (one thread-local store fewer per switch): the handler
-        // only reports faults inside the marked stack's guard, which code
-        // on other stacks cannot touch, and a stack unmarks itself when it
-        // is dropped, so a mark never outlives its mapping.
-        stack::running(Some(fiber.stack()));
         // By its address: the coroutine stays where it is (at the top of its
         // stack) while its body's end moves the fiber out of the record
         // (`keep_finished`).
