@@ -18,6 +18,31 @@ use super::value::Value;
 /// public switch returns as it is.
 pub(crate) type Payload = Result<Value, GreenletError>;
 
+/// A [`Payload`] as the two words it is made of. A function returns (and
+/// takes) a pair of words in two registers, but a `Payload` (an enum, not a
+/// pair to the ABI) through memory: where one crosses a call that is not
+/// inlined, the caller keeps it in memory on its fast path too.
+pub(crate) type PayloadWords = (MaybeUninit<usize>, MaybeUninit<usize>);
+
+/// `payload` as its two words.
+#[inline(always)]
+pub(crate) fn into_words(payload: Payload) -> PayloadWords {
+    // SAFETY: a `Payload` is two words (checked in `error.rs`, and by
+    // `transmute` itself for the size), and any bits, uninitialized ones
+    // included, are a valid pair of `MaybeUninit<usize>`.
+    unsafe { mem::transmute::<Payload, PayloadWords>(payload) }
+}
+
+/// The payload whose words `words` are.
+///
+/// # Safety
+/// `words` came from [`into_words`], and are used once.
+#[inline(always)]
+pub(crate) unsafe fn from_words(words: PayloadWords) -> Payload {
+    // SAFETY: guaranteed by the caller: the words of a payload, moved back.
+    unsafe { mem::transmute::<PayloadWords, Payload>(words) }
+}
+
 /// What kind of transfer: a switch carrying a value, or a throw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {

@@ -11,7 +11,7 @@ use std::mem::{self, MaybeUninit};
 use std::ptr;
 
 use super::error::GreenletError;
-use super::payload::Payload;
+use super::payload::{from_words, into_words, Payload, PayloadWords};
 use super::value::Value;
 
 /// Words of closure a greenlet keeps in its record without boxing it.
@@ -39,21 +39,6 @@ struct RunVtable {
     call: unsafe fn(*mut RunStorage, Value) -> PayloadWords,
     /// Drops the closure in the storage without calling it.
     drop: unsafe fn(*mut RunStorage),
-}
-
-/// A [`Payload`] as the two words it is made of. A function returns a
-/// pair of words in two registers, but a `Payload` (an enum, not a pair to
-/// the ABI) through memory: a store and a load of each word on every
-/// greenlet's end.
-type PayloadWords = (MaybeUninit<usize>, MaybeUninit<usize>);
-
-/// `payload` as its two words.
-#[inline(always)]
-fn into_words(payload: Payload) -> PayloadWords {
-    // SAFETY: a `Payload` is two words (checked by `payload.rs`'s tests, and
-    // by `transmute` itself for the size), and any bits, uninitialized ones
-    // included, are a valid pair of `MaybeUninit<usize>`.
-    unsafe { mem::transmute::<Payload, PayloadWords>(payload) }
 }
 
 /// Whether a `T` is kept in a [`Run`]'s storage itself.
@@ -165,7 +150,7 @@ impl Run {
             // `new`); with `vtable` cleared, it is consumed exactly once.
             let words = (vtable.call)(ptr::addr_of_mut!((*this).storage), value);
             // The two words of the payload the call made (`into_words`).
-            mem::transmute::<PayloadWords, Payload>(words)
+            from_words(words)
         }
     }
 }

@@ -40,7 +40,9 @@ use super::context;
 use super::error::{panic_message, ErrorKind, GreenletError};
 use super::fiber::{Fiber, Top};
 use super::lifecycle;
-use super::payload::{exit_value, Kind, Payload, Words, NOTHING};
+use super::payload::{
+    exit_value, from_words, into_words, Kind, Payload, PayloadWords, Words, NOTHING,
+};
 use super::record::{Flags, Local, Record};
 use super::run::Run;
 use super::stack::{self, PooledStack};
@@ -746,8 +748,10 @@ unsafe fn settle_received(ts: *mut ThreadState, payload: Payload) -> Payload {
     unsafe {
         if must_settle(ts) {
             // By value, not by reference: a payload whose address is taken
-            // lives in memory even on the fast path.
-            return settle(ts, payload);
+            // lives in memory even on the fast path; and as its words, in
+            // registers (a `Payload` passed or returned whole goes through
+            // memory, which kept it there on the fast path too).
+            return from_words(settle_words(ts, into_words(payload)));
         }
         payload
     }
@@ -772,8 +776,23 @@ pub(super) unsafe fn must_settle(ts: *mut ThreadState) -> bool {
     }
 }
 
+/// [`settle`] out of line, the payload in registers.
+///
+/// # Safety
+/// As for [`settle`]; `words` are a payload's ([`into_words`]).
 #[cold]
 #[inline(never)]
+unsafe fn settle_words(ts: *mut ThreadState, words: PayloadWords) -> PayloadWords {
+    // SAFETY: guaranteed by the caller.
+    unsafe { into_words(settle(ts, from_words(words))) }
+}
+
+/// Do the pending work the receiving context found (`must_settle`), or
+/// unwind it if a forced unwind resumed it.
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+#[inline(always)]
 unsafe fn settle(ts: *mut ThreadState, mut payload: Payload) -> Payload {
     // SAFETY: the caller's `ts` is live; each access is short.
     unsafe {
