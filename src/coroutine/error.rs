@@ -3,9 +3,10 @@
 //! greenlet leaves to its parent.
 //!
 //! Owns the variants and their messages, the error's one-word
-//! representation, and the text of a caught panic ([`panic_message`]). Uses [`Value`] for the payload a `GreenletExit` may
-//! carry; `Value` uses this error for a failed downcast (the two types refer
-//! to each other, their methods do not call into each other's file).
+//! representation, and the text of a caught panic ([`panic_message`]). Uses
+//! [`Value`] for the payload a `GreenletExit` may carry; `Value` uses this
+//! error for a failed downcast (the two types refer to each other, their
+//! methods do not call into each other's file).
 
 use std::error::Error;
 use std::fmt;

@@ -175,9 +175,9 @@ impl Fiber {
     /// marks (its greenlet being unwound, work to settle) make the receive
     /// at its suspend point raise [`context::ForcedUnwind`], which
     /// `run_bodies` catches once the body's frames are unwound (their
-    /// destructors run); the coroutine then parks, back here. A body that catches the unwind runs on; it cannot
-    /// switch away (a switch during a forced unwind fails), so it returns
-    /// here too, parked, when it ends.
+    /// destructors run); the coroutine then parks, back here. A body that
+    /// catches the unwind runs on; it cannot switch away (a switch during a
+    /// forced unwind fails), so it returns here too, parked, when it ends.
     ///
     /// # Safety
     /// The coroutine is suspended mid-body on this thread, not the running
