@@ -26,7 +26,9 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
 use clap::Parser;
-use greenlet::{getcurrent, settrace, Greenlet, GreenletError, GreenletExit, TraceEvent, Value};
+use greenlet::{
+    getcurrent, settrace, ErrorKind, Greenlet, GreenletError, GreenletExit, TraceEvent, Value,
+};
 use serde::Deserialize;
 
 /// Seconds a program may run before its child process is killed.
@@ -189,16 +191,16 @@ fn fmt_value(v: &Value) -> String {
 }
 
 fn fmt_error(e: &GreenletError) -> String {
-    match e {
-        GreenletError::GreenletExit(None) => "exit".into(),
-        GreenletError::GreenletExit(Some(v)) => format!("exit({})", fmt_value(v)),
-        GreenletError::User(err) => format!("user({err})"),
-        GreenletError::WrongThread { .. } => "wrongthread".into(),
-        GreenletError::ThreadExited { .. } => "threadexited".into(),
-        GreenletError::ParentCycle { .. } => "cycle".into(),
-        GreenletError::ParentOnOtherThread { .. } => "parentthread".into(),
-        GreenletError::MainCannotHaveParent { .. } => "mainparent".into(),
-        GreenletError::KillIgnored { .. } => "killignored".into(),
+    match e.kind() {
+        ErrorKind::GreenletExit(None) => "exit".into(),
+        ErrorKind::GreenletExit(Some(v)) => format!("exit({})", fmt_value(v)),
+        ErrorKind::User(err) => format!("user({err})"),
+        ErrorKind::WrongThread { .. } => "wrongthread".into(),
+        ErrorKind::ThreadExited { .. } => "threadexited".into(),
+        ErrorKind::ParentCycle { .. } => "cycle".into(),
+        ErrorKind::ParentOnOtherThread { .. } => "parentthread".into(),
+        ErrorKind::MainCannotHaveParent { .. } => "mainparent".into(),
+        ErrorKind::KillIgnored { .. } => "killignored".into(),
         other => format!("other({other})"),
     }
 }
@@ -260,7 +262,7 @@ impl Machine {
                     return Ok(None);
                 };
                 let error = match err {
-                    ErrKind::Exit => GreenletError::GreenletExit(value.map(Value::new)),
+                    ErrKind::Exit => ErrorKind::GreenletExit(value.map(Value::new)).into(),
                     ErrKind::User => {
                         GreenletError::user(msg.clone().unwrap_or_else(|| "error".into()))
                     }
@@ -372,7 +374,7 @@ impl Machine {
                 return Err(match value {
                     Some(v) => {
                         log(&format!("raise exit({v})"));
-                        GreenletError::GreenletExit(Some(Value::new(*v)))
+                        ErrorKind::GreenletExit(Some(Value::new(*v))).into()
                     }
                     None => {
                         log("raise exit");

@@ -20,9 +20,9 @@ pub mod hub;
 pub mod interp_shim;
 
 pub use coroutine::{
-    getcurrent, gettrace, live_greenlets, set_global_trace, settrace, stack_stats, Greenlet,
-    GreenletBuilder, GreenletError, GreenletExit, StackStats, ThreadTraceHook, TraceEvent,
-    TraceHook, Value, WeakGreenlet, DEFAULT_STACK_SIZE,
+    getcurrent, gettrace, live_greenlets, set_global_trace, settrace, stack_stats, ErrorKind,
+    Greenlet, GreenletBuilder, GreenletError, GreenletExit, StackStats, ThreadTraceHook,
+    TraceEvent, TraceHook, Value, WeakGreenlet, DEFAULT_STACK_SIZE,
 };
 
 /// The README's Rust examples, compiled and run as doctests.

@@ -18,7 +18,7 @@ use greenlet::coroutine::{
     acquire_stack, default_stack_size, set_stack_guard, stack_guard, stack_stats, trim_stack_pool,
     StackGuard,
 };
-use greenlet::{getcurrent, live_greenlets, Greenlet, GreenletError, Value};
+use greenlet::{getcurrent, live_greenlets, ErrorKind, Greenlet, GreenletError, Value};
 
 /// Environment variable telling `child_process` what to do.
 const CHILD_MODE: &str = "GREENLET_MILLION_TEST_CHILD";
@@ -142,7 +142,7 @@ fn many() {
     if let Some(error) = &error {
         let message = error.to_string();
         assert!(
-            matches!(error, GreenletError::StackAllocation { .. })
+            matches!(error.kind(), ErrorKind::StackAllocation { .. })
                 && message.contains("vm.max_map_count")
                 && message.contains("two memory mappings"),
             "only the mapping limit may stop the run: {message}"

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use greenlet::coroutine::trim_stack_pool;
-use greenlet::{getcurrent, stack_stats, Greenlet, GreenletError, Value};
+use greenlet::{getcurrent, stack_stats, ErrorKind, Greenlet, GreenletError, Value};
 
 /// Run `body` alone, on a fresh thread that has fully exited before the
 /// next test starts.
@@ -47,7 +47,7 @@ fn greenlets_after_a_failed_panicked_or_killed_body_start_clean_on_the_kept_coro
         assert_eq!(kept.pooled, 1, "one coroutine kept: {kept:?}");
         let ends: [&dyn Fn(); 4] = [
             &|| {
-                let g = Greenlet::new(|_| Err(GreenletError::GreenletExit(None)));
+                let g = Greenlet::new(|_| Err(GreenletError::exit()));
                 assert!(g.switch(()).is_ok(), "an exit's value reaches main");
             },
             &|| {
@@ -58,8 +58,8 @@ fn greenlets_after_a_failed_panicked_or_killed_body_start_clean_on_the_kept_coro
                 let g = Greenlet::new(|_| -> Result<Value, GreenletError> {
                     panic!("body panic (expected in this test)")
                 });
-                match g.switch(()) {
-                    Err(GreenletError::Panic { message, .. }) => {
+                match g.switch(()).map_err(GreenletError::into_kind) {
+                    Err(ErrorKind::Panic { message, .. }) => {
                         assert!(message.contains("body panic"), "{message}");
                     }
                     other => panic!("expected the panic, got {other:?}"),

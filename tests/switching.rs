@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use greenlet::{getcurrent, Greenlet, GreenletError, GreenletExit, Value};
+use greenlet::{getcurrent, ErrorKind, Greenlet, GreenletError, GreenletExit, Value};
 
 fn int(v: Result<Value, GreenletError>) -> i64 {
     v.expect("switch failed")
@@ -163,8 +163,8 @@ fn dead_ancestors_are_skipped() {
 #[test]
 fn errors_and_panics_go_up_the_chain() {
     let g = Greenlet::new(|_| Err(GreenletError::user("broken pipe")));
-    match g.switch(()) {
-        Err(GreenletError::User(e)) => assert_eq!(e.to_string(), "broken pipe"),
+    match g.switch(()).map_err(GreenletError::into_kind) {
+        Err(ErrorKind::User(e)) => assert_eq!(e.to_string(), "broken pipe"),
         other => panic!("unexpected {other:?}"),
     }
     assert!(g.is_dead());
@@ -173,8 +173,8 @@ fn errors_and_panics_go_up_the_chain() {
         .name("panicky")
         .spawn(|_| -> Result<Value, GreenletError> { panic!("kaboom {}", 42) })
         .unwrap();
-    match p.switch(()) {
-        Err(GreenletError::Panic { greenlet, message }) => {
+    match p.switch(()).map_err(GreenletError::into_kind) {
+        Err(ErrorKind::Panic { greenlet, message }) => {
             assert!(greenlet.contains("panicky"), "{greenlet}");
             assert_eq!(message, "kaboom 42");
         }
@@ -204,7 +204,7 @@ fn errors_and_panics_go_up_the_chain() {
 fn greenlet_exit_is_a_normal_result() {
     let g = Greenlet::new(|_| Err(GreenletError::exit()));
     assert!(g.switch(()).unwrap().is::<GreenletExit>());
-    let g = Greenlet::new(|_| Err(GreenletError::GreenletExit(Some(Value::new(9i64)))));
+    let g = Greenlet::new(|_| Err(ErrorKind::GreenletExit(Some(Value::new(9i64))).into()));
     assert_eq!(int(g.switch(())), 9);
 }
 
@@ -261,8 +261,8 @@ fn values_of_many_types_and_mismatch_errors() {
     );
 
     let h = Greenlet::new(|v| Ok(Value::new(v.downcast::<u32>()?)));
-    match h.switch("not a number") {
-        Err(GreenletError::TypeMismatch { expected, found }) => {
+    match h.switch("not a number").map_err(GreenletError::into_kind) {
+        Err(ErrorKind::TypeMismatch { expected, found }) => {
             assert_eq!(expected, "u32");
             assert_eq!(found, "&str");
         }
@@ -334,8 +334,8 @@ fn a_stack_that_cannot_be_mapped_is_an_error_not_a_crash() {
         .stack_size(1 << 50)
         .spawn(Ok)
         .unwrap();
-    match g.switch(()) {
-        Err(e @ GreenletError::StackAllocation { .. }) => {
+    match g.switch(()).map_err(GreenletError::into_kind) {
+        Err(e @ ErrorKind::StackAllocation { .. }) => {
             let msg = e.to_string();
             assert!(
                 msg.contains("huge") && msg.contains(&(1usize << 50).to_string()),
@@ -351,8 +351,8 @@ fn a_stack_that_cannot_be_mapped_is_an_error_not_a_crash() {
         .spawn(Ok)
         .unwrap();
     assert!(matches!(
-        absurd.switch(()),
-        Err(GreenletError::StackAllocation { .. })
+        absurd.switch(()).map_err(GreenletError::into_kind),
+        Err(ErrorKind::StackAllocation { .. })
     ));
     // Everything else still works.
     let h = Greenlet::new(Ok);

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
 use greenlet::cleanup::{set_thread_queue, CleanupQueue, Manual, Policy};
-use greenlet::{getcurrent, settrace, Greenlet, GreenletError, TraceEvent, Value};
+use greenlet::{getcurrent, settrace, ErrorKind, Greenlet, GreenletError, TraceEvent, Value};
 
 struct DropCounter(Arc<AtomicUsize>);
 impl Drop for DropCounter {
@@ -56,8 +56,8 @@ fn switching_to_another_live_threads_greenlet_is_an_error() {
     assert_eq!(g.name(), "theirs");
     assert!(their_main.is_main() && !their_main.is_dead());
     for result in [g.switch(1), g.throw(GreenletError::user("x"))] {
-        match result {
-            Err(e @ GreenletError::WrongThread { .. }) => {
+        match result.map_err(GreenletError::into_kind) {
+            Err(e @ ErrorKind::WrongThread { .. }) => {
                 let msg = e.to_string();
                 assert!(
                     msg.starts_with("Cannot switch to a different thread"),
@@ -74,14 +74,18 @@ fn switching_to_another_live_threads_greenlet_is_an_error() {
             other => panic!("unexpected {other:?}"),
         }
     }
-    assert!(matches!(g.kill(), Err(GreenletError::WrongThread { .. })));
     assert!(matches!(
-        their_main.switch(()),
-        Err(GreenletError::WrongThread { .. })
+        g.kill().map_err(GreenletError::into_kind),
+        Err(ErrorKind::WrongThread { .. })
     ));
     assert!(matches!(
-        g.set_parent(&getcurrent()),
-        Err(GreenletError::WrongThread { .. })
+        their_main.switch(()).map_err(GreenletError::into_kind),
+        Err(ErrorKind::WrongThread { .. })
+    ));
+    assert!(matches!(
+        g.set_parent(&getcurrent())
+            .map_err(GreenletError::into_kind),
+        Err(ErrorKind::WrongThread { .. })
     ));
     release.send(()).unwrap();
     assert_eq!(worker.join().unwrap(), 5);
@@ -104,8 +108,8 @@ fn greenlets_of_an_exited_thread() {
         main.is_dead(),
         "a main greenlet is dead once its thread exited"
     );
-    match g.switch(()) {
-        Err(e @ GreenletError::ThreadExited { .. }) => {
+    match g.switch(()).map_err(GreenletError::into_kind) {
+        Err(e @ ErrorKind::ThreadExited { .. }) => {
             let msg = e.to_string();
             assert!(
                 msg.starts_with(
@@ -121,14 +125,18 @@ fn greenlets_of_an_exited_thread() {
         other => panic!("unexpected {other:?}"),
     }
     assert!(matches!(
-        main.switch(()),
-        Err(GreenletError::ThreadExited { .. })
+        main.switch(()).map_err(GreenletError::into_kind),
+        Err(ErrorKind::ThreadExited { .. })
     ));
     assert!(matches!(
-        g.throw(GreenletError::user("late")),
-        Err(GreenletError::ThreadExited { .. })
+        g.throw(GreenletError::user("late"))
+            .map_err(GreenletError::into_kind),
+        Err(ErrorKind::ThreadExited { .. })
     ));
-    assert!(matches!(g.kill(), Err(GreenletError::ThreadExited { .. })));
+    assert!(matches!(
+        g.kill().map_err(GreenletError::into_kind),
+        Err(ErrorKind::ThreadExited { .. })
+    ));
 }
 
 #[test]

@@ -11,7 +11,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 
-use greenlet::{getcurrent, Greenlet, GreenletError, GreenletExit, Value};
+use greenlet::{getcurrent, ErrorKind, Greenlet, GreenletError, GreenletExit, Value};
 
 /// Counts its drops into a shared counter.
 struct DropCounter(Arc<AtomicUsize>);
@@ -53,8 +53,11 @@ fn throw_into_unstarted_kills_it_and_the_error_goes_up() {
         *r.borrow_mut() = true;
         Ok(v)
     });
-    match g.throw(GreenletError::user("never ran")) {
-        Err(GreenletError::User(e)) => assert_eq!(e.to_string(), "never ran"),
+    match g
+        .throw(GreenletError::user("never ran"))
+        .map_err(GreenletError::into_kind)
+    {
+        Err(ErrorKind::User(e)) => assert_eq!(e.to_string(), "never ran"),
         other => panic!("unexpected {other:?}"),
     }
     assert!(g.is_dead());
@@ -69,7 +72,7 @@ fn throw_into_dead() {
     // GreenletExit comes back as a value.
     assert!(g.throw(GreenletError::exit()).unwrap().is::<GreenletExit>());
     let v = g
-        .throw(GreenletError::GreenletExit(Some(Value::new(3u8))))
+        .throw(ErrorKind::GreenletExit(Some(Value::new(3u8))).into())
         .unwrap();
     assert_eq!(v.downcast::<u8>().unwrap(), 3);
     // Other errors go to the nearest live ancestor: main, the caller.
@@ -141,8 +144,8 @@ fn kill_returns_to_the_killer_even_with_another_parent() {
 #[test]
 fn kill_ignored_is_reported() {
     let g = stubborn("stubborn");
-    match g.kill() {
-        Err(GreenletError::KillIgnored { greenlet }) => assert!(greenlet.contains("stubborn")),
+    match g.kill().map_err(GreenletError::into_kind) {
+        Err(ErrorKind::KillIgnored { greenlet }) => assert!(greenlet.contains("stubborn")),
         other => panic!("unexpected {other:?}"),
     }
     assert!(g.is_active());
@@ -399,19 +402,19 @@ fn set_parent_checks() {
     let a = Greenlet::new(Ok);
     let b = Greenlet::builder().parent(&a).spawn(Ok).unwrap();
     let c = Greenlet::builder().parent(&b).spawn(Ok).unwrap();
-    match a.set_parent(&c) {
-        Err(GreenletError::ParentCycle { greenlet, parent }) => {
+    match a.set_parent(&c).map_err(GreenletError::into_kind) {
+        Err(ErrorKind::ParentCycle { greenlet, parent }) => {
             assert!(greenlet.contains(&a.id().to_string()));
             assert!(parent.contains(&c.id().to_string()));
         }
         other => panic!("unexpected {other:?}"),
     }
     assert!(matches!(
-        a.set_parent(&a),
-        Err(GreenletError::ParentCycle { .. })
+        a.set_parent(&a).map_err(GreenletError::into_kind),
+        Err(ErrorKind::ParentCycle { .. })
     ));
-    match main.set_parent(&a) {
-        Err(err @ GreenletError::MainCannotHaveParent { .. }) => {
+    match main.set_parent(&a).map_err(GreenletError::into_kind) {
+        Err(err @ ErrorKind::MainCannotHaveParent { .. }) => {
             let message = err.to_string();
             assert!(
                 message.starts_with("cannot set the parent of a main greenlet"),
@@ -430,14 +433,18 @@ fn set_parent_checks() {
     })
     .join()
     .unwrap();
-    match c.set_parent(&foreign.0) {
-        Err(e @ GreenletError::ParentOnOtherThread { .. }) => {
+    match c.set_parent(&foreign.0).map_err(GreenletError::into_kind) {
+        Err(e @ ErrorKind::ParentOnOtherThread { .. }) => {
             assert!(e.to_string().contains("different thread"), "{e}")
         }
         other => panic!("unexpected {other:?}"),
     }
-    match Greenlet::builder().parent(&foreign.1).spawn(Ok) {
-        Err(GreenletError::ParentOnOtherThread { .. }) => {}
+    match Greenlet::builder()
+        .parent(&foreign.1)
+        .spawn(Ok)
+        .map_err(GreenletError::into_kind)
+    {
+        Err(ErrorKind::ParentOnOtherThread { .. }) => {}
         other => panic!("unexpected {other:?}"),
     }
 }

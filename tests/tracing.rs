@@ -11,7 +11,8 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
 use greenlet::{
-    getcurrent, set_global_trace, settrace, Greenlet, GreenletError, ThreadTraceHook, TraceEvent,
+    getcurrent, set_global_trace, settrace, ErrorKind, Greenlet, GreenletError, ThreadTraceHook,
+    TraceEvent,
 };
 
 type Log = Arc<Mutex<Vec<String>>>;
@@ -100,8 +101,8 @@ fn failing_hook_is_removed_and_its_error_replaces_the_value() {
         main.switch("value")?;
         Ok(().into())
     });
-    match g.switch(()) {
-        Err(GreenletError::User(e)) => assert_eq!(e.to_string(), "hook says no"),
+    match g.switch(()).map_err(GreenletError::into_kind) {
+        Err(ErrorKind::User(e)) => assert_eq!(e.to_string(), "hook says no"),
         other => panic!("unexpected {other:?}"),
     }
     assert!(
@@ -119,8 +120,8 @@ fn panicking_hook_is_removed_too() {
     let g = Greenlet::new(Ok);
     // Into g: the hook panics in g, so g's run gets the error instead of the
     // value, and dies without running; the error comes back to main.
-    match g.switch(5) {
-        Err(GreenletError::Panic { message, .. }) => assert_eq!(message, "hook panic"),
+    match g.switch(5).map_err(GreenletError::into_kind) {
+        Err(ErrorKind::Panic { message, .. }) => assert_eq!(message, "hook panic"),
         other => panic!("unexpected {other:?}"),
     }
     assert!(greenlet::gettrace().is_none());

@@ -4,11 +4,11 @@
 //! (where the switch protocol left the payload; opaque here).
 //!
 //! Owns [`resume_with`] (call-like: the target will come back here when it
-//! suspends; [`resume`] with the word alone, for the forced unwind), [`suspend`] (back to whoever last resumed the target),
+//! suspends), [`suspend`] (back to whoever last resumed the target),
 //! [`hand_off`] (from one greenlet's stack straight to another's: the
 //! second inherits the first's resumer, so one stack switch instead of two
 //! through the dispatcher), [`prime`] (a new coroutine's first park) and
-//! [`FORCE`] (the word that makes a suspended coroutine unwind).
+//! [`FORCE`] (the word a forced unwind carries) with [`unwind_now`].
 //!
 //! A coroutine's two saved words live in its [`Top`] (the top slot of its
 //! stack, `fiber.rs`): `sp`, where its own context is saved while it is
@@ -50,16 +50,19 @@ thread_local! {
     static CARRIED: std::cell::Cell<Carried> = const { std::cell::Cell::new(std::ptr::null()) };
 }
 
-/// The word that tells a suspended coroutine to unwind: its suspend point
-/// raises [`ForcedUnwind`] (never a record's address: records are aligned).
+/// The word a forced unwind resumes a suspended coroutine with (never a
+/// record's address: records are aligned). Its suspend point does not test
+/// it: the thread state marks the greenlet as being unwound and has work
+/// to settle, and the settle raises [`ForcedUnwind`] (`switch::settle`), so
+/// an ordinary switch pays for no test of its own.
 pub(crate) const FORCE: usize = 1;
 
-/// The panic payload a suspended coroutine resumed with [`FORCE`] unwinds
-/// its frames with, caught by `switch::run_bodies`.
+/// The panic payload a suspended coroutine resumed by a forced unwind
+/// unwinds its frames with, caught by `switch::run_bodies`.
 #[derive(Debug)]
 pub(crate) struct ForcedUnwind;
 
-/// Unwind the running coroutine's frames (it was resumed with [`FORCE`]).
+/// Unwind the running coroutine's frames (a forced unwind resumed it).
 #[cold]
 #[inline(never)]
 pub(crate) fn unwind_now() -> ! {
@@ -167,19 +170,6 @@ pub(crate) unsafe fn primed(top: *mut Top) -> bool {
         let saved = (*top).link;
         saved != 0
     }
-}
-
-/// Go on in the suspended coroutine whose top is `top`, with `word` alone
-/// (the forced unwind's [`FORCE`]: the pointer it carries is null, and its
-/// suspend point does not read it); returns the word it (or a coroutine it
-/// handed off to) suspends with.
-///
-/// # Safety
-/// As for [`resume_with`].
-#[inline(always)]
-pub(crate) unsafe fn resume(top: *mut Top, word: usize) -> usize {
-    // SAFETY: guaranteed by the caller.
-    unsafe { resume_with(top, word, std::ptr::null()).0 }
 }
 
 /// Go on in the suspended coroutine whose top is `top`, with `word` and
@@ -388,7 +378,7 @@ mod tests {
         let link = unsafe { *((*traced.top()).link as *const usize) };
         assert_eq!(link, END_FRAME.as_ptr() as usize);
         // SAFETY: suspended on this thread.
-        let lines = unsafe { resume(traced.top(), 0) };
+        let lines = unsafe { resume_with(traced.top(), 0, ptr::null()).0 };
         assert!(lines > 0, "a backtrace with frames");
     }
 
@@ -450,16 +440,17 @@ mod tests {
             }
         });
         // SAFETY: suspended on this thread throughout.
-        unsafe {
-            assert_eq!(resume(f.top(), 10), 11);
-            assert_eq!(resume(f.top(), 20), 21);
+        let resume = |word| unsafe { resume_with(f.top(), word, ptr::null()).0 };
+        {
+            assert_eq!(resume(10), 11);
+            assert_eq!(resume(20), 21);
             assert_eq!(dropped.get(), 0);
-            assert_eq!(resume(f.top(), FORCE), 0);
+            assert_eq!(resume(FORCE), 0);
             assert_eq!((dropped.get(), unwound.get()), (1, 1));
             // It runs a new body after the unwind, as a parked greenlet
             // coroutine does.
-            assert_eq!(resume(f.top(), 30), 31);
-            assert_eq!(resume(f.top(), FORCE), 0);
+            assert_eq!(resume(30), 31);
+            assert_eq!(resume(FORCE), 0);
             assert_eq!((dropped.get(), unwound.get()), (2, 2));
         }
     }

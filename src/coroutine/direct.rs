@@ -35,7 +35,6 @@ use std::sync::Arc;
 
 use super::error::GreenletError;
 use super::handle::Greenlet;
-use super::payload::Raised;
 use super::record::{Flags, Record};
 use super::switch;
 use super::thread_state::{self, ThreadState};
@@ -132,7 +131,7 @@ unsafe fn back_on_main(ts: *mut ThreadState) -> Resumed {
     // SAFETY: guaranteed by the caller.
     unsafe {
         if (*ts).slot.is_full() || switch::must_settle(ts) {
-            return Resumed::Full(switch::take_and_settle(ts).map_err(Raised::into_error));
+            return Resumed::Full(switch::take_and_settle(ts));
         }
         Resumed::Parked
     }
@@ -206,9 +205,7 @@ fn park_in_full(main: &Greenlet) -> Result<(), GreenletError> {
 #[inline(never)]
 unsafe fn settle_park(ts: *mut ThreadState) -> Result<(), GreenletError> {
     // SAFETY: guaranteed by the caller.
-    unsafe { switch::take_and_settle(ts) }
-        .map(drop)
-        .map_err(Raised::into_error)
+    unsafe { switch::take_and_settle(ts) }.map(drop)
 }
 
 /// Whether switches on this thread are observed now (a trace hook is set,
@@ -266,7 +263,7 @@ mod tests {
     use std::rc::Rc;
 
     use super::*;
-    use crate::coroutine::{getcurrent, settrace, ThreadTraceHook, TraceEvent};
+    use crate::coroutine::{getcurrent, settrace, ErrorKind, ThreadTraceHook, TraceEvent};
 
     /// [`super::park`] to `main`.
     fn park(main: &Greenlet) -> Result<(), GreenletError> {
@@ -473,8 +470,8 @@ mod tests {
             let entered = enter(&carried.0);
             assert!(
                 matches!(
-                    entered,
-                    Resumed::Full(Err(GreenletError::WrongThread { .. }))
+                    &entered,
+                    Resumed::Full(Err(err)) if matches!(err.kind(), ErrorKind::WrongThread { .. })
                 ),
                 "{entered:?}"
             );

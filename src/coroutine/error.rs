@@ -1,12 +1,15 @@
-//! [`GreenletError`]: the one error type of the greenlet API, and
-//! [`GreenletExit`], the value a killed greenlet leaves to its parent.
+//! [`GreenletError`]: the one error type of the greenlet API (one pointer
+//! wide), its [`ErrorKind`], and [`GreenletExit`], the value a killed
+//! greenlet leaves to its parent.
 //!
-//! Owns the variants and their messages, and the text of a caught panic
-//! ([`panic_message`]). Uses [`Value`] for the payload a `GreenletExit` may
-//! carry; `Value` uses this error for a failed downcast (the two types refer
-//! to each other, their methods do not call into each other's file).
+//! Owns the variants and their messages, the error's one-word
+//! representation, and the text of a caught panic ([`panic_message`]). Uses
+//! [`Value`] for the payload a `GreenletExit` may carry; `Value` uses this
+//! error for a failed downcast (the two types refer to each other, their
+//! methods do not call into each other's file).
 
 use std::error::Error;
+use std::fmt;
 
 use super::value::Value;
 
@@ -19,27 +22,30 @@ use super::value::Value;
 /// ```
 /// use greenlet::{Greenlet, GreenletError, GreenletExit};
 ///
-/// let g = Greenlet::new(|_| Err(GreenletError::GreenletExit(None)));
+/// let g = Greenlet::new(|_| Err(GreenletError::exit()));
 /// let v = g.switch(()).unwrap(); // GreenletExit is a normal result
 /// assert!(v.is::<GreenletExit>());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct GreenletExit;
 
-/// Everything that can go wrong in a greenlet operation, plus the two ways a
-/// greenlet's code ends abnormally (an error it returns, a panic).
+/// What went wrong, as a [`GreenletError`] holds it: everything that can go
+/// wrong in a greenlet operation, plus the two ways a greenlet's code ends
+/// abnormally (an error it returns, a panic).
 ///
 /// # Example
 /// ```
-/// use greenlet::{Greenlet, GreenletError};
+/// use greenlet::{ErrorKind, Greenlet, GreenletError};
 ///
 /// let g = Greenlet::new(|_| Err(GreenletError::user("disk full")));
 /// let err = g.switch(()).unwrap_err(); // raised in the parent's switch
-/// assert_eq!(err.to_string(), "disk full");
+/// assert!(matches!(err.kind(), ErrorKind::User(_)));
+/// let err: GreenletError = ErrorKind::KillIgnored { greenlet: "g".into() }.into();
+/// assert!(err.to_string().starts_with("GreenletExit did not kill g"));
 /// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum GreenletError {
+pub enum ErrorKind {
     /// Python's `GreenletExit`: asks a greenlet to finish. A greenlet whose
     /// run returns it ends normally: its parent receives the carried value,
     /// or [`GreenletExit`] when there is none (greenlet hands the exception
@@ -161,7 +167,81 @@ pub enum GreenletError {
     },
 }
 
+/// The error of every greenlet operation: what went wrong is its
+/// [`ErrorKind`] ([`kind`](GreenletError::kind),
+/// [`into_kind`](GreenletError::into_kind)); its `Display`, `Debug` and
+/// [`source`](Error::source) are the kind's.
+///
+/// One pointer wide, so that `Result<Value, GreenletError>` is two words
+/// (a [`Value`] and the error share them through the value's non-null
+/// niche): what a switch carries is what it returns, with no conversion,
+/// and where the switch is inlined the result stays in registers. The kind
+/// is boxed; the bare `GreenletExit` that a kill throws is a mark of its
+/// own that allocates nothing.
+///
+/// # Example
+/// ```
+/// use greenlet::{ErrorKind, Greenlet, GreenletError};
+///
+/// let g = Greenlet::new(|_| Err(GreenletError::user("disk full")));
+/// let err = g.switch(()).unwrap_err(); // raised in the parent's switch
+/// assert_eq!(err.to_string(), "disk full");
+/// match err.into_kind() {
+///     ErrorKind::User(inner) => assert_eq!(inner.to_string(), "disk full"),
+///     other => panic!("unexpected {other:?}"),
+/// }
+/// ```
+pub struct GreenletError(Repr);
+
+/// A [`GreenletError`]'s word: null for the bare `GreenletExit`, else the
+/// boxed kind (never a bare `GreenletExit`: [`GreenletError::from`] keeps
+/// that one unboxed).
+enum Repr {
+    /// `ErrorKind::GreenletExit(None)`.
+    Exit,
+    /// Any other kind.
+    Boxed(Box<ErrorKind>),
+}
+
+/// The two words a switch returns, checked where the types are defined.
+const _: () = assert!(
+    std::mem::size_of::<Result<Value, GreenletError>>() == 2 * std::mem::size_of::<usize>()
+);
+
+/// What [`GreenletError::kind`] shows for the bare `GreenletExit`.
+const BARE_EXIT: &ErrorKind = &ErrorKind::GreenletExit(None);
+
 impl GreenletError {
+    /// What went wrong.
+    ///
+    /// ```
+    /// use greenlet::{ErrorKind, GreenletError};
+    ///
+    /// assert!(matches!(GreenletError::exit().kind(), ErrorKind::GreenletExit(None)));
+    /// ```
+    pub fn kind(&self) -> &ErrorKind {
+        match &self.0 {
+            Repr::Exit => BARE_EXIT,
+            Repr::Boxed(kind) => kind,
+        }
+    }
+
+    /// What went wrong, by value (to take the fields out).
+    ///
+    /// ```
+    /// use greenlet::{ErrorKind, GreenletError};
+    ///
+    /// let err = GreenletError::user("bad input");
+    /// let ErrorKind::User(inner) = err.into_kind() else { unreachable!() };
+    /// assert_eq!(inner.to_string(), "bad input");
+    /// ```
+    pub fn into_kind(self) -> ErrorKind {
+        match self.0 {
+            Repr::Exit => ErrorKind::GreenletExit(None),
+            Repr::Boxed(kind) => *kind,
+        }
+    }
+
     /// A user error from any error value or message.
     ///
     /// ```
@@ -169,7 +249,7 @@ impl GreenletError {
     /// assert_eq!(e.to_string(), "bad input");
     /// ```
     pub fn user(err: impl Into<Box<dyn Error + Send + Sync + 'static>>) -> GreenletError {
-        GreenletError::User(err.into())
+        ErrorKind::User(err.into()).into()
     }
 
     /// The `GreenletExit` error with no value.
@@ -177,8 +257,8 @@ impl GreenletError {
     /// ```
     /// assert!(greenlet::GreenletError::exit().is_exit());
     /// ```
-    pub fn exit() -> GreenletError {
-        GreenletError::GreenletExit(None)
+    pub const fn exit() -> GreenletError {
+        GreenletError(Repr::Exit)
     }
 
     /// Whether this is `GreenletExit`.
@@ -187,19 +267,61 @@ impl GreenletError {
     /// assert!(!greenlet::GreenletError::user("x").is_exit());
     /// ```
     pub fn is_exit(&self) -> bool {
-        matches!(self, GreenletError::GreenletExit(_))
+        matches!(self.kind(), ErrorKind::GreenletExit(_))
+    }
+
+    /// Whether this is the bare `GreenletExit` (no value), a kill's.
+    #[inline(always)]
+    pub(crate) fn is_bare_exit(&self) -> bool {
+        matches!(self.0, Repr::Exit)
+    }
+}
+
+impl From<ErrorKind> for GreenletError {
+    /// The error of `kind` (boxed, unless it is the bare `GreenletExit`).
+    ///
+    /// ```
+    /// use greenlet::{ErrorKind, GreenletError};
+    ///
+    /// let err = GreenletError::from(ErrorKind::MainCannotHaveParent { greenlet: "main".into() });
+    /// assert!(err.to_string().contains("main greenlet"));
+    /// ```
+    #[inline]
+    fn from(kind: ErrorKind) -> Self {
+        match kind {
+            ErrorKind::GreenletExit(None) => GreenletError::exit(),
+            kind => GreenletError(Repr::Boxed(Box::new(kind))),
+        }
+    }
+}
+
+impl fmt::Debug for GreenletError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.kind(), f)
+    }
+}
+
+impl fmt::Display for GreenletError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self.kind(), f)
+    }
+}
+
+impl Error for GreenletError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        self.kind().source()
     }
 }
 
 impl From<Box<dyn Error + Send + Sync + 'static>> for GreenletError {
     fn from(err: Box<dyn Error + Send + Sync + 'static>) -> Self {
-        GreenletError::User(err)
+        ErrorKind::User(err).into()
     }
 }
 
 impl From<std::io::Error> for GreenletError {
     fn from(err: std::io::Error) -> Self {
-        GreenletError::User(Box::new(err))
+        ErrorKind::User(Box::new(err)).into()
     }
 }
 

@@ -24,6 +24,7 @@ use corosensei::stack::{Stack, StackPointer};
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 use super::context;
+use super::payload::NOTHING;
 use super::stack::PooledStack;
 
 /// A greenlet's coroutine as corosensei sees it: entered once by
@@ -170,20 +171,21 @@ impl Fiber {
     }
 
     /// Unwind the body suspended on this coroutine: resume it with
-    /// [`context::FORCE`], so that its suspend point raises
-    /// [`context::ForcedUnwind`], which `run_bodies` catches once the
-    /// body's frames are unwound (their destructors run); the coroutine then
-    /// parks, back here. A body that catches the unwind runs on; it cannot
-    /// switch away (a switch during a forced unwind fails), so it returns
-    /// here too, parked, when it ends.
+    /// [`context::FORCE`] and no payload ([`NOTHING`]); the thread state's
+    /// marks (its greenlet being unwound, work to settle) make the receive
+    /// at its suspend point raise [`context::ForcedUnwind`], which
+    /// `run_bodies` catches once the body's frames are unwound (their
+    /// destructors run); the coroutine then parks, back here. A body that
+    /// catches the unwind runs on; it cannot switch away (a switch during a
+    /// forced unwind fails), so it returns here too, parked, when it ends.
     ///
     /// # Safety
     /// The coroutine is suspended mid-body on this thread, not the running
-    /// one, and the thread state marks its greenlet as being unwound (so
-    /// that `run_bodies` takes the unwind quietly and nothing keeps the
-    /// fiber).
+    /// one, and the thread state marks its greenlet as being unwound and
+    /// has work to settle (so that the receive unwinds, `run_bodies` takes
+    /// the unwind quietly and nothing keeps the fiber).
     pub(crate) unsafe fn force_unwind(&mut self) {
         // SAFETY: guaranteed by the caller: suspended, so resumable.
-        unsafe { context::resume(self.top(), context::FORCE) };
+        unsafe { context::resume_with(self.top(), context::FORCE, (&raw const NOTHING).cast()) };
     }
 }

@@ -13,9 +13,9 @@ use std::ptr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::error::GreenletError;
+use super::error::{ErrorKind, GreenletError};
 use super::lifecycle;
-use super::payload::{Kind, Raised};
+use super::payload::Kind;
 use super::record::{run_finalizers, Flags, Local, Record};
 use super::run::Run;
 use super::stack::default_stack_size;
@@ -29,7 +29,7 @@ use super::weak::WeakGreenlet;
 /// Any thread may hold handles and observe the greenlet ([`is_dead`](Self::is_dead),
 /// [`id`](Self::id), [`name`](Self::name)); only the thread that created it
 /// may switch to it, throw into it or re-parent it (other threads get
-/// [`GreenletError::WrongThread`] or [`GreenletError::ThreadExited`]).
+/// [`ErrorKind::WrongThread`] or [`ErrorKind::ThreadExited`]).
 ///
 /// When the last handle of a started, unfinished greenlet is dropped, the
 /// greenlet is killed: synchronously on its own thread (control comes back
@@ -143,9 +143,9 @@ impl Greenlet {
     ///
     /// # Errors
     /// Whatever a greenlet raises into the caller (an error or panic of a
-    /// child that ends, a `throw`); [`GreenletError::WrongThread`] /
-    /// [`GreenletError::ThreadExited`] for another thread's greenlet;
-    /// [`GreenletError::StackAllocation`] if it could not start.
+    /// child that ends, a `throw`); [`ErrorKind::WrongThread`] /
+    /// [`ErrorKind::ThreadExited`] for another thread's greenlet;
+    /// [`ErrorKind::StackAllocation`] if it could not start.
     ///
     /// ```
     /// let me = greenlet::getcurrent();
@@ -182,7 +182,7 @@ impl Greenlet {
     /// assert_eq!(v.downcast::<String>().unwrap(), "caught: boom");
     /// ```
     pub fn throw(&self, err: GreenletError) -> Result<Value, GreenletError> {
-        switch::send(&self.record, Err(Raised::new(err)), Kind::Throw)
+        switch::send(&self.record, Err(err), Kind::Throw)
     }
 
     /// Kill this greenlet: throw `GreenletExit` into it and let it run to
@@ -199,7 +199,7 @@ impl Greenlet {
     /// runs: killing one only throws `GreenletExit` into it.
     ///
     /// # Errors
-    /// [`GreenletError::KillIgnored`] if it caught the exit and switched
+    /// [`ErrorKind::KillIgnored`] if it caught the exit and switched
     /// back instead of finishing; the error it ended with if it turned the
     /// exit into another error; an error raised in the caller before it
     /// finished (thrown back by it, or by another greenlet while it was
@@ -333,24 +333,25 @@ impl Greenlet {
     /// Make `parent` this greenlet's parent (where its result goes).
     ///
     /// # Errors
-    /// [`GreenletError::MainCannotHaveParent`],
-    /// [`GreenletError::ParentCycle`] if `parent` descends from this
-    /// greenlet, [`GreenletError::ParentOnOtherThread`], and the thread
+    /// [`ErrorKind::MainCannotHaveParent`],
+    /// [`ErrorKind::ParentCycle`] if `parent` descends from this
+    /// greenlet, [`ErrorKind::ParentOnOtherThread`], and the thread
     /// errors when called from another thread than the greenlet's.
     ///
     /// ```
-    /// use greenlet::{Greenlet, GreenletError};
+    /// use greenlet::{ErrorKind, Greenlet};
     /// let a = Greenlet::new(|v| Ok(v));
     /// let b = Greenlet::new(|v| Ok(v));
     /// b.set_parent(&a).unwrap();
-    /// assert!(matches!(a.set_parent(&b), Err(GreenletError::ParentCycle { .. })));
+    /// let err = a.set_parent(&b).unwrap_err();
+    /// assert!(matches!(err.kind(), ErrorKind::ParentCycle { .. }));
     /// ```
     pub fn set_parent(&self, parent: &Greenlet) -> Result<(), GreenletError> {
         thread_state::check_owner(&self.record)?;
         if self.is_main() {
-            return Err(GreenletError::MainCannotHaveParent {
+            return Err(GreenletError::from(ErrorKind::MainCannotHaveParent {
                 greenlet: self.record.label(),
-            });
+            }));
         }
         if !Arc::ptr_eq(&self.record.thread, &parent.record.thread) {
             return Err(parent_thread_error(&self.record, &parent.record));
@@ -358,10 +359,10 @@ impl Greenlet {
         let mut ancestor = Some(Arc::clone(&parent.record));
         while let Some(a) = ancestor {
             if Arc::ptr_eq(&a, &self.record) {
-                return Err(GreenletError::ParentCycle {
+                return Err(GreenletError::from(ErrorKind::ParentCycle {
                     greenlet: self.record.label(),
                     parent: parent.record.label(),
-                });
+                }));
             }
             ancestor = a.parent_record();
         }
@@ -396,12 +397,12 @@ impl Greenlet {
 }
 
 fn parent_thread_error(child: &Record, parent: &Record) -> GreenletError {
-    GreenletError::ParentOnOtherThread {
+    GreenletError::from(ErrorKind::ParentOnOtherThread {
         greenlet: child.label(),
         thread: child.thread.label.clone(),
         parent: parent.label(),
         parent_thread: parent.thread.label.clone(),
-    }
+    })
 }
 
 impl Clone for Greenlet {
@@ -501,8 +502,8 @@ impl GreenletBuilder {
     /// Create the greenlet (it starts at the first switch into it).
     ///
     /// # Errors
-    /// [`GreenletError::ParentOnOtherThread`] if the parent belongs to
-    /// another thread; [`GreenletError::ThreadExited`] if called while the
+    /// [`ErrorKind::ParentOnOtherThread`] if the parent belongs to
+    /// another thread; [`ErrorKind::ThreadExited`] if called while the
     /// calling thread's greenlet state is being torn down.
     ///
     /// ```
@@ -519,10 +520,10 @@ impl GreenletBuilder {
         let name = self.name.map(String::into_boxed_str);
         let Some(ts) = thread_state::state() else {
             let g = dead_on_arrival(name);
-            return Err(GreenletError::ThreadExited {
+            return Err(GreenletError::from(ErrorKind::ThreadExited {
                 target: g.record.label(),
                 target_thread: g.record.thread.label.clone(),
-            });
+            }));
         };
         if let Some(parent) = &self.parent {
             // SAFETY: `ts` is this thread's live state; short read.

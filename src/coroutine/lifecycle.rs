@@ -17,12 +17,11 @@ use std::ptr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::error::{panic_message, GreenletError};
+use super::error::{panic_message, ErrorKind, GreenletError};
 use super::fiber::Fiber;
 use super::handle::Greenlet;
-use super::payload::{Kind, Raised};
+use super::payload::Kind;
 use super::record::Record;
-use super::stack;
 use super::switch;
 use super::thread_state::{self, owner_state, ThreadState};
 use crate::diag::{diag_error, diag_warn, Field};
@@ -39,9 +38,7 @@ pub(crate) unsafe fn kill(ts: *mut ThreadState, record: &Arc<Record>) -> Result<
             return Ok(());
         }
         if flags.is_main() {
-            return switch::transfer(ts, record, Err(Raised::Exit), Kind::Throw)
-                .map(drop)
-                .map_err(Raised::into_error);
+            return switch::transfer(ts, record, Err(GreenletError::exit()), Kind::Throw).map(drop);
         }
         if !flags.is_started() {
             kill_unstarted(ts, record);
@@ -50,9 +47,7 @@ pub(crate) unsafe fn kill(ts: *mut ThreadState, record: &Arc<Record>) -> Result<
         if Arc::as_ptr(record) == (*ts).current {
             // Killing yourself: the exit is raised right here, as a throw
             // into the current greenlet (a trace event names it twice).
-            return switch::transfer(ts, record, Err(Raised::Exit), Kind::Throw)
-                .map(drop)
-                .map_err(Raised::into_error);
+            return switch::transfer(ts, record, Err(GreenletError::exit()), Kind::Throw).map(drop);
         }
         let killer = (*ts).current_arc();
         let result = if !killer.flags().is_main() && is_ancestor_of(record, &killer) {
@@ -61,7 +56,7 @@ pub(crate) unsafe fn kill(ts: *mut ThreadState, record: &Arc<Record>) -> Result<
             // its parent would close a loop in the parent chain, so the
             // result comes back to the killer past the parent chain.
             (*record.local()).return_to = Some(killer);
-            let result = switch::transfer(ts, record, Err(Raised::Exit), Kind::Throw);
+            let result = switch::transfer(ts, record, Err(GreenletError::exit()), Kind::Throw);
             drop((*record.local()).return_to.take());
             result
         } else {
@@ -71,21 +66,21 @@ pub(crate) unsafe fn kill(ts: *mut ThreadState, record: &Arc<Record>) -> Result<
             // the killer and its result goes there), then the old parent is
             // back.
             let old = record.replace_parent(Record::new_handle(killer));
-            let result = switch::transfer(ts, record, Err(Raised::Exit), Kind::Throw);
+            let result = switch::transfer(ts, record, Err(GreenletError::exit()), Kind::Throw);
             restore_parent(record, old);
             result
         };
         if record.flags().is_dead() {
-            return result.map(drop).map_err(Raised::into_error);
+            return result.map(drop);
         }
         match result {
             // Raised in the caller while `record` was away (it switched
             // elsewhere, and someone threw into or killed the caller): the
             // caller's own error, as at any pending switch.
-            Err(raised) => Err(raised.into_error()),
-            Ok(_) => Err(GreenletError::KillIgnored {
+            Err(err) => Err(err),
+            Ok(_) => Err(GreenletError::from(ErrorKind::KillIgnored {
                 greenlet: record.label(),
-            }),
+            })),
         }
     }
 }
@@ -321,7 +316,8 @@ unsafe fn finalize_or_kill(ts: *mut ThreadState, record: &Arc<Record>) {
             record.set_killing(false);
             let dead = record.flags().is_dead();
             match result {
-                Ok(()) | Err(GreenletError::KillIgnored { .. }) => {}
+                Ok(()) => {}
+                Err(err) if matches!(err.kind(), ErrorKind::KillIgnored { .. }) => {}
                 // Raised into the dropper (or the victim's own end): nobody's
                 // to catch, as greenlet's `PyErr_WriteUnraisable(victim)`.
                 Err(err) => report_kill_error(record, &err, dead),
@@ -519,17 +515,15 @@ pub(crate) unsafe fn force_unwind(ts: *mut ThreadState, record: &Arc<Record>) {
         (*ts).current = Arc::as_ptr(record);
         (*ts).set_unwinding(Arc::as_ptr(record));
         if let Some(fiber) = (*local).fiber.as_mut() {
-            stack::running(Some(fiber.stack()));
+            // What makes its receive settle, and the settle unwind (left
+            // set: a settle with nothing to do costs the next receive only).
+            (*ts).work = true;
             // Parked when this returns (see `Fiber::force_unwind`): its
             // body's frames are unwound, or its code caught the unwind and
-            // finished.
+            // finished. While it runs, it is `current`, which is how the
+            // overflow handler finds its stack.
             let fiber: *mut Fiber = fiber;
             (*fiber).force_unwind();
-            // Back on the caller's stack: marked again (none for main; the
-            // stack of the greenlet that called `exit()` otherwise, which
-            // its record keeps while it runs). `previous` is the caller's
-            // live record (main, or registered), read briefly.
-            stack::running((*(*previous).local()).fiber.as_ref().map(Fiber::stack));
         }
         (*ts).current = previous;
         (*ts).set_unwinding(ptr::null());

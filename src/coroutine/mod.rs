@@ -93,7 +93,7 @@
 //! The README's "Where it differs from Python's greenlet, and why" has the
 //! full list, each with the differential tester's name for it.
 //! - A greenlet whose stack cannot be mapped dies without running, and the
-//!   [`GreenletError::StackAllocation`] error goes up its parent chain.
+//!   [`ErrorKind::StackAllocation`] error goes up its parent chain.
 //! - Values and errors are thread-bound (`Value` may hold `Rc`), so
 //!   [`GreenletError`] is not `Send`; convert it to a string to cross threads.
 //! - Tracing has a process-wide hook besides the per-thread one, and hooks
@@ -118,7 +118,7 @@ mod trace;
 mod value;
 mod weak;
 
-pub use self::error::{GreenletError, GreenletExit};
+pub use self::error::{ErrorKind, GreenletError, GreenletExit};
 pub use self::handle::{getcurrent, Greenlet, GreenletBuilder};
 pub use self::record::live_greenlets;
 pub use self::stack::{

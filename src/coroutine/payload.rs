@@ -1,5 +1,5 @@
 //! What crosses a switch: the [`Payload`] (a value, or an error raised at
-//! the receiver), its one-word error [`Raised`], the [`Kind`] of transfer,
+//! the receiver), the [`Kind`] of transfer,
 //! [`NOTHING`] (what a switch that carries no payload points to), and the
 //! thread's [`Slot`] that holds a payload for the hub's lean path.
 //!
@@ -13,48 +13,34 @@ use std::ptr;
 use super::error::{GreenletError, GreenletExit};
 use super::value::Value;
 
-/// What crosses a switch: a value, or an error raised at the receiver.
-pub(crate) type Payload = Result<Value, Raised>;
+/// What crosses a switch: a value, or an error raised at the receiver; two
+/// words (a [`GreenletError`] is one, checked in `error.rs`), what the
+/// public switch returns as it is.
+pub(crate) type Payload = Result<Value, GreenletError>;
 
-/// An error in flight, one word wide so that a payload is two words (as a
-/// `Value` is): the bare `GreenletExit` of a kill needs no allocation,
-/// anything else is boxed.
-pub(crate) enum Raised {
-    /// The bare `GreenletExit` (no value).
-    Exit,
-    /// Any other error.
-    Error(Box<GreenletError>),
+/// A [`Payload`] as the two words it is made of. A function returns (and
+/// takes) a pair of words in two registers, but a `Payload` (an enum, not a
+/// pair to the ABI) through memory: where one crosses a call that is not
+/// inlined, the caller keeps it in memory on its fast path too.
+pub(crate) type PayloadWords = (MaybeUninit<usize>, MaybeUninit<usize>);
+
+/// `payload` as its two words.
+#[inline(always)]
+pub(crate) fn into_words(payload: Payload) -> PayloadWords {
+    // SAFETY: a `Payload` is two words (checked in `error.rs`, and by
+    // `transmute` itself for the size), and any bits, uninitialized ones
+    // included, are a valid pair of `MaybeUninit<usize>`.
+    unsafe { mem::transmute::<Payload, PayloadWords>(payload) }
 }
 
-impl Raised {
-    /// `err` in flight.
-    #[inline]
-    pub(crate) fn new(err: GreenletError) -> Raised {
-        if matches!(err, GreenletError::GreenletExit(None)) {
-            // Nothing in it to drop: forgotten rather than passed to the
-            // error's out-of-line drop glue (a kill comes through here).
-            mem::forget(err);
-            return Raised::Exit;
-        }
-        Raised::Error(Box::new(err))
-    }
-
-    /// The error again, at the receiver.
-    #[inline]
-    pub(crate) fn into_error(self) -> GreenletError {
-        match self {
-            Raised::Exit => GreenletError::GreenletExit(None),
-            Raised::Error(err) => *err,
-        }
-    }
-
-    /// Whether this is `GreenletExit`.
-    pub(crate) fn is_exit(&self) -> bool {
-        match self {
-            Raised::Exit => true,
-            Raised::Error(err) => err.is_exit(),
-        }
-    }
+/// The payload whose words `words` are.
+///
+/// # Safety
+/// `words` came from [`into_words`], and are used once.
+#[inline(always)]
+pub(crate) unsafe fn from_words(words: PayloadWords) -> Payload {
+    // SAFETY: guaranteed by the caller: the words of a payload, moved back.
+    unsafe { mem::transmute::<PayloadWords, Payload>(words) }
 }
 
 /// What kind of transfer: a switch carrying a value, or a throw.
@@ -90,8 +76,8 @@ pub(crate) struct Words([MaybeUninit<usize>; 2]);
 impl Words {
     /// `payload` as its words (for [`NOTHING`]).
     const fn of(payload: Payload) -> Words {
-        // SAFETY: a payload is two words (`Raised` and `Value` are two words
-        // with a non-null niche, checked by a test), and any bit pattern,
+        // SAFETY: a payload is two words (a `Value` is two words with a
+        // non-null niche, the error one word: checked in `error.rs`), and any bit pattern,
         // uninitialized bytes included, is a valid `MaybeUninit<usize>`.
         Words(unsafe { mem::transmute::<Payload, [MaybeUninit<usize>; 2]>(payload) })
     }
@@ -196,6 +182,7 @@ pub(crate) fn exit_value(value: Option<Value>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::coroutine::error::ErrorKind;
 
     #[test]
     fn a_payload_is_two_words() {
@@ -203,13 +190,16 @@ mod tests {
     }
 
     #[test]
-    fn raised_round_trips() {
-        assert!(matches!(Raised::new(GreenletError::exit()), Raised::Exit));
-        assert!(Raised::new(GreenletError::exit()).into_error().is_exit());
-        let user = Raised::new(GreenletError::user("u"));
-        assert!(!user.is_exit());
-        assert_eq!(user.into_error().to_string(), "u");
-        let valued = Raised::new(GreenletError::GreenletExit(Some(Value::new(1u8))));
-        assert!(valued.is_exit());
+    fn an_error_round_trips() {
+        let exit = GreenletError::exit();
+        assert!(exit.is_bare_exit() && exit.is_exit());
+        let user = GreenletError::user("u");
+        assert!(!user.is_exit() && !user.is_bare_exit());
+        assert_eq!(user.into_kind().to_string(), "u");
+        let valued = GreenletError::from(ErrorKind::GreenletExit(Some(Value::new(1u8))));
+        assert!(valued.is_exit() && !valued.is_bare_exit());
+        let bare = GreenletError::from(ErrorKind::GreenletExit(None));
+        assert!(bare.is_bare_exit());
+        assert!(matches!(bare.into_kind(), ErrorKind::GreenletExit(None)));
     }
 }

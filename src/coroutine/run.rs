@@ -3,15 +3,15 @@
 //! Owns the in-place/boxed storage of the closure and the vtable that calls
 //! or drops it (its `drop_stored` also serves the hub's task values,
 //! erased the same way). Uses only [`Value`], [`GreenletError`] (the closure's
-//! argument and result types) and [`Raised`] (its error as it leaves, one
-//! word); knows nothing of records, threads or switching.
+//! argument and result types, the error one word) and [`Payload`] (the
+//! result as it leaves); knows nothing of records, threads or switching.
 
 use std::marker::PhantomData;
 use std::mem::{self, MaybeUninit};
 use std::ptr;
 
 use super::error::GreenletError;
-use super::payload::{Payload, Raised};
+use super::payload::{from_words, into_words, Payload, PayloadWords};
 use super::value::Value;
 
 /// Words of closure a greenlet keeps in its record without boxing it.
@@ -33,28 +33,12 @@ pub(crate) struct Run {
 }
 
 struct RunVtable {
-    /// Moves the closure out of the storage and calls it; its error comes
-    /// back boxed (a [`Payload`], two words, rather than a `Result` as wide
-    /// as a `GreenletError` returned through memory and copied again by the
-    /// caller), as [`PayloadWords`], so in two registers.
+    /// Moves the closure out of the storage and calls it; its result (a
+    /// [`Payload`], two words) comes back as [`PayloadWords`], so in two
+    /// registers.
     call: unsafe fn(*mut RunStorage, Value) -> PayloadWords,
     /// Drops the closure in the storage without calling it.
     drop: unsafe fn(*mut RunStorage),
-}
-
-/// A [`Payload`] as the two words it is made of. A function returns a
-/// pair of words in two registers, but a `Payload` (an enum, not a pair to
-/// the ABI) through memory: a store and a load of each word on every
-/// greenlet's end.
-type PayloadWords = (MaybeUninit<usize>, MaybeUninit<usize>);
-
-/// `payload` as its two words.
-#[inline(always)]
-fn into_words(payload: Payload) -> PayloadWords {
-    // SAFETY: a `Payload` is two words (checked by `payload.rs`'s tests, and
-    // by `transmute` itself for the size), and any bits, uninitialized ones
-    // included, are a valid pair of `MaybeUninit<usize>`.
-    unsafe { mem::transmute::<Payload, PayloadWords>(payload) }
 }
 
 /// Whether a `T` is kept in a [`Run`]'s storage itself.
@@ -72,7 +56,7 @@ where
     // SAFETY: guaranteed by the caller; the `F` is moved out exactly once,
     // before anything else (the storage is not touched again).
     let run = unsafe { ptr::read(storage.cast::<F>()) };
-    into_words(run(value).map_err(Raised::new))
+    into_words(run(value))
 }
 
 /// # Safety
@@ -84,7 +68,7 @@ where
     // SAFETY: guaranteed by the caller; the box is moved out exactly once,
     // before anything else.
     let run = unsafe { ptr::read(storage.cast::<Box<F>>()) };
-    into_words(run(value).map_err(Raised::new))
+    into_words(run(value))
 }
 
 /// Drops the `S` that type-erased storage of type `St` holds (a [`Run`]'s
@@ -166,7 +150,7 @@ impl Run {
             // `new`); with `vtable` cleared, it is consumed exactly once.
             let words = (vtable.call)(ptr::addr_of_mut!((*this).storage), value);
             // The two words of the payload the call made (`into_words`).
-            mem::transmute::<PayloadWords, Payload>(words)
+            from_words(words)
         }
     }
 }
@@ -242,19 +226,18 @@ mod tests {
         let mut wrong = Run::new(adder(1u64, |c| *c, &drops));
         // SAFETY: `wrong` is a live local that nothing else touches.
         let result = unsafe { Run::call_in_place(&mut wrong, Value::new("not a number")) };
-        let Err(raised @ Raised::Error(_)) = result else {
-            panic!("a downcast error comes back boxed");
+        let Err(err) = result else {
+            panic!("a downcast error comes back as an error");
         };
-        assert!(!raised.is_exit());
         assert!(
-            !matches!(raised.into_error(), GreenletError::GreenletExit(_)),
+            !err.is_exit() && !err.is_bare_exit(),
             "the closure's own error, not an exit"
         );
-        let mut exit = Run::new(|_: Value| Err(GreenletError::GreenletExit(None)));
+        let mut exit = Run::new(|_: Value| Err(GreenletError::exit()));
         // SAFETY: as above.
         let result = unsafe { Run::call_in_place(&mut exit, Value::unit()) };
         assert!(
-            matches!(result, Err(Raised::Exit)),
+            matches!(&result, Err(err) if err.is_bare_exit()),
             "a bare exit is not boxed"
         );
         assert_eq!(

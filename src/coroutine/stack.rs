@@ -8,8 +8,9 @@
 //! thread's greenlet state keeps with its coroutine for its next greenlet
 //! ([`KeptCount`]), the stack counters
 //! ([`stack_stats`]), the valgrind registration of every stack, and
-//! stack-overflow reporting: the thread-local mark of the stack that is
-//! running (set by the dispatcher through [`running`]) and the fault handler
+//! stack-overflow reporting: how the fault handler finds the stack the
+//! faulting thread runs on (a finder the layer above installs, through
+//! [`find_running_with`]: nothing is stored per switch) and the fault handler
 //! that turns a guard-page hit into a message naming the greenlet instead of
 //! a bare SIGSEGV.
 //!
@@ -466,27 +467,45 @@ impl fmt::Debug for PooledStack {
     }
 }
 
-thread_local! {
-    /// Header of the stack whose coroutine this thread is running, or null.
-    /// Const-initialised and without destructor, so reading it from the
-    /// signal handler neither allocates nor registers anything.
-    static RUNNING: Cell<*const Header> = const { Cell::new(ptr::null()) };
+/// A stack as the fault handler's finder names it ([`find_running_with`]):
+/// its header, opaque above this module; [`Running::NONE`] for none.
+#[derive(Clone, Copy)]
+pub(crate) struct Running(*const Header);
+
+impl Running {
+    /// No stack (main's, or no greenlet running).
+    pub(crate) const NONE: Running = Running(ptr::null());
 }
 
-/// Marks `stack` as the one this thread is about to run on (`Some`, right
-/// before resuming its coroutine) or marks no stack (`None`, right after the
-/// coroutine suspends or returns). A fault in the marked stack's guard page is
-/// reported as that greenlet's stack overflow. One thread-local store.
+impl PooledStack {
+    /// This stack, for the fault handler's finder.
+    #[inline(always)]
+    pub(crate) fn as_running(&self) -> Running {
+        Running(self.raw.0.as_ptr())
+    }
+}
+
+/// The function that tells the fault handler which stack the faulting
+/// thread runs on; set once.
+static FIND_RUNNING: std::sync::OnceLock<fn() -> Running> = std::sync::OnceLock::new();
+
+/// Tell the fault handler how to find the stack the faulting thread runs on
+/// (the first call sets it, later ones change nothing): a fault in that
+/// stack's guard page is reported as its greenlet's stack overflow. Found
+/// at the fault rather than marked at every switch, so a switch stores
+/// nothing for it.
 ///
-/// Contract (the dispatcher's): a marked stack stays alive until it is
-/// unmarked. Dropping a `PooledStack` unmarks it if the dropping thread has it
-/// marked.
-#[inline]
-pub(crate) fn running(stack: Option<&PooledStack>) {
-    // Through `with`, which inlines to one store; `LocalKey::set` went
-    // through an out-of-line `initialize_with` (~19 instructions a call).
-    let header = stack.map_or(ptr::null(), |stack| stack.raw.0.as_ptr());
-    RUNNING.with(|running| running.set(header));
+/// Contract (the finder's): it runs in the signal handler, on the faulting
+/// thread, so it only reads that thread's memory (no allocation, no lock),
+/// and the stack it returns stays alive while that thread runs on it.
+pub(crate) fn find_running_with(find: fn() -> Running) {
+    let _ = FIND_RUNNING.set(find);
+}
+
+/// The header of the stack the calling thread runs on, as the finder says,
+/// or null (no finder, or no stack).
+fn running_header() -> *const Header {
+    FIND_RUNNING.get().map_or(ptr::null(), |find| find().0)
 }
 
 /// Counters of the stack pool, from [`stack_stats`].
@@ -977,9 +996,6 @@ fn release(raw: RawStack) {
     let header = raw.header();
     header.label_len.store(0, Ordering::Relaxed);
     header.default_id.store(0, Ordering::Relaxed);
-    if ptr::eq(RUNNING.get(), header) {
-        RUNNING.set(ptr::null());
-    }
     if let Some(counts) = thread_counts() {
         if HOT.get().is_null() {
             HOT.set(raw.0.as_ptr());

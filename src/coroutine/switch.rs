@@ -37,10 +37,12 @@ use std::sync::Arc;
 use corosensei::Yielder;
 
 use super::context;
-use super::error::{panic_message, GreenletError};
+use super::error::{panic_message, ErrorKind, GreenletError};
 use super::fiber::{Fiber, Top};
 use super::lifecycle;
-use super::payload::{exit_value, Kind, Payload, Raised, Words, NOTHING};
+use super::payload::{
+    exit_value, from_words, into_words, Kind, Payload, PayloadWords, Words, NOTHING,
+};
 use super::record::{Flags, Local, Record};
 use super::run::Run;
 use super::stack::{self, PooledStack};
@@ -74,8 +76,7 @@ pub(crate) fn send(
     // SAFETY: `ts` is this thread's live state and `target` belongs to it;
     // the mailed kills are run by whichever context receives control next
     // (`settle_received`). `words` holds the payload.
-    let result = unsafe { transfer_words(ts, target, &mut words, kind) };
-    result.map_err(Raised::into_error)
+    unsafe { transfer_words(ts, target, &mut words, kind) }
 }
 
 /// Where a transfer really goes.
@@ -221,7 +222,7 @@ unsafe fn transfer_slow(
             // suspended switch again, inside that destructor, and a panic in
             // a destructor during unwinding aborts). It fails instead.
             drop(payload);
-            return Err(Raised::Exit);
+            return Err(GreenletError::exit());
         }
         lifecycle::check_mail(ts);
         let (dest, payload) = if target.flags().is_active() {
@@ -252,7 +253,7 @@ unsafe fn switch_to_self(ts: *mut ThreadState, mut payload: Payload) -> Payload 
         if trace::active(ts) {
             let me = (*ts).current_arc();
             if let Err(err) = trace::run_hooks(ts, Kind::of(&payload), me) {
-                payload = Err(Raised::new(err));
+                payload = Err(err);
             }
         }
     }
@@ -303,7 +304,7 @@ unsafe fn resolve(
             }
             // SAFETY: as above.
             if let Err(err) = unsafe { prepare(ts, t) } {
-                payload = Err(Raised::new(err));
+                payload = Err(err);
                 continue;
             }
         }
@@ -382,11 +383,11 @@ unsafe fn install(local: *mut Local, fiber: Fiber, record: &Record) {
 #[cold]
 #[inline(never)]
 fn stack_error(record: &Record, size: usize, source: std::io::Error) -> GreenletError {
-    GreenletError::StackAllocation {
+    GreenletError::from(ErrorKind::StackAllocation {
         greenlet: record.label(),
         size,
         source,
-    }
+    })
 }
 
 /// Name the stack after its greenlet (`'name' (id N)`, as in messages),
@@ -500,8 +501,9 @@ unsafe fn resume_from_main_with(
 /// `dest` with `carried`: straight to `dest`'s stack where that can be done
 /// ([`context::hand_off`]: `dest` has a fiber, so it is not main), else by
 /// suspending to main's stack with `dest` as the word for the dispatcher.
-/// Returns what the switch back carried, when some context switches back;
-/// unwinds if that was a forced unwind ([`context::FORCE`]).
+/// Returns what the switch back carried, when some context switches back
+/// (a forced unwind carries [`NOTHING`], and its receiver's settle unwinds:
+/// [`settle`]).
 ///
 /// # Safety
 /// `ts` is the live state, `current` its current greenlet, not main, and
@@ -526,7 +528,6 @@ unsafe fn suspend_to_with(
         let (word, back) = match (*(*dest).local()).fiber.as_ref() {
             Some(fiber) => {
                 (*ts).current = dest;
-                stack::running(Some(fiber.stack()));
                 context::hand_off(top, fiber.top(), dest as usize, carried.cast())
             }
             _ => context::suspend(top, dest as usize, carried.cast()),
@@ -536,9 +537,10 @@ unsafe fn suspend_to_with(
             let _ = ts;
             context::suspend(top, dest as usize, carried.cast())
         };
-        if word == context::FORCE {
-            context::unwind_now();
-        }
+        debug_assert!(
+            word != context::FORCE || (*ts).work,
+            "a forced unwind sets work"
+        );
         back.cast()
     }
 }
@@ -565,12 +567,6 @@ unsafe fn resume(
         let Some(fiber) = (*local).fiber.as_ref() else {
             return ((*ts).main_ptr as usize, carried);
         };
-        // Marked for the overflow handler; left marked after the coroutine
-        // suspends (one thread-local store fewer per switch): the handler
-        // only reports faults inside the marked stack's guard, which code
-        // on other stacks cannot touch, and a stack unmarks itself when it
-        // is dropped, so a mark never outlives its mapping.
-        stack::running(Some(fiber.stack()));
         // By its address: the coroutine stays where it is (at the top of its
         // stack) while its body's end moves the fiber out of the record
         // (`keep_finished`).
@@ -670,7 +666,7 @@ unsafe fn settle_at_start(
             unwound(unsafe { &*record }, panic);
             None
         }
-        Err(panic) => Some(Err(Raised::new(GreenletError::Panic {
+        Err(panic) => Some(Err(GreenletError::from(ErrorKind::Panic {
             // SAFETY: as above.
             greenlet: unsafe { (*record).label() },
             message: panic_message(&*panic),
@@ -752,8 +748,10 @@ unsafe fn settle_received(ts: *mut ThreadState, payload: Payload) -> Payload {
     unsafe {
         if must_settle(ts) {
             // By value, not by reference: a payload whose address is taken
-            // lives in memory even on the fast path.
-            return settle(ts, payload);
+            // lives in memory even on the fast path; and as its words, in
+            // registers (a `Payload` passed or returned whole goes through
+            // memory, which kept it there on the fast path too).
+            return from_words(settle_words(ts, into_words(payload)));
         }
         payload
     }
@@ -778,15 +776,37 @@ pub(super) unsafe fn must_settle(ts: *mut ThreadState) -> bool {
     }
 }
 
+/// [`settle`] out of line, the payload in registers.
+///
+/// # Safety
+/// As for [`settle`]; `words` are a payload's ([`into_words`]).
 #[cold]
 #[inline(never)]
+unsafe fn settle_words(ts: *mut ThreadState, words: PayloadWords) -> PayloadWords {
+    // SAFETY: guaranteed by the caller.
+    unsafe { into_words(settle(ts, from_words(words))) }
+}
+
+/// Do the pending work the receiving context found (`must_settle`), or
+/// unwind it if a forced unwind resumed it.
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+#[inline(always)]
 unsafe fn settle(ts: *mut ThreadState, mut payload: Payload) -> Payload {
     // SAFETY: the caller's `ts` is live; each access is short.
     unsafe {
+        if (*ts).current_is_unwinding() {
+            // A forced unwind resumed this greenlet (`lifecycle::force_unwind`
+            // set `work` for it, and carried `NOTHING`): its frames unwind
+            // from here, the other work is left to whoever gets control next.
+            drop(payload);
+            context::unwind_now();
+        }
         drop((*ts).retiring.take());
         if let Some((kind, origin)) = (*ts).trace_pending.take() {
             if let Err(err) = trace::run_hooks(ts, kind, origin) {
-                payload = Err(Raised::new(err));
+                payload = Err(err);
             }
         }
         lifecycle::do_pending_work(ts);
@@ -835,7 +855,7 @@ fn root(
                         if (*ts).unwinding() == record_ptr {
                             return unwound(record, panic);
                         }
-                        Err(Raised::new(GreenletError::Panic {
+                        Err(GreenletError::from(ErrorKind::Panic {
                             greenlet: record.label(),
                             message: panic_message(&*panic),
                         }))
@@ -864,7 +884,7 @@ unsafe fn finish(ts: *mut ThreadState, record_ptr: *const Record, result: Payloa
         let local = record.local();
         // Updated in place rather than moved through temporaries (see `root`).
         let mut payload = result;
-        if matches!(payload, Err(Raised::Exit)) {
+        if matches!(&payload, Err(err) if err.is_bare_exit()) {
             // A kill's bare exit: its parent (the killer) receives the value.
             payload = Ok(exit_value(None));
         } else if matches!(&payload, Err(err) if err.is_exit()) {
@@ -975,12 +995,11 @@ unsafe fn note_trace(ts: *mut ThreadState, payload: &Payload) {
 /// value (or the exit itself), not an error. Other payloads pass as they are.
 #[cold]
 fn exit_to_value(payload: Payload) -> Payload {
-    if !matches!(&payload, Err(err) if err.is_exit()) {
-        return payload;
-    }
-    match payload.map_err(Raised::into_error) {
-        Ok(value) => Ok(value),
-        Err(GreenletError::GreenletExit(value)) => Ok(exit_value(value)),
-        Err(other) => Err(Raised::new(other)),
+    match payload {
+        Err(err) if err.is_exit() => match err.into_kind() {
+            ErrorKind::GreenletExit(value) => Ok(exit_value(value)),
+            other => Err(other.into()),
+        },
+        other => other,
     }
 }

@@ -61,6 +61,9 @@ pub(crate) unsafe fn teardown(ts: *mut ThreadState) {
     // end; every access below is a short-lived one through the pointer.
     unsafe {
         let mut finalized: Vec<Arc<Record>> = Vec::new();
+        // The stack this teardown runs on (a greenlet's, from `exit()`: then
+        // leaked with it), reported by the overflow handler after `detach`.
+        let running_on = thread_state::running_stack();
         // `exit()` called from a greenlet runs this teardown on that
         // greenlet's stack, with main suspended in the middle of its code: a
         // victim that caught a thrown exit and switched to main would resume
@@ -119,7 +122,7 @@ pub(crate) unsafe fn teardown(ts: *mut ThreadState) {
         drop(finalized);
         let queue = Arc::clone(&(*ts).queue);
 
-        thread_state::detach();
+        thread_state::detach(running_on);
         // Their drop is counted globally now, the state being unreachable.
         ThreadState::drain_spare(ts);
         (*ts).records.retire();

@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use slab::Slab;
 
-use super::error::GreenletError;
+use super::error::{ErrorKind, GreenletError};
 use super::kept::KeptFiber;
 use super::payload::{Kind, Slot};
 use super::record::{IdBlock, Record, RecordCount, Spare};
@@ -422,17 +422,17 @@ fn thread_error(ts: Option<*mut ThreadState>, target: &Record) -> GreenletError 
                     ThreadState::link(ts).label.clone(),
                 )
             };
-            GreenletError::WrongThread {
+            GreenletError::from(ErrorKind::WrongThread {
                 current,
                 current_thread,
                 target: target.label(),
                 target_thread: target.thread.label.clone(),
-            }
+            })
         }
-        _ => GreenletError::ThreadExited {
+        _ => GreenletError::from(ErrorKind::ThreadExited {
             target: target.label(),
             target_thread: target.thread.label.clone(),
-        },
+        }),
     }
 }
 
@@ -450,6 +450,10 @@ thread_local! {
     static STATE: Cell<*mut ThreadState> = const { Cell::new(ptr::null_mut()) };
     /// Set once the state has been torn down: never create it again.
     static TORN_DOWN: Cell<bool> = const { Cell::new(false) };
+    /// The stack a teardown run from a greenlet (`exit()`) leaves the thread
+    /// on: that greenlet's, leaked with it (never unmapped), what
+    /// [`running_stack`] reports once the state is gone.
+    static DETACHED_ON: Cell<stack::Running> = const { Cell::new(stack::Running::NONE) };
     /// Its destructor tears the state down when the thread exits.
     static GUARD: StateGuard = const { StateGuard };
 }
@@ -521,7 +525,37 @@ fn create() -> Option<*mut ThreadState> {
     });
     let ts = Box::into_raw(ts);
     STATE.with(|s| s.set(ts));
+    stack::find_running_with(running_stack);
     Some(ts)
+}
+
+/// The stack of this thread's current greenlet, as the overflow handler
+/// asks for it (`stack::find_running_with`); none for main, on a thread
+/// that never had a state, or while a finished body's coroutine parks (its
+/// fiber already left the record, `keep_finished`); after the teardown,
+/// the stack it left the thread on. Runs in the signal handler:
+/// reads only this thread's state, which the interrupted code left as it
+/// was (every switch sets `current` before the stack switch, which the
+/// compiler does not move stores across).
+pub(crate) fn running_stack() -> stack::Running {
+    let ts = STATE.with(Cell::get);
+    if ts.is_null() {
+        return DETACHED_ON.with(Cell::get);
+    }
+    // SAFETY: a non-null `STATE` is this thread's live state (`detach`
+    // clears it before the state is freed); its current greenlet is alive
+    // (kept by the registry, `retiring` or `main`), and a fiber in its
+    // record owns the stack it names.
+    unsafe {
+        let current = (*ts).current;
+        if current.is_null() {
+            return stack::Running::NONE;
+        }
+        match (*(*current).local()).fiber.as_ref() {
+            Some(fiber) => fiber.stack().as_running(),
+            None => stack::Running::NONE,
+        }
+    }
 }
 
 /// The main greenlet of a thread whose state is gone (used by `getcurrent`
@@ -531,8 +565,9 @@ pub(crate) fn detached_main() -> Arc<Record> {
 }
 
 /// Teardown: the state is unreachable from now on, and never made again on
-/// this thread.
-pub(crate) fn detach() {
+/// this thread, which runs on `running_on` (see [`running_stack`]).
+pub(crate) fn detach(running_on: stack::Running) {
     TORN_DOWN.with(|t| t.set(true));
+    DETACHED_ON.with(|d| d.set(running_on));
     STATE.with(|s| s.set(ptr::null_mut()));
 }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::error::{panic_message, GreenletError};
+use super::error::{panic_message, ErrorKind, GreenletError};
 use super::handle::Greenlet;
 use super::payload::Kind;
 use super::record::Record;
@@ -269,9 +269,9 @@ fn call(
 ) -> Result<(), GreenletError> {
     match catch_unwind(AssertUnwindSafe(|| hook(event))) {
         Ok(result) => result,
-        Err(panic) => Err(GreenletError::Panic {
+        Err(panic) => Err(GreenletError::from(ErrorKind::Panic {
             greenlet: format!("trace hook in {}", event.target().name()),
             message: panic_message(&*panic),
-        }),
+        })),
     }
 }

@@ -10,7 +10,7 @@ use std::marker::PhantomData;
 use std::mem::{self, ManuallyDrop, MaybeUninit};
 use std::ptr;
 
-use super::error::{GreenletError, GreenletExit};
+use super::error::{ErrorKind, GreenletError, GreenletExit};
 
 /// The inline storage of a [`Value`]: one machine word. Values that fit
 /// (size and alignment at most a word's) are stored in it, others are boxed
@@ -79,7 +79,7 @@ fn meta_of<T: 'static>() -> &'static Meta {
 /// handle, `&'static T` of a sized `T`) are stored inline, so passing them
 /// never allocates; larger values (a `String`, a `Vec`, a `&'static str`, a
 /// pair of words) are boxed. The receiver asks for the type it expects with
-/// [`Value::downcast`] and gets [`GreenletError::TypeMismatch`], naming both
+/// [`Value::downcast`] and gets [`ErrorKind::TypeMismatch`], naming both
 /// types, when it guessed wrong.
 ///
 /// A `Value` stays on the thread where it was made (it may hold `Rc`s), like
@@ -179,7 +179,7 @@ impl Value {
     /// Take the value out as a `T`.
     ///
     /// # Errors
-    /// [`GreenletError::TypeMismatch`] naming the expected and the held type
+    /// [`ErrorKind::TypeMismatch`] naming the expected and the held type
     /// (the value is dropped).
     ///
     /// ```
@@ -188,11 +188,12 @@ impl Value {
     /// ```
     #[inline]
     pub fn downcast<T: 'static>(self) -> Result<T, GreenletError> {
-        self.try_downcast::<T>()
-            .map_err(|value| GreenletError::TypeMismatch {
+        self.try_downcast::<T>().map_err(|value| {
+            GreenletError::from(ErrorKind::TypeMismatch {
                 expected: std::any::type_name::<T>(),
                 found: value.type_name(),
             })
+        })
     }
 
     /// Take the value out as a `T`, or get it back unchanged.
@@ -408,8 +409,8 @@ mod tests {
     #[test]
     fn mismatch_names_both_types() {
         let err = Value::new(1u8).downcast::<String>().unwrap_err();
-        match err {
-            GreenletError::TypeMismatch { expected, found } => {
+        match err.into_kind() {
+            ErrorKind::TypeMismatch { expected, found } => {
                 assert_eq!(expected, "alloc::string::String");
                 assert_eq!(found, "u8");
             }

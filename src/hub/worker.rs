@@ -71,7 +71,7 @@ use crossbeam_utils::CachePadded;
 use slab::Slab;
 
 use crate::coroutine::direct::{self, Resumed};
-use crate::coroutine::{getcurrent, Greenlet, GreenletError, Value};
+use crate::coroutine::{getcurrent, ErrorKind, Greenlet, GreenletError, Value};
 use crate::diag::diag_warn;
 
 use super::body::{Launch, LocalUnstarted, NotStarted, Unstarted};
@@ -966,15 +966,17 @@ impl Worker {
     /// The outcome of a task whose switch through the full protocol
     /// returned `error`, unless that is its cancellation.
     fn record_error(task: &Task, error: GreenletError) {
-        match error {
-            GreenletError::StackAllocation { size, source, .. } => {
+        if error.is_exit() {
+            return;
+        }
+        match error.into_kind() {
+            ErrorKind::StackAllocation { size, source, .. } => {
                 task.finish(Some(JoinError::NoStack {
                     name: task.name(),
                     size,
                     reason: source.to_string(),
                 }));
             }
-            e if e.is_exit() => {}
             e => task.finish(Some(JoinError::Panicked {
                 name: task.name(),
                 message: e.to_string(),

@@ -6,10 +6,10 @@
 //!
 //! Uses: `libc` (sigaction, sigaltstack, mmap, write, abort), nothing
 //! architecture-specific, and from the parent module the [`Header`] of the
-//! stack that `running` marked on the faulting thread.
+//! stack its finder names for the faulting thread (`running_header`).
 //!
-//! The handler only does async-signal-safe work: it reads a const-initialised
-//! thread-local pointer and the header it points to, formats into a buffer on
+//! The handler only does async-signal-safe work: it asks the finder (which
+//! reads the thread's own memory) and reads the header, formats into a buffer on
 //! its own (alternate) stack, calls write(2) and abort(3). The guard page is
 //! the lowest page of the stack's slot, whichever way it was made (a guard
 //! region or a `PROT_NONE` page, see `guard`), and its bounds are in the
@@ -26,7 +26,7 @@ use std::ptr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Once;
 
-use super::{decimal, page_size, Header, RUNNING};
+use super::{decimal, page_size, running_header, Header};
 
 /// The signals a guard-page hit raises (SIGBUS on some kernels and mappings).
 const SIGNALS: [libc::c_int; 2] = [libc::SIGSEGV, libc::SIGBUS];
@@ -105,13 +105,12 @@ extern "C" fn on_fault(
     // SAFETY: the kernel passes a valid siginfo_t for a SA_SIGINFO handler,
     // and si_addr is meaningful for SIGSEGV and SIGBUS.
     let fault = unsafe { (*info).si_addr() } as usize;
-    let header = RUNNING.get();
+    let header = running_header();
     if !header.is_null() {
-        // SAFETY: `running` stores either null or the header of a stack that
-        // stays mapped while it is marked: a `PooledStack` clears its own
-        // mark when it is dropped, and the dispatcher unmarks a stack when
-        // the coroutine on it suspends. Headers are written before a stack
-        // is handed out and only the label changes afterwards.
+        // SAFETY: the finder returns null or the header of a stack that
+        // stays mapped while the thread runs on it (`find_running_with`'s
+        // contract). Headers are written before a stack is handed out and
+        // only the label changes afterwards.
         let header = unsafe { &*header };
         if fault >= header.map_start && fault < header.guard_end {
             let mut message = Message::new();

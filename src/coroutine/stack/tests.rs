@@ -551,21 +551,6 @@ fn the_overflow_message_names_the_label_and_the_size() {
 }
 
 #[test]
-fn running_marks_one_stack_and_dropping_it_unmarks() {
-    let stack = acquire(31 * 4096).expect("acquire");
-    running(Some(&stack));
-    assert_eq!(RUNNING.get(), stack.raw.0.as_ptr() as *const Header);
-    running(None);
-    assert!(RUNNING.get().is_null());
-    running(Some(&stack));
-    drop(stack);
-    assert!(
-        RUNNING.get().is_null(),
-        "a dropped stack cannot stay marked"
-    );
-}
-
-#[test]
 fn a_coroutine_can_use_nearly_all_of_its_stack() {
     /// Recurses `depth` times with a 1 KiB frame.
     #[inline(never)]
@@ -624,17 +609,28 @@ fn overflow(depth: u64) -> u64 {
     overflow(depth + 1) + frame[3] as u64
 }
 
+thread_local! {
+    /// The stack `overflow_in_coroutine` runs on, for its finder.
+    static TEST_RUNNING: Cell<Running> = const { Cell::new(Running::NONE) };
+}
+
+/// The finder `overflow_in_coroutine` installs (the child process makes no
+/// greenlet, so it is the first).
+fn test_running() -> Running {
+    TEST_RUNNING.with(Cell::get)
+}
+
 /// Overflows a labelled 64 KiB stack in a coroutine.
 fn overflow_in_coroutine() {
     let stack = acquire(64 * 1024).expect("acquire");
     stack.set_label("'overflow-test'");
-    // What `running(Some(&stack))` stores; the coroutine owns the stack next.
-    let header = stack.raw.0.as_ptr().cast_const();
+    find_running_with(test_running);
+    // The coroutine owns the stack next.
+    TEST_RUNNING.with(|running| running.set(stack.as_running()));
     let mut coroutine =
         Coroutine::with_stack(stack, |_: &corosensei::Yielder<(), ()>, ()| overflow(0));
-    RUNNING.set(header);
     coroutine.resume(());
-    RUNNING.set(ptr::null());
+    TEST_RUNNING.with(|running| running.set(Running::NONE));
 }
 
 /// Started by `run_child` only (it is ignored in normal runs): performs the

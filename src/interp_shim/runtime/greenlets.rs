@@ -30,7 +30,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::coroutine::{getcurrent, Greenlet, GreenletError, Value};
+use crate::coroutine::{getcurrent, ErrorKind, Greenlet, GreenletError, Value};
 
 use super::error::{PyErr, PyResult};
 use super::state::{Shared, State};
@@ -185,8 +185,8 @@ pub(super) fn switch_to(py: &Py, target: &PyGreenlet, value: Value) -> PyResult<
     let result = target.inner.switch(value);
     // back in the origin: g_switchstack_success restores its frames
     sync_frames(py, &mut py.lock());
-    result.map_err(|err| match err {
-        GreenletError::User(inner) => match inner.downcast::<PyErr>() {
+    result.map_err(|err| match err.into_kind() {
+        ErrorKind::User(inner) => match inner.downcast::<PyErr>() {
             Ok(err) => *err,
             Err(other) => PyErr::exception("greenlet.error", other.to_string()),
         },
@@ -194,6 +194,6 @@ pub(super) fn switch_to(py: &Py, target: &PyGreenlet, value: Value) -> PyResult<
     })
 }
 
-fn greenlet_error(err: &GreenletError) -> PyErr {
+fn greenlet_error(err: &dyn fmt::Display) -> PyErr {
     PyErr::exception("greenlet.error", err.to_string())
 }
