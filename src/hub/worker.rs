@@ -302,11 +302,14 @@ pub(crate) struct Worker {
 }
 
 /// An occupied newest-spawn slot of another worker, as seen: that
-/// worker's `tick` then, and when it was first seen with that tick.
+/// worker's `tick` then, when it was first seen with that tick, and
+/// whether a later look saw it so again (its spawner did not park between
+/// two looks: it may be computing).
 #[derive(Clone, Copy, Debug)]
 struct Watch {
     tick: u64,
     since: Instant,
+    again: bool,
 }
 
 thread_local! {
@@ -744,12 +747,19 @@ impl Worker {
             let tick = r.tick.load(Ordering::Relaxed);
             match watch.get() {
                 Some(w) if w.tick == tick => {
+                    if !w.again {
+                        watch.set(Some(Watch { again: true, ..w }));
+                    }
                     let age = now.saturating_duration_since(w.since);
                     if aged.is_none() && age >= self.shared.slot_age {
                         aged = Some(i);
                     }
                 }
-                _ => watch.set(Some(Watch { tick, since: now })),
+                _ => watch.set(Some(Watch {
+                    tick,
+                    since: now,
+                    again: false,
+                })),
             }
         }
         aged
@@ -763,6 +773,23 @@ impl Worker {
         self.watch
             .iter()
             .filter_map(|w| w.get().map(|w| w.since + self.shared.slot_age))
+            .min()
+    }
+
+    /// The soonest deadline of a watched slot seen occupied at two looks
+    /// with its worker not back at its hub in between, if it is at most
+    /// [`SLOT_AGE`] after `now`: an idle worker spins to it rather than
+    /// sleep, which would last the poller's millisecond at least. Not
+    /// for a slot seen once: a spawner that parks at once (a spawn and
+    /// join, a ping-pong) empties its slot well before a second look, and
+    /// another worker spinning on each of its spawns would spin all the
+    /// time.
+    fn slot_due(&self, now: Instant) -> Option<Instant> {
+        self.watch
+            .iter()
+            .filter_map(|w| w.get().filter(|w| w.again))
+            .map(|w| w.since + self.shared.slot_age)
+            .filter(|d| d.saturating_duration_since(now) <= SLOT_AGE)
             .min()
     }
 
@@ -791,7 +818,12 @@ impl Worker {
 
     /// Nothing to do: spin a moment, or yield the CPU a few times, as the
     /// idle policy says (see [`super::idle`]), then sleep in the poller
-    /// until a wake, I/O, the next timer or the shutdown deadline.
+    /// until a wake, I/O, the next timer or the shutdown deadline. Except
+    /// when another worker's newest spawn is about to age with its spawner
+    /// not parking (see [`slot_due`](Self::slot_due)): then spin to that
+    /// moment (at most [`SLOT_AGE`]), and take it; and a sleep while such
+    /// a slot is watched ends when it ages (see
+    /// [`slot_deadline`](Self::slot_deadline)).
     ///
     /// The spin and the yields only look at the remote queue (a spin also
     /// at [`work_from_outside`](Self::work_from_outside)) before the sleep
@@ -806,6 +838,22 @@ impl Worker {
     fn idle(&self) {
         let remote = self.remote();
         let now = Instant::now();
+        let quick = || remote.inbox.look();
+        // Another worker's newest spawn about to age, its spawner not
+        // parking (see `slot_due`): spin to that moment, at most SLOT_AGE,
+        // whatever the policy says, then take it.
+        let slot_due = self.slot_due(now);
+        if let Some(due) = slot_due.filter(|_| !self.shared.is_shutting_down()) {
+            let timer = self.timers.borrow().next_deadline();
+            let until = timer.map_or(due, |t| t.min(due));
+            let spun = remote
+                .idle
+                .spin(now, until, true, quick, || self.work_from_outside());
+            if spun != Spun::Missed {
+                remote.idle.note_cpu();
+                return;
+            }
+        }
         let plan = if self.shared.is_shutting_down() {
             Plan::Sleep
         } else {
@@ -819,7 +867,6 @@ impl Worker {
                 || idle::crowded(now),
             )
         };
-        let quick = || remote.inbox.look();
         let found = match plan {
             Plan::Spin => {
                 let window = now + SPIN_WINDOW;
@@ -840,7 +887,9 @@ impl Worker {
         remote.sleeping.store(true, Ordering::SeqCst);
         self.shared.idle.fetch_add(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        if !self.work_from_outside() {
+        // (A slot that came due at this look: back to the loop, whose next
+        // idle spins to it.)
+        if !self.work_from_outside() && self.slot_due(Instant::now()).is_none() {
             let mut deadline = self.timers.borrow().next_deadline();
             if let Some(slot) = self.slot_deadline() {
                 deadline = Some(deadline.map_or(slot, |d| d.min(slot)));
