@@ -730,6 +730,7 @@ impl Worker {
     /// for [`SLOT_AGE`] (the runtime's `slot_age`) since this worker first
     /// saw it so. Updates `watch` with what it sees; reads the clock only
     /// for an occupied slot.
+    #[inline(never)]
     fn aged_slot(&self) -> Option<usize> {
         let workers = &self.shared.workers;
         let mut now = None;
@@ -769,6 +770,7 @@ impl Worker {
     /// aged (see [`aged_slot`](Self::aged_slot)), if it watches one: an
     /// idle worker sleeps no longer, so that it takes the task of a
     /// spawner that does not come back to its hub.
+    #[inline(never)]
     fn slot_deadline(&self) -> Option<Instant> {
         self.watch
             .iter()
@@ -784,6 +786,7 @@ impl Worker {
     /// join, a ping-pong) empties its slot well before a second look, and
     /// another worker spinning on each of its spawns would spin all the
     /// time.
+    #[inline(never)]
     fn slot_due(&self, now: Instant) -> Option<Instant> {
         self.watch
             .iter()
@@ -835,44 +838,37 @@ impl Worker {
     /// writes the `mio::Waker` (whose readiness the poll still returns if
     /// written before it waits). While the worker spins `sleeping` is
     /// clear, so a wake then costs the waker no system call.
+    #[inline(never)]
     fn idle(&self) {
         let remote = self.remote();
         let now = Instant::now();
         let quick = || remote.inbox.look();
         // Another worker's newest spawn about to age, its spawner not
-        // parking (see `slot_due`): spin to that moment, at most SLOT_AGE,
-        // whatever the policy says, then take it.
-        let slot_due = self.slot_due(now);
-        if let Some(due) = slot_due.filter(|_| !self.shared.is_shutting_down()) {
-            let timer = self.timers.borrow().next_deadline();
-            let until = timer.map_or(due, |t| t.min(due));
-            let spun = remote
-                .idle
-                .spin(now, until, true, quick, || self.work_from_outside());
-            if spun != Spun::Missed {
-                remote.idle.note_cpu();
-                return;
-            }
-        }
-        let plan = if self.shared.is_shutting_down() {
+        // parking (see `slot_due`): spin to that moment, then take it; the
+        // policy's rules but its backoff decide whether to.
+        let shutting_down = self.shared.is_shutting_down();
+        let slot_due = self.slot_due(now).filter(|_| !shutting_down);
+        let plan = if shutting_down {
             Plan::Sleep
         } else {
-            Idle::plan(
-                &self.shared.workers,
-                self.index,
-                idle::current_cpu(),
-                |r| &r.idle,
-                |r| r.sleeping.load(Ordering::Relaxed),
-                |r| r.inbox.has_work(Ordering::Relaxed),
-                || idle::crowded(now),
-            )
+            let (all, me, cpu) = (&self.shared.workers[..], self.index, idle::current_cpu());
+            fn state(r: &Remote) -> &Idle {
+                &r.idle
+            }
+            let asleep = |r: &Remote| r.sleeping.load(Ordering::Relaxed);
+            let has_work = |r: &Remote| r.inbox.has_work(Ordering::Relaxed);
+            let crowded = || idle::crowded(now);
+            match slot_due {
+                Some(_) => Idle::plan_to_deadline(all, me, cpu, state, asleep, has_work, crowded),
+                None => Idle::plan(all, me, cpu, state, asleep, has_work, crowded),
+            }
         };
         let found = match plan {
             Plan::Spin => {
-                let window = now + SPIN_WINDOW;
+                let window = slot_due.unwrap_or(now + SPIN_WINDOW);
                 let timer = self.timers.borrow().next_deadline();
                 let until = timer.map_or(window, |t| t.min(window));
-                let by_timer = timer.is_some_and(|t| t <= window);
+                let by_timer = slot_due.is_some() || timer.is_some_and(|t| t <= window);
                 let spun = remote
                     .idle
                     .spin(now, until, by_timer, quick, || self.work_from_outside());
@@ -887,9 +883,10 @@ impl Worker {
         remote.sleeping.store(true, Ordering::SeqCst);
         self.shared.idle.fetch_add(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        // (A slot that came due at this look: back to the loop, whose next
-        // idle spins to it.)
-        if !self.work_from_outside() && self.slot_due(Instant::now()).is_none() {
+        // (A slot that came due at this look, where the policy lets this
+        // worker spin: back to the loop, whose next idle spins to it.)
+        let spin_to_slot = |now| plan == Plan::Spin && self.slot_due(now).is_some();
+        if !self.work_from_outside() && !spin_to_slot(Instant::now()) {
             let mut deadline = self.timers.borrow().next_deadline();
             if let Some(slot) = self.slot_deadline() {
                 deadline = Some(deadline.map_or(slot, |d| d.min(slot)));
