@@ -38,8 +38,11 @@
 //! share a worker; a newer spawn moves the older one to the worker's
 //! `crossbeam-deque`, where idle workers steal in batches, and an idle
 //! worker takes the slot's task too once the spawner has not come back to
-//! its hub for a few tens of microseconds (it spins or computes). From
-//! outside the runtime a spawn goes to the runtime's injector.
+//! its hub for a few tens of microseconds (it spins or computes; about a
+//! millisecond on a crowded machine). So a loop that accepts connections
+//! and spawns a handler for each keeps them on its worker:
+//! [`net::serve`] deals them out. From outside the runtime a spawn goes to
+//! the runtime's injector.
 //! [`spawn_local`] takes any closure and starts it on the calling worker.
 //!
 //! # Parking points and cancellation
