@@ -120,7 +120,8 @@ fn channels(c: &mut Criterion) {
 
 /// [`ping_pong`] with the echo on the other worker: this green thread
 /// spins (without parking, so its own worker never starts the echo) until
-/// the idle worker has stolen and started it.
+/// the idle worker has taken it (from this worker's newest-spawn slot,
+/// once it has aged there) and started it.
 fn ping_pong_across(n: u64) -> Duration {
     let (to_echo, from_main) = hub::channel::<u64>(1);
     let (to_main, from_echo) = hub::channel::<u64>(1);

@@ -22,6 +22,7 @@ use std::sync::Arc;
 use crate::coroutine::run::drop_stored;
 
 use super::error::JoinError;
+use super::newest::Token;
 use super::task::Task;
 
 /// Words of closure kept in place (a closure capturing a few numbers,
@@ -219,6 +220,25 @@ impl Unstarted {
     pub(crate) fn into_local(self) -> LocalUnstarted {
         NotStarted {
             task: self.into_arc(),
+            _kind: PhantomData,
+        }
+    }
+}
+
+/// A worker's newest-spawn slot holds the token as its task's pointer.
+impl Token for Unstarted {
+    type Target = Task;
+
+    fn into_raw(self) -> *mut Task {
+        Arc::into_raw(self.into_arc()).cast_mut()
+    }
+
+    unsafe fn from_raw(p: *mut Task) -> Unstarted {
+        NotStarted {
+            // SAFETY: `p` is `Arc::into_raw` of a token's reference, not
+            // turned back since (the caller's contract): this takes that
+            // count back, once.
+            task: unsafe { Arc::from_raw(p) },
             _kind: PhantomData,
         }
     }

@@ -260,7 +260,30 @@ impl Idle {
         let mut backoff = this.load_backoff();
         let may = backoff.may_spin();
         this.store_backoff(backoff);
-        if !may || held(&this.hold_until) {
+        if !may {
+            return Plan::Sleep;
+        }
+        Self::plan_to_deadline(all, me, cpu, idle, asleep, has_work, crowded)
+    }
+
+    /// [`plan`](Self::plan) without the backoff: for a spin to a deadline
+    /// a few microseconds away that ends in work (another worker's newest
+    /// spawn that ages then, see `worker.rs`), which waits for no wake, so
+    /// the misses of spins that did are no reason to skip it. The other
+    /// rules hold: no spin on a CPU a busy peer waits for (that peer may
+    /// be the spawner, about to park), on a crowded machine, or in a
+    /// hold-off.
+    pub(crate) fn plan_to_deadline<W>(
+        all: &[W],
+        me: usize,
+        cpu: u32,
+        idle: impl Fn(&W) -> &Idle,
+        asleep: impl Fn(&W) -> bool,
+        has_work: impl Fn(&W) -> bool,
+        crowded: impl FnOnce() -> bool,
+    ) -> Plan {
+        let this = idle(&all[me]);
+        if held(&this.hold_until) {
             return Plan::Sleep;
         }
         this.store_cpu(cpu);

@@ -31,11 +31,19 @@
 //! # Where green threads run
 //! **A started green thread never leaves its worker thread**, so its stack
 //! may hold `Rc`s, `RefCell` borrows and thread-local references. Only
-//! closures that have not started move: [`spawn`] takes a `Send` closure,
-//! queued on the spawning worker's `crossbeam-deque` (or the runtime's
-//! injector, from outside the runtime), where idle workers steal it in
-//! batches; [`spawn_local`] takes any closure and starts it on the calling
-//! worker.
+//! closures that have not started move: [`spawn`] takes a `Send` closure.
+//! On a runtime of several workers, a green thread's newest spawn waits in
+//! its worker's newest-spawn slot, and starts there at the spawner's next
+//! park or yield, so a task and the task it spawned to talk to or to join
+//! share a worker; a newer spawn moves the older one to the worker's
+//! `crossbeam-deque`, where idle workers steal in batches, and an idle
+//! worker takes the slot's task too once the spawner has not come back to
+//! its hub for a few tens of microseconds (it spins or computes; about a
+//! millisecond on a crowded machine). So a loop that accepts connections
+//! and spawns a handler for each keeps them on its worker:
+//! [`net::serve`] deals them out. From outside the runtime a spawn goes to
+//! the runtime's injector.
+//! [`spawn_local`] takes any closure and starts it on the calling worker.
 //!
 //! # Parking points and cancellation
 //! The parking points are: [`sleep`], [`sleep_until`], [`yield_now`],
@@ -108,6 +116,7 @@ mod group;
 mod idle;
 mod inbox;
 pub mod net;
+mod newest;
 mod output;
 mod park;
 pub(crate) mod pending;

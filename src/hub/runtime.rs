@@ -51,6 +51,10 @@ pub(crate) struct Shared {
     pub(crate) cleanup: OnceLock<Arc<CleanupQueue>>,
     refused: Mutex<Vec<TaskInfo>>,
     next_notify: AtomicUsize,
+    /// How long other workers leave a worker's newest spawn alone
+    /// (`worker::SLOT_AGE`; longer in unit tests that need it never to
+    /// move).
+    pub(crate) slot_age: Duration,
 }
 
 impl Shared {
@@ -102,6 +106,7 @@ pub struct Builder {
     blocking_threads: usize,
     watchdog: Option<Duration>,
     pending_capacity: usize,
+    slot_age: Duration,
 }
 
 impl Builder {
@@ -165,6 +170,14 @@ impl Builder {
         self
     }
 
+    /// How long other workers leave a worker's newest spawn alone (a test
+    /// that must see where it starts without a race sets an hour).
+    #[cfg(test)]
+    pub(crate) fn slot_age(mut self, age: Duration) -> Self {
+        self.slot_age = age;
+        self
+    }
+
     /// Start the runtime: its workers, and its watchdog.
     ///
     /// # Errors
@@ -217,6 +230,7 @@ impl Builder {
             cleanup: OnceLock::new(),
             refused: Mutex::new(Vec::new()),
             next_notify: AtomicUsize::new(0),
+            slot_age: self.slot_age,
         });
         let scheduler = Arc::new(HubScheduler::new(&shared));
         // A fresh OnceLock: this cannot fail.
@@ -307,6 +321,7 @@ impl Runtime {
             blocking_threads: 16,
             watchdog: Some(Duration::from_secs(1)),
             pending_capacity: 32,
+            slot_age: worker::SLOT_AGE,
         }
     }
 

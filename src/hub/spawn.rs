@@ -28,8 +28,12 @@ const NO_RUNTIME: &str = "greenlet::hub::spawn called outside a hub runtime: cal
                           Handle::spawn, or hub::task().spawn(..) which returns the error";
 
 /// Run `f` on a new green thread of the current runtime; it may start on
-/// any worker (only a closure that has not started moves). Its name is
-/// `task-<id>`; its spawn site (the caller) shows in [`dump`](super::dump).
+/// any worker (only a closure that has not started moves). Called on a
+/// green thread of a runtime of several workers, it starts on the
+/// caller's worker when the caller next parks or yields, unless the
+/// caller spawns again first (then it may be stolen) or keeps its worker
+/// for long (see [where green threads run](crate::hub#where-green-threads-run)).
+/// Its name is `task-<id>`; its spawn site (the caller) shows in [`dump`](super::dump).
 ///
 /// # Panics
 /// Outside a runtime (not on a green thread, a worker or a blocking-pool
@@ -393,9 +397,9 @@ fn take_spent(shared: &Arc<Shared>) -> Option<Spent> {
     })
 }
 
-/// Spawn on `w`, a worker of the runtime, from its thread: onto its
-/// deque (see `Worker::push_unstarted`), in a spent task of its pool if it
-/// keeps one.
+/// Spawn on `w`, a worker of the runtime, from its thread: into its
+/// newest-spawn slot or its one-worker stack (see
+/// `Worker::push_unstarted`), in a spent task of its pool if it keeps one.
 fn spawn_on<F, T>(
     w: &worker::Worker,
     f: F,
@@ -448,8 +452,9 @@ fn join_error(task: &Task, payload: &(dyn Any + Send)) -> JoinError {
 }
 
 impl Shared {
-    /// Spawn on this runtime from anywhere: onto the calling worker's deque
-    /// if it is one of this runtime's workers, else onto the injector.
+    /// Spawn on this runtime from anywhere: as [`spawn`] does on the
+    /// calling worker if it is one of this runtime's workers, else onto
+    /// the injector.
     pub(crate) fn spawn_at<F, T>(
         self: &Arc<Shared>,
         f: F,

@@ -27,9 +27,13 @@
 //! rounds late (an idle one looks at once). The deque is LIFO: a
 //! worker starts the newest unstarted task first (depth first, so a tree
 //! of tasks keeps few stacks alive), and other workers steal the oldest.
-//! With other workers a spawned task goes on the deque at once (so it can
-//! be stolen while its spawner runs on), so siblings start newest first;
-//! on a runtime of one worker the tasks a green thread spawns wait on the
+//! With other workers a spawned task goes in the worker's newest-spawn
+//! slot, which other workers do not steal from until it has aged (see
+//! [`Worker::push_unstarted`]), and the one it displaces on top of the
+//! deque, so siblings start newest first, and a task spawned by a green
+//! thread that then parks starts on that green thread's worker (as a
+//! task and the one it talks to are best placed); on a runtime of one
+//! worker the tasks a green thread spawns wait on the
 //! worker's own stack instead (no stealer, so no deque), put in order when
 //! it parks, the first spawned on top, so they start in spawn order (and
 //! before older unstarted tasks). With nothing to do the
@@ -78,6 +82,7 @@ use super::body::{Launch, LocalUnstarted, NotStarted, Unstarted};
 use super::error::JoinError;
 use super::idle::{self, Idle, Plan, Spun, SPIN_WINDOW};
 use super::inbox::Inbox;
+use super::newest::Newest;
 use super::ready::ReadyQueue;
 use super::runtime::Shared;
 use super::spawn::TaskPool;
@@ -86,6 +91,16 @@ use super::timer::Timers;
 
 /// Rounds between two polls that do not wait.
 pub(crate) const POLL_EVERY: u32 = 61;
+/// How long another worker leaves a worker's newest spawn (see
+/// [`Worker::push_unstarted`]) alone while that worker has not come back
+/// to its hub, from the first time it saw it there. A green thread that
+/// spawns and then parks or yields is back in well under a microsecond; one
+/// that has not come back in this long is computing (or lost its CPU), and
+/// its newest spawn has already waited as long as a wake of a sleeping
+/// worker costs on this 2-vCPU guest (about 20 µs), so moving it costs
+/// less than waiting on. Below [`SPIN_WINDOW`], so that a spinning worker
+/// that saw it at the start of its spin takes it before the spin ends.
+pub(crate) const SLOT_AGE: Duration = Duration::from_micros(20);
 /// New tasks started in a row at most while ready tasks wait.
 const START_BURST: u32 = 32;
 /// The poller token of the worker's `mio::Waker`.
@@ -121,6 +136,12 @@ pub(crate) struct Remote {
     /// loop reads `stealer`).
     waker: mio::Waker,
     pub(crate) stealer: Stealer<Unstarted>,
+    /// The newest task a green thread of this worker spawned, which the
+    /// worker starts at its next scheduling point; other workers take it
+    /// only once it aged (see [`Worker::push_unstarted`]). Written by the
+    /// owner at a spawn and a start, read by idle workers at every look:
+    /// a line of its own.
+    newest: CachePadded<Newest<Unstarted>>,
     /// The idle policy's state (whether it spins, where it runs): written
     /// by the owner at every spin, so not on the line of `stealer`.
     pub(crate) idle: CachePadded<Idle>,
@@ -135,6 +156,7 @@ impl Remote {
             running: CachePadded::new(AtomicU64::new(0)),
             waker,
             stealer,
+            newest: CachePadded::new(Newest::default()),
             idle: CachePadded::new(Idle::default()),
         }
     }
@@ -233,18 +255,20 @@ pub(crate) struct Worker {
     /// it: a stack, the next to start last, with the batch of the green
     /// thread running now at its end in spawn order from `batch` on, until
     /// it parks (see [`flush_spawned`](Self::flush_spawned)). Empty with
-    /// other workers (their spawns go on the deque at once).
+    /// other workers (their spawns go to the newest-spawn slot and the
+    /// deque).
     spawned: RefCell<Vec<Unstarted>>,
     /// Whether `spawned` may hold tasks (one load where the loop checks).
     has_spawned: Cell<bool>,
     /// Where the open batch of `spawned` starts ([`NO_BATCH`]: none open).
     batch: Cell<usize>,
     /// Whether a task queued on this worker to start may wait (`spawned`,
-    /// `local_new` or the deque may hold one): set by whoever queues one
-    /// (`push_unstarted`, `push_local`, `push_local_first`, a steal of a
-    /// batch onto the deque in `find_unstarted`), cleared by the loop when
-    /// it finds none to start. One load for a hand-off's check
-    /// (see [`hub_is_idle`](Self::hub_is_idle)) instead of three.
+    /// `local_new`, the newest-spawn slot or the deque may hold one): set
+    /// by whoever queues one (`push_unstarted`, `push_local`,
+    /// `push_local_first`, a steal of a batch onto the deque in
+    /// `find_unstarted`), cleared by the loop when it finds none to start.
+    /// One load for a hand-off's check (see
+    /// [`hub_is_idle`](Self::hub_is_idle)) instead of four.
     local_work: Cell<bool>,
     /// Unstarted `Send` tasks, newest batch on top (a LIFO deque); other
     /// workers steal the oldest.
@@ -272,6 +296,20 @@ pub(crate) struct Worker {
     cancelled_all: Cell<bool>,
     /// Spent tasks, for spawns on this worker to reuse.
     pub(crate) pool: TaskPool,
+    /// What this worker last saw of each other worker's newest-spawn slot
+    /// while it was occupied (see [`aged_slot`](Self::aged_slot)).
+    watch: Box<[Cell<Option<Watch>>]>,
+}
+
+/// An occupied newest-spawn slot of another worker, as seen: that
+/// worker's `tick` then, when it was first seen with that tick, and
+/// whether a later look saw it so again (its spawner did not park between
+/// two looks: it may be computing).
+#[derive(Clone, Copy, Debug)]
+struct Watch {
+    tick: u64,
+    since: Instant,
+    again: bool,
 }
 
 thread_local! {
@@ -418,6 +456,7 @@ impl Drop for MarkRunning {
 impl Drop for Worker {
     fn drop(&mut self) {
         self.release_held();
+        drop(self.remote().newest.take());
         self.live.get_mut().drain().for_each(drop_entry);
     }
 }
@@ -425,6 +464,7 @@ impl Drop for Worker {
 /// Run a worker thread: the hub loop, then its teardown.
 pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
     let remote: *const Remote = &shared.workers[seed.index];
+    let watch = shared.workers.iter().map(|_| Cell::new(None)).collect();
     let w = Rc::new(Worker {
         index: seed.index,
         shared,
@@ -446,6 +486,7 @@ pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
         until_poll: Cell::new(POLL_EVERY),
         cancelled_all: Cell::new(false),
         pool: TaskPool::new(),
+        watch,
     });
     let running = MarkRunning::new(&w);
     w.run();
@@ -466,20 +507,31 @@ impl Worker {
     }
 
     /// Queue a `Send` task spawned on this worker. With other workers it
-    /// goes on the deque at once, where they may steal it while its spawner
-    /// keeps running (kept aside until the spawner parks, a task spawned by
-    /// a green thread that then spins or computes would wait for it, with
-    /// the other workers asleep: the two-worker ping-pong's pinger, which
-    /// spins until the other worker has started its echo, hung so); on top,
-    /// so this worker starts the newest first (depth first). On a runtime
-    /// of one worker nobody steals, so it stays on this worker's own stack
-    /// (`spawned`: no deque, whose `pop` costs a `SeqCst` fence and, for
-    /// its last task, a `cmpxchg`), in the batch of its spawner, which
-    /// goes on top in spawn order when the spawner parks (see
-    /// [`flush_spawned`](Self::flush_spawned)).
+    /// goes in the newest-spawn slot (`Remote::newest`), and the task it
+    /// displaces, if any, on top of the deque, where other workers may
+    /// steal it: this worker starts the newest first (depth first), and a
+    /// burst of spawns still spreads. The slot's task starts here at the
+    /// next scheduling point (the spawner's park or yield), so a green
+    /// thread that spawns a task and then waits for it, or talks to it,
+    /// keeps it on its own worker. Other workers leave the slot alone
+    /// until it has aged: occupied, with this worker not back at its hub,
+    /// for [`SLOT_AGE`] since they first saw it so (see
+    /// [`aged_slot`](Self::aged_slot)); then one takes it, so a spawner
+    /// that spins or computes does not hold its task back (the two-worker
+    /// ping-pong's pinger spins until the other worker has started its
+    /// echo: kept aside without that bound, it hung). An idle worker is
+    /// notified as before: it is the one that watches the slot's age.
+    ///
+    /// On a runtime of one worker nobody steals, so it stays on this
+    /// worker's own stack (`spawned`: no deque, whose `pop` costs a
+    /// `SeqCst` fence and, for its last task, a `cmpxchg`), in the batch of
+    /// its spawner, which goes on top in spawn order when the spawner parks
+    /// (see [`flush_spawned`](Self::flush_spawned)).
     pub(crate) fn push_unstarted(&self, u: Unstarted) {
         if self.shared.workers.len() > 1 {
-            self.deque.push(u);
+            if let Some(older) = self.remote().newest.put(u) {
+                self.deque.push(older);
+            }
             self.local_work.set(true);
             self.shared.notify_idle();
             return;
@@ -623,12 +675,16 @@ impl Worker {
     }
 
     /// An unstarted `Send` task: this worker's own (its one-worker stack,
-    /// its deque), else (`wide`) one of the injector's or a stolen batch's.
+    /// its newest-spawn slot, its deque), else (`wide`) one of the
+    /// injector's, a stolen batch's, or another worker's aged newest spawn.
     fn find_unstarted(&self, wide: bool) -> Option<Unstarted> {
         if self.has_spawned.get() {
             if let Some(u) = self.pop_spawned() {
                 return Some(u);
             }
+        }
+        if let Some(u) = self.remote().newest.take() {
+            return Some(u);
         }
         if !self.deque.is_empty() {
             if let Some(u) = self.deque.pop() {
@@ -663,7 +719,81 @@ impl Worker {
                 }
             }
         }
-        None
+        let victim = self.aged_slot()?;
+        self.watch[victim].set(None);
+        self.shared.workers[victim].newest.take()
+    }
+
+    /// Another worker whose newest-spawn slot has aged: occupied, with
+    /// that worker's `tick` (moved at every resume it makes, so at every
+    /// scheduling point, where it would start the slot's task) unchanged
+    /// for [`SLOT_AGE`] (the runtime's `slot_age`) since this worker first
+    /// saw it so. Updates `watch` with what it sees; reads the clock only
+    /// for an occupied slot.
+    #[inline(never)]
+    fn aged_slot(&self) -> Option<usize> {
+        let workers = &self.shared.workers;
+        let mut now = None;
+        let mut aged = None;
+        for (i, r) in workers.iter().enumerate() {
+            if i == self.index {
+                continue;
+            }
+            let watch = &self.watch[i];
+            if !r.newest.is_occupied() {
+                watch.set(None);
+                continue;
+            }
+            let now = *now.get_or_insert_with(Instant::now);
+            let tick = r.tick.load(Ordering::Relaxed);
+            match watch.get() {
+                Some(w) if w.tick == tick => {
+                    if !w.again {
+                        watch.set(Some(Watch { again: true, ..w }));
+                    }
+                    let age = now.saturating_duration_since(w.since);
+                    if aged.is_none() && age >= self.shared.slot_age {
+                        aged = Some(i);
+                    }
+                }
+                _ => watch.set(Some(Watch {
+                    tick,
+                    since: now,
+                    again: false,
+                })),
+            }
+        }
+        aged
+    }
+
+    /// When the soonest newest-spawn slot this worker watches will have
+    /// aged (see [`aged_slot`](Self::aged_slot)), if it watches one: an
+    /// idle worker sleeps no longer, so that it takes the task of a
+    /// spawner that does not come back to its hub.
+    #[inline(never)]
+    fn slot_deadline(&self) -> Option<Instant> {
+        self.watch
+            .iter()
+            .filter_map(|w| w.get().map(|w| w.since + self.shared.slot_age))
+            .min()
+    }
+
+    /// The soonest deadline of a watched slot seen occupied at two looks
+    /// with its worker not back at its hub in between, if it is at most
+    /// [`SLOT_AGE`] after `now`: an idle worker spins to it rather than
+    /// sleep, which would last the poller's millisecond at least. Not
+    /// for a slot seen once: a spawner that parks at once (a spawn and
+    /// join, a ping-pong) empties its slot well before a second look, and
+    /// another worker spinning on each of its spawns would spin all the
+    /// time.
+    #[inline(never)]
+    fn slot_due(&self, now: Instant) -> Option<Instant> {
+        self.watch
+            .iter()
+            .filter_map(|w| w.get().filter(|w| w.again))
+            .map(|w| w.since + self.shared.slot_age)
+            .filter(|d| d.saturating_duration_since(now) <= SLOT_AGE)
+            .min()
     }
 
     /// Whether work may have arrived from other threads.
@@ -675,20 +805,28 @@ impl Worker {
             || (self.shared.is_shutting_down() && !self.cancelled_all.get())
     }
 
-    /// Whether another worker's deque holds unstarted tasks to steal.
+    /// Whether another worker's deque holds unstarted tasks to steal, or
+    /// its newest-spawn slot has aged (a slot that has not is no work for
+    /// this worker: an idle worker that counted it would spin on it).
     #[inline(always)]
     fn others_have_unstarted(&self) -> bool {
         let workers = &self.shared.workers;
         workers.len() > 1
-            && workers
+            && (workers
                 .iter()
                 .enumerate()
                 .any(|(i, r)| i != self.index && !r.stealer.is_empty())
+                || self.aged_slot().is_some())
     }
 
     /// Nothing to do: spin a moment, or yield the CPU a few times, as the
     /// idle policy says (see [`super::idle`]), then sleep in the poller
-    /// until a wake, I/O, the next timer or the shutdown deadline.
+    /// until a wake, I/O, the next timer or the shutdown deadline. Except
+    /// when another worker's newest spawn is about to age with its spawner
+    /// not parking (see [`slot_due`](Self::slot_due)): then spin to that
+    /// moment (at most [`SLOT_AGE`]), and take it; and a sleep while such
+    /// a slot is watched ends when it ages (see
+    /// [`slot_deadline`](Self::slot_deadline)).
     ///
     /// The spin and the yields only look at the remote queue (a spin also
     /// at [`work_from_outside`](Self::work_from_outside)) before the sleep
@@ -700,29 +838,37 @@ impl Worker {
     /// writes the `mio::Waker` (whose readiness the poll still returns if
     /// written before it waits). While the worker spins `sleeping` is
     /// clear, so a wake then costs the waker no system call.
+    #[inline(never)]
     fn idle(&self) {
         let remote = self.remote();
         let now = Instant::now();
-        let plan = if self.shared.is_shutting_down() {
+        let quick = || remote.inbox.look();
+        // Another worker's newest spawn about to age, its spawner not
+        // parking (see `slot_due`): spin to that moment, then take it; the
+        // policy's rules but its backoff decide whether to.
+        let shutting_down = self.shared.is_shutting_down();
+        let slot_due = self.slot_due(now).filter(|_| !shutting_down);
+        let plan = if shutting_down {
             Plan::Sleep
         } else {
-            Idle::plan(
-                &self.shared.workers,
-                self.index,
-                idle::current_cpu(),
-                |r| &r.idle,
-                |r| r.sleeping.load(Ordering::Relaxed),
-                |r| r.inbox.has_work(Ordering::Relaxed),
-                || idle::crowded(now),
-            )
+            let (all, me, cpu) = (&self.shared.workers[..], self.index, idle::current_cpu());
+            fn state(r: &Remote) -> &Idle {
+                &r.idle
+            }
+            let asleep = |r: &Remote| r.sleeping.load(Ordering::Relaxed);
+            let has_work = |r: &Remote| r.inbox.has_work(Ordering::Relaxed);
+            let crowded = || idle::crowded(now);
+            match slot_due {
+                Some(_) => Idle::plan_to_deadline(all, me, cpu, state, asleep, has_work, crowded),
+                None => Idle::plan(all, me, cpu, state, asleep, has_work, crowded),
+            }
         };
-        let quick = || remote.inbox.look();
         let found = match plan {
             Plan::Spin => {
-                let window = now + SPIN_WINDOW;
+                let window = slot_due.unwrap_or(now + SPIN_WINDOW);
                 let timer = self.timers.borrow().next_deadline();
                 let until = timer.map_or(window, |t| t.min(window));
-                let by_timer = timer.is_some_and(|t| t <= window);
+                let by_timer = slot_due.is_some() || timer.is_some_and(|t| t <= window);
                 let spun = remote
                     .idle
                     .spin(now, until, by_timer, quick, || self.work_from_outside());
@@ -737,8 +883,14 @@ impl Worker {
         remote.sleeping.store(true, Ordering::SeqCst);
         self.shared.idle.fetch_add(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        if !self.work_from_outside() {
+        // (A slot that came due at this look, where the policy lets this
+        // worker spin: back to the loop, whose next idle spins to it.)
+        let spin_to_slot = |now| plan == Plan::Spin && self.slot_due(now).is_some();
+        if !self.work_from_outside() && !spin_to_slot(Instant::now()) {
             let mut deadline = self.timers.borrow().next_deadline();
+            if let Some(slot) = self.slot_deadline() {
+                deadline = Some(deadline.map_or(slot, |d| d.min(slot)));
+            }
             if self.shared.is_shutting_down() {
                 deadline = match (deadline, self.shared.shutdown_deadline()) {
                     (Some(a), Some(b)) => Some(a.min(b)),
@@ -1216,6 +1368,7 @@ impl Worker {
         // Taken out first: a closure's destructor may spawn.
         drop(self.local_new.take());
         drop(self.spawned.take());
+        drop(self.remote().newest.take());
         while let Some(u) = self.deque.pop() {
             drop(u);
         }
@@ -1271,6 +1424,7 @@ impl Worker {
         }
         self.release_held();
         drop(self.spawned.take());
+        drop(self.remote().newest.take());
         self.pool.clear();
         self.timers.borrow_mut().clear();
         self.ready.borrow_mut().clear();
@@ -1328,6 +1482,120 @@ pub(crate) mod tests {
             .block_on(|| Arc::clone(&current().expect("a worker").shared))
             .expect("the block_on task");
         (rt, shared)
+    }
+
+    /// A runtime of two workers (no watchdog) whose newest spawns never
+    /// age: no worker takes another's.
+    fn runtime_of_two_never_aging() -> Runtime {
+        Runtime::builder()
+            .worker_threads(2)
+            .watchdog(None)
+            .slot_age(Duration::from_secs(3600))
+            .build()
+            .expect("a runtime")
+    }
+
+    /// Spin (not parking) until `flag` is set, at most [`HANG`]; whether it
+    /// was.
+    fn spin_until(flag: &AtomicBool) -> bool {
+        let start = Instant::now();
+        while !flag.load(Ordering::Acquire) {
+            if start.elapsed() > HANG {
+                return false;
+            }
+            std::hint::spin_loop();
+        }
+        true
+    }
+
+    /// A green thread that spawns a task and then parks (joins it) has it
+    /// start on its own worker, while the other worker is idle and looks
+    /// for work after the spawn: the spawn wakes it from its sleep, and it
+    /// goes through a round of its loop (where it would steal a task from
+    /// the deque) before it sleeps again. The newest spawn waits in the
+    /// spawner's slot, which the other worker leaves alone until it ages
+    /// (never, here), so it has not started when the spawner parks, and
+    /// then starts on the spawner's worker.
+    #[test]
+    fn a_spawn_joined_after_the_other_worker_looked_starts_on_the_spawners_worker() {
+        let rt = runtime_of_two_never_aging();
+        let outcomes = rt
+            .block_on(|| {
+                let here = current().expect("a worker");
+                let me = std::thread::current().id();
+                let other = &here.shared.workers[1 - here.index];
+                let asleep = || {
+                    other.sleeping.load(Ordering::SeqCst)
+                        && here.shared.idle.load(Ordering::SeqCst) > 0
+                };
+                (0..20)
+                    .map(|_| {
+                        let start = Instant::now();
+                        while !asleep() {
+                            assert!(start.elapsed() < HANG, "the other worker never slept");
+                            std::hint::spin_loop();
+                        }
+                        let ran = Arc::new(AtomicBool::new(false));
+                        let flag = Arc::clone(&ran);
+                        let h = crate::hub::spawn(move || {
+                            flag.store(true, Ordering::Release);
+                            std::thread::current().id()
+                        });
+                        // Woken by the spawn (which cleared its flag), it
+                        // sets it again once its round found nothing.
+                        let slept = spin_until(&other.sleeping);
+                        let early = ran.load(Ordering::Acquire);
+                        let on = h.join().expect("the child");
+                        (slept, early, on == me)
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .expect("the block_on task");
+        for outcome in outcomes {
+            assert_eq!(
+                outcome,
+                (true, false, true),
+                "(the other worker slept again, the child started before the join, \
+                 the child started on the spawner's worker)"
+            );
+        }
+    }
+
+    /// A newer spawn moves the older one to the deque, where the idle
+    /// worker steals it while the spawner spins; the newest stays in the
+    /// slot (not started while the spawner does not park) and starts on
+    /// the spawner's worker once it joins.
+    #[test]
+    fn a_newer_spawn_leaves_the_older_one_to_steal() {
+        let rt = runtime_of_two_never_aging();
+        let outcome = rt
+            .block_on(|| {
+                let me = std::thread::current().id();
+                let older_ran = Arc::new(AtomicBool::new(false));
+                let newest_ran = Arc::new(AtomicBool::new(false));
+                let flag = Arc::clone(&older_ran);
+                let older = crate::hub::spawn(move || {
+                    flag.store(true, Ordering::Release);
+                    std::thread::current().id()
+                });
+                let flag = Arc::clone(&newest_ran);
+                let newest = crate::hub::spawn(move || {
+                    flag.store(true, Ordering::Release);
+                    std::thread::current().id()
+                });
+                let stolen = spin_until(&older_ran);
+                let newest_early = newest_ran.load(Ordering::Acquire);
+                let older_on = older.join().expect("the older task");
+                let newest_on = newest.join().expect("the newest task");
+                (stolen, newest_early, older_on != me, newest_on == me)
+            })
+            .expect("the block_on task");
+        assert_eq!(
+            outcome,
+            (true, false, true, true),
+            "(older started while the spawner spun, newest started while the spawner spun, \
+             older on the other worker, newest on the spawner's)"
+        );
     }
 
     /// `net::serve` on a blocking-pool thread places its connections'

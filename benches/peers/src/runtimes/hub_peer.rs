@@ -21,7 +21,7 @@ pub(super) fn sample(figure: Figure, count: u64, warm: u64) -> Result<Sample, St
     let body: fn(u64) -> Result<Sample, String> = match figure {
         Figure::SpawnJoin => |n| Ok(Sample::time(spawn_join(n))),
         Figure::Yield => |n| Ok(Sample::time(yields(n))),
-        Figure::PingPong => |n| Ok(Sample::time(ping_pong(n, false))),
+        Figure::PingPong | Figure::PingPong2w => |n| Ok(Sample::time(ping_pong(n, false))),
         Figure::PingPongAcross => |n| Ok(Sample::time(ping_pong(n, true))),
         Figure::Sleepers => sleepers,
         Figure::SpawnTree => |n| {
@@ -61,10 +61,12 @@ fn yields(n: u64) -> Duration {
     start.elapsed()
 }
 
-/// `n` round trips to an echo green thread over two bounded channels.
-/// `across`: this green thread spins, without parking (so its own worker
-/// cannot start the echo), until the other worker has stolen the echo and
-/// started it, and so the round trips cross workers.
+/// `n` round trips to an echo green thread over two bounded channels
+/// (the `ping-pong` and `ping-pong-2w` figures: the echo starts where the
+/// runtime places it, on this green thread's worker). `across` (the
+/// `ping-pong-across` figure): this green thread spins, without parking
+/// (so its own worker cannot start the echo), until another worker has
+/// taken the echo and started it, and so the round trips cross workers.
 fn ping_pong(n: u64, across: bool) -> Duration {
     let (to_echo, from_main) = hub::channel::<u64>(1);
     let (to_main, from_echo) = hub::channel::<u64>(1);

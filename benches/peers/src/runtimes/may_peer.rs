@@ -41,7 +41,9 @@ pub(super) fn sample(figure: Figure, count: u64, warm: u64) -> Result<Sample, St
     let body: fn(u64) -> Result<Sample, String> = match figure {
         Figure::SpawnJoin => |n| spawn_join(n).map(Sample::time),
         Figure::Yield => |n| yields(n).map(Sample::time),
-        Figure::PingPong | Figure::PingPongAcross => |n| ping_pong(n).map(Sample::time),
+        Figure::PingPong | Figure::PingPong2w | Figure::PingPongAcross => {
+            |n| ping_pong(n).map(Sample::time)
+        }
         Figure::Sleepers => sleepers,
         Figure::SpawnTree => |n| {
             let start = Instant::now();

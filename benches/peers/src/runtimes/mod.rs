@@ -79,7 +79,13 @@ pub(crate) enum Figure {
     Yield,
     /// A round trip over two channels to an echo task, one worker.
     PingPong,
-    /// The same, two workers.
+    /// The same code on two workers: each runtime places the echo where
+    /// it places a spawned task.
+    #[value(name = "ping-pong-2w")]
+    PingPong2w,
+    /// Two workers, the hub's echo forced onto the other worker (its
+    /// pinger spins until the echo started elsewhere); tokio and may run
+    /// the plain code and place their tasks themselves.
     PingPongAcross,
     /// COUNT tasks each sleeping 10 ms, all spawned, all woken, all joined;
     /// one worker.
@@ -97,10 +103,11 @@ pub(crate) enum Figure {
 
 impl Figure {
     /// Every figure, in row order.
-    pub(crate) const ALL: [Figure; 7] = [
+    pub(crate) const ALL: [Figure; 8] = [
         Figure::SpawnJoin,
         Figure::Yield,
         Figure::PingPong,
+        Figure::PingPong2w,
         Figure::PingPongAcross,
         Figure::Sleepers,
         Figure::SpawnTree,
@@ -113,7 +120,11 @@ impl Figure {
             Figure::SpawnJoin => "spawn + join an empty task, 1 worker",
             Figure::Yield => "two tasks yielding to each other, per yield, 1 worker",
             Figure::PingPong => "channel ping-pong, per round trip, 1 worker",
-            Figure::PingPongAcross => "channel ping-pong, per round trip, 2 workers",
+            Figure::PingPong2w => "channel ping-pong, per round trip, 2 workers (the same code)",
+            Figure::PingPongAcross => {
+                "channel ping-pong, per round trip, 2 workers: the hub forced across workers \
+                 (tokio and may place their tasks themselves)"
+            }
             Figure::Sleepers => "100,000 tasks: spawn, sleep 10 ms, all woken and joined, 1 worker",
             Figure::SpawnTree => "spawn tree, 100,000 leaves (fan-out 10), 2 workers",
             Figure::ParkResume => "park + resume (two tasks yielding: a park and the next resumed) vs resume + suspend",
@@ -126,6 +137,7 @@ impl Figure {
             Figure::SpawnJoin => "spawn-join",
             Figure::Yield => "yield",
             Figure::PingPong => "ping-pong",
+            Figure::PingPong2w => "ping-pong-2w",
             Figure::PingPongAcross => "ping-pong-across",
             Figure::Sleepers => "sleepers",
             Figure::SpawnTree => "spawn-tree",
@@ -140,7 +152,9 @@ impl Figure {
             Figure::SpawnJoin | Figure::Yield | Figure::PingPong | Figure::Sleepers => {
                 &[Peer::Hub, Peer::Tokio, Peer::May, Peer::Gevent]
             }
-            Figure::PingPongAcross | Figure::SpawnTree => &[Peer::Hub, Peer::Tokio, Peer::May],
+            Figure::PingPong2w | Figure::PingPongAcross | Figure::SpawnTree => {
+                &[Peer::Hub, Peer::Tokio, Peer::May]
+            }
             Figure::ParkResume => &[Peer::Hub, Peer::Raw],
         }
     }
@@ -148,7 +162,7 @@ impl Figure {
     /// Worker threads of the runtimes.
     pub(crate) fn workers(self) -> usize {
         match self {
-            Figure::PingPongAcross | Figure::SpawnTree => 2,
+            Figure::PingPong2w | Figure::PingPongAcross | Figure::SpawnTree => 2,
             _ => 1,
         }
     }
@@ -160,7 +174,7 @@ impl Figure {
             Figure::SpawnJoin => 20_000,
             Figure::Yield => 100_000,
             Figure::PingPong => 50_000,
-            Figure::PingPongAcross => 20_000,
+            Figure::PingPong2w | Figure::PingPongAcross => 20_000,
             Figure::Sleepers | Figure::SpawnTree => 100_000,
             Figure::ParkResume => 200_000,
         }

@@ -140,7 +140,7 @@ pub(crate) const TARGETS: [Target; 10] = [
     },
     Target {
         label: "ping-pong 2w / tokio",
-        figure: Figure::PingPongAcross,
+        figure: Figure::PingPong2w,
         against: Against::Peer(Peer::Tokio),
         bound: 1.0,
     },

@@ -1,8 +1,10 @@
 //! tokio: every figure as async tasks, on a `current_thread` runtime for
 //! one worker and a `multi_thread` one otherwise (the timer enabled). Every
 //! loop runs in a spawned task, as the hub's runs in a green thread; tokio
-//! places tasks itself, and a task woken from a worker is queued on that
-//! worker, so the two-worker ping-pong's tasks may share a worker.
+//! places tasks itself: a task spawned or woken from a worker goes in that
+//! worker's LIFO slot, which other workers do not steal from, so the
+//! two-worker ping-pong's tasks share a worker (in both the `ping-pong-2w`
+//! and the `ping-pong-across` figures: tokio cannot be forced across).
 
 use std::future::Future;
 use std::hint::black_box;
@@ -38,7 +40,7 @@ pub(super) fn sample(figure: Figure, count: u64, warm: u64) -> Result<Sample, St
     let body: Body = match figure {
         Figure::SpawnJoin => |n| Box::pin(async move { Ok(Sample::time(spawn_join(n).await)) }),
         Figure::Yield => |n| Box::pin(async move { Ok(Sample::time(yields(n).await)) }),
-        Figure::PingPong | Figure::PingPongAcross => {
+        Figure::PingPong | Figure::PingPong2w | Figure::PingPongAcross => {
             |n| Box::pin(async move { Ok(Sample::time(ping_pong(n).await)) })
         }
         Figure::Sleepers => |n| Box::pin(sleepers(n)),
