@@ -347,7 +347,7 @@ fn locked() {
     }
     let g = Greenlet::new(Ok);
     assert_eq!(g.switch(7u8).expect("run").downcast::<u8>().expect("u8"), 7);
-    println!("locked=1");
+    println!("locked=1 guard={:?}", stack_guard());
 }
 
 /// Started by `run_child` only (it is ignored in normal runs).
@@ -496,5 +496,19 @@ fn where_the_kernel_refuses_a_guard_region_the_guard_is_an_mprotect_page() {
             "skipped: mlockall is not allowed here: {}",
             describe(&output)
         );
+        return;
     }
+    // The strategy is the kernel's answer, not the locked probe's: locked
+    // memory refuses a guard region on any kernel, and only the stacks
+    // that are locked fall back.
+    let chosen = if kernel_has_guard_regions() {
+        "guard=GuardRegion"
+    } else {
+        "guard=Mprotect"
+    };
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains(chosen),
+        "{chosen} expected: {}",
+        describe(&output)
+    );
 }

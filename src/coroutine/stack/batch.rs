@@ -5,7 +5,8 @@
 //! sentinel, so no file descriptor is kept and a forked child advises its
 //! own memory, never its parent's), in chunks of [`CHUNK`] ranges, and the
 //! process-wide decision to stop trying once the kernel refuses it (a
-//! refused `MADV_POPULATE_WRITE` does not count: it only saves faults).
+//! refused `MADV_POPULATE_WRITE` does not count: it only saves faults; nor
+//! does a guard install refused on locked memory).
 //!
 //! Uses: `libc`, and [`super::valgrind`] to leave batching alone under
 //! valgrind, which does not know `process_madvise` (and warns about it).
@@ -75,7 +76,13 @@ pub(super) unsafe fn advise(ranges: &[(usize, usize)], advice: libc::c_int) -> u
             let error = std::io::Error::last_os_error().raw_os_error();
             // A refused populate (only ever an optimisation) says nothing
             // about the guards and discards: batching stays on for them.
+            // Nor does a guard install refused with EINVAL: the kernel
+            // refuses guard regions on locked memory (`mlockall`), and the
+            // caller's one-by-one installs fall back to mprotect there.
+            let locked_guard =
+                advice == super::guard::MADV_GUARD_INSTALL && error == Some(libc::EINVAL);
             if advice != libc::MADV_POPULATE_WRITE
+                && !locked_guard
                 && error != Some(libc::ENOMEM)
                 && error != Some(libc::EINTR)
             {

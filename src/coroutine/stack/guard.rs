@@ -26,7 +26,7 @@ use super::{batch, map_noreserve, page_size};
 
 /// `MADV_GUARD_INSTALL` (Linux 6.13, `include/uapi/asm-generic/mman-common.h`);
 /// `libc` does not name it yet.
-const MADV_GUARD_INSTALL: libc::c_int = 102;
+pub(super) const MADV_GUARD_INSTALL: libc::c_int = 102;
 
 /// The environment variable that chooses the guard strategy: `mprotect`,
 /// `guard-region` or `auto` (the default: guard regions where the kernel
@@ -178,6 +178,13 @@ fn best_available() -> StackGuard {
         return StackGuard::Mprotect;
     };
     let scratch = scratch as *mut libc::c_void;
+    // The question is the kernel's, not this mapping's: after
+    // `mlockall(MCL_FUTURE)` the scratch mapping is locked, and the kernel
+    // refuses guard regions on locked memory (EINVAL) even where it has
+    // them. Locked stacks fall back one by one in `install`.
+    // SAFETY: the scratch mapping made above, which nothing else uses;
+    // unlocking it (a no-op when it is not locked) changes nothing else.
+    unsafe { libc::munlock(scratch, 2 * page) };
     // SAFETY: the first page of the scratch mapping made above, which
     // nothing else uses.
     let answer = unsafe { libc::madvise(scratch, page, MADV_GUARD_INSTALL) };
