@@ -8,7 +8,6 @@ use std::any::TypeId;
 use std::fmt;
 use std::marker::PhantomData;
 use std::mem::{self, ManuallyDrop, MaybeUninit};
-use std::ptr;
 
 use super::error::{ErrorKind, GreenletError, GreenletExit};
 
@@ -27,9 +26,10 @@ type Storage = MaybeUninit<usize>;
 struct Meta {
     type_id: fn() -> TypeId,
     type_name: fn() -> &'static str,
-    /// Drops the stored object (the inline `T`, or the `Box<T>`) in place;
-    /// `None` when that is a no-op.
-    drop: Option<unsafe fn(*mut Storage)>,
+    /// Drops the stored object (the inline `T`, or the `Box<T>`), taking
+    /// the storage word by value so that a value kept in registers is not
+    /// written to memory for its drop; `None` when that is a no-op.
+    drop: Option<unsafe fn(Storage)>,
     /// The storage holds a `Box<T>` rather than a `T`.
     boxed: bool,
 }
@@ -40,10 +40,13 @@ fn fits<T>() -> bool {
 }
 
 /// # Safety
-/// `storage` must hold an initialized `S`, which is dropped.
-unsafe fn drop_as<S>(storage: *mut Storage) {
-    // SAFETY: the caller guarantees the storage holds an initialized `S`.
-    unsafe { ptr::drop_in_place(storage.cast::<S>()) }
+/// `storage` must hold an initialized `S`, which is dropped; the caller's
+/// copy of the word must not be used as an `S` again.
+unsafe fn drop_as<S>(storage: Storage) {
+    // SAFETY: the caller guarantees the storage holds an initialized `S`
+    // (at most a word, word-aligned: `fits` or a `Box`) and gives up its
+    // own copy, so the `S` read here is the only owner and is dropped once.
+    drop(unsafe { storage.as_ptr().cast::<S>().read() })
 }
 
 fn meta_of<T: 'static>() -> &'static Meta {
@@ -250,8 +253,9 @@ impl Drop for Value {
         if let Some(drop) = self.meta.drop {
             // SAFETY: the storage holds the object described by `meta`
             // (inline `T` or `Box<T>`), initialized in `new` and not moved
-            // out (the downcasts wrap `self` in `ManuallyDrop`).
-            unsafe { drop(&mut self.storage) }
+            // out (the downcasts wrap `self` in `ManuallyDrop`); the value
+            // is being dropped, so its word is not used again.
+            unsafe { drop(self.storage) }
         }
     }
 }
