@@ -64,12 +64,14 @@ impl Kind {
 }
 
 /// A payload as its two machine words, where a switch carries it from (by
-/// address: `switch.rs`) or where the thread's [`Slot`] keeps it. Written
-/// and read one word at a time (volatile accesses, which the compiler may
-/// not merge): the sender has the payload in two registers, and a receiver
-/// that loaded both words with one 16-byte move would stall on
-/// store-to-load forwarding at every switch; and a payload handled as a
-/// whole through memory is copied around the stack in 16-byte pieces.
+/// address: `switch.rs`) or where the thread's [`Slot`] keeps it. Read one
+/// word at a time (volatile loads, which the compiler may not merge): the
+/// sender has the payload in two registers, and a receiver that loaded both
+/// words with one 16-byte move would stall on store-to-load forwarding at
+/// every switch; and a payload handled as a whole through memory is copied
+/// around the stack in 16-byte pieces. Written one word at a time too, with
+/// plain stores: a volatile one also stored the uninitialized storage word
+/// of a unit value (one store per switch that carries `()`).
 #[derive(Clone, Copy)]
 pub(crate) struct Words([MaybeUninit<usize>; 2]);
 
@@ -92,8 +94,8 @@ impl Words {
         let dst = dst.cast::<MaybeUninit<usize>>();
         // SAFETY: guaranteed by the caller; `dst` points to two words.
         unsafe {
-            ptr::write_volatile(dst, words[0]);
-            ptr::write_volatile(dst.add(1), words[1]);
+            dst.write(words[0]);
+            dst.add(1).write(words[1]);
         }
     }
 

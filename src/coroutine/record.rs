@@ -37,7 +37,9 @@ use crate::diag::diag_error;
 /// on one that survived that kill with no handle made meanwhile: it is left
 /// alone by further kills on drop and stays suspended until its thread exits.
 /// `reusable` on a dead greenlet whose record is ready for reuse as it is
-/// (see [`Flags::is_reusable`]).
+/// (see [`Flags::is_reusable`]). `active` is `started` and not `dead`, kept
+/// as a bit of its own (every write of the flags derives it) so that the
+/// test every switch makes of its target is one bit test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Flags(u8);
 
@@ -48,6 +50,17 @@ impl Flags {
     const LEAKED: u8 = 8;
     const KILLING: u8 = 16;
     const REUSABLE: u8 = 32;
+    const ACTIVE: u8 = 64;
+
+    /// `bits` with [`ACTIVE`](Self::ACTIVE) derived from the others: set
+    /// when `STARTED` and not `DEAD`.
+    const fn derive_active(bits: u8) -> u8 {
+        if bits & (Flags::STARTED | Flags::DEAD) == Flags::STARTED {
+            bits | Flags::ACTIVE
+        } else {
+            bits & !Flags::ACTIVE
+        }
+    }
 
     /// A new greenlet, not yet switched into.
     pub(crate) const UNSTARTED: Flags = Flags(0);
@@ -58,7 +71,7 @@ impl Flags {
     /// A main greenlet (dead when made for a thread that is gone).
     pub(crate) const fn main(alive: bool) -> Flags {
         let dead = if alive { 0 } else { Flags::DEAD };
-        Flags(Flags::STARTED | Flags::MAIN | dead)
+        Flags(Flags::derive_active(Flags::STARTED | Flags::MAIN | dead))
     }
 
     /// It has been switched into (main greenlets always have).
@@ -95,7 +108,7 @@ impl Flags {
     /// Started and not dead: a switch resumes it as it is.
     #[inline(always)]
     pub(crate) const fn is_active(self) -> bool {
-        self.0 & (Flags::STARTED | Flags::DEAD) == Flags::STARTED
+        self.0 & Flags::ACTIVE != 0
     }
 
     /// A dead greenlet other than a main one: its run ended.
@@ -584,18 +597,29 @@ impl Record {
         Flags(self.flags.load(Ordering::Acquire))
     }
 
-    /// Set a flag. Only the owner thread (or the thread tearing its state
-    /// down, which is the same thread) ever writes the flags, so a plain
-    /// load and store suffice; other threads only read them.
-    #[inline]
+    /// Set a flag (a constant at every caller): `DEAD` clears `ACTIVE`,
+    /// `STARTED` (only ever set on a greenlet that is not dead) sets it.
+    /// Only the owner thread (or the thread tearing its state down, which
+    /// is the same thread) ever writes the flags, so a plain load and store
+    /// suffice; other threads only read them.
+    #[inline(always)]
     fn mark(&self, flag: u8) {
         let flags = self.flags.load(Ordering::Relaxed);
-        self.flags.store(flags | flag, Ordering::Release);
+        let flags = if flag & Flags::DEAD != 0 {
+            (flags | flag) & !Flags::ACTIVE
+        } else if flag & Flags::STARTED != 0 {
+            flags | flag | Flags::ACTIVE
+        } else {
+            flags | flag
+        };
+        debug_assert_eq!(flags, Flags::derive_active(flags), "the active bit");
+        self.flags.store(flags, Ordering::Release);
     }
 
     /// It has been switched into: its body runs.
     #[inline]
     pub(crate) fn mark_started(&self) {
+        debug_assert!(!self.flags().is_dead(), "a dead greenlet started");
         self.mark(Flags::STARTED);
     }
 
@@ -987,6 +1011,23 @@ pub(crate) fn run_finalizers(
 mod tests {
     use super::super::handle::Greenlet;
     use super::super::thread_state;
+    use super::Flags;
+
+    #[test]
+    fn the_active_bit_is_started_and_not_dead() {
+        assert!(!Flags::UNSTARTED.is_active());
+        assert!(!Flags::BORN_DEAD.is_active());
+        assert!(Flags::main(true).is_active());
+        assert!(!Flags::main(false).is_active());
+        let g = Greenlet::new(|v| {
+            let me = super::super::handle::getcurrent();
+            assert!(me.record.flags().is_active());
+            Ok(v)
+        });
+        assert!(!g.record.flags().is_active());
+        g.switch(()).unwrap();
+        assert!(g.is_dead() && !g.record.flags().is_active());
+    }
 
     #[test]
     fn a_record_whose_last_handle_goes_elsewhere_twice_is_uncounted_once() {

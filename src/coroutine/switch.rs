@@ -151,7 +151,7 @@ unsafe fn transfer_words(
         if go {
             return settle_received(ts, receive(jump(ts, dest, words.as_ptr())));
         }
-        transfer_slow(ts, target, receive(words.as_ptr()), kind)
+        from_words(transfer_slow(ts, target, words.as_ptr(), kind))
     }
 }
 
@@ -202,12 +202,34 @@ pub(super) unsafe fn needs_slow_path(ts: *mut ThreadState) -> bool {
 
 /// Everything but the common cases of [`transfer`]: dead or current
 /// targets, a throw into an unstarted one, a stack that cannot be mapped,
-/// and tracing.
+/// and tracing. Takes the payload where the fast path wrote it and returns
+/// the result as its words ([`into_words`]): a `Payload` returned crosses
+/// through memory, and the fast path's result, merged with it, went there
+/// too on every switch.
+///
+/// # Safety
+/// As for [`transfer`], and `words` holds a payload (written by
+/// [`Words::write`]), which this moves out.
+#[inline(never)]
+unsafe fn transfer_slow(
+    ts: *mut ThreadState,
+    target: &Arc<Record>,
+    words: *const Words,
+    kind: Kind,
+) -> PayloadWords {
+    // SAFETY: guaranteed by the caller: `words` holds a payload, moved out
+    // once, here.
+    let payload = unsafe { receive(words) };
+    // SAFETY: `ts` is live (caller).
+    into_words(unsafe { transfer_slow_payload(ts, target, payload, kind) })
+}
+
+/// [`transfer_slow`] of the payload itself.
 ///
 /// # Safety
 /// As for [`transfer`].
-#[inline(never)]
-unsafe fn transfer_slow(
+#[inline(always)]
+unsafe fn transfer_slow_payload(
     ts: *mut ThreadState,
     target: &Arc<Record>,
     payload: Payload,

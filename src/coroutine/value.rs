@@ -8,7 +8,7 @@ use std::any::TypeId;
 use std::fmt;
 use std::marker::PhantomData;
 use std::mem::{self, ManuallyDrop, MaybeUninit};
-use std::ptr;
+use std::ptr::NonNull;
 
 use super::error::{ErrorKind, GreenletError, GreenletExit};
 
@@ -27,12 +27,22 @@ type Storage = MaybeUninit<usize>;
 struct Meta {
     type_id: fn() -> TypeId,
     type_name: fn() -> &'static str,
-    /// Drops the stored object (the inline `T`, or the `Box<T>`) in place;
-    /// `None` when that is a no-op.
-    drop: Option<unsafe fn(*mut Storage)>,
+    /// Drops the stored object (the inline `T`, or the `Box<T>`), taking
+    /// the storage word by value so that a value kept in registers is not
+    /// written to memory for its drop. Called only when the value's meta
+    /// pointer has [`NEEDS_DROP`] set.
+    drop: unsafe fn(Storage),
     /// The storage holds a `Box<T>` rather than a `T`.
     boxed: bool,
 }
+
+/// The low bit of a [`Value`]'s meta pointer (a `Meta` is word-aligned, so
+/// the bit is free): set when the stored object needs dropping. A value's
+/// drop then tests the word it already holds in a register, not a field
+/// loaded through it.
+const NEEDS_DROP: usize = 1;
+
+const _: () = assert!(mem::align_of::<Meta>() > NEEDS_DROP);
 
 fn fits<T>() -> bool {
     mem::size_of::<T>() <= mem::size_of::<Storage>()
@@ -40,10 +50,13 @@ fn fits<T>() -> bool {
 }
 
 /// # Safety
-/// `storage` must hold an initialized `S`, which is dropped.
-unsafe fn drop_as<S>(storage: *mut Storage) {
-    // SAFETY: the caller guarantees the storage holds an initialized `S`.
-    unsafe { ptr::drop_in_place(storage.cast::<S>()) }
+/// `storage` must hold an initialized `S`, which is dropped; the caller's
+/// copy of the word must not be used as an `S` again.
+unsafe fn drop_as<S>(storage: Storage) {
+    // SAFETY: the caller guarantees the storage holds an initialized `S`
+    // (at most a word, word-aligned: `fits` or a `Box`) and gives up its
+    // own copy, so the `S` read here is the only owner and is dropped once.
+    drop(unsafe { storage.as_ptr().cast::<S>().read() })
 }
 
 fn meta_of<T: 'static>() -> &'static Meta {
@@ -52,11 +65,7 @@ fn meta_of<T: 'static>() -> &'static Meta {
             &Meta {
                 type_id: TypeId::of::<T>,
                 type_name: std::any::type_name::<T>,
-                drop: if mem::needs_drop::<T>() {
-                    Some(drop_as::<T>)
-                } else {
-                    None
-                },
+                drop: drop_as::<T>,
                 boxed: false,
             }
         }
@@ -65,7 +74,7 @@ fn meta_of<T: 'static>() -> &'static Meta {
             &Meta {
                 type_id: TypeId::of::<T>,
                 type_name: std::any::type_name::<T>,
-                drop: Some(drop_as::<Box<T>>),
+                drop: drop_as::<Box<T>>,
                 boxed: true,
             }
         }
@@ -98,7 +107,9 @@ fn meta_of<T: 'static>() -> &'static Meta {
 /// ```
 pub struct Value {
     storage: Storage,
-    meta: &'static Meta,
+    /// A `&'static Meta`, with [`NEEDS_DROP`] set when the stored object
+    /// needs dropping (non-null: a payload's `Err` is its null).
+    meta: NonNull<Meta>,
     /// Values may hold thread-bound data such as `Rc`.
     _not_send: PhantomData<*const ()>,
 }
@@ -121,11 +132,31 @@ impl Value {
             // SAFETY: a `Box<T>` is one pointer, which fits the storage.
             unsafe { storage.as_mut_ptr().cast::<Box<T>>().write(Box::new(value)) };
         }
+        let needs_drop = !fits::<T>() || mem::needs_drop::<T>();
+        let meta: *const Meta = meta_of::<T>();
+        let meta = meta.wrapping_byte_add(if needs_drop { NEEDS_DROP } else { 0 });
         Value {
             storage,
-            meta: meta_of::<T>(),
+            // SAFETY: a reference's address, word-aligned, plus at most 1,
+            // is not null.
+            meta: unsafe { NonNull::new_unchecked(meta.cast_mut()) },
             _not_send: PhantomData,
         }
+    }
+
+    /// Whether the stored object needs dropping ([`NEEDS_DROP`]).
+    #[inline(always)]
+    fn needs_drop(&self) -> bool {
+        self.meta.as_ptr() as usize & NEEDS_DROP != 0
+    }
+
+    /// The value's `Meta`, [`NEEDS_DROP`] cleared.
+    #[inline(always)]
+    fn meta(&self) -> &'static Meta {
+        let tag = if self.needs_drop() { NEEDS_DROP } else { 0 };
+        // SAFETY: `meta` is a `&'static Meta` (from `meta_of` or `UNIT`)
+        // with at most the `NEEDS_DROP` bit set, taken off here.
+        unsafe { &*self.meta.as_ptr().wrapping_byte_sub(tag) }
     }
 
     /// The unit value `()` (what a bare `switch(())` carries).
@@ -138,11 +169,17 @@ impl Value {
     /// carries no payload brings (`payload::NOTHING`).
     pub(crate) const UNIT: Value = Value {
         storage: Storage::uninit(),
-        meta: &Meta {
-            type_id: TypeId::of::<()>,
-            type_name: std::any::type_name::<()>,
-            drop: None,
-            boxed: false,
+        // SAFETY: a reference is not null.
+        meta: unsafe {
+            NonNull::new_unchecked(
+                (&Meta {
+                    type_id: TypeId::of::<()>,
+                    type_name: std::any::type_name::<()>,
+                    drop: drop_as::<()>,
+                    boxed: false,
+                } as *const Meta)
+                    .cast_mut(),
+            )
         },
         _not_send: PhantomData,
     };
@@ -154,7 +191,7 @@ impl Value {
     /// ```
     #[inline]
     pub fn is<T: 'static>(&self) -> bool {
-        (self.meta.type_id)() == TypeId::of::<T>()
+        (self.meta().type_id)() == TypeId::of::<T>()
     }
 
     /// The name of the held type, for messages.
@@ -163,7 +200,7 @@ impl Value {
     /// assert_eq!(greenlet::Value::new(7u8).type_name(), "u8");
     /// ```
     pub fn type_name(&self) -> &'static str {
-        (self.meta.type_name)()
+        (self.meta().type_name)()
     }
 
     /// Whether the value was stored inline (no allocation).
@@ -173,7 +210,7 @@ impl Value {
     /// assert!(!greenlet::Value::new((1u64, 2u64)).is_inline());
     /// ```
     pub fn is_inline(&self) -> bool {
-        !self.meta.boxed
+        !self.meta().boxed
     }
 
     /// Take the value out as a `T`.
@@ -209,7 +246,7 @@ impl Value {
             return Err(self);
         }
         let this = ManuallyDrop::new(self);
-        if this.meta.boxed {
+        if this.meta().boxed {
             // SAFETY: the type check passed and `meta.boxed` says the storage
             // holds a `Box<T>`; `ManuallyDrop` keeps it from being dropped twice.
             let boxed = unsafe { this.storage.as_ptr().cast::<Box<T>>().read() };
@@ -233,7 +270,7 @@ impl Value {
         if !self.is::<T>() {
             return None;
         }
-        if self.meta.boxed {
+        if self.meta().boxed {
             // SAFETY: the type check passed and the storage holds a `Box<T>`,
             // borrowed for the lifetime of `self`.
             Some(unsafe { &**self.storage.as_ptr().cast::<Box<T>>() })
@@ -247,11 +284,12 @@ impl Value {
 impl Drop for Value {
     #[inline]
     fn drop(&mut self) {
-        if let Some(drop) = self.meta.drop {
+        if self.needs_drop() {
             // SAFETY: the storage holds the object described by `meta`
             // (inline `T` or `Box<T>`), initialized in `new` and not moved
-            // out (the downcasts wrap `self` in `ManuallyDrop`).
-            unsafe { drop(&mut self.storage) }
+            // out (the downcasts wrap `self` in `ManuallyDrop`); the value
+            // is being dropped, so its word is not used again.
+            unsafe { (self.meta().drop)(self.storage) }
         }
     }
 }
@@ -404,6 +442,18 @@ mod tests {
         assert_eq!(Rc::strong_count(&rc), 2);
         drop(back);
         assert_eq!(Rc::strong_count(&rc), 1);
+    }
+
+    #[test]
+    fn the_drop_bit_marks_what_needs_dropping() {
+        assert!(!Value::unit().needs_drop() && !Value::UNIT.needs_drop());
+        assert!(!Value::new(7u64).needs_drop());
+        assert!(!Value::new((1u64, 2u64)).is_inline());
+        assert!(Value::new((1u64, 2u64)).needs_drop()); // a box
+        let v = Value::new(Rc::new(3u8));
+        assert!(v.needs_drop() && v.is_inline());
+        assert_eq!(v.type_name(), "alloc::rc::Rc<u8>");
+        assert_eq!(*v.downcast::<Rc<u8>>().unwrap(), 3);
     }
 
     #[test]
