@@ -691,8 +691,11 @@ impl Worker {
                 return Some(u);
             }
         }
-        if !wide || (self.shared.injector.is_empty() && !self.others_have_unstarted()) {
+        if !wide {
             return None;
+        }
+        if self.shared.injector.is_empty() && !self.others_have_stealable() {
+            return self.take_aged_slot();
         }
         loop {
             match self.shared.injector.steal_batch_and_pop(&self.deque) {
@@ -718,6 +721,15 @@ impl Worker {
                     Steal::Empty => break,
                 }
             }
+        }
+        self.take_aged_slot()
+    }
+
+    /// The task in another worker's newest-spawn slot, if that slot has
+    /// aged (see [`aged_slot`](Self::aged_slot)).
+    fn take_aged_slot(&self) -> Option<Unstarted> {
+        if self.shared.workers.len() == 1 {
+            return None;
         }
         let victim = self.aged_slot()?;
         self.watch[victim].set(None);
@@ -810,13 +822,19 @@ impl Worker {
     /// this worker: an idle worker that counted it would spin on it).
     #[inline(always)]
     fn others_have_unstarted(&self) -> bool {
+        self.shared.workers.len() > 1
+            && (self.others_have_stealable() || self.aged_slot().is_some())
+    }
+
+    /// Whether another worker's deque holds unstarted tasks to steal.
+    #[inline(always)]
+    fn others_have_stealable(&self) -> bool {
         let workers = &self.shared.workers;
         workers.len() > 1
-            && (workers
+            && workers
                 .iter()
                 .enumerate()
                 .any(|(i, r)| i != self.index && !r.stealer.is_empty())
-                || self.aged_slot().is_some())
     }
 
     /// Nothing to do: spin a moment, or yield the CPU a few times, as the
