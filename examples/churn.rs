@@ -1,4 +1,4 @@
-//! A coverage.py-like load on the CPython model (issue 3): waves of
+//! A coverage.py-like load on the CPython model: waves of
 //! short-lived threads, each keying a weak dictionary by its main greenlet
 //! (a finalizer with simulated Python work), the main thread traced and
 //! entering functions while they die.

@@ -1,4 +1,4 @@
-//! The Rust side of the differential tester (issue 12): runs greenlet
+//! The Rust side of the differential tester: runs greenlet
 //! programs written in the JSON language of `tests/differential/FORMAT.md`
 //! on this crate's public API and prints each one's event log, for
 //! `tests/differential/difftest.py` to compare with Python's greenlet.

@@ -1,5 +1,5 @@
 //! Runs the `reproduce` example in subprocesses over versions × policies ×
-//! modes and prints the table of outcomes (issue 3): the seed report's
+//! modes and prints the table of outcomes: the seed report's
 //! observations, on the CPython model, in one command.
 //!
 //! ```text

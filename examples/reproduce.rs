@@ -1,4 +1,4 @@
-//! The seed report's reproducer on the CPython model (issue 3).
+//! The seed report's reproducer on the CPython model.
 //!
 //! ```text
 //! cargo run --release --example reproduce -- --python 3.11 --policy legacy --mode trace --timeout 20

@@ -27,7 +27,7 @@ SHORT="${SHORT:-4}"
 LONG="${LONG:-12}"
 SERVERS="${SERVERS:-hub tokio may}"
 HUB_ARGS="${HUB_ARGS:-}"
-# The simulated L2 as size,ways,line (see the README: 1310720,320,64 is the
+# The simulated L2 as size,ways,line (see benches/RESULTS.md: 1310720,320,64 is the
 # same capacity indexed by the page offset only, as a physically indexed
 # cache sees pages at random frames).
 LL="${LL:-1310720,20,64}"

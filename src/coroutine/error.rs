@@ -49,7 +49,7 @@ pub enum ErrorKind {
     /// Python's `GreenletExit`: asks a greenlet to finish. A greenlet whose
     /// run returns it ends normally: its parent receives the carried value,
     /// or [`GreenletExit`] when there is none (greenlet hands the exception
-    /// object, which holds the value: see the README's differences).
+    /// object, which holds the value: see the differences in `docs/greenlets.md`).
     #[error("GreenletExit: the greenlet was asked to exit (propagate it with `?` to finish)")]
     GreenletExit(Option<Value>),
 

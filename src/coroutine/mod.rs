@@ -90,7 +90,7 @@
 //! - An unstarted greenlet whose last handle goes on another thread dies on
 //!   its own thread (its closure is dropped there), like a started one.
 //!
-//! The README's "Where it differs from Python's greenlet, and why" has the
+//! `docs/greenlets.md`'s "Where it differs from Python's greenlet, and why" has the
 //! full list, each with the differential tester's name for it.
 //! - A greenlet whose stack cannot be mapped dies without running, and the
 //!   [`ErrorKind::StackAllocation`] error goes up its parent chain.

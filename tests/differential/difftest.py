@@ -1,7 +1,7 @@
 """The differential tester's driver: generates random greenlet programs
 (seeded), runs them on Python's greenlet (interp.py, one venv per CPython)
 and on the crate (examples/difftest_interp.rs), normalises exactly the
-differences the README documents (each by name, counted), compares, sorts
+differences docs/greenlets.md documents (each by name, counted), compares, sorts
 every disagreement into a class, shrinks one program per class and prints a
 summary.
 
@@ -278,7 +278,7 @@ def normalise(log, side, counts):
         m = re.match(r"\[main\] (thread|joined) (\w+)$", line)
         if m:
             in_thread = m.group(2) if m.group(1) == "thread" else None
-        # unstarted_dropped_elsewhere (README: "A greenlet belongs to the
+        # unstarted_dropped_elsewhere (docs/greenlets.md: "A greenlet belongs to the
         # thread that created it"): the last handle of a main-thread
         # greenlet dropped by a helper thread queues its kill (or
         # finalization) to the main thread even when it never started, so
@@ -291,21 +291,21 @@ def normalise(log, side, counts):
             continue
         if line.startswith("report") or line.startswith("stderr"):
             line = canon_report(line)
-        # parent_thread_affinity, for kill (README: "A greenlet belongs to
+        # parent_thread_affinity, for kill (docs/greenlets.md: "A greenlet belongs to
         # the thread that created it"): only its thread kills it; interp.py's
         # stand-in refuses as a throw from another thread is refused, where
         # greenlet would let an unstarted greenlet take the killer's thread.
         if side == "py" and "killthread" in line:
             line = line.replace("killthread", "wrongthread")
             counts["parent_thread_affinity"] += 1
-        # exit_value_unwrapped (README: "A greenlet that ends with
+        # exit_value_unwrapped (docs/greenlets.md: "A greenlet that ends with
         # GreenletExit carrying a value hands its parent that value"):
         # greenlet hands the exception object, GreenletExit(v), whose args
         # hold the value.
         if side == "py" and EXIT_OBJECT_WITH_ARGS.search(line):
             line = EXIT_OBJECT_WITH_ARGS.sub(r"\1", line)
             counts["exit_value_unwrapped"] += 1
-        # thread_exit_unwind (README: "Suspended greenlets of an exiting thread
+        # thread_exit_unwind (docs/greenlets.md: "Suspended greenlets of an exiting thread
         # are unwound in that thread"): what the crate does while a thread
         # exits -- its greenlets' handlers, finalizers, reports -- has no
         # Python counterpart (greenlet frees them without running anything).
@@ -323,7 +323,7 @@ def normalise(log, side, counts):
             out.append(line)
             out += false_teardown_reports(log[log.index(line) + 1:], counts)
             break
-        # unstarted_throw_no_trace (README: "throwing into an unstarted
+        # unstarted_throw_no_trace (docs/greenlets.md: "throwing into an unstarted
         # greenlet kills it without switching to it (no trace event names
         # it)"): interp.py marks Python's events of such a throw.
         if line.endswith(" [unstarted-throw]"):
@@ -360,7 +360,7 @@ def documented_cut(py, rs, counts):
     for i, (a, b) in enumerate(zip(py, rs)):
         if a == b:
             continue
-        # parent_thread_affinity (README: "A greenlet belongs to the thread
+        # parent_thread_affinity (docs/greenlets.md: "A greenlet belongs to the thread
         # that created it, and so must its parent"): greenlet lets an
         # unstarted greenlet take a parent on another thread.
         # Re-parenting from another thread is refused before anything else

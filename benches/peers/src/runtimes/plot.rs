@@ -34,7 +34,7 @@ pub(crate) fn write(r: &Results, path: &Path) -> Result<(), String> {
     let mut chart = ChartBuilder::on(&root)
         .caption(
             format!(
-                "greenlet::hub / peer: time (memory for the sleepers' RSS); | = issue 15's \
+                "greenlet::hub / peer: time (memory for the sleepers' RSS); | = the \
                  target; load {:.1}",
                 r.load.2
             ),
