@@ -15,6 +15,7 @@
 pub mod cleanup;
 pub mod coroutine;
 pub mod diag;
+mod erased;
 pub mod hub;
 #[cfg(feature = "cpython-model")]
 pub mod interp_shim;

@@ -1,23 +1,28 @@
 //! [`Run`]: the closure a greenlet runs, stored in its record.
 //!
-//! Owns the in-place/boxed storage of the closure and the vtable that calls
-//! or drops it (its `drop_stored` also serves the hub's task values,
-//! erased the same way). Uses only [`Value`], [`GreenletError`] (the closure's
-//! argument and result types, the error one word) and [`Payload`] (the
-//! result as it leaves); knows nothing of records, threads or switching.
+//! Owns the vtable that calls or drops the closure; the closure itself lies
+//! in the crate's one closure store ([`Erased`], in place when it fits in
+//! [`RUN_WORDS`] words). Uses only [`Value`], [`GreenletError`] (the
+//! closure's argument and result types, the error one word) and [`Payload`]
+//! (the result as it leaves); knows nothing of records, threads or
+//! switching.
 
 use std::marker::PhantomData;
-use std::mem::{self, MaybeUninit};
+use std::mem;
 use std::ptr;
 
 use super::error::GreenletError;
 use super::payload::{from_words, into_words, Payload, PayloadWords};
 use super::value::Value;
+use crate::erased::Erased;
 
-/// Words of closure a greenlet keeps in its record without boxing it.
+/// Words of closure a greenlet keeps in its record without boxing it: a
+/// closure capturing three handles, numbers or `Arc`s fits. Each word more
+/// makes every greenlet's record a word larger (`hot_loops create`, with
+/// closures of each size, measures the trade).
 const RUN_WORDS: usize = 3;
 
-type RunStorage = MaybeUninit<[usize; RUN_WORDS]>;
+type RunStorage = Erased<RUN_WORDS>;
 
 /// The body of a greenlet: its closure, kept in place when it fits in
 /// [`RUN_WORDS`] words (a closure capturing a few handles, numbers or
@@ -41,51 +46,23 @@ struct RunVtable {
     drop: unsafe fn(*mut RunStorage),
 }
 
-/// Whether a `T` is kept in a [`Run`]'s storage itself.
-const fn fits_in_run<T>() -> bool {
-    mem::size_of::<T>() <= mem::size_of::<RunStorage>()
-        && mem::align_of::<T>() <= mem::align_of::<RunStorage>()
-}
-
 /// # Safety
-/// `storage` holds an initialized `F`, which the call consumes.
+/// `storage` holds an `F` put there, which the call consumes.
 unsafe fn call_stored<F>(storage: *mut RunStorage, value: Value) -> PayloadWords
 where
     F: FnOnce(Value) -> Result<Value, GreenletError>,
 {
     // SAFETY: guaranteed by the caller; the `F` is moved out exactly once,
     // before anything else (the storage is not touched again).
-    let run = unsafe { ptr::read(storage.cast::<F>()) };
+    let run = unsafe { RunStorage::take::<F>(storage) };
     into_words(run(value))
-}
-
-/// # Safety
-/// `storage` holds an initialized `Box<F>`, which the call consumes.
-unsafe fn call_boxed<F>(storage: *mut RunStorage, value: Value) -> PayloadWords
-where
-    F: FnOnce(Value) -> Result<Value, GreenletError>,
-{
-    // SAFETY: guaranteed by the caller; the box is moved out exactly once,
-    // before anything else.
-    let run = unsafe { ptr::read(storage.cast::<Box<F>>()) };
-    into_words(run(value))
-}
-
-/// Drops the `S` that type-erased storage of type `St` holds (a [`Run`]'s
-/// here; a hub task's value in `hub::output` too).
-///
-/// # Safety
-/// `storage` holds an initialized `S`, dropped here.
-pub(crate) unsafe fn drop_stored<S, St>(storage: *mut St) {
-    // SAFETY: guaranteed by the caller.
-    unsafe { ptr::drop_in_place(storage.cast::<S>()) }
 }
 
 impl Run {
     /// No closure.
     pub(crate) const fn none() -> Run {
         Run {
-            storage: RunStorage::uninit(),
+            storage: RunStorage::empty(),
             vtable: None,
             _not_send: PhantomData,
         }
@@ -95,30 +72,18 @@ impl Run {
     where
         F: FnOnce(Value) -> Result<Value, GreenletError> + 'static,
     {
-        let mut storage = RunStorage::uninit();
-        let vtable: &'static RunVtable = if fits_in_run::<F>() {
-            // SAFETY: `F` fits the storage's size and alignment (checked).
-            unsafe { storage.as_mut_ptr().cast::<F>().write(run) };
-            const {
-                &RunVtable {
-                    call: call_stored::<F>,
-                    drop: drop_stored::<F, RunStorage>,
-                }
-            }
-        } else {
-            const { assert!(fits_in_run::<Box<()>>()) };
-            // SAFETY: a `Box` of a sized type is one word (asserted above).
-            unsafe { storage.as_mut_ptr().cast::<Box<F>>().write(Box::new(run)) };
-            const {
-                &RunVtable {
-                    call: call_boxed::<F>,
-                    drop: drop_stored::<Box<F>, RunStorage>,
-                }
-            }
-        };
+        let mut storage = RunStorage::empty();
+        storage.put(run);
         Run {
             storage,
-            vtable: Some(vtable),
+            vtable: Some(
+                const {
+                    &RunVtable {
+                        call: call_stored::<F>,
+                        drop: RunStorage::drop_value::<F>,
+                    }
+                },
+            ),
             _not_send: PhantomData,
         }
     }
@@ -188,8 +153,8 @@ mod tests {
 
     #[test]
     fn small_closures_are_kept_in_place_and_large_or_overaligned_ones_boxed() {
-        assert!(fits_in_run::<(u64, u64, u64)>());
-        assert!(!fits_in_run::<[u64; 4]>());
+        assert!(RunStorage::in_place::<(u64, u64, u64)>());
+        assert!(!RunStorage::in_place::<[u64; 4]>());
         let drops = Rc::new(());
         let runs = [
             Run::new(adder((), |_| 0, &drops)),

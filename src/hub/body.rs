@@ -1,7 +1,6 @@
 //! An unstarted task's closure ([`Body`]), kept inside its task with its
 //! type erased: in place when it fits in [`WORDS`] words, boxed otherwise,
-//! so that spawning a task with a small closure allocates only the task
-//! (the closure used to be a `Box<dyn FnOnce() + Send>` of its own); and
+//! so that spawning a task with a small closure allocates only the task; and
 //! [`NotStarted`], the one token that may run or drop it.
 //!
 //! Owns the storage, its vtable and the token's rules: the token is made
@@ -10,32 +9,26 @@
 //! cancelled (dropped unstarted), or gives it up to an error the caller
 //! records ([`NotStarted::into_task`]). A `Send` closure's token is `Send`
 //! (it moves between workers); a `spawn_local` one's is not. Uses the
-//! task's `finish` and the coroutine module's `drop_stored` (a greenlet's
-//! closure is erased the same way).
+//! task's `finish` and the crate's closure store ([`Erased`], which keeps a
+//! greenlet's closure too).
 
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
-use std::mem::{self, ManuallyDrop, MaybeUninit};
+use std::mem::ManuallyDrop;
 use std::ptr;
 use std::sync::Arc;
 
-use crate::coroutine::run::drop_stored;
+use crate::erased::Erased;
 
 use super::error::JoinError;
 use super::newest::Token;
 use super::task::Task;
 
 /// Words of closure kept in place (a closure capturing a few numbers,
-/// handles or `Arc`s).
+/// handles or `Arc`s); each word more makes every task a word larger.
 const WORDS: usize = 3;
 
-type Storage = MaybeUninit<[usize; WORDS]>;
-
-/// Whether a `G` is kept in the storage itself.
-const fn fits<G>() -> bool {
-    mem::size_of::<G>() <= mem::size_of::<Storage>()
-        && mem::align_of::<G>() <= mem::align_of::<Storage>()
-}
+type Storage = Erased<WORDS>;
 
 struct Vtable {
     /// Moves the closure out of the storage and calls it.
@@ -45,18 +38,10 @@ struct Vtable {
 }
 
 /// # Safety
-/// `storage` holds an initialized `G`, which the call consumes.
+/// `storage` holds a `G` put there, which the call consumes.
 unsafe fn call_stored<G: FnOnce(&Task)>(storage: *mut Storage, task: &Task) {
     // SAFETY: guaranteed by the caller; moved out exactly once, first.
-    let g = unsafe { ptr::read(storage.cast::<G>()) };
-    g(task);
-}
-
-/// # Safety
-/// `storage` holds an initialized `Box<G>`, which the call consumes.
-unsafe fn call_boxed<G: FnOnce(&Task)>(storage: *mut Storage, task: &Task) {
-    // SAFETY: guaranteed by the caller; moved out exactly once, first.
-    let g = unsafe { ptr::read(storage.cast::<Box<G>>()) };
+    let g = unsafe { Storage::take::<G>(storage) };
     g(task);
 }
 
@@ -97,31 +82,19 @@ impl Body {
     }
 
     fn store<G: FnOnce(&Task) + 'static>(g: G) -> Body {
-        let mut storage = Storage::uninit();
-        let vtable: &'static Vtable = if fits::<G>() {
-            // SAFETY: `G` fits the storage's size and alignment (checked).
-            unsafe { storage.as_mut_ptr().cast::<G>().write(g) };
-            const {
-                &Vtable {
-                    call: call_stored::<G>,
-                    drop: drop_stored::<G, Storage>,
-                }
-            }
-        } else {
-            const { assert!(fits::<Box<()>>()) };
-            // SAFETY: a `Box` of a sized type is one word (asserted above).
-            unsafe { storage.as_mut_ptr().cast::<Box<G>>().write(Box::new(g)) };
-            const {
-                &Vtable {
-                    call: call_boxed::<G>,
-                    drop: drop_stored::<Box<G>, Storage>,
-                }
-            }
-        };
+        let mut storage = Storage::empty();
+        storage.put(g);
         Body {
             cell: UnsafeCell::new(Stored {
                 storage,
-                vtable: Some(vtable),
+                vtable: Some(
+                    const {
+                        &Vtable {
+                            call: call_stored::<G>,
+                            drop: Storage::drop_value::<G>,
+                        }
+                    },
+                ),
             }),
         }
     }

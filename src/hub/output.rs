@@ -1,32 +1,23 @@
 //! [`Output`]: a finished green thread's value, kept inside its task with
 //! its type erased: in place when it fits in [`WORDS`] words, boxed
-//! otherwise, so that a task with a small result allocates nothing for it
-//! (the value used to travel through an `Arc<Mutex<Option<T>>>` of its own).
+//! otherwise, so that a task with a small result allocates nothing for it.
 //!
 //! Owns the storage and the handover between the task's body, which puts
 //! the value, and its [`JoinHandle`](super::JoinHandle), which takes it, or
-//! drops it when the handle goes first. Uses the coroutine module's
-//! `drop_stored` (a greenlet's closure is erased the same way) and nothing
-//! else; the
-//! task holds one under its lock, and the typed `Slot<T>` token of
+//! drops it when the handle goes first. Uses the crate's closure store
+//! ([`Erased`], which keeps a greenlet's closure too) and nothing else;
+//! the task holds one under its lock, and the typed `Slot<T>` token of
 //! `task.rs` guarantees that every put and take of one output use one type.
 
-use std::mem::{self, MaybeUninit};
-use std::ptr;
 use std::thread::{self, ThreadId};
 
-use crate::coroutine::run::drop_stored;
+use crate::erased::Erased;
 
-/// Words of value kept in place.
+/// Words of value kept in place (a number, a pair of them, an `Arc`; a
+/// `String` is boxed); each word more makes every task a word larger.
 const WORDS: usize = 2;
 
-type Storage = MaybeUninit<[usize; WORDS]>;
-
-/// Whether a `T` is kept in the storage itself.
-const fn fits<T>() -> bool {
-    mem::size_of::<T>() <= mem::size_of::<Storage>()
-        && mem::align_of::<T>() <= mem::align_of::<Storage>()
-}
+type Storage = Erased<WORDS>;
 
 /// A task's value, once its body put it (see the module doc).
 pub(crate) struct Output {
@@ -57,7 +48,7 @@ impl Output {
     /// Nothing yet, wanted by its handle.
     pub(crate) const fn new() -> Output {
         Output {
-            storage: Storage::uninit(),
+            storage: Storage::empty(),
             drop: None,
             wanted: true,
             local_to: None,
@@ -109,22 +100,8 @@ impl Output {
             return Some(value);
         }
         debug_assert!(self.drop.is_none(), "a task's value is put once");
-        let drop: unsafe fn(*mut Storage) = if fits::<T>() {
-            // SAFETY: `T` fits the storage's size and alignment (checked).
-            unsafe { self.storage.as_mut_ptr().cast::<T>().write(value) };
-            drop_stored::<T, Storage>
-        } else {
-            const { assert!(fits::<Box<()>>()) };
-            // SAFETY: a `Box` of a sized type is one word (asserted above).
-            unsafe {
-                self.storage
-                    .as_mut_ptr()
-                    .cast::<Box<T>>()
-                    .write(Box::new(value))
-            };
-            drop_stored::<Box<T>, Storage>
-        };
-        self.drop = Some(drop);
+        self.storage.put(value);
+        self.drop = Some(Storage::drop_value::<T>);
         None
     }
 
@@ -135,15 +112,9 @@ impl Output {
     pub(crate) unsafe fn take<T>(&mut self) -> Option<T> {
         self.drop.take()?;
         self.local_to = None;
-        // SAFETY: the storage holds a `T`, in place or boxed as `fits`
-        // says (the caller's contract); with `drop` cleared it is read once.
-        unsafe {
-            if fits::<T>() {
-                Some(ptr::read(self.storage.as_ptr().cast::<T>()))
-            } else {
-                Some(*ptr::read(self.storage.as_ptr().cast::<Box<T>>()))
-            }
-        }
+        // SAFETY: the storage holds a `T` (the caller's contract); with
+        // `drop` cleared it is taken once.
+        Some(unsafe { Storage::take::<T>(&mut self.storage) })
     }
 
     /// The handle goes: a value put later is handed back to its putter;
@@ -186,7 +157,7 @@ mod tests {
 
     #[test]
     fn small_values_in_place_large_ones_boxed_each_taken_once() {
-        assert!(fits::<(u64, u64)>() && !fits::<[u64; 3]>() && !fits::<u128>());
+        assert!(Storage::in_place::<(u64, u64)>() && !Storage::in_place::<[u64; 3]>());
         let mut small = Output::new();
         // SAFETY: one type per output, in each block below.
         unsafe {
