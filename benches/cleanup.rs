@@ -4,7 +4,7 @@
 //! reaper, the CPython model's pending call); and 1,000 short-lived threads
 //! that each use greenlets, against 1,000 bare ones.
 //!
-//! Run: `cargo bench --bench cleanup`. Targets (issue 14): a drain at most
+//! Run: `cargo bench --bench cleanup`. Targets: a drain at most
 //! 1 µs per state; a thread exit with 10 suspended greenlets at most 10 µs
 //! more than a bare thread's. `benches/python/run.sh --kv` gives the same
 //! short-lived-thread load on CPython's greenlet (`thread_*` lines).

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The peer table of issue 14: this crate's greenlets side by side with raw
+# The greenlet peer table: this crate's greenlets side by side with raw
 # corosensei, generator 0.8 and context 3.0 (one binary, interleaved batches,
 # medians; instructions per operation under callgrind) and CPython's
 # greenlet 3.5.6 (benches/python/run.sh, which makes its venv on first use).
 # Usage (from anywhere): benches/peers/run.sh [peers table flags, e.g. --no-callgrind]
 # Takes about five minutes; every child and step is bounded in time.
-#   benches/peers/run.sh hub [--callgrind] [peers hub flags]   issue 15's table instead:
+#   benches/peers/run.sh hub [--callgrind] [peers hub flags]   the hub's table instead:
 #   the hub beside tokio, may, gevent 26.9.0 (benches/python/run.sh --gevent makes its
 #   venv) and raw corosensei, with the targets; writes benches/hub_ratios.svg.
 set -euo pipefail

@@ -9,7 +9,7 @@
 //! Modes: `table` (the default: times, memory, most alive, instructions
 //! under callgrind, CPython, and the ratios), `op SYSTEM OP COUNT` (one
 //! loop, for callgrind by hand), `rss SYSTEM` and `alive SYSTEM` (the
-//! children the table runs); `hub` (issue 15's table: the hub beside
+//! children the table runs); `hub` (the hub's table: the hub beside
 //! tokio, may and gevent, `benches/peers/run.sh hub`) and `sample` (its
 //! children).
 
@@ -60,7 +60,7 @@ enum Mode {
         #[arg(value_enum)]
         system: System,
     },
-    /// The hub's table (issue 15): greenlet::hub beside tokio, may, gevent
+    /// The hub's table: greenlet::hub beside tokio, may, gevent
     /// and raw corosensei, with the issue's targets; writes an SVG plot.
     Hub(runtimes::HubArgs),
     /// Child of `hub`: one timed sample of a figure on a peer.

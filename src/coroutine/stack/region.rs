@@ -281,8 +281,8 @@ pub(super) fn give_back(slots: &mut Vec<Slot>) {
 /// `MADV_POPULATE_WRITE`, where the kernel batches advice; each stack's
 /// header and first frames live there, so its first touch then takes no
 /// page fault (a trap per stack otherwise: 100,000 sleepers took 100,000
-/// faults under `stack::create`; measured in benches/RESULTS.md, issue 15
-/// session 10). The pages are zeroed as a fault would; at most one batch
+/// faults under `stack::create` in the hub's sleepers bench). The pages
+/// are zeroed as a fault would; at most one batch
 /// of them (63 pages) waits per size class, in its newest region, the only
 /// one with uncarved slots. A refusal (memory short, or no batching) costs
 /// nothing: the first touch then faults as before.

@@ -1,4 +1,4 @@
-//! The hub's table (issue 15): this crate's green threads against tokio,
+//! The hub's table: this crate's green threads against tokio,
 //! `may` and gevent (and raw corosensei for the park + resume floor), the
 //! same figures side by side in one run.
 //!

@@ -1,4 +1,4 @@
-//! The SVG plot of the hub's ratios to its peers against issue 15's
+//! The SVG plot of the hub's ratios to its peers against its
 //! targets: one horizontal bar per target (log scale), green where met,
 //! red where not, the target a black mark.
 //!

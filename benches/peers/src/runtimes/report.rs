@@ -1,5 +1,5 @@
 //! The hub's table: every figure of one run, the hub's ratios to each peer,
-//! and issue 15's targets with a verdict each (shared with the plot).
+//! and the hub's targets with a verdict each (shared with the plot).
 //!
 //! Owns [`Results`] and its Markdown rendering; measures nothing.
 
@@ -76,7 +76,7 @@ pub(crate) enum Against {
     RssBytes(f64),
 }
 
-/// One of issue 15's targets: the ratio must be at most `bound`.
+/// One of the hub's targets: the ratio must be at most `bound`.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Target {
     /// Short label (the plot's axis).
@@ -106,7 +106,7 @@ impl Target {
     }
 }
 
-/// Issue 15's benchmark targets.
+/// The hub's benchmark targets.
 pub(crate) const TARGETS: [Target; 10] = [
     Target {
         label: "spawn+join / tokio",
@@ -285,7 +285,7 @@ pub(crate) fn render(r: &Results) -> String {
         let _ = writeln!(out);
     }
 
-    let _ = writeln!(out, "\nIssue 15's targets:\n");
+    let _ = writeln!(out, "\nThe hub's targets:\n");
     let _ = writeln!(out, "| target | this run | verdict |");
     let _ = writeln!(out, "|---|---|---|");
     for target in TARGETS {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Run issue 13's probes on pyenv's CPython 3.11.7, 3.12.1 and 3.13.0 and print their results.
+# Run the probes on pyenv's CPython 3.11.7, 3.12.1 and 3.13.0 and print their results.
 #
-# Usage: probes/run_issue13.sh [--repeat N]   (N: runs of the probes whose result varies; default 3)
+# Usage: probes/run_probes.sh [--repeat N]   (N: runs of the probes whose result varies; default 3)
 # Needs port/work/venv-{stock,robust}-<version> (port/build.sh --variants stock,robust).
 # Every probe bounds itself (faulthandler.dump_traceback_later(t, exit=True)); each run also
 # has a `timeout` backstop. A hang prints "HANG(rc=N)" and the top frames of the main thread's
@@ -15,7 +15,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --repeat) REPEAT="$2"; shift 2 ;;
         -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "run_issue13.sh: unknown argument '$1'" >&2; exit 2 ;;
+        *) echo "run_probes.sh: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
 VERSIONS="3.11.7 3.12.1 3.13.0"
@@ -23,7 +23,7 @@ py() { echo "$HOME/.pyenv/versions/$1/bin/python"; }
 venv() { echo "$ROOT/port/work/venv-$1-$2/bin/python"; }
 for v in $VERSIONS; do
     for b in stock robust; do
-        [ -x "$(venv $b $v)" ] || { echo "run_issue13.sh: no $(venv $b $v); run port/build.sh --variants stock,robust" >&2; exit 2; }
+        [ -x "$(venv $b $v)" ] || { echo "run_probes.sh: no $(venv $b $v); run port/build.sh --variants stock,robust" >&2; exit 2; }
     done
 done
 
