@@ -1,6 +1,6 @@
-//! The scenarios of issue 3, shared by the examples and the tests: the seed
-//! report's reproducer, the coverage.py-like churn, a full pending-call ring,
-//! finalization, a panicking finalizer.
+//! The live scenarios of greenlet's thread-exit livelock, shared by the
+//! examples and the tests: the seed report's reproducer, the coverage.py-like
+//! churn, a full pending-call ring, finalization, a panicking finalizer.
 //!
 //! Owns: the scenario configurations and reports, and which explorer mode
 //! stands for each live mode ([`TraceMode::explored_as`]). Uses the

@@ -4,7 +4,9 @@
 //! and prints the shortest schedule that reaches it.
 //!
 //! Owns: the scenarios ([`scenario`]), the explored state and its
-//! transitions (`model`, internal), the breadth-first search ([`search`]) and the
+//! transitions (`model`, internal), the frame machine that the CPython model
+//! and the hub's host share (`frames`, internal: programs, conditions, the
+//! cleanup queue's drain), the breadth-first search ([`search`]) and the
 //! table over scenarios × versions × policies × modes; and the hub's
 //! pending-call slot as a further host ([`hub`]: its cells, [`HubCell`],
 //! are scenarios × policies, and [`ExploreCell`] is what both kinds of cell
@@ -78,6 +80,8 @@ pub mod hub;
 pub(crate) mod model;
 pub mod scenario;
 pub mod search;
+
+mod frames;
 
 use std::fmt;
 use std::str::FromStr;

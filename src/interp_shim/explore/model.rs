@@ -7,18 +7,25 @@
 //! thread touches shared state, the step is one call of a core method, and
 //! the driver only moves program counters and pushes and pops frames.
 //!
-//! Owns: [`Model`], [`State`] and its parts, [`Step`] and [`Action`]. Uses
-//! [`InterpCore`] and [`QueueCore`] for every rule, and the scenarios'
-//! operations ([`super::scenario`]).
+//! Owns: [`Model`], [`State`] and its parts, [`Step`] and [`Action`] (their
+//! text in `text`). Uses [`InterpCore`] and [`QueueCore`] for every rule,
+//! the frame machine it shares with the hub's host ([`super::frames`]:
+//! programs, conditions, the cleanup queue's drain, a dying thread's push),
+//! and the scenarios' operations ([`super::scenario`]).
 
-use std::fmt;
+mod text;
 
-use crate::cleanup::{Policy, PushAction, QueueCore, Retry};
+use crate::cleanup::{Policy, QueueCore, Retry};
 use crate::interp_shim::core::{CheckSite, Continuation, InterpCore, MakeBegin};
 use crate::interp_shim::{ThreadIdx, MAIN_THREAD};
 
+use super::frames::{
+    drain_step, push_state, DrainMove, DrainStage, ProgRef, Programs, PushOutcome, StateToken,
+    World,
+};
 use super::scenario::{Cond, Op, Scenario, ThreadOp};
 use super::Mode;
+use text::{ActionText, OpText};
 
 /// A call in the pending-call ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -30,22 +37,6 @@ pub(crate) enum CallToken {
     /// Another extension's Python-level pending call: runs the scenario's
     /// foreign-call program, its entry a `RESUME` check site.
     Python,
-}
-
-/// A queued thread state: the index of the dying thread it belonged to.
-pub(crate) type StateToken = u8;
-
-/// Which program a code frame runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum ProgRef {
-    /// The main thread's own program.
-    Main,
-    /// The finalizer of dying thread `n`'s state.
-    Finalizer(u8),
-    /// A Python-level pending call of another extension.
-    ForeignCall,
-    /// The body of the main thread's greenlet `n` (`n >= 1`).
-    Greenlet(u8),
 }
 
 /// Where a code frame is inside its current operation.
@@ -72,21 +63,6 @@ pub(crate) enum HandleStage {
     /// Dropped the GIL on request; waiting to take it back.
     Regain,
     /// The end: 3.12's final recompute and the continuation.
-    End,
-}
-
-/// A stage of the drain (`PendingCallback_DestroyQueue`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum DrainStage {
-    /// Entered.
-    Begin,
-    /// About to take the next state.
-    Next,
-    /// `Shielded`: about to suspend tracing before destroying this state.
-    Shield(StateToken),
-    /// `Shielded`: the destruction returned; about to resume tracing.
-    Unshield,
-    /// Found the queue empty; about to return.
     End,
 }
 
@@ -160,6 +136,21 @@ pub(crate) struct State {
     /// running one's is empty here; a dead greenlet's is empty too):
     /// greenlet's `PythonState` and its saved C stack.
     pub parked: Vec<Vec<Frame>>,
+}
+
+impl World for State {
+    fn queue(&self) -> &QueueCore<StateToken> {
+        &self.queue
+    }
+    fn ring_len(&self) -> usize {
+        self.py.ring_len()
+    }
+    fn events(&self) -> u8 {
+        self.events
+    }
+    fn dying_pc(&self, t: usize) -> u8 {
+        self.dying[t].pc
+    }
 }
 
 /// What one step did: the thread and the action, for counterexamples.
@@ -241,17 +232,6 @@ pub(crate) enum Action {
     Switch(u8),
 }
 
-/// What [`QueueCore::push`] answered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum PushOutcome {
-    /// Schedule a drain.
-    Schedule,
-    /// Nothing to do.
-    Nothing,
-    /// The queue is finalized: leaked on purpose.
-    Leaked,
-}
-
 /// The transition relation of one scenario: the initial state, and every
 /// step any thread can take from a state.
 pub(crate) struct Model<'a> {
@@ -304,52 +284,19 @@ impl<'a> Model<'a> {
         }
     }
 
-    pub(crate) fn ops(&self, prog: ProgRef) -> &'a [Op] {
-        match prog {
-            ProgRef::Main => &self.scenario.main.ops,
-            ProgRef::Finalizer(n) => &self.scenario.threads[n as usize].finalizer.ops,
-            ProgRef::ForeignCall => &self.scenario.foreign_call.ops,
-            ProgRef::Greenlet(n) => &self.scenario.greenlets[n as usize - 1].ops,
+    /// The scenario's programs and threads.
+    pub(crate) fn progs(&self) -> Programs<'a> {
+        Programs {
+            scenario: self.scenario,
         }
     }
 
-    /// The frame name of a program.
-    pub(crate) fn prog_name(&self, prog: ProgRef) -> &'a str {
-        match prog {
-            ProgRef::Main => self.scenario.main.name,
-            ProgRef::Finalizer(n) => self.scenario.threads[n as usize].finalizer.name,
-            ProgRef::ForeignCall => self.scenario.foreign_call.name,
-            ProgRef::Greenlet(n) => self.scenario.greenlets[n as usize - 1].name,
-        }
-    }
-
-    /// The display name of interpreter thread `t`.
-    pub(crate) fn thread_name(&self, t: ThreadIdx) -> &'a str {
-        if t == MAIN_THREAD {
-            "main"
-        } else {
-            self.scenario.threads[t - 1].name
-        }
-    }
-
-    /// Whether dying thread `t` (0-based) has finished.
-    pub(crate) fn finished(&self, st: &State, t: usize) -> bool {
-        st.dying[t].pc as usize >= self.scenario.threads[t].ops.len()
+    fn ops(&self, prog: ProgRef) -> &'a [Op] {
+        self.progs().ops(prog)
     }
 
     fn cond(&self, st: &State, c: Cond) -> bool {
-        match c {
-            Cond::QueueNonEmpty => !st.queue.is_empty(),
-            Cond::RingEmpty => st.py.ring_len() == 0,
-            Cond::Event(n) => st.events & (1 << n) != 0,
-            Cond::ThreadExited(n) => {
-                let t = n as usize;
-                let ops = &self.scenario.threads[t].ops;
-                ops[st.dying[t].pc as usize..]
-                    .iter()
-                    .all(|op| *op == ThreadOp::Die)
-            }
-        }
+        self.progs().cond(st, c)
     }
 
     /// The main thread has finished its program.
@@ -361,18 +308,11 @@ impl<'a> Model<'a> {
     /// idle loop with nothing below (no handler, no pending call running) and
     /// the ring is empty, so nothing will ever run a drain again.
     pub(crate) fn quiescent(&self, st: &State) -> bool {
-        let idle = match (st.main.as_slice(), self.scenario.idle_from) {
-            (
-                [Frame::Code {
-                    prog: ProgRef::Main,
-                    pc,
-                    ..
-                }],
-                Some(from),
-            ) => *pc >= from,
+        let idle = match st.main.as_slice() {
+            [Frame::Code { prog, pc, .. }] => self.progs().idle_at(*prog, *pc),
             _ => false,
         };
-        idle && (0..st.dying.len()).all(|t| self.finished(st, t))
+        idle && (0..st.dying.len()).all(|t| self.progs().finished(st, t))
             && st.py.ring_len() == 0
             && !st.py.busy()
     }
@@ -503,25 +443,6 @@ impl<'a> Model<'a> {
                     }
                 };
                 match stage {
-                    DrainStage::Begin => {
-                        s.queue.drain_begin();
-                        set_stage(&mut s, DrainStage::Next);
-                        push(Action::DrainBegin, s);
-                    }
-                    DrainStage::Next => match s.queue.drain_next() {
-                        Some(token) => {
-                            if s.queue.policy().shields() {
-                                set_stage(&mut s, DrainStage::Shield(token));
-                            } else {
-                                self.call(&mut s, ProgRef::Finalizer(token));
-                            }
-                            push(Action::DrainPop(token), s);
-                        }
-                        None => {
-                            set_stage(&mut s, DrainStage::End);
-                            push(Action::DrainEmpty, s);
-                        }
-                    },
                     DrainStage::Shield(token) => {
                         s.py.enter_tracing(MAIN_THREAD);
                         set_stage(&mut s, DrainStage::Unshield);
@@ -533,10 +454,27 @@ impl<'a> Model<'a> {
                         set_stage(&mut s, DrainStage::Next);
                         push(Action::LeaveTracing, s);
                     }
-                    DrainStage::End => {
-                        s.queue.drain_end();
-                        s.main.pop();
-                        push(Action::DrainEnd, s);
+                    _ => {
+                        let mut next = stage;
+                        let shield = s.queue.policy().shields();
+                        let Some(done) = drain_step(&mut s.queue, &mut next, shield) else {
+                            return;
+                        };
+                        set_stage(&mut s, next);
+                        let action = match done {
+                            DrainMove::Began => Action::DrainBegin,
+                            DrainMove::Destroy(token) => {
+                                self.call(&mut s, ProgRef::Finalizer(token));
+                                Action::DrainPop(token)
+                            }
+                            DrainMove::Shield(token) => Action::DrainPop(token),
+                            DrainMove::Empty => Action::DrainEmpty,
+                            DrainMove::Ended => {
+                                s.main.pop();
+                                Action::DrainEnd
+                            }
+                        };
+                        push(action, s);
                     }
                 }
             }
@@ -717,20 +655,12 @@ impl<'a> Model<'a> {
                 let mut s = st.clone();
                 match sub {
                     DIE_PUSH => {
-                        let outcome = match s.queue.push(t as StateToken) {
-                            PushAction::Schedule => {
-                                set(&mut s, pc, DIE_ADD);
-                                PushOutcome::Schedule
-                            }
-                            PushAction::Nothing => {
-                                set(&mut s, pc + 1, 0);
-                                PushOutcome::Nothing
-                            }
-                            PushAction::Leaked(_) => {
-                                set(&mut s, pc + 1, 0);
-                                PushOutcome::Leaked
-                            }
-                        };
+                        let outcome = push_state(&mut s.queue, t);
+                        if outcome == PushOutcome::Schedule {
+                            set(&mut s, pc, DIE_ADD);
+                        } else {
+                            set(&mut s, pc + 1, 0);
+                        }
                         push(Action::Push(outcome), s);
                     }
                     DIE_ADD => {
@@ -767,7 +697,7 @@ impl<'a> Model<'a> {
 
     /// One line describing a step.
     pub(crate) fn describe(&self, step: Step) -> String {
-        let who = format!("T{} {}", step.thread, self.thread_name(step.thread));
+        let who = format!("T{} {}", step.thread, self.progs().thread_name(step.thread));
         format!("{who}: {}", ActionText(step.action))
     }
 
@@ -786,7 +716,7 @@ impl<'a> Model<'a> {
                         Wait::Gil => " (waiting for the GIL)",
                         Wait::Cond => " (blocked)",
                     };
-                    format!("{}@{pc}:{}{w}", self.prog_name(prog), OpText(op))
+                    format!("{}@{pc}:{}{w}", self.progs().prog_name(prog), OpText(op))
                 }
                 Frame::Handle { site, stage } => format!("handle_pending[{site:?}:{stage:?}]"),
                 Frame::Make { iter } => format!("make_pending_calls[iter {iter}]"),
@@ -802,13 +732,7 @@ impl<'a> Model<'a> {
             .dying
             .iter()
             .enumerate()
-            .map(|(t, d)| {
-                let spec = &self.scenario.threads[t];
-                match spec.ops.get(d.pc as usize) {
-                    None => format!("{}=done", spec.name),
-                    Some(op) => format!("{}={op:?}/{}", spec.name, d.sub),
-                }
-            })
+            .map(|(t, d)| self.progs().dying_text(t, d.pc, d.sub))
             .collect();
         format!(
             "{} tracing_suspended={} | queue len={} draining={} scheduled={} outstanding={} | {} | main: {}",
@@ -860,11 +784,7 @@ fn set_pc(model: &Model<'_>, s: &mut State, target: u8) {
 /// target) and pop the frame when its program ends.
 fn advance(model: &Model<'_>, s: &mut State) {
     if let Some(Frame::Code { prog, pc, wait }) = s.main.last_mut() {
-        let next = match model.ops(*prog)[*pc as usize] {
-            Op::Loop(target) => target,
-            _ => *pc + 1,
-        };
-        *pc = next;
+        *pc = model.progs().next_pc(*prog, *pc);
         *wait = Wait::Ready;
     }
     pop_finished(model, s);
@@ -895,88 +815,6 @@ fn switch_stacks(s: &mut State, target: u8) {
     s.parked[s.greenlet as usize] = origin;
     s.main = std::mem::take(&mut s.parked[target as usize]);
     s.greenlet = target;
-}
-
-struct OpText(Op);
-
-impl fmt::Display for OpText {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            Op::Enter(name) => write!(f, "call {name}() (RESUME)"),
-            Op::AfterCall => f.write_str("after call"),
-            Op::Loop(t) => write!(f, "loop back to {t}"),
-            Op::JumpIf(c, t) => write!(f, "if {c:?} goto {t}"),
-            Op::Sleep => f.write_str("time.sleep()"),
-            Op::Block(c) => write!(f, "wait until {c:?}"),
-            Op::SetEvent(n) => write!(f, "set event {n}"),
-            Op::FinishPendingCalls => f.write_str("_Py_FinishPendingCalls()"),
-            Op::PushPythonCall => f.write_str("Py_AddPendingCall(second_call) push"),
-            Op::SignalPendingCalls => f.write_str("Py_AddPendingCall: SIGNAL_PENDING_CALLS"),
-            Op::Finalize => f.write_str("Py_FinalizeEx()"),
-            Op::Switch(n) => write!(f, "switch to greenlet {n}"),
-        }
-    }
-}
-
-struct ActionText(Action);
-
-impl fmt::Display for ActionText {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            Action::CheckClear(site) => write!(f, "check site {site:?}: eval breaker clear, go on"),
-            Action::CheckSet(site, took) => write!(
-                f,
-                "check site {site:?}: eval breaker set -> handle_pending; signals: {}",
-                if took { "ran handlers" } else { "none" }
-            ),
-            Action::NoCalls => f.write_str("handle: calls_to_do clear"),
-            Action::MakeBegin(b) => write!(f, "handle: make_pending_calls -> {b:?}"),
-            Action::NoDrop => f.write_str("handle: no drop request"),
-            Action::DropOnRequest => f.write_str("handle: drop request -> drop_gil"),
-            Action::HandleEnd(c) => write!(f, "handle: end -> {c:?}"),
-            Action::Pop(c) => write!(f, "make_pending_calls: pop and run {c:?}"),
-            Action::MakeEnd => f.write_str("make_pending_calls: ring empty -> return (busy = 0)"),
-            Action::DrainBegin => f.write_str("DestroyQueue: begin"),
-            Action::DrainPop(s) => write!(f, "DestroyQueue: pop state of thread {}", s + 1),
-            Action::DrainEmpty => f.write_str("DestroyQueue: queue empty -> flags released"),
-            Action::EnterTracing(s) => {
-                write!(
-                    f,
-                    "DestroyQueue: EnterTracing, destroy state of thread {}",
-                    s + 1
-                )
-            }
-            Action::LeaveTracing => f.write_str("DestroyQueue: LeaveTracing"),
-            Action::DrainEnd => f.write_str("DestroyQueue: return"),
-            Action::Test(c, v) => write!(f, "test {c:?} -> {v}"),
-            Action::Sleep => f.write_str("time.sleep: drop_gil"),
-            Action::Block(c) => write!(f, "block until {c:?}: drop_gil"),
-            Action::TakeGil => f.write_str("take_gil (breaker recomputed as this thread)"),
-            Action::RequestDrop => f.write_str("waited 5 ms for the GIL: SET_GIL_DROP_REQUEST"),
-            Action::SetEvent(n) => write!(f, "set event {n}"),
-            Action::FinishPendingCalls(b) => match b {
-                Some(b) => write!(f, "_Py_FinishPendingCalls: make_pending_calls -> {b:?}"),
-                None => f.write_str("_Py_FinishPendingCalls: nothing to do"),
-            },
-            Action::Finalize => f.write_str("Py_FinalizeEx: finalizing; cleanup queue finalized"),
-            Action::DropGil => f.write_str("ran Python code; drop_gil"),
-            Action::ExitAtTakeGil => f.write_str("take_gil while finalizing: thread exits"),
-            Action::Woke(c) => write!(f, "woke: {c:?}"),
-            Action::Push(o) => write!(f, "dies: push state onto the cleanup queue -> {o:?}"),
-            Action::AddPending(ok) => write!(
-                f,
-                "Py_AddPendingCall: push -> {}",
-                if ok { "ok" } else { "ring full" }
-            ),
-            Action::Signal => f.write_str("Py_AddPendingCall: SIGNAL_PENDING_CALLS as this thread"),
-            Action::ScheduleFailed(retry) => write!(
-                f,
-                "schedule failed, reported to the queue -> {}",
-                if retry { "retry" } else { "give up" }
-            ),
-            Action::Switch(n) => write!(f, "greenlet.switch() to greenlet {n}"),
-        }
-    }
 }
 
 #[cfg(test)]

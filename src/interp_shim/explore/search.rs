@@ -4,8 +4,8 @@
 //!
 //! Owns: [`explore`], [`explore_scenario`], [`Verdict`], [`Counterexample`],
 //! [`BoundExceeded`], and the `Host` trait that a host's transition system
-//! (the CPython model's `model::Model`, the hub's `hub::HubModel`)
-//! implements. Uses a host's transitions and predicates only; it knows no
+//! implements (`CpythonHost` here over the CPython model's `model::Model`;
+//! the hub's `HubHost` over its own transitions). Uses a host's transitions and predicates only; it knows no
 //! rule of CPython, of the hub or of a policy (the CPython livelock test
 //! below asks the model's own predicate and replays its own steps).
 
@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use crate::cleanup::QueueCore;
 
-use super::model::{Model, State, StateToken, Step};
+use super::frames::StateToken;
+use super::model::{Model, State, Step};
 use super::scenario::Scenario;
 use super::{ExploreCell, TableCell};
 

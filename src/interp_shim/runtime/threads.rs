@@ -30,11 +30,11 @@ use super::Py;
 /// calls `Py_AddPendingCall` (greenlet's `ThreadStateCreator` destructor →
 /// `AddToCleanupQueue`), without the GIL and after the thread state is gone.
 /// On real 3.11 and 3.12 another thread usually runs Python code before
-/// they end: `probes/exit_order.py` found the push not yet done right after
-/// `Thread.join()` returned in 242–285 of 300 joins per run (nine runs per
-/// version on this 2-vCPU machine under load), and done after one more
-/// `time.sleep(0)` in all but 0–1. On 3.13 `join()` waits for the OS
-/// thread (destructors included: 0 of 300); the version data says so
+/// they end: `probes/exit_order.py` (run it to re-measure on a given
+/// machine) finds the push usually not yet done right after `Thread.join()`
+/// returns, and done after one more `time.sleep(0)` in nearly every join.
+/// On 3.13 `join()` waits for the OS thread, destructors included; the
+/// version data says so
 /// ([`VersionSpec::join_waits_for_thread_exit`](super::super::VersionSpec::join_waits_for_thread_exit))
 /// and [`Py::join`](super::Py::join) follows it under either order.
 ///
