@@ -13,8 +13,8 @@ VARIANT is one of:
              queue is non-empty; a failed Py_AddPendingCall clears it so the next push retries
   robust     the recommended change: port/greenlet-thread-cleanup.patch, applied with
              `git apply` (the `scheduled` flag, and every thread state destroyed with tracing and
-             profiling suspended on the draining thread through greenlet's own TracingGuard,
-             i.e. PyThreadState_EnterTracing/LeaveTracing; plus the patch's regression test).
+             profiling suspended on the draining thread, between PyThreadState_EnterTracing and
+             PyThreadState_LeaveTracing; plus the patch's regression test).
              The model's `robust`. `shielded` is accepted as an alias of the same build.
 
 Why the C++ `robust` has no retry branch although the model's `robust` has one: the model's
