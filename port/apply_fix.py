@@ -11,10 +11,11 @@ VARIANT is one of:
   seed       the seed report's `draining` flag (the model's `draining`)
   scheduled  a `scheduled` flag: exactly one pending call outstanding or running while the
              queue is non-empty; a failed Py_AddPendingCall clears it so the next push retries
-  robust     `scheduled`, and every thread state is destroyed with tracing/profiling suspended
-             on the draining thread (PyThreadState_EnterTracing/LeaveTracing): the model's
-             `robust`, the recommended change. `shielded` is accepted as an alias (the name this
-             build had before the model grew `robust`).
+  robust     the recommended change: port/greenlet-thread-cleanup.patch, applied with
+             `git apply` (the `scheduled` flag, and every thread state destroyed with tracing and
+             profiling suspended on the draining thread, between PyThreadState_EnterTracing and
+             PyThreadState_LeaveTracing; plus the patch's regression test).
+             The model's `robust`. `shielded` is accepted as an alias of the same build.
 
 Why the C++ `robust` has no retry branch although the model's `robust` has one: the model's
 `robust` retries a refused schedule when a push found the flag held between the refused
@@ -30,21 +31,27 @@ Every variant except `stock` also gets a test-only hook: when the environment va
 GREENLET_TEST_DRAIN_EXIT_DELAY_US is set (read once, at the first drain), the drain sleeps that many
 microseconds, holding the GIL, after it found the queue empty and released the cleanup lock and
 before it returns. That widens the window between "flag cleared" and "pending call returned".
---no-test-hooks leaves that hook out: the change as it would be proposed to greenlet.
+--no-test-hooks leaves that hook out; `apply_fix.py --no-test-hooks robust TREE` leaves TREE exactly
+as `git apply port/greenlet-thread-cleanup.patch` does.
 
-Every place is found by the names and strings it contains; if any anchor is missing or ambiguous the
-script stops with a message naming it and changes nothing. Applying twice is refused (the file
-carries a marker).
+`seed` and `scheduled` are comparison candidates, written here by anchors: every place is found by
+the names and strings it contains; if any anchor is missing or ambiguous the script stops with a
+message naming it and changes nothing. Applying twice is refused (an anchored edit leaves a marker
+comment in the file; the patch file does not apply to a tree that already has it).
 """
 
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
 TARGET = Path("src/greenlet/TThreadStateDestroy.cpp")
+# The change proposed to greenlet, as its maintainers apply it; the `robust` build is made from it.
+PATCH_FILE = Path(__file__).resolve().parent / "greenlet-thread-cleanup.patch"
 MARKER = "greenlet-port policy:"
 VARIANTS = ("stock", "seed", "scheduled", "robust")
-# Older names still accepted on command lines.
+# Other names accepted on command lines for the same build.
 ALIASES = {"shielded": "robust"}
 DELAY_ENV = "GREENLET_TEST_DRAIN_EXIT_DELAY_US"
 
@@ -126,36 +133,6 @@ FLAG_HELPERS = {
     }
 """,
 }
-
-SHIELD_HELPER = """
-    // greenlet-port policy: robust.
-    // Destroying a thread state can run Python code (weakref callbacks and
-    // __del__ methods of the dead thread's greenlets). We do that from inside a
-    // pending call; on CPython 3.11 a traced or profiled function entry made
-    // while a pending call is being handled, with another pending call
-    // signalled, re-dispatches forever. Suspending tracing and profiling on
-    // this thread for the duration of one destruction keeps that code off the
-    // traced dispatch path. The cost: trace and profile functions (coverage,
-    // debuggers, profilers) do not see code run by this cleanup.
-    class UntracedScope
-    {
-    private:
-        PyThreadState* const tstate;
-    public:
-        UntracedScope()
-            : tstate(PyThreadState_GET())
-        {
-            PyThreadState_EnterTracing(this->tstate);
-        }
-        ~UntracedScope()
-        {
-            PyThreadState_LeaveTracing(this->tstate);
-        }
-    private:
-        UntracedScope(const UntracedScope&);
-        UntracedScope& operator=(const UntracedScope&);
-    };
-"""
 
 DELAY_HELPER = f"""
     // greenlet-port: test-only window widening. If {DELAY_ENV} is set
@@ -365,21 +342,14 @@ def check_locking(tree):
     return facts
 
 
-def patch(text, variant, test_hooks=True):
+def patch(text, variant):
+    """The comparison candidate `variant` (seed or scheduled), written into the pristine text."""
     ed = Editor(text)
-
-    # Standard headers for the test-only delay.
-    inc = find_once(text, r'#include "TThreadStateCreator\.hpp"\n', "#include of TThreadStateCreator.hpp")
-    if test_hooks:
-        ed.insert_after(inc, "\n#include <chrono>\n#include <cstdlib>\n#include <thread>\n")
 
     # Private helpers go right after the struct's only `private:` label.
     struct = find_once(text, r"struct\s+ThreadState_DestroyNoGIL\s*\{", "struct ThreadState_DestroyNoGIL")
     priv = find_once(text, r"\nprivate:\n", "`private:` label of ThreadState_DestroyNoGIL", struct.end())
-    helpers = FLAG_HELPERS["seed" if variant == "seed" else "scheduled"] + (DELAY_HELPER if test_hooks else "")
-    if variant == "robust":
-        helpers += SHIELD_HELPER
-    ed.insert_after(priv, helpers)
+    ed.insert_after(priv, FLAG_HELPERS[variant])
 
     # AddToCleanupQueue: when to schedule.
     a_start, a_end = span_of_function(text, "AddToCleanupQueue", "PendingCallback_DestroyQueue")
@@ -411,19 +381,49 @@ def patch(text, variant, test_hooks=True):
                          "take_next_to_destroy() in PendingCallback_DestroyQueue", d_start, d_end)
         ed.replace(take, "draining() = true;\n"
                          "                to_destroy = mod_globs->take_next_to_destroy();")
-    destroy = find_once(text, r"DestroyOne\(to_destroy\);(\s*\})(\s*)return 0;",
-                        "DestroyOne(to_destroy) ... return 0 at the end of the drain loop", d_start, d_end)
-    call = "DestroyOne(to_destroy);"
-    if variant == "robust":
-        call = ("{\n"
-                "                UntracedScope untraced;\n"
-                "                DestroyOne(to_destroy);\n"
-                "            }")
-    hook = ("TestOnlyDrainExitDelay();" + destroy.group(2)) if test_hooks else ""
-    ed.replace(destroy, call + destroy.group(1) + destroy.group(2) + hook + "return 0;")
+    return ed.result()
 
-    out = ed.result()
-    return f"// {MARKER} {variant} (applied by port/apply_fix.py)\n" + out
+
+def add_test_hooks(text):
+    """text with the test-only drain-exit delay: a private helper, called just before the drain returns."""
+    ed = Editor(text)
+    inc = find_once(text, r'#include "TThreadStateCreator\.hpp"\n', "#include of TThreadStateCreator.hpp")
+    ed.insert_after(inc, "\n#include <chrono>\n#include <cstdlib>\n#include <thread>\n")
+    # After the other private helpers, before greenlet's first private function.
+    first = find_once(text, r"\n    // If the state has an allocated main greenlet:",
+                      "comment opening MarkGreenletDeadIfNeeded")
+    ed.replace(first, DELAY_HELPER + first.group(0))
+    d_start, d_end = span_of_function(text, "PendingCallback_DestroyQueue", "DestroyOne")
+    ret = find_once(text, r"return 0;", "`return 0;` at the end of PendingCallback_DestroyQueue", d_start, d_end)
+    ed.replace(ret, "TestOnlyDrainExitDelay();\n        return 0;")
+    return ed.result()
+
+
+def apply_patch_file(tree):
+    """Apply PATCH_FILE to tree with `git apply`, as a greenlet maintainer would."""
+    # The tree may lie inside another git work tree (this repository's port/work); stop git from
+    # finding it, or `git apply` would resolve the patch's paths against that repository's root.
+    env = dict(os.environ, GIT_CEILING_DIRECTORIES=str(Path(tree).resolve().parent))
+    proc = subprocess.run(["git", "apply", "--whitespace=error-all", str(PATCH_FILE)], cwd=tree, env=env,
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise AnchorError(f"`git apply {PATCH_FILE.name}` failed in {tree} (a greenlet 3.5.6 tree, "
+                          f"not yet patched, is expected): {proc.stderr.strip()}")
+
+
+def apply_variant(tree, variant, test_hooks):
+    """Write `variant` into the unpacked tree; the tree's TARGET must be unpatched."""
+    target = tree / TARGET
+    if variant == "robust":
+        apply_patch_file(tree)
+        text = target.read_text()
+    else:
+        text = patch(target.read_text(), variant)
+    if variant != "robust" or test_hooks:
+        if test_hooks:
+            text = add_test_hooks(text)
+        text = f"// {MARKER} {variant} (applied by port/apply_fix.py)\n" + text
+    target.write_text(text)
 
 
 def canonical(names):
@@ -481,11 +481,10 @@ def main(argv):
     try:
         # The flag protocol of every patched variant assumes the locking checked here.
         check_locking(tree)
-        new = patch(text, variant, test_hooks)
+        apply_variant(tree, variant, test_hooks)
     except (AnchorError, OSError) as err:
         print(f"apply_fix: {variant}: {err}", file=sys.stderr)
         return 1
-    target.write_text(new)
     print(f"apply_fix: {variant}{'' if test_hooks else ' (no test hooks)'}: patched {target}")
     return 0
 

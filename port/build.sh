@@ -5,12 +5,14 @@
 #                 [--jobs N] [--force]
 #
 # Downloads the sdist with pip into port/work/dl, unpacks a fresh tree per variant under
-# port/work/src/<variant>, applies port/apply_fix.py <variant>, and builds + installs it into
+# port/work/src/<variant>, applies port/apply_fix.py <variant> (for robust: the committed
+# port/greenlet-thread-cleanup.patch plus the test-only delay hook), and builds + installs it into
 # port/work/venv-<variant>-<pyver> (each build from its own copy under port/work/build/ so that
-# builds can run in parallel). A venv whose stamp records the same patch hash (sdist sha256 +
-# apply_fix.py sha256 + variant) is skipped. Every step takes a per-item flock, so two build.sh
-# runs at once do not trample each other. The diff of each variant against the pristine file is
-# written to port/work/diff/<variant>.diff, and the locking facts to port/work/diff/locking.txt.
+# builds can run in parallel). A venv whose stamp records the same patch hash (the sdist's sha256
+# plus the path and sha256 of every file the variant changed or added) is skipped. Every step
+# takes a per-item flock, so two build.sh runs at once do not trample each other. The diff of each
+# variant against the pristine sources is written to port/work/diff/<variant>.diff, and the
+# locking facts to port/work/diff/locking.txt.
 set -euo pipefail
 
 PORT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -71,8 +73,8 @@ python3 "$PORT/apply_fix.py" --check-locking "$WORK/src/pristine" > "$WORK/diff/
     || { echo "build.sh: the locking check failed on the pristine tree; not building" >&2; exit 1; }
 
 prepare_tree() {  # variant -> patched tree at $WORK/src/<variant>, its patch hash in .stamp
-    # The patch hash is the sdist's sha256 plus the sha256 of every file apply_fix.py changed, so
-    # editing apply_fix.py rebuilds only the variants whose result changed.
+    # The patch hash is the sdist's sha256 plus the sha256 of every file apply_fix.py changed or
+    # added, so editing apply_fix.py or the patch file rebuilds only the variants whose result changed.
     local v="$1"
     (
         flock 9
@@ -82,7 +84,8 @@ prepare_tree() {  # variant -> patched tree at $WORK/src/<variant>, its patch ha
         python3 "$PORT/apply_fix.py" "$v" "$tmp" >/dev/null
         local h
         # Paths relative to the tree, so that moving port/work (another worktree) keeps the hash.
-        h=$( { echo "$SDIST_SHA"; { diff -rq "$WORK/src/pristine" "$tmp" || true; } | awk '/^Files / {print $4}' \
+        h=$( { echo "$SDIST_SHA"; { diff -rq "$WORK/src/pristine" "$tmp" || true; } \
+               | awk -v tmp="$tmp" '/^Files / {print $4} index($0, "Only in " tmp) == 1 {sub(/^Only in /, ""); sub(/: /, "/"); print}' \
                | sort | while read -r f; do echo "${f#"$tmp"/} $(sha256sum < "$f" | cut -d' ' -f1)"; done; } \
                | sha256sum | cut -c1-16 )
         if [ "$FORCE" = 1 ] || [ ! -f "$tree/.stamp" ] || [ "$(cat "$tree/.stamp")" != "$h" ]; then
@@ -91,16 +94,7 @@ prepare_tree() {  # variant -> patched tree at $WORK/src/<variant>, its patch ha
         else
             rm -rf "$tmp"
         fi
-        (cd "$WORK/src" && diff -u pristine/src/greenlet/TThreadStateDestroy.cpp \
-            "$v/src/greenlet/TThreadStateDestroy.cpp" > "$WORK/diff/$v.diff" || true)
-        # The same change without the test-only hook: what would be proposed to greenlet.
-        local prod="$WORK/src/.prod-$v"
-        rm -rf "$prod"; mkdir -p "$prod"
-        tar xzf "$SDIST" -C "$prod" --strip-components=1
-        python3 "$PORT/apply_fix.py" --no-test-hooks "$v" "$prod" >/dev/null
-        (cd "$WORK/src" && diff -u pristine/src/greenlet/TThreadStateDestroy.cpp \
-            ".prod-$v/src/greenlet/TThreadStateDestroy.cpp" > "$WORK/diff/$v.proposed.diff" || true)
-        rm -rf "$prod"
+        (cd "$WORK/src" && diff -ruN pristine/src/greenlet "$v/src/greenlet" > "$WORK/diff/$v.diff" || true)
     ) 9>"$WORK/locks/src-$v.lock"
 }
 

@@ -12,7 +12,7 @@ verdicts for the same cell, computed from the repository (--model-dir, default: 
            the seed reproducer; python policy mode runs hangs green), shown as hangs/runs on the
            seed rows
 Builds map to model policies: stock = legacy, seed = draining, scheduled = scheduled,
-robust = robust (`shielded` is accepted as the old name of the robust build). For robust rows the
+robust = robust (`shielded` is accepted as another name of the robust build). For robust rows the
 table also shows the model's `shielded` verdict: the two differ only where a push lands between a
 refused Py_AddPendingCall and the flag's release, which greenlet's lock rules out (port/README.md).
 Modes (the live shim's names): trace = sys.settrace with a Python function, ctrace = a C trace

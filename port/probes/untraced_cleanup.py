@@ -3,7 +3,7 @@
 One thread leaves a weakref callback on its main greenlet and exits; the main thread (tracing or
 profiling, recording 'call' events) waits until the cleanup ran the callback, which calls
 marker_in_cleanup(). Prints whether the tracer saw the callback and the marker, and how many
-Python-level 'call' events it saw in total. On the robust build (formerly called shielded) the cleanup runs untraced.
+Python-level 'call' events it saw in total. On the robust build the cleanup runs untraced.
 """
 import argparse
 import sys
