@@ -99,6 +99,7 @@
 //! - Tracing has a process-wide hook besides the per-thread one, and hooks
 //!   are not traced (switches made inside a hook fire no events).
 
+mod arch;
 mod context;
 pub(crate) mod direct;
 mod error;

@@ -478,6 +478,20 @@ impl Running {
 }
 
 impl PooledStack {
+    /// The stack's top, where a coroutine's frames start (growing down):
+    /// 64-aligned (see `coloured_top`).
+    #[inline(always)]
+    pub(crate) fn base_address(&self) -> usize {
+        self.raw.header().top.get()
+    }
+
+    /// The lowest address of the stack's slot: its guard page's start, below
+    /// at least [`size`](PooledStack::size) usable bytes under the base.
+    #[inline(always)]
+    pub(crate) fn limit_address(&self) -> usize {
+        self.raw.header().map_start
+    }
+
     /// This stack, for the fault handler's finder.
     #[inline(always)]
     pub(crate) fn as_running(&self) -> Running {
