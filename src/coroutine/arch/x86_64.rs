@@ -16,7 +16,7 @@
 //!   | saved rbp              |
 //!   | saved rbx              |
 //!   | address to go on at    |  <- saved stack pointer
-//!   | MXCSR | x87 CW         |  MXCSR in bytes 0-3, x87 CW in bytes 4-5
+//!   | MXCSR | x87 CW         |  x87 CW in bytes 0-1, MXCSR in bytes 2-5
 //!   lower addresses
 //! ```
 //!
@@ -28,14 +28,19 @@
 //! The other callee-saved registers (`r12`-`r15`) are declared clobbered
 //! by the inline assembly, so the compiler saves what it needs of them
 //! around the switch. Going on in a context loads its stack pointer, pops
-//! the address, loads the control state from below it and jumps; the code
-//! there pops the rest.
+//! the address, loads the control state from below it where it differs
+//! from the running one, and jumps; the code there pops the rest.
+//!
 //! The x86_64 System V ABI makes MXCSR's control bits and the x87 control
 //! word callee-saved, so a switch, which looks like a call to each side,
 //! keeps them: a rounding mode or flush-to-zero set in one greenlet (by
 //! `fesetround` in C code it calls, say) is its own, not seen by others,
-//! and there again when it is resumed. The status flags in MXCSR travel
-//! with the control bits (one `ldmxcsr` sets both).
+//! and there again when it is resumed. MXCSR's status flags are not kept
+//! (the ABI does not keep them across a call either): the control state is
+//! loaded only when its control bits differ from the running context's
+//! (then the flags come with it), because `ldmxcsr` and `fldcw` cost more
+//! than the compare (measured with `examples/hot_loops round-trip` in
+//! paired runs against a switch without them; `benches/RESULTS.md`).
 //!
 //! # A new coroutine's stack
 //! [`start`] writes the entry closure just below the [`Top`] (in the top
@@ -141,16 +146,15 @@ fn root() -> usize {
 }
 
 /// The running context's floating-point control state as a suspended
-/// context keeps it: MXCSR in the low 32 bits, the x87 control word in the
-/// next 16.
+/// context keeps it: the x87 control word in bits 0-15, MXCSR in 16-47.
 #[inline(always)]
 fn fp_control() -> u64 {
     let mut word = 0u64;
     // SAFETY: stores 6 bytes into `word`, a local of 8.
     unsafe {
         core::arch::asm!(
-            "stmxcsr [{at}]",
-            "fnstcw [{at} + 4]",
+            "fnstcw [{at}]",
+            "stmxcsr [{at} + 2]",
             at = in(reg) &mut word,
             options(nostack, preserves_flags),
         );
@@ -170,7 +174,7 @@ fn fp_control() -> u64 {
 pub(crate) unsafe fn inherit_fp_control(top: *mut Top) {
     // SAFETY: guaranteed by the caller: `sp` is its saved context, with
     // the control state in the word below (module doc).
-    unsafe { *((*top).sp as *mut u64).sub(1) = fp_control() };
+    unsafe { ((*top).sp as *mut u64).sub(1).write(fp_control()) };
 }
 
 /// Make a coroutine whose state is `top`, in the top slot of a stack whose
@@ -320,20 +324,34 @@ unsafe fn switch(word: usize, carried: Carried, save: *mut usize, to: usize) -> 
             "push rbx",
             "lea rax, [rip + 2f]",
             "push rax",
-            "stmxcsr [rsp - 8]",
-            "fnstcw [rsp - 4]",
+            "fnstcw [rsp - 8]",
+            "stmxcsr [rsp - 6]",
             "mov [rdx], rsp",
+            // Each read back as it was stored, which the store buffer
+            // forwards (one read across both stores would wait for them).
+            "movzx edx, word ptr [rsp - 8]",
+            "mov r8d, [rsp - 6]",
             "mov rsp, rcx",
             "pop rax",
-            "ldmxcsr [rsp - 16]",
-            "fldcw [rsp - 12]",
+            // The bits a switch keeps: all of the x87 control word, and
+            // MXCSR's control bits (6-15: denormals are zero, the exception
+            // masks, rounding, flush to zero), not its status flags (0-5).
+            "cmp dx, [rsp - 16]",
+            "jne 3f",
+            "xor r8d, [rsp - 14]",
+            "test r8d, 0xFFC0",
+            "jnz 3f",
+            "jmp rax",
+            "3:",
+            "fldcw [rsp - 16]",
+            "ldmxcsr [rsp - 14]",
             "jmp rax",
             "2:",
             "pop rbx",
             "pop rbp",
             inlateout("rdi") word => out,
             inlateout("rsi") carried => carried_out,
-            in("rdx") save,
+            inout("rdx") save => _,
             in("rcx") to,
             lateout("r12") _, lateout("r13") _, lateout("r14") _, lateout("r15") _,
             clobber_abi("sysv64"),
