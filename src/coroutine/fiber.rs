@@ -64,7 +64,7 @@ impl Fiber {
         const { assert!(mem::size_of::<Top>() <= SLOT && mem::align_of::<Top>() <= SLOT) };
         // A fiber dropped before its first switch forgets its entry.
         const { assert!(!mem::needs_drop::<F>()) };
-        let slot = stack.base_address() - SLOT;
+        let slot = stack.base() - SLOT;
         let top = slot as *mut Top;
         // SAFETY: the slot is inside the stack's usable area (its top
         // `SLOT` bytes), aligned for a `Top` (asserted above; the base is
@@ -72,7 +72,7 @@ impl Fiber {
         // `stack` and used by nothing else: the coroutine's frames start
         // below it, down to the stack's limit. It is resumed only on this
         // thread (a `Fiber` is not `Send`: `NonNull`).
-        unsafe { arch::start(top, stack.limit_address(), entry) };
+        unsafe { arch::start(top, stack.limit(), entry) };
         Fiber {
             // SAFETY: `slot` is far above 0 (a mapped stack's top).
             top: unsafe { NonNull::new_unchecked(top) },
