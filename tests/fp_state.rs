@@ -10,6 +10,7 @@
 #![cfg(all(
     target_arch = "x86_64",
     target_family = "unix",
+    not(target_vendor = "apple"),
     not(greenlet_portable_switch)
 ))]
 

@@ -16,6 +16,7 @@
 #[cfg(all(
     target_arch = "x86_64",
     target_family = "unix",
+    not(target_vendor = "apple"),
     not(greenlet_portable_switch)
 ))]
 pub(crate) use super::arch::hand_off;
@@ -118,6 +119,7 @@ mod tests {
     #[cfg(all(
         target_arch = "x86_64",
         target_family = "unix",
+        not(target_vendor = "apple"),
         not(greenlet_portable_switch)
     ))]
     #[test]

@@ -549,6 +549,7 @@ unsafe fn suspend_to_with(
         #[cfg(all(
             target_arch = "x86_64",
             target_family = "unix",
+            not(target_vendor = "apple"),
             not(greenlet_portable_switch)
         ))]
         // Main never has a fiber (it runs on the thread's own stack): a
@@ -563,6 +564,7 @@ unsafe fn suspend_to_with(
         #[cfg(not(all(
             target_arch = "x86_64",
             target_family = "unix",
+            not(target_vendor = "apple"),
             not(greenlet_portable_switch)
         )))]
         let (word, back) = {

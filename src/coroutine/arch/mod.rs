@@ -3,7 +3,9 @@
 //! ([`resume_with`], [`suspend`], and [`hand_off`] where it exists), one
 //! backend per target.
 //!
-//! - `x86_64.rs`, on x86_64 Unix (the System V ABI): the crate's own switch,
+//! - `x86_64.rs`, on x86_64 Unix with ELF objects (the System V ABI; not
+//!   Apple's targets, whose Mach-O objects its trampoline's section and
+//!   symbol directives do not fit): the crate's own switch,
 //!   end to end: stack initialisation, the root trampoline with its
 //!   call-frame information, the switch with the floating-point control
 //!   state (MXCSR and the x87 control word) kept per coroutine.
@@ -29,12 +31,14 @@ pub(crate) type Carried = *const ();
 #[cfg(all(
     target_arch = "x86_64",
     target_family = "unix",
+    not(target_vendor = "apple"),
     not(greenlet_portable_switch)
 ))]
 mod x86_64;
 #[cfg(all(
     target_arch = "x86_64",
     target_family = "unix",
+    not(target_vendor = "apple"),
     not(greenlet_portable_switch)
 ))]
 pub(crate) use self::x86_64::{hand_off, inherit_fp_control, resume_with, start, suspend, Top};
@@ -42,12 +46,14 @@ pub(crate) use self::x86_64::{hand_off, inherit_fp_control, resume_with, start, 
 #[cfg(not(all(
     target_arch = "x86_64",
     target_family = "unix",
+    not(target_vendor = "apple"),
     not(greenlet_portable_switch)
 )))]
 mod portable;
 #[cfg(not(all(
     target_arch = "x86_64",
     target_family = "unix",
+    not(target_vendor = "apple"),
     not(greenlet_portable_switch)
 )))]
 pub(crate) use self::portable::{inherit_fp_control, resume_with, start, suspend, Top};
