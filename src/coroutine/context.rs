@@ -99,6 +99,14 @@ mod tests {
         }
     }
 
+    /// The own switch's root ends a backtrace (corosensei's, on the
+    /// portable path, goes on into the resumer's frames).
+    #[cfg(all(
+        target_arch = "x86_64",
+        target_family = "unix",
+        not(target_vendor = "apple"),
+        not(greenlet_portable_switch)
+    ))]
     #[test]
     fn a_backtrace_on_a_fiber_ends_at_its_root() {
         let traced = fiber(|top, mut word, _| loop {
