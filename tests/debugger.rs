@@ -9,13 +9,17 @@
 //! where gdb is not installed.
 
 use std::hint::black_box;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use greenlet::{Greenlet, Value};
 
 /// The variable that lets the target tests run (they stop the process at
 /// a breakpoint instruction, which only a debugger survives).
 const TARGET: &str = "GREENLET_DEBUGGER_TARGET";
+
+/// How long gdb may take (it takes a few seconds).
+const HANG: Duration = Duration::from_secs(120);
 
 /// More frames than any sane backtrace from these targets has: the
 /// stopping function, the body, the crate's frames between the body and
@@ -46,10 +50,10 @@ fn backtrace_of(test: &str) -> Option<Vec<String>> {
         return None;
     }
     let exe = std::env::current_exe().expect("the test binary's path");
-    let output = Command::new("gdb")
+    let mut gdb = Command::new("gdb")
         .args(["-nx", "-batch"])
         .args(["-iex", "set debuginfod enabled off"])
-        .args(["-ex", "run", "-ex", "bt 500", "-ex", "kill"])
+        .args(["-ex", "run", "-ex", "bt 200", "-ex", "kill"])
         .arg("--args")
         .arg(exe)
         .args([
@@ -60,8 +64,20 @@ fn backtrace_of(test: &str) -> Option<Vec<String>> {
             "--test-threads=1",
         ])
         .env(TARGET, "1")
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("run gdb");
+    // Watchdog: gdb and its target end within seconds; kill them if not.
+    let started = Instant::now();
+    while gdb.try_wait().expect("wait for gdb").is_none() {
+        if started.elapsed() > HANG {
+            let _ = gdb.kill();
+            panic!("watchdog: gdb did not finish within {HANG:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = gdb.wait_with_output().expect("gdb's output");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         stdout.contains("SIGTRAP"),
