@@ -19,8 +19,24 @@ use std::time::{Duration, Instant};
 
 use corosensei::{Coroutine, Yielder};
 use criterion::{criterion_group, criterion_main, Criterion};
-use greenlet::coroutine::{acquire_stack, DEFAULT_STACK_SIZE};
+use greenlet::coroutine::{acquire_stack, PooledStack, DEFAULT_STACK_SIZE};
 use greenlet::hub::{self, Runtime};
+
+/// A pooled stack as corosensei's `Stack` (the crate's stacks give their
+/// addresses; the trait is implemented by the user).
+struct OnPool(PooledStack);
+
+// SAFETY: `PooledStack::base` is 64-aligned (corosensei asks for 16) and
+// `limit` is the start of the guard page below the usable area, as
+// `PooledStack` documents; both stay valid while the stack exists.
+unsafe impl corosensei::stack::Stack for OnPool {
+    fn base(&self) -> corosensei::stack::StackPointer {
+        corosensei::stack::StackPointer::new(self.0.base()).expect("a stack's base is not null")
+    }
+    fn limit(&self) -> corosensei::stack::StackPointer {
+        corosensei::stack::StackPointer::new(self.0.limit()).expect("a stack's limit is not null")
+    }
+}
 
 fn runtime(workers: usize) -> Runtime {
     Runtime::builder()
@@ -75,10 +91,12 @@ fn yields(c: &mut Criterion) {
         })
     });
     let stack = acquire_stack(DEFAULT_STACK_SIZE).expect("stack");
-    let mut coroutine =
-        Coroutine::with_stack(stack, |yielder: &Yielder<usize, usize>, mut value| loop {
+    let mut coroutine = Coroutine::with_stack(
+        OnPool(stack),
+        |yielder: &Yielder<usize, usize>, mut value| loop {
             value = yielder.suspend(value + 1);
-        });
+        },
+    );
     c.bench_function("hub/raw corosensei resume+suspend (floor)", |b| {
         b.iter(|| coroutine.resume(black_box(1)))
     });

@@ -14,6 +14,22 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use greenlet::coroutine::{acquire_stack, PooledStack, DEFAULT_STACK_SIZE};
 use greenlet::{getcurrent, Greenlet, Value};
 
+/// A pooled stack as corosensei's `Stack` (the crate's stacks give their
+/// addresses; the trait is implemented by the user).
+struct OnPool(PooledStack);
+
+// SAFETY: `PooledStack::base` is 64-aligned (corosensei asks for 16) and
+// `limit` is the start of the guard page below the usable area, as
+// `PooledStack` documents; both stay valid while the stack exists.
+unsafe impl corosensei::stack::Stack for OnPool {
+    fn base(&self) -> corosensei::stack::StackPointer {
+        corosensei::stack::StackPointer::new(self.0.base()).expect("a stack's base is not null")
+    }
+    fn limit(&self) -> corosensei::stack::StackPointer {
+        corosensei::stack::StackPointer::new(self.0.limit()).expect("a stack's limit is not null")
+    }
+}
+
 /// How many suspended coroutines one batch of a kill benchmark keeps alive
 /// (each holds a stack: two kernel mappings).
 const KILL_BATCH: u64 = 100;
@@ -31,7 +47,9 @@ fn raw_create_run_drop(c: &mut Criterion) {
             b.iter(|| {
                 let stack = acquire_stack(DEFAULT_STACK_SIZE).expect("stack");
                 let mut coroutine =
-                    Coroutine::with_stack(stack, |_: &Yielder<usize, ()>, value: usize| value + 1);
+                    Coroutine::with_stack(OnPool(stack), |_: &Yielder<usize, ()>, value: usize| {
+                        value + 1
+                    });
                 black_box(coroutine.resume(black_box(1)));
             })
         },
@@ -51,10 +69,10 @@ fn raw_create_run_drop(c: &mut Criterion) {
 
 /// A raw coroutine that waits for messages and returns when it gets 0: the
 /// floor of a kill delivered as a message.
-fn suspended_raw() -> Coroutine<usize, usize, usize, PooledStack> {
+fn suspended_raw() -> Coroutine<usize, usize, usize, OnPool> {
     let stack = acquire_stack(DEFAULT_STACK_SIZE).expect("stack");
     let mut coroutine = Coroutine::with_stack(
-        stack,
+        OnPool(stack),
         |yielder: &Yielder<usize, usize>, mut value: usize| {
             while value != 0 {
                 value = yielder.suspend(value);

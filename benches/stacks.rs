@@ -24,7 +24,7 @@ fn grow(count: u64) -> (Vec<PooledStack>, Duration) {
     let start = Instant::now();
     for _ in 0..count {
         let stack = acquire_stack(DEFAULT_STACK_SIZE).expect("stack");
-        let top = corosensei::stack::Stack::base(&stack).get() - 1;
+        let top = stack.base() - 1;
         // SAFETY: `top` is the highest usable byte of `stack`, which nothing
         // else uses.
         unsafe { (top as *mut u8).write_volatile(1) };

@@ -26,17 +26,33 @@ use corosensei::{Coroutine, CoroutineResult, Yielder};
 use greenlet::coroutine::{acquire_stack, PooledStack, DEFAULT_STACK_SIZE};
 use greenlet::{getcurrent, Greenlet, GreenletError, Value};
 
-fn raw_coroutine() -> Result<Coroutine<usize, usize, (), PooledStack>, GreenletError> {
+/// A pooled stack as corosensei's `Stack` (the crate's stacks give their
+/// addresses; the trait is implemented by the user).
+struct OnPool(PooledStack);
+
+// SAFETY: `PooledStack::base` is 64-aligned (corosensei asks for 16) and
+// `limit` is the start of the guard page below the usable area, as
+// `PooledStack` documents; both stay valid while the stack exists.
+unsafe impl corosensei::stack::Stack for OnPool {
+    fn base(&self) -> corosensei::stack::StackPointer {
+        corosensei::stack::StackPointer::new(self.0.base()).expect("a stack's base is not null")
+    }
+    fn limit(&self) -> corosensei::stack::StackPointer {
+        corosensei::stack::StackPointer::new(self.0.limit()).expect("a stack's limit is not null")
+    }
+}
+
+fn raw_coroutine() -> Result<Coroutine<usize, usize, (), OnPool>, GreenletError> {
     let stack = acquire_stack(DEFAULT_STACK_SIZE)?;
     Ok(Coroutine::with_stack(
-        stack,
+        OnPool(stack),
         |yielder: &Yielder<usize, usize>, mut value| loop {
             value = yielder.suspend(value + 1);
         },
     ))
 }
 
-fn resume_raw(coroutine: &mut Coroutine<usize, usize, (), PooledStack>, value: usize) -> usize {
+fn resume_raw(coroutine: &mut Coroutine<usize, usize, (), OnPool>, value: usize) -> usize {
     match coroutine.resume(value) {
         CoroutineResult::Yield(value) => value,
         CoroutineResult::Return(()) => unreachable!("the raw coroutines loop forever"),

@@ -12,8 +12,24 @@ use std::process::Command;
 
 use clap::{Parser, Subcommand};
 use corosensei::{Coroutine, Yielder};
-use greenlet::coroutine::{acquire_stack, DEFAULT_STACK_SIZE};
+use greenlet::coroutine::{acquire_stack, PooledStack, DEFAULT_STACK_SIZE};
 use greenlet::{getcurrent, Greenlet, Value};
+
+/// A pooled stack as corosensei's `Stack` (the crate's stacks give their
+/// addresses; the trait is implemented by the user).
+struct OnPool(PooledStack);
+
+// SAFETY: `PooledStack::base` is 64-aligned (corosensei asks for 16) and
+// `limit` is the start of the guard page below the usable area, as
+// `PooledStack` documents; both stay valid while the stack exists.
+unsafe impl corosensei::stack::Stack for OnPool {
+    fn base(&self) -> corosensei::stack::StackPointer {
+        corosensei::stack::StackPointer::new(self.0.base()).expect("a stack's base is not null")
+    }
+    fn limit(&self) -> corosensei::stack::StackPointer {
+        corosensei::stack::StackPointer::new(self.0.limit()).expect("a stack's limit is not null")
+    }
+}
 
 const COUNT: usize = 10_000;
 
@@ -86,9 +102,10 @@ fn raw() {
     let before = (resident(), page_tables());
     for _ in 0..COUNT {
         let stack = acquire_stack(DEFAULT_STACK_SIZE).expect("stack");
-        let mut coroutine = Coroutine::with_stack(stack, |yielder: &Yielder<(), ()>, ()| {
-            yielder.suspend(());
-        });
+        let mut coroutine =
+            Coroutine::with_stack(OnPool(stack), |yielder: &Yielder<(), ()>, ()| {
+                yielder.suspend(());
+            });
         coroutine.resume(());
         alive.push(coroutine);
     }

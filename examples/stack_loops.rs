@@ -15,7 +15,6 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::{Parser, ValueEnum};
-use corosensei::stack::Stack;
 use greenlet::coroutine::{acquire_stack, trim_stack_pool, DEFAULT_STACK_SIZE};
 
 /// Which path of the stack pool to loop over.
@@ -52,7 +51,7 @@ fn grow(count: u64) -> std::io::Result<()> {
     for _ in 0..count {
         let stack = acquire_stack(DEFAULT_STACK_SIZE)?;
         // SAFETY: the highest usable byte of a stack nothing else uses.
-        unsafe { ((stack.base().get() - 1) as *mut u8).write_volatile(1) };
+        unsafe { ((stack.base() - 1) as *mut u8).write_volatile(1) };
         stacks.push(stack);
     }
     drop(stacks);

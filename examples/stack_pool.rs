@@ -11,7 +11,23 @@
 
 use clap::Parser;
 use corosensei::{Coroutine, Yielder};
-use greenlet::coroutine::{acquire_stack, stack_stats, DEFAULT_STACK_SIZE};
+use greenlet::coroutine::{acquire_stack, stack_stats, PooledStack, DEFAULT_STACK_SIZE};
+
+/// A pooled stack as corosensei's `Stack` (the crate's stacks give their
+/// addresses; the trait is implemented by the user).
+struct OnPool(PooledStack);
+
+// SAFETY: `PooledStack::base` is 64-aligned (corosensei asks for 16) and
+// `limit` is the start of the guard page below the usable area, as
+// `PooledStack` documents; both stay valid while the stack exists.
+unsafe impl corosensei::stack::Stack for OnPool {
+    fn base(&self) -> corosensei::stack::StackPointer {
+        corosensei::stack::StackPointer::new(self.0.base()).expect("a stack's base is not null")
+    }
+    fn limit(&self) -> corosensei::stack::StackPointer {
+        corosensei::stack::StackPointer::new(self.0.limit()).expect("a stack's limit is not null")
+    }
+}
 
 /// Sums `0..n` recursively, touching `n` small frames of the current stack.
 fn sum_to(n: u64) -> u64 {
@@ -37,7 +53,7 @@ fn main() -> std::io::Result<()> {
             let stack = acquire_stack(DEFAULT_STACK_SIZE)?;
             stack.set_label(&format!("coroutine {index}"));
             coroutines.push(Coroutine::with_stack(
-                stack,
+                OnPool(stack),
                 move |yielder: &Yielder<u64, u64>, start: u64| {
                     let mut total = start;
                     for step in 0..4 {

@@ -1,7 +1,8 @@
 //! Stackful greenlets for Rust, with Python greenlet's semantics, a deferred
 //! thread-exit cleanup queue, and a model of CPython's pending calls.
 //!
-//! - [`coroutine`]: greenlets on `corosensei` (per-thread main greenlet,
+//! - [`coroutine`]: greenlets on the crate's own stack switch (on x86_64
+//!   Unix; `corosensei` elsewhere) (per-thread main greenlet,
 //!   symmetric switch, parent chain, throw/kill, tracing, thread affinity).
 //! - [`cleanup`]: the interpreter-agnostic deferred-destruction queue that a
 //!   dying thread hands its remaining state to.

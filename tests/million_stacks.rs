@@ -327,8 +327,8 @@ fn locked() {
             .unwrap_or_else(|| panic!("no mapping holds {address:#x}: {table:x?}"))
     };
     for stack in &stacks {
-        let limit = corosensei::stack::Stack::limit(stack).get();
-        let base = corosensei::stack::Stack::base(stack).get();
+        let limit = stack.limit();
+        let base = stack.base();
         // The lowest slot's guard may merge with a PROT_NONE mapping below
         // the region: where the guard mapping starts is not asked.
         let (_, end, perms) = holding(limit);

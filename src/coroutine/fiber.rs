@@ -1,6 +1,6 @@
-//! [`Fiber`]: a greenlet coroutine ([`Co`]) together with the pooled stack
-//! it runs on, the coroutine's state ([`Top`]) kept at the top of that
-//! stack.
+//! [`Fiber`]: a greenlet coroutine together with the pooled stack it runs
+//! on, the coroutine's state (the machine's [`Top`], `arch/`) kept at the
+//! top of that stack.
 //!
 //! A fiber outlives the greenlets that run on it: a greenlet's coroutine
 //! does not return when its body ends but parks, waiting for the next body
@@ -9,98 +9,41 @@
 //! greenlet's record. With the coroutine's state on its stack, that move is
 //! two words (the state's address and the stack), not the state itself.
 //!
-//! Owns [`Co`], [`Top`], [`StackRef`] (the stack bounds corosensei is
-//! given) and the slot at the top of each stack that holds the [`Top`].
-//! Uses the stack pool's [`PooledStack`], corosensei (to make the
-//! coroutine and enter it the first time) and `context.rs` (every switch
-//! after that); knows nothing of records or switching beyond what a parked
-//! coroutine's frames hold (nothing to drop: see [`Fiber`]).
+//! Owns the slot at the top of each stack that holds the [`Top`]. Uses the
+//! stack pool's [`PooledStack`] and `arch/` (to make the coroutine) and
+//! `context.rs` (to unwind it); knows nothing of records or switching
+//! beyond what a parked coroutine's frames hold (nothing to drop: see
+//! [`Fiber`]).
 
 use std::convert::Infallible;
-use std::mem::{self, ManuallyDrop};
+use std::mem;
 use std::ptr::NonNull;
 
-use corosensei::stack::{Stack, StackPointer};
-use corosensei::{Coroutine, CoroutineResult, Yielder};
-
+use super::arch::{self, Carried, Top};
 use super::context;
 use super::payload::NOTHING;
 use super::stack::PooledStack;
 
-/// A greenlet's coroutine as corosensei sees it: entered once by
-/// corosensei's resume (which it returns from at once, parked: see
-/// [`context::prime`]), then switched by `context.rs` only. It never
-/// returns and is never dropped (see [`Fiber`]).
-pub(crate) type Co = Coroutine<usize, usize, Infallible, StackRef>;
-
 /// Bytes at the top of a stack (just below its base) that hold the
 /// coroutine's [`Top`]; the coroutine's own frames start below them. A whole
-/// number of cache lines, so that the base the coroutine gets stays as
-/// aligned as the stack's.
+/// number of cache lines, so that the frames below stay as aligned as the
+/// stack's base.
 const SLOT: usize = 64;
-
-/// A coroutine's state, in the top slot of its stack: where its context is
-/// saved while suspended (`sp`), where its resumer's is saved while it runs
-/// (`link`), and corosensei's coroutine (used only to make and first enter
-/// it). Never moves, so that a switch can go through its address while the
-/// fiber holding it moves (a finishing body keeps its own fiber).
-#[repr(C)]
-pub(crate) struct Top {
-    /// The coroutine's saved context while it is suspended.
-    pub(crate) sp: usize,
-    /// Its resumer's saved context while it runs (corosensei's yielder
-    /// where `context::hand_off` does not exist).
-    pub(crate) link: usize,
-    co: ManuallyDrop<Co>,
-}
-
-impl Top {
-    /// corosensei's coroutine, for the fallback switch.
-    #[cfg(not(all(target_arch = "x86_64", target_family = "unix")))]
-    #[inline(always)]
-    pub(crate) fn co(&mut self) -> &mut Co {
-        &mut self.co
-    }
-}
-
-/// The bounds a coroutine is given: below its state's slot at the top of
-/// the stack, down to the stack's limit.
-pub(crate) struct StackRef {
-    base: StackPointer,
-    limit: StackPointer,
-}
-
-// SAFETY: `base` is the start of the slot at the top of the fiber's stack,
-// `SLOT` (a multiple of 64) below that stack's base, so it keeps the base's
-// alignment, and `limit` is the stack's limit: the usable area minus the
-// slot (`SLOT` is far smaller than any stack's usable area). The
-// `PooledStack` is owned by the same `Fiber` as the coroutine, which is
-// never resumed once the fiber is gone.
-unsafe impl Stack for StackRef {
-    #[inline]
-    fn base(&self) -> StackPointer {
-        self.base
-    }
-    #[inline]
-    fn limit(&self) -> StackPointer {
-        self.limit
-    }
-}
 
 /// A coroutine and its stack.
 ///
 /// Dropping a fiber releases its stack and forgets the coroutine where it
-/// is: it must be parked between two bodies (or have its body unwound,
-/// [`Fiber::force_unwind`], which leaves it parked). While parked, the
-/// frames on its stack are corosensei's entry (whose closure was consumed
-/// when it started) and `run_bodies`' loop, whose locals are plain words
-/// (the thread state's and records' addresses, the `Top`'s, the yielder's
-/// reference); the `Top` owns nothing (corosensei's coroutine in it holds the
-/// stack's bounds and stack pointers, and is never dropped: its drop would
-/// resume it with corosensei's own resume, which no longer knows where it
-/// is). So nothing leaks. A fiber whose body is suspended mid-way is never
-/// dropped: the lifecycle unwinds it first (`lifecycle::force_unwind`), and
-/// a leaked greenlet's record forgets its fiber with the stack.
+/// is: it must be new (its entry not yet run, which owns nothing to drop),
+/// parked between two bodies, or have its body
+/// unwound ([`Fiber::force_unwind`], which leaves it parked). While parked,
+/// the frames on its stack are its root's and `run_bodies`' loop, whose
+/// locals are plain words (the thread state's and records' addresses, the
+/// `Top`'s); the `Top` owns nothing that needs a drop (on the portable path
+/// corosensei's coroutine in it is never dropped: its drop would unwind a
+/// coroutine that never returns). So nothing leaks. A fiber whose body is
+/// suspended mid-way is never dropped: the lifecycle unwinds it first
+/// (`lifecycle::force_unwind`), and a leaked greenlet's record forgets its
+/// fiber with the stack.
 pub(crate) struct Fiber {
     /// The coroutine's state, in the slot at the top of `stack`.
     top: NonNull<Top>,
@@ -109,50 +52,43 @@ pub(crate) struct Fiber {
 
 impl Fiber {
     /// A new coroutine on `stack` that will run `entry` (handed its `Top`
-    /// and corosensei's yielder; it must call [`context::prime`] first),
-    /// its state stored at the top of `stack`, entered once so that it is
-    /// parked in `entry`'s [`context::prime`] when this returns.
+    /// and the word and pointer of the first switch into it), its state
+    /// stored at the top of `stack`. Nothing runs until that first switch.
+    /// The entry owns nothing that needs a drop (checked when this
+    /// compiles): a fiber dropped before its first switch forgets it.
     #[inline]
     pub(crate) fn new<F>(stack: PooledStack, entry: F) -> Fiber
     where
-        F: FnOnce(*mut Top, &Yielder<usize, usize>) -> Infallible + 'static,
+        F: FnOnce(*mut Top, usize, Carried) -> Infallible + 'static,
     {
         const { assert!(mem::size_of::<Top>() <= SLOT && mem::align_of::<Top>() <= SLOT) };
-        let slot = stack.base().get() - SLOT;
-        let bounds = StackRef {
-            base: StackPointer::new(slot).expect("a stack's top is far above 0"),
-            limit: stack.limit(),
-        };
+        // A fiber dropped before its first switch forgets its entry.
+        const { assert!(!mem::needs_drop::<F>()) };
+        let slot = stack.base() - SLOT;
         let top = slot as *mut Top;
-        let co = Co::with_stack(bounds, move |yielder, _| entry(top, yielder));
         // SAFETY: the slot is inside the stack's usable area (its top
         // `SLOT` bytes), aligned for a `Top` (asserted above; the base is
-        // 64-aligned), owned by whoever owns `stack` and used by nothing
-        // else: the coroutine's frames start below it. The coroutine is
-        // resumed in place, once, with corosensei's resume: its entry parks
-        // at once through `context::prime`, returning here.
-        unsafe {
-            top.write(Top {
-                sp: 0,
-                link: 0,
-                co: ManuallyDrop::new(co),
-            });
-            match (*top).co.resume(0) {
-                CoroutineResult::Yield(_) => {}
-                CoroutineResult::Return(never) => match never {},
-            }
-            assert!(
-                context::primed(top) && (*top).co.started() && !(*top).co.done(),
-                "a new greenlet coroutine did not park through `context::prime` \
-                 (corosensei's stack protocol changed? it is pinned to 0.3.4)"
-            );
-            context::end_backtraces(top);
-        }
+        // 64-aligned, so the slot is 16-aligned), owned by whoever owns
+        // `stack` and used by nothing else: the coroutine's frames start
+        // below it, down to the stack's limit. It is resumed only on this
+        // thread (a `Fiber` is not `Send`: `NonNull`).
+        unsafe { arch::start(top, stack.limit(), entry) };
         Fiber {
-            // SAFETY: `slot` is not null (checked above).
+            // SAFETY: `slot` is far above 0 (a mapped stack's top).
             top: unsafe { NonNull::new_unchecked(top) },
             stack,
         }
+    }
+
+    /// Give the suspended coroutine the running context's floating-point
+    /// control state for its next body (a greenlet starts with its
+    /// starter's: see `arch`); called by the greenlet that starts a body on
+    /// it.
+    #[inline(always)]
+    pub(crate) fn inherit_fp_control(&self) {
+        // SAFETY: a fiber's coroutine is suspended whenever it is not the
+        // running one, and the running one never starts a body on itself.
+        unsafe { arch::inherit_fp_control(self.top()) };
     }
 
     /// The coroutine's state, at a fixed address for the fiber's life

@@ -4,8 +4,8 @@
 //!
 //! A greenlet's coroutine does not return when the greenlet's body ends: it
 //! parks in a loop (`switch::run_bodies`) waiting for the next body, so that
-//! a start takes a coroutine that is already made instead of making a
-//! corosensei frame and tearing it down per greenlet. The finished body's
+//! a start takes a coroutine that is already made instead of making its
+//! first frames and tearing them down per greenlet. The finished body's
 //! coroutine moves its own fiber here just before it parks
 //! (`switch::keep_finished`), and `switch::prepare` takes it for the next
 //! start of the same stack size. A dead greenlet holds none.

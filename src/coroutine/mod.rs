@@ -1,4 +1,4 @@
-//! Greenlets on corosensei: per-thread main greenlets, symmetric switching
+//! Greenlets: per-thread main greenlets, symmetric switching
 //! (straight from one greenlet's stack to another's, or through a
 //! dispatcher on the thread's own stack), the parent chain, throw and kill,
 //! kill on drop, thread affinity, thread-exit unwinding, tracing.
@@ -21,7 +21,9 @@
 //! 4. `switch.rs`: the switch protocol (send, the dispatcher loop, a
 //!    greenlet's root and finish, settling in the receiving context), with
 //!    `payload.rs` (what crosses a switch) and `trace.rs` (hooks fired
-//!    after a switch); `context.rs` (the stack switch itself); `fiber.rs` (a coroutine with its stack, which
+//!    after a switch); `context.rs` (the stack switch as the protocol
+//!    sees it) over `arch/` (the machine's: the crate's own on x86_64 Unix,
+//!    corosensei's elsewhere); `fiber.rs` (a coroutine with its stack, which
 //!    outlives the greenlets that run on it: a finished body's coroutine
 //!    parks for the next one) and `kept.rs` (the fiber a thread keeps for
 //!    its next start); `direct.rs`, the hub's lean park and resume on the
@@ -35,8 +37,8 @@
 //! Beside the handle: `weak.rs` ([`WeakGreenlet`], which observes without
 //! keeping alive).
 //! Below them: `value.rs` ([`Value`]), `error.rs` ([`GreenletError`]) and
-//! `stack.rs` (pooled guard-paged stacks, also usable for raw corosensei
-//! coroutines through [`acquire_stack`]).
+//! `stack.rs` (pooled guard-paged stacks, which other coroutine libraries
+//! can run on too, through [`acquire_stack`]).
 //!
 //! Calls go down that list, with two exceptions: the switch protocol calls
 //! the lifecycle to settle deferred kills (which switch), and the thread
@@ -99,6 +101,7 @@
 //! - Tracing has a process-wide hook besides the per-thread one, and hooks
 //!   are not traced (switches made inside a hook fire no events).
 
+mod arch;
 mod context;
 pub(crate) mod direct;
 mod error;

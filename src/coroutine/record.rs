@@ -21,8 +21,9 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::arch::Top;
 use super::error::panic_message;
-use super::fiber::{Fiber, Top};
+use super::fiber::Fiber;
 use super::handle::Greenlet;
 use super::run::Run;
 use super::thread_link::ThreadLink;

@@ -1,7 +1,7 @@
 //! Guarded, pooled stacks for greenlets.
 //!
-//! Owns: the memory greenlets run on ([`PooledStack`], which implements
-//! corosensei's [`Stack`] trait), the pool that recycles stacks (a per-thread
+//! Owns: the memory greenlets run on ([`PooledStack`], whose base and
+//! limit addresses any coroutine library can run on), the pool that recycles stacks (a per-thread
 //! cache, whose last released stack waits in a thread-local slot of its own
 //! for the next acquire, in front of a global free list, capped so that
 //! stacks beyond it go back to their region), the counts of the one stack a
@@ -14,8 +14,8 @@
 //! that turns a guard-page hit into a message naming the greenlet instead of
 //! a bare SIGSEGV.
 //!
-//! Uses: `libc` (signals, sysconf), `parking_lot`, corosensei's `Stack`
-//! trait, the crate's diagnostics. Submodules: `region` (the address space
+//! Uses: `libc` (signals, sysconf), `parking_lot`, corosensei's minimum
+//! stack size and stack-pointer type, the crate's diagnostics. Submodules: `region` (the address space
 //! stacks are carved from), `guard` (how a guard page is made), `exhausted`
 //! (what to say when memory, mappings or address space run out), `overflow`
 //! (the fault handler), `valgrind`.
@@ -68,7 +68,7 @@ use std::ptr::{self, NonNull};
 use std::sync::atomic::{compiler_fence, AtomicIsize, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use corosensei::stack::{Stack, StackPointer, MIN_STACK_SIZE};
+use corosensei::stack::{StackPointer, MIN_STACK_SIZE};
 use parking_lot::Mutex;
 
 /// Usable stack size of a greenlet when none is given: 256 KiB.
@@ -237,25 +237,23 @@ impl RawStack {
 
 /// A guarded stack from the pool; dropping it returns it to the pool.
 ///
-/// It implements corosensei's [`Stack`] trait, so any corosensei coroutine can
-/// run on it. At least [`size`](PooledStack::size) usable bytes lie between
-/// [`base`](Stack::base) and a guard page (see [`StackGuard`]) just above
-/// [`limit`](Stack::limit).
+/// At least [`size`](PooledStack::size) usable bytes lie between
+/// [`base`](PooledStack::base) (where frames start, growing down) and a guard
+/// page (see [`StackGuard`]) that starts at [`limit`](PooledStack::limit).
+/// Another coroutine library can run on it through those two addresses (a
+/// wrapper type of the caller's implementing that library's stack trait):
+/// the memory between them belongs to the `PooledStack` until it is
+/// dropped.
 ///
 /// # Example
 /// ```
-/// use corosensei::Coroutine;
 /// use greenlet::coroutine::{acquire_stack, DEFAULT_STACK_SIZE};
 ///
 /// let stack = acquire_stack(DEFAULT_STACK_SIZE)?;
 /// assert!(stack.size() >= DEFAULT_STACK_SIZE);
-/// let mut coroutine = Coroutine::with_stack(stack, |yielder, start: u32| {
-///     let next = yielder.suspend(start + 1);
-///     next * 2
-/// });
-/// assert_eq!(coroutine.resume(1).as_yield(), Some(2));
-/// assert_eq!(coroutine.resume(21).as_return(), Some(42));
-/// drop(coroutine); // the stack goes back to the pool
+/// assert!(stack.base() - stack.limit() > stack.size());
+/// assert_eq!(stack.base() % 64, 0);
+/// drop(stack); // back to the pool
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub struct PooledStack {
@@ -429,26 +427,6 @@ impl fmt::Write for LabelWriter<'_> {
     }
 }
 
-// SAFETY: base() is the stack's top (`Header::top`, see `coloured_top`), a whole number of
-// cache lines below the header's address, so aligned to 64 (so to
-// STACK_ALIGNMENT) because the slot is page-aligned and the header's size is
-// a multiple of its 64-byte alignment; `mapping_len` makes room for the
-// largest colour. limit() is the start of the slot, which includes the guard
-// page below the usable area. The usable area is at least MIN_STACK_SIZE
-// bytes (see `mapping_len`).
-// Both stay valid for as long as the PooledStack exists.
-unsafe impl Stack for PooledStack {
-    #[inline]
-    fn base(&self) -> StackPointer {
-        self.raw.header().top
-    }
-
-    #[inline]
-    fn limit(&self) -> StackPointer {
-        StackPointer::new(self.raw.header().map_start).expect("slot address is not null")
-    }
-}
-
 impl Drop for PooledStack {
     fn drop(&mut self) {
         release(self.raw);
@@ -478,6 +456,36 @@ impl Running {
 }
 
 impl PooledStack {
+    /// The stack's top: the address frames start at, growing down; aligned
+    /// to 64 bytes. It is a whole number of cache lines below the slot's
+    /// header (its colour, see `coloured_top`), and the slot is
+    /// page-aligned with a header whose size is a multiple of its 64-byte
+    /// alignment.
+    ///
+    /// ```
+    /// let stack = greenlet::coroutine::acquire_stack(64 * 1024)?;
+    /// assert_eq!(stack.base() % 64, 0);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[inline(always)]
+    pub fn base(&self) -> usize {
+        self.raw.header().top.get()
+    }
+
+    /// The lowest address of the stack's slot: the start of its guard page,
+    /// above which at least [`size`](PooledStack::size) usable bytes reach
+    /// up to [`base`](PooledStack::base).
+    ///
+    /// ```
+    /// let stack = greenlet::coroutine::acquire_stack(64 * 1024)?;
+    /// assert!(stack.base() - stack.limit() >= stack.size());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[inline(always)]
+    pub fn limit(&self) -> usize {
+        self.raw.header().map_start
+    }
+
     /// This stack, for the fault handler's finder.
     #[inline(always)]
     pub(crate) fn as_running(&self) -> Running {

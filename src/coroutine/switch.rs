@@ -34,11 +34,10 @@ use std::ptr;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
-use corosensei::Yielder;
-
+use super::arch::Top;
 use super::context;
 use super::error::{panic_message, ErrorKind, GreenletError};
-use super::fiber::{Fiber, Top};
+use super::fiber::Fiber;
 use super::lifecycle;
 use super::payload::{
     exit_value, from_words, into_words, Kind, Payload, PayloadWords, Words, NOTHING,
@@ -377,7 +376,9 @@ unsafe fn prepare_new(ts: *mut ThreadState, record: &Arc<Record>) -> Result<(), 
         let local = record.local();
         let size = (*local).stack_size;
         let stack = stack::acquire(size).map_err(|source| stack_error(record, size, source))?;
-        let fiber = Fiber::new(stack, move |top, yielder| run_bodies(ts, top, yielder));
+        let fiber = Fiber::new(stack, move |top, next, carried| {
+            run_bodies(ts, top, next, carried)
+        });
         install(local, fiber, record);
         Ok(())
     }
@@ -396,6 +397,7 @@ unsafe fn install(local: *mut Local, fiber: Fiber, record: &Record) {
         let slot = ptr::addr_of_mut!((*local).fiber);
         ptr::write(slot, Some(fiber));
         if let Some(fiber) = &*slot {
+            fiber.inherit_fp_control();
             label_stack(fiber.stack(), record);
         }
     }
@@ -544,7 +546,12 @@ unsafe fn suspend_to_with(
     // running, and a live greenlet's coroutine is suspended or parked).
     unsafe {
         let top = (*(*current).local()).top;
-        #[cfg(all(target_arch = "x86_64", target_family = "unix"))]
+        #[cfg(all(
+            target_arch = "x86_64",
+            target_family = "unix",
+            not(target_vendor = "apple"),
+            not(greenlet_portable_switch)
+        ))]
         // Main never has a fiber (it runs on the thread's own stack): a
         // switch to main suspends to it.
         let (word, back) = match (*(*dest).local()).fiber.as_ref() {
@@ -554,7 +561,12 @@ unsafe fn suspend_to_with(
             }
             _ => context::suspend(top, dest as usize, carried.cast()),
         };
-        #[cfg(not(all(target_arch = "x86_64", target_family = "unix")))]
+        #[cfg(not(all(
+            target_arch = "x86_64",
+            target_family = "unix",
+            not(target_vendor = "apple"),
+            not(greenlet_portable_switch)
+        )))]
         let (word, back) = {
             let _ = ts;
             context::suspend(top, dest as usize, carried.cast())
@@ -597,9 +609,9 @@ unsafe fn resume(
     }
 }
 
-/// What every greenlet coroutine runs: parked first ([`context::prime`],
-/// when its fiber is made), then the body of the greenlet whose word it is
-/// resumed with; then, its fiber kept for the thread's next start
+/// What every greenlet coroutine runs, from the first switch into it (whose
+/// word and pointer it is handed): the body of the greenlet whose word it
+/// is resumed with; then, its fiber kept for the thread's next start
 /// ([`keep_finished`]), parked again (suspended with the word of whoever
 /// receives the result) until it is resumed with the next greenlet's word,
 /// whose body it runs, and so on. It never returns: a parked coroutine that
@@ -607,13 +619,15 @@ unsafe fn resume(
 /// hold only plain words). A body unwound by force ([`Fiber::force_unwind`])
 /// ends in [`unwound`], and the coroutine parks as after any body.
 #[inline(always)]
-fn run_bodies(ts: *mut ThreadState, top: *mut Top, yielder: &Yielder<usize, usize>) -> Infallible {
-    // Nothing may unwind out of here: corosensei's entry would catch it and
-    // return through the parent link it wrote at the first entry, long
-    // stale (`context.rs` switches this coroutine since).
+fn run_bodies(
+    ts: *mut ThreadState,
+    top: *mut Top,
+    mut next: usize,
+    mut carried: context::Carried,
+) -> Infallible {
+    // Nothing may unwind out of here: the coroutine's root has no frame to
+    // unwind to.
     let _abort = AbortOnUnwind;
-    // SAFETY: first thing on this coroutine, with its own top and yielder.
-    let (mut next, mut carried) = unsafe { context::prime(top, yielder) };
     loop {
         let record = next as *const Record;
         debug_assert_ne!(next, context::FORCE, "a parked coroutine is never unwound");

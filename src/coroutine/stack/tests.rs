@@ -7,10 +7,25 @@
 use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
 
-use corosensei::stack::Stack;
+use corosensei::stack::{Stack, StackPointer};
 use corosensei::Coroutine;
 
 use super::*;
+
+/// A pooled stack as corosensei's `Stack`, for these tests' raw coroutines.
+struct OnPool(PooledStack);
+
+// SAFETY: `base` is 64-aligned (so to corosensei's 16) and `limit` is the
+// start of the guard page below the usable area (`PooledStack::base` and
+// `limit`); both stay valid while the `PooledStack` exists.
+unsafe impl Stack for OnPool {
+    fn base(&self) -> StackPointer {
+        StackPointer::new(self.0.base()).expect("a stack's base is not null")
+    }
+    fn limit(&self) -> StackPointer {
+        StackPointer::new(self.0.limit()).expect("a stack's limit is not null")
+    }
+}
 
 fn page() -> usize {
     page_size()
@@ -95,7 +110,7 @@ fn global_len(map_len: usize) -> usize {
 fn acquire_gives_at_least_the_size_with_sound_bounds() {
     for size in [0, 1, 4096, 100_000, DEFAULT_STACK_SIZE] {
         let stack = acquire(size).expect("acquire");
-        let (base, limit) = (stack.base().get(), stack.limit().get());
+        let (base, limit) = (stack.base(), stack.limit());
         assert!(
             stack.size() >= size.max(MIN_STACK_SIZE),
             "size {size}: got {}",
@@ -178,11 +193,11 @@ fn mappings_over(start: usize, end: usize) -> usize {
 #[test]
 fn the_guard_page_is_inaccessible_and_the_rest_writable() {
     let stack = acquire(20 * 4096).expect("acquire");
-    let limit = stack.limit().get();
+    let limit = stack.limit();
     assert!(!readable(limit), "the guard page faults");
     assert!(!readable(limit + page() - 1), "all of it");
     assert!(readable(limit + page()), "the usable area starts above it");
-    assert!(readable(stack.base().get() - 1));
+    assert!(readable(stack.base() - 1));
 }
 
 #[test]
@@ -330,12 +345,12 @@ fn trimming_discards_the_pages_of_free_stacks_and_unmaps_empty_regions() {
     let size = PAGES_TRIMMED;
     let keep = acquire(size).expect("acquire");
     let used = acquire(size).expect("acquire");
-    let (start, region_start) = (used.limit().get(), keep.raw.header().region);
+    let (start, region_start) = (used.limit(), keep.raw.header().region);
     assert_eq!(used.raw.header().region, region_start, "one region");
     let pages = 16;
     // The region stays mapped while `keep` is out.
     let resident = |from: usize| resident_pages(from, pages);
-    let top = used.base().get() & !(page() - 1);
+    let top = used.base() & !(page() - 1);
     let from = top - (pages - 1) * page();
     for at in (from..top + page()).step_by(page()) {
         // SAFETY: inside the usable area of `used`, which nothing else uses.
@@ -530,7 +545,7 @@ fn the_overflow_message_names_the_label_and_the_size() {
     let stack = acquire(64 * 1024).expect("acquire");
     stack.set_label("'worker' (id 7)");
     let mut message = overflow::Message::new();
-    overflow::compose(&mut message, stack.raw.header(), stack.limit().get() + 8);
+    overflow::compose(&mut message, stack.raw.header(), stack.limit() + 8);
     let text = std::str::from_utf8(message.as_bytes()).expect("UTF-8");
     let size = stack.size();
     assert_eq!(
@@ -539,12 +554,12 @@ fn the_overflow_message_names_the_label_and_the_size() {
             "\ngreenlet 'worker' (id 7) has overflowed its stack (stack size {size} bytes = {} KiB; fault at {:#x} \
              in the guard page)\nfatal runtime error: stack overflow in a greenlet, aborting\n",
             size / 1024,
-            stack.limit().get() + 8
+            stack.limit() + 8
         )
     );
     let unnamed = acquire(64 * 1024).expect("acquire");
     let mut message = overflow::Message::new();
-    overflow::compose(&mut message, unnamed.raw.header(), unnamed.limit().get());
+    overflow::compose(&mut message, unnamed.raw.header(), unnamed.limit());
     assert!(
         String::from_utf8_lossy(message.as_bytes()).contains("greenlet <unnamed> has overflowed")
     );
@@ -563,9 +578,10 @@ fn a_coroutine_can_use_nearly_all_of_its_stack() {
     }
     let stack = acquire(256 * 1024).expect("acquire");
     let depth = stack.size() / 1024 * 3 / 4; // 3/4 of the stack, with slack for frame overhead
-    let mut coroutine = Coroutine::with_stack(stack, move |_: &corosensei::Yielder<(), ()>, ()| {
-        deep(depth / 2)
-    });
+    let mut coroutine =
+        Coroutine::with_stack(OnPool(stack), move |_: &corosensei::Yielder<(), ()>, ()| {
+            deep(depth / 2)
+        });
     assert!(coroutine.resume(()).as_return().is_some());
 }
 
@@ -628,7 +644,9 @@ fn overflow_in_coroutine() {
     // The coroutine owns the stack next.
     TEST_RUNNING.with(|running| running.set(stack.as_running()));
     let mut coroutine =
-        Coroutine::with_stack(stack, |_: &corosensei::Yielder<(), ()>, ()| overflow(0));
+        Coroutine::with_stack(OnPool(stack), |_: &corosensei::Yielder<(), ()>, ()| {
+            overflow(0)
+        });
     coroutine.resume(());
     TEST_RUNNING.with(|running| running.set(Running::NONE));
 }
@@ -762,7 +780,7 @@ fn stacks_used_during_thread_exit_end_in_the_global_pool() {
     struct AtExit(std::sync::mpsc::Sender<io::Result<usize>>);
     impl Drop for AtExit {
         fn drop(&mut self) {
-            let result = acquire(SIZE).map(|stack| stack.limit().get());
+            let result = acquire(SIZE).map(|stack| stack.limit());
             let _ = self.0.send(result);
         }
     }
@@ -826,7 +844,7 @@ fn stack_tops_are_coloured_within_the_header_page() {
     let stacks: Vec<PooledStack> = (0..256).map(|_| acquire(size).expect("acquire")).collect();
     let mut offsets = std::collections::BTreeSet::new();
     for stack in &stacks {
-        let (base, header) = (stack.base().get(), stack.raw.0.as_ptr() as usize);
+        let (base, header) = (stack.base(), stack.raw.0.as_ptr() as usize);
         assert!(stack.size() >= size);
         assert_eq!(
             stack.size(),

@@ -8,7 +8,23 @@ use greenlet::coroutine::{acquire_stack, PooledStack};
 
 use super::{Crowd, STACK_BYTES};
 
-type Echo = Coroutine<usize, usize, (), PooledStack>;
+/// A pooled stack as corosensei's `Stack` (the crate's stacks give their
+/// addresses; the trait is implemented by the user).
+struct OnPool(PooledStack);
+
+// SAFETY: `PooledStack::base` is 64-aligned (corosensei asks for 16) and
+// `limit` is the start of the guard page below the usable area, as
+// `PooledStack` documents; both stay valid while the stack exists.
+unsafe impl corosensei::stack::Stack for OnPool {
+    fn base(&self) -> corosensei::stack::StackPointer {
+        corosensei::stack::StackPointer::new(self.0.base()).expect("a stack's base is not null")
+    }
+    fn limit(&self) -> corosensei::stack::StackPointer {
+        corosensei::stack::StackPointer::new(self.0.limit()).expect("a stack's limit is not null")
+    }
+}
+
+type Echo = Coroutine<usize, usize, (), OnPool>;
 
 fn stack() -> Result<PooledStack, String> {
     acquire_stack(STACK_BYTES).map_err(|err| err.to_string())
@@ -16,8 +32,7 @@ fn stack() -> Result<PooledStack, String> {
 
 /// A coroutine that suspends with its input plus one, forever.
 fn echo() -> Result<Echo, String> {
-    Ok(Coroutine::with_stack(
-        stack()?,
+    Ok(Coroutine::with_stack(OnPool(stack()?),
         |yielder: &Yielder<usize, usize>, mut value| loop {
             value = yielder.suspend(value + 1);
         },
@@ -57,7 +72,7 @@ pub(super) fn switch(count: u64) -> Result<(), String> {
 /// and dropped (its stack goes back to the pool).
 pub(super) fn create(count: u64) -> Result<(), String> {
     for _ in 0..count {
-        let mut coroutine = Coroutine::with_stack(stack()?, |_: &Yielder<usize, ()>, value| value);
+        let mut coroutine = Coroutine::with_stack(OnPool(stack()?), |_: &Yielder<usize, ()>, value| value);
         match coroutine.resume(black_box(1)) {
             CoroutineResult::Return(value) => black_box(value),
             CoroutineResult::Yield(()) => return Err("the coroutine suspended".into()),
