@@ -20,9 +20,9 @@ use crate::cleanup::set_thread_queue;
 
 use super::body::Unstarted;
 use super::error::JoinError;
+use super::join::JoinHandle;
 use super::runtime::{self, Handle, Shared};
 use super::spawn::NewTask;
-use super::task::JoinHandle;
 
 /// How long an idle pool thread waits for work before it exits.
 const KEEP_ALIVE: Duration = Duration::from_secs(10);

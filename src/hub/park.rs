@@ -15,8 +15,8 @@ use std::task::{Wake, Waker};
 use std::thread::Thread;
 use std::time::Instant;
 
+use super::scopes::Scopes;
 use super::task::{Task, Wait};
-use super::time::{with_scopes, Scopes};
 use super::worker::{self, Next, Worker};
 use crate::coroutine::direct;
 
@@ -149,4 +149,17 @@ thread_local! {
 pub(crate) fn current_waker() -> Waker {
     worker::with_current_task(|_, task| Waker::from(Arc::clone(task)))
         .unwrap_or_else(|| THREAD_WAKER.with(Waker::clone))
+}
+
+thread_local! {
+    static PLAIN_SCOPES: Scopes = const { Scopes::new() };
+}
+
+/// Run `f` with the caller's scopes: the current green thread's, else the
+/// plain thread's.
+pub(crate) fn with_scopes<R>(f: impl FnOnce(&Scopes) -> R) -> R {
+    match worker::current_task() {
+        Some((_, task)) => f(&task.scopes),
+        None => PLAIN_SCOPES.with(f),
+    }
 }

@@ -27,9 +27,10 @@ use super::blocking::BlockingPool;
 use super::body::Unstarted;
 use super::dump::TaskInfo;
 use super::error::{HubError, JoinError};
+use super::join::JoinHandle;
 use super::pending::{HubScheduler, PendingCalls};
 use super::registry::Registry;
-use super::task::{JoinHandle, Task};
+use super::task::Task;
 use super::watchdog::Watchdog;
 use super::worker::{self, Remote, Seed, WAKE_TOKEN};
 
