@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use super::quick::{QuickGuard as MutexGuard, QuickMutex as Mutex};
 
-use super::task::Wait;
+use super::task_state::Wait;
 use super::wait::{wait_on, wake, wake_all, Site, WaitList, Wakeup, Watch};
 
 pub(crate) struct State<T> {

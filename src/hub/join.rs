@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use super::error::JoinError;
 use super::park::{current_waker, park, park_green};
-use super::spawn::recycle;
-use super::task::{Slot, Task, TaskState, Wait};
+use super::task::{Slot, Task};
+use super::task_state::{TaskState, Wait};
 use super::worker;
 
 /// Owns the right to wait for a green thread's result (or a blocking call's).
@@ -180,4 +180,13 @@ impl<T> fmt::Debug for JoinHandle<T> {
             .field("task", &*self.task)
             .finish()
     }
+}
+
+/// `task`'s last handle is done with it: on a worker of its runtime it may
+/// go to that worker's pool (see [`TaskPool`]), elsewhere it is dropped.
+fn recycle(task: Arc<Task>) {
+    worker::with_current(|w| match w {
+        Some(w) if Arc::ptr_eq(&w.shared, &task.shared) => w.pool.give(task),
+        _ => drop(task),
+    });
 }

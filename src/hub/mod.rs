@@ -107,6 +107,7 @@
 //! nothing of the CPython model.
 
 mod blocking;
+mod blocking_pool;
 mod body;
 mod channel;
 mod dump;
@@ -121,18 +122,23 @@ mod newest;
 mod output;
 mod park;
 pub(crate) mod pending;
+mod pending_drain;
 mod quick;
 mod ready;
 mod registry;
 mod runtime;
 mod scopes;
 mod select;
+mod shared;
 mod spawn;
 mod sync;
 mod task;
+mod task_info;
 mod task_pool;
+mod task_state;
 mod time;
 mod timer;
+mod unwind;
 mod wait;
 mod watchdog;
 mod worker;
@@ -142,15 +148,16 @@ pub use self::channel::{
     channel, oneshot, unbounded, IntoIter, Iter, OneshotReceiver, OneshotSender, Receiver,
     RecvError, RecvTimeoutError, SendError, Sender, TryRecvError, TrySendError,
 };
-pub use self::dump::{dump, TaskInfo};
+pub use self::dump::dump;
 pub use self::error::{Elapsed, HubError, JoinError};
 pub use self::future::block_on;
 pub use self::group::TaskGroup;
 pub use self::join::JoinHandle;
-pub use self::pending::HubScheduler;
+pub use self::pending_drain::HubScheduler;
 pub use self::runtime::{run, Builder, Handle, Runtime, ShutdownReport, DROP_SHUTDOWN_TIMEOUT};
 pub use self::select::{select, Selectable, Watch};
 pub use self::spawn::{spawn, spawn_local, task, TaskBuilder};
 pub use self::sync::{Event, Mutex, MutexGuard, Semaphore, SemaphorePermit};
-pub use self::task::{TaskState, Wait};
+pub use self::task_info::TaskInfo;
+pub use self::task_state::{TaskState, Wait};
 pub use self::time::{sleep, sleep_until, timeout, timeout_at, yield_now};

@@ -16,15 +16,12 @@ use std::thread::Thread;
 use std::time::Instant;
 
 use super::scopes::Scopes;
-use super::task::{Task, Wait};
+use super::task::Task;
+use super::task_state::Wait;
 use super::worker::{self, Next, Worker};
 use crate::coroutine::direct;
 
-/// The unwind payload of a cancellation delivered at a parking point.
-pub(crate) struct CancelUnwind;
-
-/// The unwind payload of an elapsed `timeout` scope (its id).
-pub(crate) struct TimeoutUnwind(pub(crate) u64);
+use super::unwind::{CancelUnwind, TimeoutUnwind};
 
 /// Park the caller until it is woken (or `deadline` passes). May return
 /// spuriously: callers re-check their condition. A parking point: a

@@ -15,10 +15,10 @@ use std::sync::Arc;
 use super::body::{Body, LocalUnstarted, Unstarted};
 use super::error::{HubError, JoinError};
 use super::join::JoinHandle;
-use super::park::CancelUnwind;
-use super::runtime::{Handle, Shared};
+use super::shared::Shared;
 use super::task::{Slot, Task};
 use super::task_pool::Spent;
+use super::unwind::CancelUnwind;
 use super::worker;
 
 /// The message of the panic of [`spawn`] outside a runtime.
@@ -54,9 +54,9 @@ where
     // and no second look-up of the worker.
     worker::with_current(|here| match here {
         Some(w) => spawn_on(w, f, None, None, site),
-        None => match Handle::current() {
-            Ok(h) => h.shared.spawn_at(f, None, None, site),
-            Err(_) => panic!("{NO_RUNTIME}"),
+        None => match worker::current_runtime() {
+            Some(shared) => shared.spawn_at(f, None, None, site),
+            None => panic!("{NO_RUNTIME}"),
         },
     })
 }
@@ -151,8 +151,8 @@ impl TaskBuilder {
         T: Send + 'static,
     {
         let site = Location::caller();
-        let h = Handle::current()?;
-        Ok(h.shared.spawn_at(f, self.name, self.stack_size, site))
+        let shared = worker::current_runtime().ok_or(HubError::NoRuntime)?;
+        Ok(shared.spawn_at(f, self.name, self.stack_size, site))
     }
 
     /// Spawn `f` on the calling worker thread, like [`spawn_local`].
@@ -265,15 +265,6 @@ impl NewTask<'_> {
         shared.registry.insert(&task);
         task
     }
-}
-
-/// `task`'s last handle is done with it: on a worker of its runtime it may
-/// go to that worker's pool (see [`TaskPool`]), elsewhere it is dropped.
-pub(crate) fn recycle(task: Arc<Task>) {
-    worker::with_current(|w| match w {
-        Some(w) if Arc::ptr_eq(&w.shared, &task.shared) => w.pool.give(task),
-        _ => drop(task),
-    });
 }
 
 /// A spent task of the calling worker's pool, if it is a worker of

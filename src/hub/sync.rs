@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use super::quick::QuickMutex as Lock;
 
 use super::error::Elapsed;
-use super::task::Wait;
+use super::task_state::Wait;
 use super::wait::{wait_on, wake, wake_all, Site, WaitList, Wakeup};
 
 struct EventState {

@@ -1,7 +1,6 @@
 //! A green thread's shared header ([`Task`]: identity, state, wake and
 //! cancel flags, join waiters, its closure until it starts, its value once
-//! it finished), what it waits for ([`Wait`]) and where it is in its life
-//! ([`TaskState`]).
+//! it finished).
 //!
 //! Owns the task's state machine as seen from other threads. Calls nothing
 //! of the scheduler: a wake goes through the task's [`Wake`]
@@ -21,119 +20,13 @@ use super::error::JoinError;
 use super::output::Output;
 use super::quick::{QuickGuard, QuickMutex};
 use super::registry::Links;
-use super::runtime::Shared;
 use super::scopes::Scopes;
+use super::shared::Shared;
+use super::task_info::TaskInfo;
+use super::task_state::{TaskState, Wait};
 
 /// `owner` of a task that has not started on any worker.
 pub(crate) const NO_OWNER: usize = usize::MAX;
-
-/// What a parked green thread waits for, as [`dump`](super::dump) shows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Wait {
-    /// `sleep` / `sleep_until`.
-    Sleep,
-    /// `yield_now` (it is also on the ready queue).
-    Yield,
-    /// Joining another green thread (or a task group's next result).
-    Join,
-    /// Receiving on a channel.
-    Recv,
-    /// Sending on a full bounded channel.
-    Send,
-    /// `select` over several receivers.
-    Select,
-    /// Locking a hub `Mutex`.
-    Mutex,
-    /// Acquiring a `Semaphore` permit.
-    Semaphore,
-    /// Waiting for an `Event`.
-    Event,
-    /// A future polled by `block_on`.
-    Future,
-    /// A socket of [`net`](super::net) becoming readable or writable.
-    Io,
-}
-
-impl Wait {
-    const ALL: [Wait; 11] = [
-        Wait::Sleep,
-        Wait::Yield,
-        Wait::Join,
-        Wait::Recv,
-        Wait::Send,
-        Wait::Select,
-        Wait::Mutex,
-        Wait::Semaphore,
-        Wait::Event,
-        Wait::Future,
-        Wait::Io,
-    ];
-
-    fn from_code(code: u8) -> Wait {
-        Wait::ALL
-            .get(usize::from(code))
-            .copied()
-            .unwrap_or(Wait::Sleep)
-    }
-
-    fn code(self) -> u8 {
-        Wait::ALL.iter().position(|w| *w == self).unwrap_or(0) as u8
-    }
-
-    fn label(self) -> &'static str {
-        match self {
-            Wait::Sleep => "sleep",
-            Wait::Yield => "yield",
-            Wait::Join => "join",
-            Wait::Recv => "channel receive",
-            Wait::Send => "channel send",
-            Wait::Select => "select",
-            Wait::Mutex => "mutex",
-            Wait::Semaphore => "semaphore",
-            Wait::Event => "event",
-            Wait::Future => "future",
-            Wait::Io => "socket I/O",
-        }
-    }
-}
-
-impl fmt::Display for Wait {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.label())
-    }
-}
-
-/// Where a green thread is in its life, as [`dump`](super::dump) shows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum TaskState {
-    /// Spawned, not started yet (its closure may still move to any worker).
-    Queued,
-    /// Started and on its worker's ready queue.
-    Ready,
-    /// Running on its worker now.
-    Running,
-    /// Parked, waiting for the given thing.
-    Parked(Wait),
-    /// A `spawn_blocking` call running on a blocking-pool thread.
-    Blocking,
-    /// Finished (returned, panicked, or cancelled).
-    Finished,
-}
-
-impl fmt::Display for TaskState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TaskState::Queued => f.write_str("queued"),
-            TaskState::Ready => f.write_str("ready"),
-            TaskState::Running => f.write_str("running"),
-            TaskState::Parked(w) => write!(f, "parked on {w}"),
-            TaskState::Blocking => f.write_str("blocking"),
-            TaskState::Finished => f.write_str("finished"),
-        }
-    }
-}
 
 const QUEUED: u8 = 0;
 const READY: u8 = 1;
@@ -291,6 +184,18 @@ impl Task {
         match &self.name {
             Some(n) => n.to_string(),
             None => format!("task-{}", self.id),
+        }
+    }
+
+    /// What a dump shows of it now.
+    pub(crate) fn info(&self) -> TaskInfo {
+        let owner = self.owner();
+        TaskInfo {
+            id: self.id,
+            name: self.name(),
+            state: self.state(),
+            worker: (owner != NO_OWNER).then_some(owner),
+            spawned_at: self.site.to_string(),
         }
     }
 

@@ -17,8 +17,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::error::Elapsed;
-use super::park::{check_scopes, park, with_scopes, yield_green, TimeoutUnwind};
-use super::task::Wait;
+use super::park::{check_scopes, park, with_scopes, yield_green};
+use super::task_state::Wait;
+use super::unwind::TimeoutUnwind;
 use super::worker;
 
 /// Park the calling green thread for `d` (a plain thread sleeps). A parking

@@ -51,7 +51,8 @@ use std::time::Instant;
 use super::quick::{QuickGuard as MutexGuard, QuickMutex as Mutex};
 
 use super::park::{park, park_green};
-use super::task::{Task, Wait};
+use super::task::Task;
+use super::task_state::Wait;
 use super::worker;
 
 /// Whom a notification wakes: a green thread goes onto its worker's ready

@@ -3,8 +3,9 @@
 //! (the only time green threads run on it).
 //!
 //! Owns: that thread-local and its accessors ([`with_current`],
-//! [`current`], [`current_task`], [`with_current_task`]). Uses the
-//! worker's state (its `current` task) only.
+//! [`current`], [`current_task`], [`with_current_task`],
+//! [`current_runtime`]). Uses the worker's state (its `current` task) and
+//! the blocking-pool thread's runtime (`shared::CONTEXT`).
 
 use std::cell::Cell;
 use std::mem::ManuallyDrop;
@@ -12,6 +13,7 @@ use std::ptr;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use super::super::shared::{Shared, CONTEXT};
 use super::super::task::Task;
 use super::state::Worker;
 
@@ -99,4 +101,13 @@ impl Drop for MarkRunning {
     fn drop(&mut self) {
         RUNNING.with(|r| r.set(ptr::null()));
     }
+}
+
+/// The runtime of the calling thread: its worker's, else (a blocking-pool
+/// thread) the one it was entered into; `None` elsewhere.
+pub(crate) fn current_runtime() -> Option<Arc<Shared>> {
+    if let Some(shared) = with_current(|w| w.map(|w| Arc::clone(&w.shared))) {
+        return Some(shared);
+    }
+    CONTEXT.try_with(|c| c.borrow().clone()).ok().flatten()
 }

@@ -43,7 +43,9 @@ mod teardown;
 pub(crate) mod tests;
 mod wake;
 
-pub(crate) use self::current::{current, current_task, with_current, with_current_task};
+pub(crate) use self::current::{
+    current, current_runtime, current_task, with_current, with_current_task,
+};
 pub(crate) use self::handoff::Next;
 pub(crate) use self::placement::SLOT_AGE;
 pub(crate) use self::remote::Remote;

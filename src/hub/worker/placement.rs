@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use crossbeam_deque::Steal;
 
 use super::super::body::{LocalUnstarted, Unstarted};
-use super::state::Worker;
+use super::state::{Watch, Worker};
 
 /// How long another worker leaves a worker's newest spawn (see
 /// [`Worker::push_unstarted`]) alone while that worker has not come back
@@ -41,17 +41,6 @@ use super::state::Worker;
 pub(crate) const SLOT_AGE: Duration = Duration::from_micros(20);
 /// `Worker::batch` with no batch open.
 pub(super) const NO_BATCH: usize = usize::MAX;
-
-/// An occupied newest-spawn slot of another worker, as seen: that
-/// worker's `tick` then, when it was first seen with that tick, and
-/// whether a later look saw it so again (its spawner did not park between
-/// two looks: it may be computing).
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Watch {
-    tick: u64,
-    since: Instant,
-    again: bool,
-}
 
 impl Worker {
     /// Queue a `Send` task spawned on this worker. With other workers it

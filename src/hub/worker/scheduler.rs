@@ -46,7 +46,7 @@ use crate::diag::diag_warn;
 use super::super::body::Unstarted;
 use super::super::idle::{self, Idle, Plan, Spun, SPIN_WINDOW};
 use super::super::ready::ReadyQueue;
-use super::super::runtime::Shared;
+use super::super::shared::Shared;
 use super::super::task::Task;
 use super::super::task_pool::TaskPool;
 use super::super::timer::Timers;
@@ -102,7 +102,7 @@ impl Worker {
         let mut due = Vec::new();
         loop {
             if self.shared.pending.wants_drain() {
-                super::super::pending::scheduling_point(self);
+                super::super::pending_drain::scheduling_point(self);
             }
             self.take_remote(remote);
             if !self.timers.borrow().is_empty() {

@@ -10,6 +10,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Instant;
 
 use slab::Slab;
 
@@ -17,11 +18,10 @@ use crate::coroutine::Greenlet;
 
 use super::super::body::{LocalUnstarted, Unstarted};
 use super::super::ready::ReadyQueue;
-use super::super::runtime::Shared;
+use super::super::shared::Shared;
 use super::super::task::Task;
 use super::super::task_pool::TaskPool;
 use super::super::timer::Timers;
-use super::placement::Watch;
 use super::remote::Remote;
 
 /// What a worker thread is started with.
@@ -113,4 +113,15 @@ impl Worker {
     pub(crate) fn with_registry<R>(&self, f: impl FnOnce(&mio::Registry) -> R) -> R {
         f(self.poll.borrow().registry())
     }
+}
+
+/// An occupied newest-spawn slot of another worker, as seen: that
+/// worker's `tick` then, when it was first seen with that tick, and
+/// whether a later look saw it so again (its spawner did not park between
+/// two looks: it may be computing).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Watch {
+    pub(super) tick: u64,
+    pub(super) since: Instant,
+    pub(super) again: bool,
 }

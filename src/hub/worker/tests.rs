@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::super::runtime::Shared;
+use super::super::shared::Shared;
 use super::current::current;
 
 use std::panic::Location;
