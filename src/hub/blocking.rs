@@ -21,7 +21,7 @@ use super::error::JoinError;
 use super::join::JoinHandle;
 use super::runtime::Handle;
 use super::shared::{enter, Shared};
-use super::spawn::NewTask;
+use super::spawning::NewTask;
 
 /// Run the blocking `f` on the runtime's blocking pool (a bounded set of OS
 /// threads, started on demand); join its handle from a green thread to

@@ -22,8 +22,8 @@ use std::sync::Arc;
 use crate::coroutine::run::drop_stored;
 
 use super::error::JoinError;
-use super::newest::Token;
-use super::task::Task;
+use super::spawn_slot::Token;
+use super::task_header::Task;
 
 /// Words of closure kept in place (a closure capturing a few numbers,
 /// handles or `Arc`s).

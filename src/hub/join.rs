@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use super::error::JoinError;
 use super::park::{current_waker, park, park_green};
-use super::task::{Slot, Task};
+use super::task_header::{Slot, Task};
 use super::task_state::{TaskState, Wait};
 use super::worker;
 

@@ -16,7 +16,7 @@ use std::thread::Thread;
 use std::time::Instant;
 
 use super::scopes::Scopes;
-use super::task::Task;
+use super::task_header::Task;
 use super::task_state::Wait;
 use super::worker::{self, Next, Worker};
 use crate::coroutine::direct;

@@ -15,7 +15,7 @@ use crate::cleanup::{CleanupQueue, ScheduleError, Scheduler};
 use super::error::HubError;
 use super::pending::{drain_goes_on, run_call, Call};
 use super::shared::Shared;
-use super::spawn::NewTask;
+use super::spawning::NewTask;
 use super::worker::Worker;
 
 /// Clears `busy` when the drain ends, or when its closure is dropped unrun

@@ -41,8 +41,8 @@ use std::cell::UnsafeCell;
 use std::fmt;
 use std::ptr;
 
-use super::quick::QuickMutex;
-use super::task::Task;
+use super::spin_lock::QuickMutex;
+use super::task_header::Task;
 
 /// A task's place in its registry shard (see the module doc).
 pub(crate) struct Links {

@@ -27,7 +27,7 @@ use super::blocking_pool::BlockingPool;
 use super::body::Unstarted;
 use super::pending::PendingCalls;
 use super::registry::Registry;
-use super::task::Task;
+use super::task_header::Task;
 use super::task_info::TaskInfo;
 use super::worker::Remote;
 

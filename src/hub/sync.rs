@@ -10,7 +10,7 @@ use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::time::{Duration, Instant};
 
-use super::quick::QuickMutex as Lock;
+use super::spin_lock::QuickMutex as Lock;
 
 use super::error::Elapsed;
 use super::task_state::Wait;

@@ -11,7 +11,7 @@ use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
 use super::body::Body;
-use super::task::Task;
+use super::task_header::Task;
 
 /// A worker's spent tasks (finished, their values taken, nothing else
 /// referring to them), kept so that a spawn on that worker makes its task

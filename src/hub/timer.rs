@@ -33,7 +33,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::task::Task;
+use super::task_header::Task;
 
 /// Sorted lanes beside the heap.
 const LANES: usize = 4;

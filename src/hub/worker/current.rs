@@ -14,7 +14,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::super::shared::{Shared, CONTEXT};
-use super::super::task::Task;
+use super::super::task_header::Task;
 use super::state::Worker;
 
 thread_local! {

@@ -28,7 +28,7 @@ use std::time::Instant;
 
 use crate::coroutine::direct;
 
-use super::super::task::Task;
+use super::super::task_header::Task;
 use super::remote::Remote;
 use super::state::Worker;
 

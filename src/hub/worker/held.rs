@@ -9,7 +9,7 @@
 use std::ptr;
 use std::sync::Arc;
 
-use super::super::task::Task;
+use super::super::task_header::Task;
 use super::state::Worker;
 
 impl Worker {

@@ -18,8 +18,8 @@ use crate::diag::diag_warn;
 use super::super::body::Unstarted;
 use super::super::idle::Idle;
 use super::super::inbox::Inbox;
-use super::super::newest::Newest;
-use super::super::task::Task;
+use super::super::spawn_slot::Newest;
+use super::super::task_header::Task;
 
 /// The part of a worker that other threads reach, laid out by who writes
 /// what: a waker on another CPU writes the [`Inbox`] and reads the rest;

@@ -47,7 +47,7 @@ use super::super::body::Unstarted;
 use super::super::idle::{self, Idle, Plan, Spun, SPIN_WINDOW};
 use super::super::ready::ReadyQueue;
 use super::super::shared::Shared;
-use super::super::task::Task;
+use super::super::task_header::Task;
 use super::super::task_pool::TaskPool;
 use super::super::timer::Timers;
 use super::current::MarkRunning;

@@ -19,7 +19,7 @@ use crate::coroutine::Greenlet;
 use super::super::body::{LocalUnstarted, Unstarted};
 use super::super::ready::ReadyQueue;
 use super::super::shared::Shared;
-use super::super::task::Task;
+use super::super::task_header::Task;
 use super::super::task_pool::TaskPool;
 use super::super::timer::Timers;
 use super::remote::Remote;

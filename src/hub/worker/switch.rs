@@ -19,7 +19,7 @@ use crate::coroutine::{getcurrent, ErrorKind, Greenlet, GreenletError, Value};
 
 use super::super::body::{Launch, NotStarted};
 use super::super::error::JoinError;
-use super::super::task::Task;
+use super::super::task_header::Task;
 use super::remote::Remote;
 use super::state::Worker;
 

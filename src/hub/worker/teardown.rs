@@ -16,7 +16,7 @@ use crate::coroutine::Greenlet;
 use crate::diag::diag_warn;
 
 use super::super::error::JoinError;
-use super::super::task::Task;
+use super::super::task_header::Task;
 use super::state::Worker;
 use super::switch::drop_entry;
 

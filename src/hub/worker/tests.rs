@@ -10,7 +10,7 @@ use super::current::current;
 use std::panic::Location;
 use std::sync::mpsc;
 
-use crate::hub::spawn::NewTask;
+use crate::hub::spawning::NewTask;
 use crate::hub::Runtime;
 
 /// How long a test waits for what must happen before it calls it hung.

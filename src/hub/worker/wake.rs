@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::task::Wake;
 
-use super::super::task::Task;
+use super::super::task_header::Task;
 use super::current::{with_current, with_worker};
 use super::state::Worker;
 

@@ -18,10 +18,10 @@ use std::task::{Wake, Waker};
 use super::body::Body;
 use super::error::JoinError;
 use super::output::Output;
-use super::quick::{QuickGuard, QuickMutex};
 use super::registry::Links;
 use super::scopes::Scopes;
 use super::shared::Shared;
+use super::spin_lock::{QuickGuard, QuickMutex};
 use super::task_info::TaskInfo;
 use super::task_state::{TaskState, Wait};
 

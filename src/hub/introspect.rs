@@ -5,7 +5,7 @@
 
 use super::error::HubError;
 use super::runtime::Handle;
-use super::task::Task;
+use super::task_header::Task;
 use super::task_info::TaskInfo;
 
 impl Handle {

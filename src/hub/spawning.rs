@@ -16,7 +16,7 @@ use super::body::{Body, LocalUnstarted, Unstarted};
 use super::error::{HubError, JoinError};
 use super::join::JoinHandle;
 use super::shared::Shared;
-use super::task::{Slot, Task};
+use super::task_header::{Slot, Task};
 use super::task_pool::Spent;
 use super::unwind::CancelUnwind;
 use super::worker;
