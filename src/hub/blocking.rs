@@ -16,12 +16,12 @@ use std::thread;
 use crate::cleanup::set_thread_queue;
 
 use super::blocking_pool::KEEP_ALIVE;
-use super::body::Unstarted;
 use super::error::JoinError;
 use super::join::JoinHandle;
 use super::runtime::Handle;
 use super::shared::{enter, Shared};
 use super::spawning::NewTask;
+use super::unstarted::Unstarted;
 
 /// Run the blocking `f` on the runtime's blocking pool (a bounded set of OS
 /// threads, started on demand); join its handle from a green thread to

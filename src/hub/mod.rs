@@ -108,7 +108,6 @@
 
 mod blocking;
 mod blocking_pool;
-mod body;
 mod channel;
 mod error;
 mod future;
@@ -138,6 +137,7 @@ mod task_pool;
 mod task_state;
 mod time;
 mod timer;
+mod unstarted;
 mod unwind;
 mod wait;
 mod watchdog;

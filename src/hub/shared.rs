@@ -24,11 +24,11 @@ use parking_lot::Mutex;
 use crate::cleanup::CleanupQueue;
 
 use super::blocking_pool::BlockingPool;
-use super::body::Unstarted;
 use super::pending::PendingCalls;
 use super::registry::Registry;
 use super::task_header::Task;
 use super::task_info::TaskInfo;
+use super::unstarted::Unstarted;
 use super::worker::Remote;
 
 /// What every worker, handle and task of one runtime shares.

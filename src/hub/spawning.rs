@@ -12,12 +12,12 @@ use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::sync::Arc;
 
-use super::body::{Body, LocalUnstarted, Unstarted};
 use super::error::{HubError, JoinError};
 use super::join::JoinHandle;
 use super::shared::Shared;
 use super::task_header::{Slot, Task};
 use super::task_pool::Spent;
+use super::unstarted::{Body, LocalUnstarted, Unstarted};
 use super::unwind::CancelUnwind;
 use super::worker;
 

@@ -15,7 +15,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Wake, Waker};
 
-use super::body::Body;
 use super::error::JoinError;
 use super::output::Output;
 use super::registry::Links;
@@ -24,6 +23,7 @@ use super::shared::Shared;
 use super::spin_lock::{QuickGuard, QuickMutex};
 use super::task_info::TaskInfo;
 use super::task_state::{TaskState, Wait};
+use super::unstarted::Body;
 
 /// `owner` of a task that has not started on any worker.
 pub(crate) const NO_OWNER: usize = usize::MAX;

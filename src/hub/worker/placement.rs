@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_deque::Steal;
 
-use super::super::body::{LocalUnstarted, Unstarted};
+use super::super::unstarted::{LocalUnstarted, Unstarted};
 use super::state::{Watch, Worker};
 
 /// How long another worker leaves a worker's newest spawn (see

@@ -15,11 +15,11 @@ use crossbeam_utils::CachePadded;
 
 use crate::diag::diag_warn;
 
-use super::super::body::Unstarted;
 use super::super::idle::Idle;
 use super::super::inbox::Inbox;
 use super::super::spawn_slot::Newest;
 use super::super::task_header::Task;
+use super::super::unstarted::Unstarted;
 
 /// The part of a worker that other threads reach, laid out by who writes
 /// what: a waker on another CPU writes the [`Inbox`] and reads the rest;

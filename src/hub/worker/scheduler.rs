@@ -43,13 +43,13 @@ use slab::Slab;
 use crate::coroutine::getcurrent;
 use crate::diag::diag_warn;
 
-use super::super::body::Unstarted;
 use super::super::idle::{self, Idle, Plan, Spun, SPIN_WINDOW};
 use super::super::ready::ReadyQueue;
 use super::super::shared::Shared;
 use super::super::task_header::Task;
 use super::super::task_pool::TaskPool;
 use super::super::timer::Timers;
+use super::super::unstarted::Unstarted;
 use super::current::MarkRunning;
 use super::placement::NO_BATCH;
 use super::remote::Remote;

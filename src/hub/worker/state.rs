@@ -16,12 +16,12 @@ use slab::Slab;
 
 use crate::coroutine::Greenlet;
 
-use super::super::body::{LocalUnstarted, Unstarted};
 use super::super::ready::ReadyQueue;
 use super::super::shared::Shared;
 use super::super::task_header::Task;
 use super::super::task_pool::TaskPool;
 use super::super::timer::Timers;
+use super::super::unstarted::{LocalUnstarted, Unstarted};
 use super::remote::Remote;
 
 /// What a worker thread is started with.

@@ -17,9 +17,9 @@ use slab::Slab;
 use crate::coroutine::direct::{self, Resumed};
 use crate::coroutine::{getcurrent, ErrorKind, Greenlet, GreenletError, Value};
 
-use super::super::body::{Launch, NotStarted};
 use super::super::error::JoinError;
 use super::super::task_header::Task;
+use super::super::unstarted::{Launch, NotStarted};
 use super::remote::Remote;
 use super::state::Worker;
 
