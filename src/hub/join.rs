@@ -183,7 +183,7 @@ impl<T> fmt::Debug for JoinHandle<T> {
 }
 
 /// `task`'s last handle is done with it: on a worker of its runtime it may
-/// go to that worker's pool (see [`TaskPool`]), elsewhere it is dropped.
+/// go to that worker's pool (see [`TaskPool`](super::task_pool::TaskPool)), elsewhere it is dropped.
 fn recycle(task: Arc<Task>) {
     worker::with_current(|w| match w {
         Some(w) if Arc::ptr_eq(&w.shared, &task.shared) => w.pool.give(task),

@@ -53,7 +53,7 @@
 //!    an add that passed the shutting-down check before shutdown began and
 //!    took the lock after the last pop would be accepted and never run
 //!    (the explorer's `no-close` counterexample).
-//! 7. **The cleanup queue's call** (added by [`HubScheduler`]) is rule 1
+//! 7. **The cleanup queue's call** (added by [`HubScheduler`](super::HubScheduler)) is rule 1
 //!    without the capacity check: it is refused only by a closed slot. Its
 //!    count is bounded by the policy instead (one outstanding per queue
 //!    under `Scheduled`, `Shielded`, `Robust`). With the capacity counted, a
@@ -66,7 +66,7 @@
 //! with any worker alive, a queued call runs after at most one scheduling
 //! point past the end of the running drain.
 //!
-//! The cleanup queue of [`Handle::cleanup_queue`] (policy `Robust`)
+//! The cleanup queue of [`Handle::cleanup_queue`](super::Handle::cleanup_queue) (policy `Robust`)
 //! schedules its drains here: `schedule(queue)` adds a call that runs
 //! `queue.drain()` (rule 7: a full slot does not refuse it). Once the
 //! runtime is shutting down (or gone), `schedule` drains
@@ -256,7 +256,7 @@ impl PendingCalls {
     }
 
     /// Rule 2's first read, the worker loop's cheap test before it enters
-    /// [`scheduling_point`].
+    /// [`scheduling_point`](super::pending_drain::scheduling_point).
     #[inline]
     pub(crate) fn wants_drain(&self) -> bool {
         wants_drain(&&self.flags)

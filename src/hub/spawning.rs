@@ -252,7 +252,7 @@ impl NewTask<'_> {
     }
 
     /// The task, registered: `spent` (a spent task of a worker's pool of
-    /// this runtime) made new (see [`TaskPool`]), else allocated once with
+    /// this runtime) made new (see [`TaskPool`](super::task_pool::TaskPool)), else allocated once with
     /// its header and `body` in it.
     fn make(self, body: Body, spent: Option<Spent>) -> Arc<Task> {
         let shared = self.shared;

@@ -12,7 +12,7 @@
 //! front is itself. Armed timers do not stop it: it reads the clock and
 //! compares with the soonest deadline, so a due timer sends it to the
 //! loop. A hand-off counts as a round of the poll cadence, so a busy set
-//! of green threads reaches the loop at least every [`POLL_EVERY`] rounds:
+//! of green threads reaches the loop at least every [`POLL_EVERY`](super::scheduler::POLL_EVERY) rounds:
 //! I/O and the runtime-wide sources (the injector, other workers' deques,
 //! the shutdown) are taken then, and nothing starves; a cancellation
 //! waiting for the front is left to the loop, which throws it.
@@ -142,7 +142,7 @@ impl Worker {
     /// name it already, its wake sequence only matters to timers (none is
     /// armed for it: it has not parked since its last resume, which made
     /// older entries stale), and the watchdog's tick moves at the loop's
-    /// resume, at least every [`POLL_EVERY`] rounds. A pending cancellation
+    /// resume, at least every [`POLL_EVERY`](super::scheduler::POLL_EVERY) rounds. A pending cancellation
     /// is left to the park, and so is a yield that trace hooks observe.
     #[inline(always)]
     pub(crate) fn yield_in_place(&self, me: &Task) -> bool {
@@ -186,18 +186,18 @@ impl Worker {
     /// someone to resume.)
     ///
     /// A round without the loop counts as one of its rounds, so the worker
-    /// still polls every [`POLL_EVERY`] rounds, and a busy set of green
+    /// still polls every [`POLL_EVERY`](super::scheduler::POLL_EVERY) rounds, and a busy set of green
     /// threads reaches the loop at least that often. What any worker of
     /// the runtime may serve (tasks on the injector or on another worker's
     /// deque, to steal) and the shutdown are left to that round: a busy
-    /// worker takes them late by at most [`POLL_EVERY`] rounds (as it
+    /// worker takes them late by at most [`POLL_EVERY`](super::scheduler::POLL_EVERY) rounds (as it
     /// does I/O), never starved; an idle one sees them before it sleeps
     /// ([`work_from_outside`](Self::work_from_outside), unchanged), and
     /// their producers wake a sleeping worker as before. Only the wakes
     /// and calls that must run at this worker's next scheduling point are
     /// read at every hand-off: the inbox's slot (one word: a task, or the
     /// mark of its overflow; the one wake it may miss, racing the loop's
-    /// take, the loop takes at most [`POLL_EVERY`] rounds later, see
+    /// take, the loop takes at most [`POLL_EVERY`](super::scheduler::POLL_EVERY) rounds later, see
     /// `Inbox::marked`) and the pending-call flag. No new flag is shared
     /// between threads, and the sleep handshake reads the whole inbox, so
     /// no interleaving can lose a wake.

@@ -17,7 +17,7 @@
 //! - `handoff`: a parking green thread resuming the next one without the
 //!   loop ([`Next`]);
 //! - `held`: the reference to the running green thread the worker keeps;
-//! - `wake`: routing a wake ([`push_ready`]) and the task's `Waker`;
+//! - `wake`: routing a wake ([`push_ready`](wake::push_ready)) and the task's `Waker`;
 //! - `teardown`: cancelling at the shutdown and emptying the worker at its
 //!   end.
 //!

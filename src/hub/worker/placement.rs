@@ -36,7 +36,7 @@ use super::state::{Watch, Worker};
 /// that has not come back in this long is computing (or lost its CPU), and
 /// its newest spawn has already waited as long as a wake of a sleeping
 /// worker costs on this 2-vCPU guest (about 20 µs), so moving it costs
-/// less than waiting on. Below [`SPIN_WINDOW`], so that a spinning worker
+/// less than waiting on. Below [`SPIN_WINDOW`](super::super::idle::SPIN_WINDOW), so that a spinning worker
 /// that saw it at the start of its spin takes it before the spin ends.
 pub(crate) const SLOT_AGE: Duration = Duration::from_micros(20);
 /// `Worker::batch` with no batch open.

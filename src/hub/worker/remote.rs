@@ -33,7 +33,7 @@ use super::super::unstarted::Unstarted;
 #[repr(C)]
 pub(crate) struct Remote {
     /// Tasks woken for this worker and tasks placed on it by other threads
-    /// (see [`super::inbox`]): one cache line.
+    /// (see [`super::super::inbox`]): one cache line.
     pub(super) inbox: CachePadded<Inbox<Task, Unstarted>>,
     /// In (or about to enter) a waiting poll; cleared by whoever unparks
     /// it. Not in the inbox's line: a waker reads it right after its push,
@@ -51,7 +51,7 @@ pub(crate) struct Remote {
     pub(crate) stealer: Stealer<Unstarted>,
     /// The newest task a green thread of this worker spawned, which the
     /// worker starts at its next scheduling point; other workers take it
-    /// only once it aged (see [`Worker::push_unstarted`]). Written by the
+    /// only once it aged (see [`Worker::push_unstarted`](super::Worker::push_unstarted)). Written by the
     /// owner at a spawn and a start, read by idle workers at every look:
     /// a line of its own.
     pub(super) newest: CachePadded<Newest<Unstarted>>,

@@ -164,11 +164,11 @@ impl Worker {
     }
 
     /// Nothing to do: spin a moment, or yield the CPU a few times, as the
-    /// idle policy says (see [`super::idle`]), then sleep in the poller
+    /// idle policy says (see [`super::super::idle`]), then sleep in the poller
     /// until a wake, I/O, the next timer or the shutdown deadline. Except
     /// when another worker's newest spawn is about to age with its spawner
     /// not parking (see [`slot_due`](Self::slot_due)): then spin to that
-    /// moment (at most [`SLOT_AGE`]), and take it; and a sleep while such
+    /// moment (at most [`SLOT_AGE`](super::placement::SLOT_AGE)), and take it; and a sleep while such
     /// a slot is watched ends when it ages (see
     /// [`slot_deadline`](Self::slot_deadline)).
     ///

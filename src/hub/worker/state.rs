@@ -50,7 +50,7 @@ pub(crate) struct Worker {
     pub(super) spawned: RefCell<Vec<Unstarted>>,
     /// Whether `spawned` may hold tasks (one load where the loop checks).
     pub(super) has_spawned: Cell<bool>,
-    /// Where the open batch of `spawned` starts ([`NO_BATCH`]: none open).
+    /// Where the open batch of `spawned` starts ([`NO_BATCH`](super::placement::NO_BATCH): none open).
     pub(super) batch: Cell<usize>,
     /// Whether a task queued on this worker to start may wait (`spawned`,
     /// `local_new`, the newest-spawn slot or the deque may hold one): set
