@@ -66,7 +66,8 @@
 //! green thread and where it was spawned.
 //!
 //! # Timers and the poller
-//! Each worker has its own timers (a binary heap, see `timer`) and its own
+//! Each worker has its own timers (sorted lanes and a binary heap, see
+//! `timer`) and its own
 //! `mio::Poll`. An idle worker sleeps in `poll` until the next timer's
 //! deadline or a wake; a busy one polls without waiting every 61 rounds so
 //! I/O sources registered with it are not starved. The network layer
@@ -95,16 +96,39 @@
 //! hub's next scheduling point, and the runtime's cleanup queue drains on
 //! it; see `pending` for the rules.
 //!
-//! Module map: `runtime` (builder, runtime, handle), `worker` (the hub
-//! loop), `task` (task header, join handle), `body` (an unstarted task's closure), `spawn`, `park`, `time`,
-//! `timer`, `wait`, `inbox` (a worker's remote wake queue), `idle`, `ready`
-//! (its ready queue), `channel`, `select`, `sync`, `future`, `blocking`,
-//! `group`, `dump`, `watchdog`, `pending`, `registry`, `quick` (the lock of
-//! the task's outcome and the registry), `error`, and the
-//! public [`net`] (TCP and UDP sockets that park).
+//! # Where things are
+//! From the bottom up; a file uses only files listed before it, with two
+//! exceptions: the four files of the task's data, whose types name each
+//! other (a task holds its closure and its runtime's shared state, which
+//! lists and queues tasks), and the two calls the worker's loop makes at a
+//! scheduling point into layers above it (the pending-call drain,
+//! `pending_drain::scheduling_point`, and the poller's readiness events,
+//! `net::dispatch`):
+//! - building blocks that know no task: `error`, `spin_lock` (the lock of
+//!   a task's outcome, the registry and the sync types), `ready` (a
+//!   worker's ready queue), `inbox` (its remote wake queue), `spawn_slot`
+//!   (its newest-spawn slot), `idle` (its idle policy), `output` (a task's
+//!   value), `scopes` (`timeout` deadlines), `unwind` (the cancellation and
+//!   timeout payloads), `task_state`, `task_info`, `pending` (the
+//!   pending-call slot's rules), `blocking_pool` (its state);
+//! - the task's data: `task_header` (the `Task`
+//!   header), `unstarted` (its closure until it starts, and the token that
+//!   runs it), `registry` (every task of a runtime), `shared` (what a
+//!   runtime's workers, handles and tasks share);
+//! - `timer`, `task_pool`, then `worker` (the scheduler: its loop,
+//!   placement and stealing, the switch into a green thread, hand-offs,
+//!   wakes, teardown);
+//! - what green threads call: `park`, `time`, `wait` (wait lists),
+//!   `spawning` ([`spawn`], [`task()`]), `join` ([`JoinHandle`]),
+//!   `pending_drain`, `channel`, `selecting` ([`select`]), `sync`,
+//!   `future`, `blocking`, `runtime` ([`Runtime`], [`Handle`]), `group`,
+//!   `introspect` ([`dump`]), `watchdog`, and the public [`net`] (TCP and
+//!   UDP sockets that park).
 //!
-//! Uses [`crate::coroutine`]'s public API and [`crate::cleanup`]; knows
-//! nothing of the CPython model.
+//! Uses [`crate::coroutine`] (its public API, and the crate-private lean
+//! switch of `coroutine::direct` and the closure storage of
+//! `coroutine::run`) and [`crate::cleanup`]; knows nothing of the CPython
+//! model.
 
 mod blocking;
 mod blocking_pool;

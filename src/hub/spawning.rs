@@ -5,7 +5,7 @@
 //!
 //! Owns: the spawn paths, [`TaskBuilder`] and [`NewTask`]. Uses the
 //! runtime's shared state (registry, injector), the current worker (its
-//! deque and local queue), `body` (the closure kept in the task, and the
+//! deque and local queue), `unstarted` (the closure kept in the task, and the
 //! token that starts it), and the task's `finish`.
 
 use std::any::Any;

@@ -485,9 +485,10 @@ impl fmt::Debug for Task {
 }
 
 /// The type of a task's value: a token made with the task (by
-/// `spawn::new_task`) that lets its body put a `T` into the task's
-/// [`Output`] and its [`JoinHandle`](super::JoinHandle) take one, and gives the handle `T`'s
-/// auto traits (as the `Arc<Mutex<Option<T>>>` it replaces did).
+/// `spawning::NewTask`) that lets its body put a `T` into the task's
+/// [`Output`] and its [`JoinHandle`](super::JoinHandle) take one, and
+/// gives the handle `T`'s auto traits (those of an
+/// `Arc<Mutex<Option<T>>>`).
 pub(crate) struct Slot<T>(PhantomData<QuickMutex<T>>);
 
 impl<T> Slot<T> {

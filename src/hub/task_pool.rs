@@ -16,7 +16,7 @@ use super::unstarted::Body;
 /// A worker's spent tasks (finished, their values taken, nothing else
 /// referring to them), kept so that a spawn on that worker makes its task
 /// in one of their allocations instead of a new one: a spawn + join then
-/// pays no `malloc` and `free` of the task (~150 instructions with glibc)
+/// pays no `malloc` and `free` of the task
 /// and no drop of its header. At most [`TaskPool::KEEP`] are kept; each
 /// holds its runtime's `Shared`, which is that worker's runtime (only
 /// tasks of it are given back), so the pool lives and dies with the

@@ -31,12 +31,17 @@ use super::state::{Watch, Worker};
 
 /// How long another worker leaves a worker's newest spawn (see
 /// [`Worker::push_unstarted`]) alone while that worker has not come back
-/// to its hub, from the first time it saw it there. A green thread that
-/// spawns and then parks or yields is back in well under a microsecond; one
-/// that has not come back in this long is computing (or lost its CPU), and
-/// its newest spawn has already waited as long as a wake of a sleeping
-/// worker costs on this 2-vCPU guest (about 20 µs), so moving it costs
-/// less than waiting on. Below [`SPIN_WINDOW`](super::super::idle::SPIN_WINDOW), so that a spinning worker
+/// to its hub, from the first time it saw it there. It trades locality
+/// (a task starting beside the green thread that spawned it, which then
+/// joins it or talks to it) against latency (a spawner that computes holds
+/// its task back this long). A green thread that spawns and then parks or
+/// yields is back in well under a microsecond; one that has not come back
+/// in this long is computing (or lost its CPU), and its newest spawn has
+/// already waited as long as a wake of a sleeping worker costs on a
+/// virtual machine (about 20 µs), so moving it costs less than waiting on.
+/// Re-measure with `cargo bench --bench hub -- "2 workers"` (the two-worker
+/// ping-pong, whose pinger spins until its echo started, and the spawn
+/// tree). Below [`SPIN_WINDOW`](super::super::idle::SPIN_WINDOW), so that a spinning worker
 /// that saw it at the start of its spin takes it before the spin ends.
 pub(crate) const SLOT_AGE: Duration = Duration::from_micros(20);
 /// `Worker::batch` with no batch open.
