@@ -75,7 +75,8 @@ impl TaskPool {
 
     /// Keep `task` for a later spawn if it is spent and `task` is its only
     /// reference; else drop it (after the pool's borrow: its value's
-    /// destructor may spawn or join).
+    /// destructor may spawn or join). Inline: a join's last step.
+    #[inline]
     pub(crate) fn give(&self, task: Arc<Task>) {
         let mut spent = self.spent.borrow_mut();
         if spent.len() < Self::KEEP && is_only_and_spent(&task) {
@@ -105,6 +106,7 @@ impl fmt::Debug for TaskPool {
 /// `cmpxchg` of the weak count: that guards against a `Weak` upgraded
 /// meanwhile, and a task never has one (nothing downgrades a task's `Arc`;
 /// `Task::allocate`'s `new_cyclic` ignores the one it is lent).
+#[inline]
 fn is_only_and_spent(task: &Arc<Task>) -> bool {
     if Arc::strong_count(task) != 1 {
         return false;

@@ -75,8 +75,16 @@ impl Wake for Task {
         }
     }
     fn wake_by_ref(self: &Arc<Self>) {
-        if let Some(owner) = self.mark_scheduled() {
-            push_ready(Arc::clone(self), owner);
-        }
+        schedule(self);
+    }
+}
+
+/// Queue `task` on its worker's ready queue unless it already is. A task
+/// not started on a worker (queued, or a blocking call) has nothing to
+/// queue. Left to the compiler to place: a cancellation's wake, rare in a
+/// park, stays out of the park's code.
+fn schedule(task: &Arc<Task>) {
+    if let Some(owner) = task.mark_scheduled() {
+        push_ready(Arc::clone(task), owner);
     }
 }
