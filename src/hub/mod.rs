@@ -98,12 +98,12 @@
 //!
 //! # Where things are
 //! From the bottom up; a file uses only files listed before it, with two
-//! exceptions: the four files of the task's data, whose types name each
-//! other (a task holds its closure and its runtime's shared state, which
-//! lists and queues tasks), and the two calls the worker's loop makes at a
-//! scheduling point into layers above it (the pending-call drain,
-//! `pending_drain::scheduling_point`, and the poller's readiness events,
-//! `net::dispatch`):
+//! exceptions: the files of the task's data, whose types name each other
+//! (a task holds its closure and its runtime's shared state, which lists
+//! tasks and, through the workers' remote parts, queues them), and the two
+//! calls the worker's loop makes at a scheduling point into layers above
+//! it (the pending-call drain, `pending_drain::scheduling_point`, and the
+//! poller's readiness events, `net::dispatch`):
 //! - building blocks that know no task: `error`, `spin_lock` (the lock of
 //!   a task's outcome, the registry and the sync types), `ready` (a
 //!   worker's ready queue), `inbox` (its remote wake queue), `spawn_slot`
@@ -111,19 +111,20 @@
 //!   value), `scopes` (`timeout` deadlines), `unwind` (the cancellation and
 //!   timeout payloads), `task_state`, `task_info`, `pending` (the
 //!   pending-call slot's rules), `blocking_pool` (its state);
-//! - the task's data: `task_header` (the `Task`
-//!   header), `unstarted` (its closure until it starts, and the token that
-//!   runs it), `registry` (every task of a runtime), `shared` (what a
-//!   runtime's workers, handles and tasks share);
+//! - the task's data: `task_header` (the `Task` header), `unstarted` (its
+//!   closure until it starts, and the token that runs it), `registry`
+//!   (every task of a runtime), `shared` (what a runtime's workers, handles
+//!   and tasks share) and `worker::remote` (the part of a worker other
+//!   threads reach);
 //! - `timer`, `task_pool`, then `worker` (the scheduler: its loop,
 //!   placement and stealing, the switch into a green thread, hand-offs,
 //!   wakes, teardown);
-//! - what green threads call: `park`, `time`, `wait` (wait lists),
-//!   `spawning` ([`spawn`], [`task()`]), `join` ([`JoinHandle`]),
+//! - what green threads call: `park`, `time`, `wait` (wait lists), `join`
+//!   ([`JoinHandle`]), `spawning` ([`spawn`], [`task()`]),
 //!   `pending_drain`, `channel`, `selecting` ([`select`]), `sync`,
-//!   `future`, `blocking`, `runtime` ([`Runtime`], [`Handle`]), `group`,
-//!   `introspect` ([`dump`]), `watchdog`, and the public [`net`] (TCP and
-//!   UDP sockets that park).
+//!   `future`, `watchdog`, `runtime` ([`Runtime`], [`Handle`]),
+//!   `blocking`, `group`, `introspect` ([`dump`]), and the public [`net`]
+//!   (TCP and UDP sockets that park).
 //!
 //! Uses [`crate::coroutine`] (its public API, and the crate-private lean
 //! switch of `coroutine::direct` and the closure storage of
