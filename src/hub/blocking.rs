@@ -2,147 +2,26 @@
 //! ([`spawn_blocking`]). A green thread joins the result by parking, so its
 //! hub keeps running other green threads meanwhile.
 //!
-//! Owns: [`BlockingPool`] and [`spawn_blocking`]. Uses the task header (a
+//! Owns: [`spawn_blocking`]; the pool itself is `blocking_pool`'s. Uses
+//! the task header (a
 //! blocking call is a task without a greenlet, so it has a `JoinHandle`,
 //! shows in `dump`, and can be cancelled before it starts), the runtime's
 //! thread-local context, and the cleanup queue (each pool thread's greenlet
 //! state goes to the runtime's queue when the thread exits).
 
-use std::collections::VecDeque;
 use std::panic::Location;
 use std::sync::Arc;
 use std::thread;
-use std::time::Duration;
-
-use parking_lot::{Condvar, Mutex};
 
 use crate::cleanup::set_thread_queue;
 
-use super::body::Unstarted;
+use super::blocking_pool::KEEP_ALIVE;
 use super::error::JoinError;
-use super::runtime::{self, Handle, Shared};
-use super::spawn::NewTask;
-use super::task::JoinHandle;
-
-/// How long an idle pool thread waits for work before it exits.
-const KEEP_ALIVE: Duration = Duration::from_secs(10);
-
-struct PoolState {
-    jobs: VecDeque<Unstarted>,
-    threads: usize,
-    idle: usize,
-    shutdown: bool,
-    started: usize,
-}
-
-/// A runtime's blocking threads.
-pub(crate) struct BlockingPool {
-    state: Mutex<PoolState>,
-    work: Condvar,
-    max: usize,
-}
-
-impl BlockingPool {
-    pub(crate) fn new(max: usize) -> BlockingPool {
-        BlockingPool {
-            state: Mutex::new(PoolState {
-                jobs: VecDeque::new(),
-                threads: 0,
-                idle: 0,
-                shutdown: false,
-                started: 0,
-            }),
-            work: Condvar::new(),
-            max,
-        }
-    }
-
-    fn submit(&self, shared: &Arc<Shared>, job: Unstarted) {
-        let mut st = self.state.lock();
-        if st.shutdown {
-            drop(st);
-            drop(job);
-            return;
-        }
-        st.jobs.push_back(job);
-        if st.idle > 0 {
-            self.work.notify_one();
-            return;
-        }
-        if st.threads >= self.max {
-            return;
-        }
-        st.threads += 1;
-        st.started += 1;
-        let n = st.started;
-        drop(st);
-        let s = Arc::clone(shared);
-        let spawned = thread::Builder::new()
-            .name(format!("hub-blocking-{n}"))
-            .spawn(move || pool_thread(s));
-        if let Err(e) = spawned {
-            let mut st = self.state.lock();
-            st.threads -= 1;
-            if st.threads == 0 {
-                let failed: Vec<Unstarted> = st.jobs.drain(..).collect();
-                drop(st);
-                for job in failed {
-                    let task = job.into_task();
-                    task.finish(Some(JoinError::NoThread {
-                        name: task.name(),
-                        reason: e.to_string(),
-                    }));
-                }
-            }
-        }
-    }
-
-    /// Refuse new calls, cancel the queued ones, let idle threads go; how
-    /// many calls are still running.
-    pub(crate) fn shutdown(&self) -> usize {
-        let mut st = self.state.lock();
-        st.shutdown = true;
-        let queued: Vec<Unstarted> = st.jobs.drain(..).collect();
-        let running = st.threads - st.idle;
-        self.work.notify_all();
-        drop(st);
-        drop(queued);
-        running
-    }
-}
-
-fn pool_thread(shared: Arc<Shared>) {
-    set_thread_queue(shared.cleanup.get().cloned());
-    runtime::enter(&shared);
-    let pool = &shared.blocking;
-    loop {
-        let job = {
-            let mut st = pool.state.lock();
-            loop {
-                if let Some(job) = st.jobs.pop_front() {
-                    break Some(job);
-                }
-                if st.shutdown {
-                    break None;
-                }
-                st.idle += 1;
-                let timed_out = pool.work.wait_for(&mut st, KEEP_ALIVE).timed_out();
-                st.idle -= 1;
-                if timed_out && st.jobs.is_empty() {
-                    break None;
-                }
-            }
-        };
-        let Some(job) = job else { break };
-        if job.task().cancel_requested() {
-            drop(job);
-            continue;
-        }
-        job.task().set_blocking();
-        job.run();
-    }
-    pool.state.lock().threads -= 1;
-}
+use super::join::JoinHandle;
+use super::runtime::Handle;
+use super::shared::{enter, Shared};
+use super::spawning::NewTask;
+use super::unstarted::Unstarted;
 
 /// Run the blocking `f` on the runtime's blocking pool (a bounded set of OS
 /// threads, started on demand); join its handle from a green thread to
@@ -203,7 +82,85 @@ impl Handle {
             shard: shared.workers.len(),
         }
         .build(f);
-        shared.blocking.submit(shared, job);
+        submit(shared, job);
         handle
     }
+}
+
+/// Queue the blocking call `job` on `shared`'s pool, starting a thread for
+/// it when none is idle and the pool is below its size.
+fn submit(shared: &Arc<Shared>, job: Unstarted) {
+    let pool = &shared.blocking;
+    let mut st = pool.state.lock();
+    if st.shutdown {
+        drop(st);
+        drop(job);
+        return;
+    }
+    st.jobs.push_back(job);
+    if st.idle > 0 {
+        pool.work.notify_one();
+        return;
+    }
+    if st.threads >= pool.max {
+        return;
+    }
+    st.threads += 1;
+    st.started += 1;
+    let n = st.started;
+    drop(st);
+    let s = Arc::clone(shared);
+    let spawned = thread::Builder::new()
+        .name(format!("hub-blocking-{n}"))
+        .spawn(move || pool_thread(s));
+    if let Err(e) = spawned {
+        let mut st = pool.state.lock();
+        st.threads -= 1;
+        if st.threads == 0 {
+            let failed: Vec<Unstarted> = st.jobs.drain(..).collect();
+            drop(st);
+            for job in failed {
+                let task = job.into_task();
+                task.finish(Some(JoinError::NoThread {
+                    name: task.name(),
+                    reason: e.to_string(),
+                }));
+            }
+        }
+    }
+}
+
+/// A pool thread: runs queued calls until the shutdown, or until it waited
+/// [`KEEP_ALIVE`] for one.
+fn pool_thread(shared: Arc<Shared>) {
+    set_thread_queue(shared.cleanup.get().cloned());
+    enter(&shared);
+    let pool = &shared.blocking;
+    loop {
+        let job = {
+            let mut st = pool.state.lock();
+            loop {
+                if let Some(job) = st.jobs.pop_front() {
+                    break Some(job);
+                }
+                if st.shutdown {
+                    break None;
+                }
+                st.idle += 1;
+                let timed_out = pool.work.wait_for(&mut st, KEEP_ALIVE).timed_out();
+                st.idle -= 1;
+                if timed_out && st.jobs.is_empty() {
+                    break None;
+                }
+            }
+        };
+        let Some(job) = job else { break };
+        if job.task().cancel_requested() {
+            drop(job);
+            continue;
+        }
+        job.task().set_blocking();
+        job.run();
+    }
+    pool.state.lock().threads -= 1;
 }

@@ -27,9 +27,9 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::quick::{QuickGuard as MutexGuard, QuickMutex as Mutex};
+use super::spin_lock::{QuickGuard as MutexGuard, QuickMutex as Mutex};
 
-use super::task::Wait;
+use super::task_state::Wait;
 use super::wait::{wait_on, wake, wake_all, Site, WaitList, Wakeup, Watch};
 
 pub(crate) struct State<T> {

@@ -11,7 +11,7 @@ use std::pin::pin;
 use std::task::{Context, Poll};
 
 use super::park::{current_waker, park};
-use super::task::Wait;
+use super::task_state::Wait;
 
 /// Poll `future` until it is ready, parking between polls. A parking point
 /// (a cancellation drops the future).

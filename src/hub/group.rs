@@ -12,8 +12,8 @@ use std::panic::Location;
 
 use super::channel::{unbounded, Receiver, Sender};
 use super::error::{HubError, JoinError};
+use super::join::JoinHandle;
 use super::runtime::Handle;
-use super::task::JoinHandle;
 
 /// Sends the member's index when dropped: at the end of its closure,
 /// whether it returned, panicked or was cancelled, or when the closure is

@@ -7,8 +7,8 @@
 //! [`Backoff`] and the hold-off that only its own worker touches), [`Plan`],
 //! [`Spun`], the machine's crowding ([`crowded`]) and the policy's
 //! constants. Uses `libc::sched_getcpu` (through glibc's `rseq` area, no
-//! system call), `/proc/loadavg` and `std::hint::spin_loop`. The worker
-//! (`worker.rs`) asks for a [`Plan`], runs the spin with its own look for
+//! system call), `/proc/loadavg` and `std::hint::spin_loop`. The worker's
+//! loop (`worker::scheduler`) asks for a [`Plan`], runs the spin with its own look for
 //! work, and then, if nothing came, goes through its sleep handshake
 //! (`Remote::sleeping`), which this policy does not touch: a spin is only a
 //! look before it, so it cannot lose a wake-up.
@@ -48,7 +48,8 @@
 //!   There a spinning thread is one more of the crowd, and the scheduler
 //!   runs it only in its turn, while a sleeping one is run as soon as it is
 //!   woken: with two CPU hogs beside the two-worker ping-pong, spinning was
-//!   measured slower than not (see benches/RESULTS.md, session 9).
+//!   measured slower than not (`cargo bench --bench hub -- "ping-pong, 2
+//!   workers"` with two `yes > /dev/null` running beside it).
 //!
 //! Where the policy does not spin, the worker gives its CPU away
 //! (`sched_yield`) up to [`YIELDS`] times watching its remote queue, then
@@ -56,8 +57,8 @@
 //! measured faster than sleeping at once, as a yield often runs the other
 //! worker on this CPU. But a yield on a CPU shared with a CPU-bound process
 //! may hand it a whole time slice (with two hogs beside the ping-pong,
-//! yields made runs up to 100 times slower than sleeping at once,
-//! benches/RESULTS.md, session 9): a yield that comes back later than
+//! yields made runs up to 100 times slower than sleeping at once, in the
+//! same measurement): a yield that comes back later than
 //! [`YIELD_LATE`] stops the yields for [`HOLD_OFF`].
 //!
 //! Shutdown, pending calls and unstarted work end a spin the same way a
@@ -70,9 +71,13 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// The longest an idle worker spins before it sleeps. A round trip between
-/// two spinning workers takes about 1.2 µs on this 2-vCPU guest; 50 µs
+/// The longest an idle worker spins before it sleeps: longer catches
+/// slower replies without the sleep and wake (about 20 µs on a virtual
+/// machine), shorter wastes less CPU on a miss. A round trip between two
+/// spinning workers takes about 1.2 µs on a 2-vCPU virtual machine; 50 µs
 /// covers a reply that does some work, and is what a miss costs.
+/// Re-measure with `cargo bench --bench hub -- "ping-pong, 2 workers"`
+/// (the round trip) and the CPU time of an idle runtime.
 pub(crate) const SPIN_WINDOW: Duration = Duration::from_micros(50);
 /// `spin_loop` rounds between two looks at the clock and at the work of the
 /// whole runtime (the remote queue is read every round).
@@ -82,7 +87,8 @@ const ROUNDS_PER_LOOK: u32 = 32;
 /// apart). Not less: on a quiet virtual machine interrupts and the host
 /// stall a spinning vCPU for tens of microseconds now and then; at 10 µs
 /// those stalls held spinning off for most of a ping-pong, 8.2 µs per
-/// round trip instead of 2.5 µs.
+/// round trip instead of 2.5 µs (`cargo bench --bench hub -- "ping-pong, 2
+/// workers"`).
 const PREEMPTED: Duration = Duration::from_micros(250);
 /// How long a worker whose spin was preempted does not spin, and one whose
 /// yield came back late does not yield: on a CPU that other threads want,
@@ -268,7 +274,7 @@ impl Idle {
 
     /// [`plan`](Self::plan) without the backoff: for a spin to a deadline
     /// a few microseconds away that ends in work (another worker's newest
-    /// spawn that ages then, see `worker.rs`), which waits for no wake, so
+    /// spawn that ages then, see `worker::placement`), which waits for no wake, so
     /// the misses of spins that did are no reason to skip it. The other
     /// rules hold: no spin on a CPU a busy peer waits for (that peer may
     /// be the spawner, about to park), on a crowded machine, or in a

@@ -7,7 +7,7 @@
 //! check the rules over the interleavings of two wakers and the owner, or
 //! a waker and the close: `RUSTFLAGS="--cfg loom" cargo test --release
 //! --lib hub::inbox`), and x86's `prefetchw` hint (inline assembly) for
-//! the owner's spin. The worker (`worker.rs`) owns the sleep handshake
+//! the owner's spin. The worker (`worker::scheduler`) owns the sleep handshake
 //! around it and where the taken tasks go.
 //!
 //! # The slot and the overflow

@@ -66,7 +66,8 @@
 //! green thread and where it was spawned.
 //!
 //! # Timers and the poller
-//! Each worker has its own timers (a binary heap, see `timer`) and its own
+//! Each worker has its own timers (sorted lanes and a binary heap, see
+//! `timer`) and its own
 //! `mio::Poll`. An idle worker sleeps in `poll` until the next timer's
 //! deadline or a wake; a busy one polls without waiting every 61 rounds so
 //! I/O sources registered with it are not starved. The network layer
@@ -95,41 +96,74 @@
 //! hub's next scheduling point, and the runtime's cleanup queue drains on
 //! it; see `pending` for the rules.
 //!
-//! Module map: `runtime` (builder, runtime, handle), `worker` (the hub
-//! loop), `task` (task header, join handle), `body` (an unstarted task's closure), `spawn`, `park`, `time`,
-//! `timer`, `wait`, `inbox` (a worker's remote wake queue), `idle`, `ready`
-//! (its ready queue), `channel`, `select`, `sync`, `future`, `blocking`,
-//! `group`, `dump`, `watchdog`, `pending`, `registry`, `quick` (the lock of
-//! the task's outcome and the registry), `error`, and the
-//! public [`net`] (TCP and UDP sockets that park).
+//! # Where things are
+//! From the bottom up; a file uses only files listed before it, with two
+//! exceptions: the files of the task's data, whose types name each other
+//! (a task holds its closure and its runtime's shared state, which lists
+//! tasks and, through the workers' remote parts, queues them), and the two
+//! calls the worker's loop makes at a scheduling point into layers above
+//! it (the pending-call drain, `pending_drain::scheduling_point`, and the
+//! poller's readiness events, `net::dispatch`):
+//! - building blocks that know no task: `error`, `spin_lock` (the lock of
+//!   a task's outcome, the registry and the sync types), `ready` (a
+//!   worker's ready queue), `inbox` (its remote wake queue), `spawn_slot`
+//!   (its newest-spawn slot), `idle` (its idle policy), `output` (a task's
+//!   value), `scopes` (`timeout` deadlines), `unwind` (the cancellation and
+//!   timeout payloads), `task_state`, `task_info`, `pending` (the
+//!   pending-call slot's rules), `blocking_pool` (its state);
+//! - the task's data: `task_header` (the `Task` header), `unstarted` (its
+//!   closure until it starts, and the token that runs it), `registry`
+//!   (every task of a runtime), `shared` (what a runtime's workers, handles
+//!   and tasks share) and `worker::remote` (the part of a worker other
+//!   threads reach);
+//! - `timer`, `task_pool`, then `worker` (the scheduler: its loop,
+//!   placement and stealing, the switch into a green thread, hand-offs,
+//!   wakes, teardown);
+//! - what green threads call: `park`, `time`, `wait` (wait lists), `join`
+//!   ([`JoinHandle`]), `spawning` ([`spawn`], [`task()`]),
+//!   `pending_drain`, `channel`, `selecting` ([`select`]), `sync`,
+//!   `future`, `watchdog`, `runtime` ([`Runtime`], [`Handle`]),
+//!   `blocking`, `group`, `introspect` ([`dump`]), and the public [`net`]
+//!   (TCP and UDP sockets that park).
 //!
-//! Uses [`crate::coroutine`]'s public API and [`crate::cleanup`]; knows
-//! nothing of the CPython model.
+//! Uses [`crate::coroutine`] (its public API, and the crate-private lean
+//! switch of `coroutine::direct` and the closure storage of
+//! `coroutine::run`) and [`crate::cleanup`]; knows nothing of the CPython
+//! model.
 
 mod blocking;
-mod body;
+mod blocking_pool;
 mod channel;
-mod dump;
 mod error;
 mod future;
 mod group;
 mod idle;
 mod inbox;
+mod introspect;
+mod join;
 pub mod net;
-mod newest;
 mod output;
 mod park;
 pub(crate) mod pending;
-mod quick;
+mod pending_drain;
 mod ready;
 mod registry;
 mod runtime;
-mod select;
-mod spawn;
+mod scopes;
+mod selecting;
+mod shared;
+mod spawn_slot;
+mod spawning;
+mod spin_lock;
 mod sync;
-mod task;
+mod task_header;
+mod task_info;
+mod task_pool;
+mod task_state;
 mod time;
 mod timer;
+mod unstarted;
+mod unwind;
 mod wait;
 mod watchdog;
 mod worker;
@@ -139,14 +173,16 @@ pub use self::channel::{
     channel, oneshot, unbounded, IntoIter, Iter, OneshotReceiver, OneshotSender, Receiver,
     RecvError, RecvTimeoutError, SendError, Sender, TryRecvError, TrySendError,
 };
-pub use self::dump::{dump, TaskInfo};
 pub use self::error::{Elapsed, HubError, JoinError};
 pub use self::future::block_on;
 pub use self::group::TaskGroup;
-pub use self::pending::HubScheduler;
+pub use self::introspect::dump;
+pub use self::join::JoinHandle;
+pub use self::pending_drain::HubScheduler;
 pub use self::runtime::{run, Builder, Handle, Runtime, ShutdownReport, DROP_SHUTDOWN_TIMEOUT};
-pub use self::select::{select, Selectable, Watch};
-pub use self::spawn::{spawn, spawn_local, task, TaskBuilder};
+pub use self::selecting::{select, Selectable, Watch};
+pub use self::spawning::{spawn, spawn_local, task, TaskBuilder};
 pub use self::sync::{Event, Mutex, MutexGuard, Semaphore, SemaphorePermit};
-pub use self::task::{JoinHandle, TaskState, Wait};
+pub use self::task_info::TaskInfo;
+pub use self::task_state::{TaskState, Wait};
 pub use self::time::{sleep, sleep_until, timeout, timeout_at, yield_now};

@@ -5,8 +5,10 @@
 //! Also the unwinds that deliver a cancellation or an elapsed `timeout` at
 //! a parking point.
 //!
-//! Owns: [`park`], [`current_waker`], the unwind payloads. Uses the worker
-//! (current task, timers, the hub greenlet) and the task's timeout scopes.
+//! Owns: [`park`], [`current_waker`], [`with_scopes`] (the caller's
+//! `timeout` scopes) and the raising of the unwinds of `unwind`. Uses the
+//! worker (current task, timers, the hub greenlet, the hand-off) and the
+//! task's timeout scopes.
 
 use std::mem::ManuallyDrop;
 use std::panic::resume_unwind;
@@ -15,16 +17,12 @@ use std::task::{Wake, Waker};
 use std::thread::Thread;
 use std::time::Instant;
 
-use super::task::{Task, Wait};
-use super::time::{with_scopes, Scopes};
+use super::scopes::Scopes;
+use super::task_header::Task;
+use super::task_state::Wait;
+use super::unwind::{CancelUnwind, TimeoutUnwind};
 use super::worker::{self, Next, Worker};
 use crate::coroutine::direct;
-
-/// The unwind payload of a cancellation delivered at a parking point.
-pub(crate) struct CancelUnwind;
-
-/// The unwind payload of an elapsed `timeout` scope (its id).
-pub(crate) struct TimeoutUnwind(pub(crate) u64);
 
 /// Park the caller until it is woken (or `deadline` passes). May return
 /// spuriously: callers re-check their condition. A parking point: a
@@ -92,8 +90,8 @@ fn park_then(
     // whose entries only the hub removes, while it is suspended.
     let parked = ManuallyDrop::new(unsafe { direct::park(&w.hub, to) });
     // Only an error is dropped: the `Ok` path runs no drop glue (the
-    // compiler left the `Result`'s out of line in some builds, a call of
-    // ~11 instructions at every park).
+    // compiler may leave the `Result`'s out of line, a call at every
+    // park).
     if parked.is_err() {
         drop(ManuallyDrop::into_inner(parked));
         raise(CancelUnwind);
@@ -149,4 +147,17 @@ thread_local! {
 pub(crate) fn current_waker() -> Waker {
     worker::with_current_task(|_, task| Waker::from(Arc::clone(task)))
         .unwrap_or_else(|| THREAD_WAKER.with(Waker::clone))
+}
+
+thread_local! {
+    static PLAIN_SCOPES: Scopes = const { Scopes::new() };
+}
+
+/// Run `f` with the caller's scopes: the current green thread's, else the
+/// plain thread's.
+pub(crate) fn with_scopes<R>(f: impl FnOnce(&Scopes) -> R) -> R {
+    match worker::current_task() {
+        Some((_, task)) => f(&task.scopes),
+        None => PLAIN_SCOPES.with(f),
+    }
 }

@@ -1,11 +1,11 @@
-//! The hub's native pending-call slot, and the cleanup queue's scheduler on
-//! it ([`HubScheduler`]).
+//! The hub's native pending-call slot: its rules, and the live slot a
+//! runtime holds. The drain on a hub, `Handle::add_pending_call` and the
+//! cleanup queue's scheduler on the slot are `pending_drain`'s.
 //!
 //! Owns: the rules as pure steps ([`Ring`], [`Flags`], [`wants_drain`],
 //! [`drain_goes_on`], [`end_drain`]), [`PendingCalls`] (the live slot built
-//! on them: the ring under a lock, atomic flags, the drain) and
-//! [`Handle::add_pending_call`]. Uses the worker (to start the drain as a
-//! green thread at a scheduling point) and `cleanup`'s `Scheduler` trait.
+//! on them: the ring under a lock, atomic flags) and the running of one
+//! call. Uses nothing of the scheduler.
 //! The explorer's Hub host (`interp_shim::explore::hub`) calls the same
 //! pure steps over every interleaving; this module knows nothing of it.
 //!
@@ -53,7 +53,7 @@
 //!    an add that passed the shutting-down check before shutdown began and
 //!    took the lock after the last pop would be accepted and never run
 //!    (the explorer's `no-close` counterexample).
-//! 7. **The cleanup queue's call** (added by [`HubScheduler`]) is rule 1
+//! 7. **The cleanup queue's call** (added by [`HubScheduler`](super::HubScheduler)) is rule 1
 //!    without the capacity check: it is refused only by a closed slot. Its
 //!    count is bounded by the policy instead (one outstanding per queue
 //!    under `Scheduled`, `Shielded`, `Robust`). With the capacity counted, a
@@ -66,7 +66,7 @@
 //! with any worker alive, a queued call runs after at most one scheduling
 //! point past the end of the running drain.
 //!
-//! The cleanup queue of [`Handle::cleanup_queue`] (policy `Robust`)
+//! The cleanup queue of [`Handle::cleanup_queue`](super::Handle::cleanup_queue) (policy `Robust`)
 //! schedules its drains here: `schedule(queue)` adds a call that runs
 //! `queue.drain()` (rule 7: a full slot does not refuse it). Once the
 //! runtime is shutting down (or gone), `schedule` drains
@@ -75,22 +75,17 @@
 //! still has its state cleaned up.
 
 use std::collections::VecDeque;
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe, Location};
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
-use crate::cleanup::{CleanupQueue, ScheduleError, Scheduler};
 use crate::diag::diag_error;
 
 use super::error::HubError;
-use super::park::CancelUnwind;
-use super::runtime::{Handle, Shared};
-use super::spawn::NewTask;
-use super::worker::Worker;
+use super::unwind::CancelUnwind;
 
-type Call = Box<dyn FnOnce() + Send>;
+pub(crate) type Call = Box<dyn FnOnce() + Send>;
 
 /// The slot's two flags as the rules see them: read without the lock,
 /// `has_calls` written only under it. [`AtomicFlags`] is the live slot's;
@@ -261,7 +256,7 @@ impl PendingCalls {
     }
 
     /// Rule 2's first read, the worker loop's cheap test before it enters
-    /// [`scheduling_point`].
+    /// [`scheduling_point`](super::pending_drain::scheduling_point).
     #[inline]
     pub(crate) fn wants_drain(&self) -> bool {
         wants_drain(&&self.flags)
@@ -273,7 +268,7 @@ impl PendingCalls {
     }
 
     /// Rule 1, or rule 7 for the cleanup queue's call (`cleanup`).
-    fn add(&self, call: Call, cleanup: bool) -> Result<(), HubError> {
+    pub(crate) fn add(&self, call: Call, cleanup: bool) -> Result<(), HubError> {
         let mut ring = self.ring.lock();
         let added = if cleanup {
             ring.add_cleanup(&mut &self.flags, call)
@@ -290,8 +285,24 @@ impl PendingCalls {
     }
 
     /// Rule 3: pop one call, or clear `has_calls` when there is none.
-    fn pop(&self) -> Option<Call> {
+    pub(crate) fn pop(&self) -> Option<Call> {
         self.ring.lock().pop(&mut &self.flags)
+    }
+
+    /// Rule 2's claim: whether this worker starts a drain (calls wait and
+    /// no drain runs; `busy` is set then).
+    pub(crate) fn claim_drain(&self) -> bool {
+        wants_drain(&&self.flags) && (&self.flags).claim_busy()
+    }
+
+    /// Rule 5: the drain ended; whether calls wait for another.
+    pub(crate) fn end_drain(&self) -> bool {
+        end_drain(&mut &self.flags)
+    }
+
+    /// How many calls the slot holds at most.
+    pub(crate) fn capacity(&self) -> usize {
+        self.ring.lock().capacity()
     }
 
     /// Rule 6: run what is left on this thread, then close the slot; how
@@ -307,7 +318,7 @@ impl PendingCalls {
     }
 }
 
-fn run_call(call: Call) {
+pub(crate) fn run_call(call: Call) {
     if let Err(payload) = catch_unwind(AssertUnwindSafe(call)) {
         if payload.is::<CancelUnwind>() {
             // The drain's green thread was cancelled (a shutdown) while a
@@ -321,154 +332,6 @@ fn run_call(call: Call) {
             .or_else(|| payload.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "a non-string payload".into());
         diag_error!("hub: a pending call panicked: {message}");
-    }
-}
-
-/// Clears `busy` when the drain ends, or when its closure is dropped unrun
-/// (rule 5).
-struct Busy(Arc<Shared>);
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        if end_drain(&mut &self.0.pending.flags) {
-            self.0.notify_idle();
-        }
-    }
-}
-
-/// Rule 2, at the top of each round of `w`'s loop.
-pub(crate) fn scheduling_point(w: &Worker) {
-    let pending = &w.shared.pending;
-    if w.shared.is_shutting_down()
-        || !wants_drain(&&pending.flags)
-        || !(&pending.flags).claim_busy()
-    {
-        return;
-    }
-    let busy = Busy(Arc::clone(&w.shared));
-    let drain = move || {
-        let busy = busy;
-        let pending = &busy.0.pending;
-        let capacity = pending.ring.lock().capacity();
-        let mut ran = 0;
-        while drain_goes_on(ran, capacity) {
-            match pending.pop() {
-                Some(call) => run_call(call),
-                None => break,
-            }
-            ran += 1;
-        }
-    };
-    let (u, handle) = NewTask {
-        shared: &w.shared,
-        name: Some("pending-calls".into()),
-        stack_size: None,
-        site: Location::caller(),
-        shard: w.index,
-    }
-    .build_local(drain);
-    drop(handle);
-    w.push_local_first(u);
-}
-
-impl Handle {
-    /// Queue `f` to run on one of this runtime's hubs at its next
-    /// scheduling point, on a green thread of its own (so it may park).
-    /// Callable from any thread. Calls run one at a time, in order, never
-    /// nested (see the module doc's rules).
-    ///
-    /// # Errors
-    /// [`HubError::PendingCallsFull`] when the slot holds its capacity.
-    ///
-    /// ```
-    /// let rt = greenlet::hub::Runtime::new().unwrap();
-    /// let (tx, rx) = greenlet::hub::channel(1);
-    /// rt.handle().add_pending_call(move || tx.send("ran").unwrap()).unwrap();
-    /// assert_eq!(rx.recv().unwrap(), "ran");
-    /// ```
-    pub fn add_pending_call(&self, f: impl FnOnce() + Send + 'static) -> Result<(), HubError> {
-        self.add_call(Box::new(f), false)
-    }
-
-    fn add_call(&self, call: Call, cleanup: bool) -> Result<(), HubError> {
-        if self.shared.is_shutting_down() {
-            return Err(HubError::ShuttingDown);
-        }
-        self.shared.pending.add(call, cleanup)?;
-        self.shared.notify_idle();
-        Ok(())
-    }
-
-    /// A cleanup-queue scheduler that drains on this runtime's pending-call
-    /// slot (the one [`cleanup_queue`](Handle::cleanup_queue) uses).
-    ///
-    /// ```
-    /// use greenlet::cleanup::{CleanupQueue, Policy};
-    /// let rt = greenlet::hub::Runtime::new().unwrap();
-    /// let q = CleanupQueue::new(Policy::Robust, std::sync::Arc::new(rt.handle().cleanup_scheduler()));
-    /// assert_eq!(q.metrics().drains_run, 0);
-    /// ```
-    pub fn cleanup_scheduler(&self) -> HubScheduler {
-        HubScheduler::new(&self.shared)
-    }
-}
-
-/// Runs cleanup drains as hub pending calls (see the module doc).
-///
-/// ```
-/// use std::sync::Arc;
-/// use greenlet::cleanup::{CleanupQueue, Policy, Remains};
-/// struct Note(std::sync::mpsc::Sender<String>);
-/// impl Remains for Note {
-///     fn destroy(self: Box<Self>) {
-///         let name = std::thread::current().name().unwrap_or("").to_string();
-///         self.0.send(name).unwrap();
-///     }
-///     fn label(&self) -> String { "a note".into() }
-/// }
-/// let rt = greenlet::hub::Runtime::new().unwrap();
-/// let q = CleanupQueue::new(Policy::Robust, Arc::new(rt.handle().cleanup_scheduler()));
-/// let (tx, rx) = std::sync::mpsc::channel();
-/// q.push(Box::new(Note(tx)));
-/// assert!(rx.recv().unwrap().starts_with("hub-worker")); // drained on a hub
-/// ```
-#[derive(Debug)]
-pub struct HubScheduler {
-    shared: Weak<Shared>,
-}
-
-impl HubScheduler {
-    pub(crate) fn new(shared: &Arc<Shared>) -> HubScheduler {
-        HubScheduler {
-            shared: Arc::downgrade(shared),
-        }
-    }
-}
-
-impl Scheduler for HubScheduler {
-    fn schedule(&self, queue: &Arc<CleanupQueue>) -> Result<(), ScheduleError> {
-        let refuse = |reason: String| ScheduleError {
-            scheduler: self.name().into(),
-            reason,
-        };
-        let Some(shared) = self.shared.upgrade() else {
-            // No hub will run it any more: drain here, as `Inline` does.
-            queue.drain();
-            return Ok(());
-        };
-        let q = Arc::clone(queue);
-        match (Handle { shared }).add_call(Box::new(move || q.drain()), true) {
-            Ok(()) => Ok(()),
-            Err(HubError::ShuttingDown) => {
-                queue.drain();
-                Ok(())
-            }
-            Err(e) => Err(refuse(e.to_string())),
-        }
-    }
-
-    fn name(&self) -> &str {
-        "hub"
     }
 }
 

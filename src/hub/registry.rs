@@ -7,8 +7,7 @@
 //! unlock is a plain store, where `parking_lot`'s is a locked
 //! read-modify-write): joining and leaving it are a few pointer writes
 //! between an uncontended lock and unlock, with no allocation and no table
-//! to search (the `Slab` it replaced cost ~50 instructions per insert, its
-//! entry's match and write, and as much per removal). The list holds no
+//! to search. The list holds no
 //! count of its tasks, and the readers ([`snapshot`](Registry::snapshot),
 //! [`find`](Registry::find)) take none: they read what they need of each
 //! task under the lock.
@@ -41,8 +40,8 @@ use std::cell::UnsafeCell;
 use std::fmt;
 use std::ptr;
 
-use super::quick::QuickMutex;
-use super::task::Task;
+use super::spin_lock::QuickMutex;
+use super::task_header::Task;
 
 /// A task's place in its registry shard (see the module doc).
 pub(crate) struct Links {

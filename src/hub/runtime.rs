@@ -8,10 +8,9 @@
 //! `crossbeam-deque`'s injector, `mio` (a poller and waker per worker),
 //! the registry, the pending-call slot, the blocking pool, the watchdog.
 
-use std::cell::RefCell;
 use std::fmt;
 use std::panic::Location;
-use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -23,80 +22,19 @@ use crate::cleanup::{CleanupQueue, Policy};
 use crate::coroutine::default_stack_size;
 use crate::diag::diag_error;
 
-use super::blocking::BlockingPool;
-use super::body::Unstarted;
-use super::dump::TaskInfo;
+use super::blocking_pool::BlockingPool;
 use super::error::{HubError, JoinError};
-use super::pending::{HubScheduler, PendingCalls};
+use super::join::JoinHandle;
+use super::pending::PendingCalls;
+use super::pending_drain::{add_call, HubScheduler};
 use super::registry::Registry;
-use super::task::{JoinHandle, Task};
+use super::shared::Shared;
+use super::task_info::TaskInfo;
 use super::watchdog::Watchdog;
 use super::worker::{self, Remote, Seed, WAKE_TOKEN};
 
 /// How long dropping a [`Runtime`] waits for cancelled green threads.
 pub const DROP_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// What every worker, handle and task of one runtime shares.
-pub(crate) struct Shared {
-    pub(crate) workers: Box<[Remote]>,
-    pub(crate) injector: Injector<Unstarted>,
-    /// Workers in (or entering) their idle poll.
-    pub(crate) idle: AtomicUsize,
-    shutdown: AtomicBool,
-    deadline: Mutex<Option<Instant>>,
-    pub(crate) stack_size: usize,
-    pub(crate) registry: Registry,
-    pub(crate) pending: PendingCalls,
-    pub(crate) blocking: BlockingPool,
-    pub(crate) cleanup: OnceLock<Arc<CleanupQueue>>,
-    refused: Mutex<Vec<TaskInfo>>,
-    next_notify: AtomicUsize,
-    /// How long other workers leave a worker's newest spawn alone
-    /// (`worker::SLOT_AGE`; longer in unit tests that need it never to
-    /// move).
-    pub(crate) slot_age: Duration,
-}
-
-impl Shared {
-    #[inline]
-    pub(crate) fn is_shutting_down(&self) -> bool {
-        self.shutdown.load(Ordering::Acquire)
-    }
-
-    pub(crate) fn shutdown_deadline(&self) -> Option<Instant> {
-        *self.deadline.lock()
-    }
-
-    /// New unstarted work was queued: wake one idle worker to take it.
-    pub(crate) fn notify_idle(&self) {
-        fence(Ordering::SeqCst);
-        if self.idle.load(Ordering::SeqCst) == 0 {
-            return;
-        }
-        let n = self.workers.len();
-        let start = self.next_notify.fetch_add(1, Ordering::Relaxed);
-        for k in 0..n {
-            if self.workers[(start + k) % n].unpark_if_sleeping() {
-                return;
-            }
-        }
-    }
-
-    pub(crate) fn record_refusal(&self, task: &Task) {
-        self.refused.lock().push(TaskInfo::of(task));
-    }
-}
-
-thread_local! {
-    /// The runtime of a blocking-pool thread (workers find theirs through
-    /// the worker thread-local).
-    static CONTEXT: RefCell<Option<Arc<Shared>>> = const { RefCell::new(None) };
-}
-
-/// Make `shared` the calling (blocking-pool) thread's runtime.
-pub(crate) fn enter(shared: &Arc<Shared>) {
-    CONTEXT.with(|c| *c.borrow_mut() = Some(Arc::clone(shared)));
-}
 
 /// Settings for a [`Runtime`]: see [`Runtime::builder`].
 #[derive(Debug, Clone)]
@@ -502,15 +440,7 @@ impl Handle {
     /// assert!(greenlet::hub::Handle::current().is_err());
     /// ```
     pub fn current() -> Result<Handle, HubError> {
-        if let Some(w) = worker::current() {
-            return Ok(Handle {
-                shared: Arc::clone(&w.shared),
-            });
-        }
-        CONTEXT
-            .try_with(|c| c.borrow().clone())
-            .ok()
-            .flatten()
+        worker::current_runtime()
             .map(|shared| Handle { shared })
             .ok_or(HubError::NoRuntime)
     }
@@ -555,6 +485,39 @@ impl Handle {
             Some(q) => Arc::clone(q),
             None => crate::cleanup::default_queue(),
         }
+    }
+}
+
+impl Handle {
+    /// Queue `f` to run on one of this runtime's hubs at its next
+    /// scheduling point, on a green thread of its own (so it may park).
+    /// Callable from any thread. Calls run one at a time, in order, never
+    /// nested (see the module doc's rules).
+    ///
+    /// # Errors
+    /// [`HubError::PendingCallsFull`] when the slot holds its capacity.
+    ///
+    /// ```
+    /// let rt = greenlet::hub::Runtime::new().unwrap();
+    /// let (tx, rx) = greenlet::hub::channel(1);
+    /// rt.handle().add_pending_call(move || tx.send("ran").unwrap()).unwrap();
+    /// assert_eq!(rx.recv().unwrap(), "ran");
+    /// ```
+    pub fn add_pending_call(&self, f: impl FnOnce() + Send + 'static) -> Result<(), HubError> {
+        add_call(&self.shared, Box::new(f), false)
+    }
+
+    /// A cleanup-queue scheduler that drains on this runtime's pending-call
+    /// slot (the one [`cleanup_queue`](Handle::cleanup_queue) uses).
+    ///
+    /// ```
+    /// use greenlet::cleanup::{CleanupQueue, Policy};
+    /// let rt = greenlet::hub::Runtime::new().unwrap();
+    /// let q = CleanupQueue::new(Policy::Robust, std::sync::Arc::new(rt.handle().cleanup_scheduler()));
+    /// assert_eq!(q.metrics().drains_run, 0);
+    /// ```
+    pub fn cleanup_scheduler(&self) -> HubScheduler {
+        HubScheduler::new(&self.shared)
     }
 }
 

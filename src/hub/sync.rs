@@ -10,10 +10,10 @@ use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::time::{Duration, Instant};
 
-use super::quick::QuickMutex as Lock;
+use super::spin_lock::QuickMutex as Lock;
 
 use super::error::Elapsed;
-use super::task::Wait;
+use super::task_state::Wait;
 use super::wait::{wait_on, wake, wake_all, Site, WaitList, Wakeup};
 
 struct EventState {

@@ -1,8 +1,9 @@
 //! Time on the hub: [`sleep`], [`sleep_until`], [`yield_now`], and
 //! [`timeout`] / [`timeout_at`] with the per-task deadline scopes they use.
 //!
-//! Owns: these functions and [`Scopes`] (a task's, or a plain thread's,
-//! stack of active `timeout` deadlines). Uses `park`, the current task,
+//! Owns: these functions. Uses `park` (and through it the caller's
+//! [`Scopes`](super::scopes::Scopes), its stack of active `timeout`
+//! deadlines), the current task,
 //! and the current worker's timers (whether a deadline is known to have
 //! passed, so that a woken sleeper need not read the clock).
 //!
@@ -12,89 +13,14 @@
 //! [`Elapsed`]. Code that never parks is not interrupted.
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
-
 use super::error::Elapsed;
-use super::park::{check_scopes, park, yield_green, TimeoutUnwind};
-use super::task::Wait;
+use super::park::{check_scopes, park, with_scopes, yield_green};
+use super::task_state::Wait;
+use super::unwind::TimeoutUnwind;
 use super::worker;
-
-/// Active `timeout` deadlines of one task or plain thread, outermost first.
-pub(crate) struct Scopes {
-    depth: AtomicUsize,
-    list: Mutex<Vec<(u64, Instant)>>,
-}
-
-impl Default for Scopes {
-    fn default() -> Self {
-        Scopes::new()
-    }
-}
-
-impl Scopes {
-    pub(crate) const fn new() -> Scopes {
-        Scopes {
-            depth: AtomicUsize::new(0),
-            list: Mutex::new(Vec::new()),
-        }
-    }
-
-    /// Whether any scope is active.
-    #[inline]
-    pub(crate) fn is_active(&self) -> bool {
-        self.depth.load(Ordering::Relaxed) != 0
-    }
-
-    /// The earliest active deadline.
-    pub(crate) fn earliest(&self) -> Option<Instant> {
-        if self.depth.load(Ordering::Relaxed) == 0 {
-            return None;
-        }
-        self.list.lock().iter().map(|(_, at)| *at).min()
-    }
-
-    /// The outermost scope whose deadline has passed.
-    pub(crate) fn expired(&self) -> Option<u64> {
-        if self.depth.load(Ordering::Relaxed) == 0 {
-            return None;
-        }
-        let now = Instant::now();
-        self.list
-            .lock()
-            .iter()
-            .find(|(_, at)| *at <= now)
-            .map(|(id, _)| *id)
-    }
-
-    fn push(&self, id: u64, at: Instant) {
-        self.list.lock().push((id, at));
-        self.depth.fetch_add(1, Ordering::Relaxed);
-    }
-
-    fn pop(&self, id: u64) {
-        let mut list = self.list.lock();
-        if let Some(pos) = list.iter().rposition(|(i, _)| *i == id) {
-            list.remove(pos);
-            self.depth.fetch_sub(1, Ordering::Relaxed);
-        }
-    }
-}
-
-thread_local! {
-    static PLAIN_SCOPES: Scopes = const { Scopes::new() };
-}
-
-/// Run `f` with the caller's scopes: the current green thread's, else the
-/// plain thread's.
-pub(crate) fn with_scopes<R>(f: impl FnOnce(&Scopes) -> R) -> R {
-    match worker::current_task() {
-        Some((_, task)) => f(&task.scopes),
-        None => PLAIN_SCOPES.with(f),
-    }
-}
 
 /// Park the calling green thread for `d` (a plain thread sleeps). A parking
 /// point.

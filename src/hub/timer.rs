@@ -12,9 +12,9 @@
 //! and the heap's top, so due tasks are woken in deadline order, equal
 //! deadlines first armed, first woken, whatever holds them.
 //!
-//! A heap or a hashed wheel were the other choices (issue 15: measure):
-//! the heap alone sifts ~17 levels of cache-missing memory per expiry with
-//! 100,000 sleepers (`benches/RESULTS.md`, session 9); a wheel rounds
+//! A heap or a hashed wheel are the other choices: the heap alone sifts
+//! ~17 levels of cache-missing memory per expiry with 100,000 sleepers
+//! (`cargo bench --bench hub -- sleepers` measures them); a wheel rounds
 //! deadlines to its tick and needs a cancellation handle in the task. Here
 //! a cancelled timer (its task resumed before the deadline: woken by
 //! something else, or its `timeout` scope left) stays where it is and is
@@ -33,7 +33,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::task::Task;
+use super::task_header::Task;
 
 /// Sorted lanes beside the heap.
 const LANES: usize = 4;

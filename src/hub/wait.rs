@@ -48,10 +48,11 @@ use std::sync::Arc;
 use std::thread::Thread;
 use std::time::Instant;
 
-use super::quick::{QuickGuard as MutexGuard, QuickMutex as Mutex};
+use super::spin_lock::{QuickGuard as MutexGuard, QuickMutex as Mutex};
 
 use super::park::{park, park_green};
-use super::task::{Task, Wait};
+use super::task_header::Task;
+use super::task_state::Wait;
 use super::worker;
 
 /// Whom a notification wakes: a green thread goes onto its worker's ready

@@ -14,7 +14,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::diag::diag_warn;
 
-use super::runtime::Shared;
+use super::shared::Shared;
 
 /// The watchdog thread of one runtime.
 pub(crate) struct Watchdog {

@@ -60,7 +60,7 @@ use parking_lot::Mutex;
 use slab::Slab;
 
 use super::super::park::park_green;
-use super::super::task::Wait;
+use super::super::task_state::Wait;
 use super::super::worker::{self, Worker};
 use super::error::NetError;
 

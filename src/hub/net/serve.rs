@@ -26,8 +26,9 @@ use std::sync::Arc;
 
 use crate::diag::diag_warn;
 
-use super::super::runtime::{Handle, Shared};
-use super::super::spawn::NewTask;
+use super::super::runtime::Handle;
+use super::super::shared::Shared;
+use super::super::spawning::NewTask;
 use super::super::worker;
 use super::tcp_listener::TcpListener;
 use super::tcp_stream::TcpStream;

@@ -14,8 +14,8 @@
 //! libc's `recv` and `send` are thread-cancellation points: in a process
 //! with more than one thread (a hub always has its worker threads beside
 //! the caller of `block_on`) each call brackets the system call with
-//! enabling and disabling asynchronous cancellation, about 60 instructions
-//! per echoed message that Rust, which never cancels threads, does not
+//! enabling and disabling asynchronous cancellation, work per echoed
+//! message that Rust, which never cancels threads, does not
 //! need. `syscall(2)` is no cancellation point.
 
 use std::io;

@@ -1,12 +1,12 @@
 //! A worker's newest-spawn slot: the task a green thread of the worker
 //! spawned last, which the worker starts at its next scheduling point and
 //! which other workers leave alone until it has waited too long (the
-//! rule is the worker's: `worker.rs`, `Worker::aged_slot`).
+//! rule is the worker's: `worker::placement`, `Worker::aged_slot`).
 //!
 //! Owns [`Newest`] and [`Token`]. Uses `std`'s `AtomicPtr` (`loom`'s under
 //! `cfg(loom)`, where the unit tests check the rules below over the
 //! interleavings of the owner and a thief: `RUSTFLAGS="--cfg loom" cargo
-//! test --release --lib hub::newest`).
+//! test --release --lib hub::spawn_slot`).
 //!
 //! # The rules
 //! - Only the owner puts a token in ([`put`](Newest::put)): one swap,

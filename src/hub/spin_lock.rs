@@ -4,7 +4,7 @@
 //! state and wait lists), whose unlock is a plain store.
 //!
 //! `parking_lot`'s mutex unlocks with a `compare_exchange` (a locked
-//! read-modify-write, ~20 cycles on this machine's Xeon) because a waiter
+//! read-modify-write, tens of cycles) because a waiter
 //! may have parked and must be told; a waiter of this lock never parks, it
 //! spins and then yields its CPU (`crossbeam_utils::Backoff`), so the
 //! holder has no one to tell and unlocks with a `Release` store. Use it
@@ -18,7 +18,7 @@
 //! spin hint instead, where the unit tests check exclusion and the
 //! hand-over of what a holder wrote, with two and with three threads, over
 //! every interleaving, no preemption bound (`RUSTFLAGS="--cfg loom" cargo
-//! test --release --lib hub::quick`: about a second after the build).
+//! test --release --lib hub::spin_lock`: about a second after the build).
 
 #[cfg(not(loom))]
 use std::sync::atomic::AtomicBool;

@@ -1,141 +1,32 @@
 //! A green thread's shared header ([`Task`]: identity, state, wake and
 //! cancel flags, join waiters, its closure until it starts, its value once
-//! it finished), its waker, and the typed [`JoinHandle`].
+//! it finished).
 //!
-//! Owns the task's state machine as seen from other threads. Uses the
-//! worker's `push_ready` to route a wake, the registry to deregister a
-//! finished task, and `park` for a join that must wait.
+//! Owns the task's state machine as seen from other threads. Calls nothing
+//! of the scheduler: a wake goes through the task's [`Wake`]
+//! implementation, which the worker provides (see `worker::wake`). Uses
+//! the registry to deregister a finished task, and the closure storage,
+//! output slot, spin lock and `timeout` scopes it holds.
 
 use std::fmt;
 use std::marker::PhantomData;
-use std::mem::ManuallyDrop;
 use std::panic::Location;
-use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Wake, Waker};
 
-use super::body::Body;
 use super::error::JoinError;
 use super::output::Output;
-use super::park::{current_waker, park, park_green};
-use super::quick::{QuickGuard, QuickMutex};
 use super::registry::Links;
-use super::runtime::Shared;
-use super::spawn::recycle;
-use super::time::Scopes;
-use super::worker;
+use super::scopes::Scopes;
+use super::shared::Shared;
+use super::spin_lock::{QuickGuard, QuickMutex};
+use super::task_info::TaskInfo;
+use super::task_state::{TaskState, Wait};
+use super::unstarted::Body;
 
 /// `owner` of a task that has not started on any worker.
 pub(crate) const NO_OWNER: usize = usize::MAX;
-
-/// What a parked green thread waits for, as [`dump`](super::dump) shows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Wait {
-    /// `sleep` / `sleep_until`.
-    Sleep,
-    /// `yield_now` (it is also on the ready queue).
-    Yield,
-    /// Joining another green thread (or a task group's next result).
-    Join,
-    /// Receiving on a channel.
-    Recv,
-    /// Sending on a full bounded channel.
-    Send,
-    /// `select` over several receivers.
-    Select,
-    /// Locking a hub `Mutex`.
-    Mutex,
-    /// Acquiring a `Semaphore` permit.
-    Semaphore,
-    /// Waiting for an `Event`.
-    Event,
-    /// A future polled by `block_on`.
-    Future,
-    /// A socket of [`net`](super::net) becoming readable or writable.
-    Io,
-}
-
-impl Wait {
-    const ALL: [Wait; 11] = [
-        Wait::Sleep,
-        Wait::Yield,
-        Wait::Join,
-        Wait::Recv,
-        Wait::Send,
-        Wait::Select,
-        Wait::Mutex,
-        Wait::Semaphore,
-        Wait::Event,
-        Wait::Future,
-        Wait::Io,
-    ];
-
-    fn from_code(code: u8) -> Wait {
-        Wait::ALL
-            .get(usize::from(code))
-            .copied()
-            .unwrap_or(Wait::Sleep)
-    }
-
-    fn code(self) -> u8 {
-        Wait::ALL.iter().position(|w| *w == self).unwrap_or(0) as u8
-    }
-
-    fn label(self) -> &'static str {
-        match self {
-            Wait::Sleep => "sleep",
-            Wait::Yield => "yield",
-            Wait::Join => "join",
-            Wait::Recv => "channel receive",
-            Wait::Send => "channel send",
-            Wait::Select => "select",
-            Wait::Mutex => "mutex",
-            Wait::Semaphore => "semaphore",
-            Wait::Event => "event",
-            Wait::Future => "future",
-            Wait::Io => "socket I/O",
-        }
-    }
-}
-
-impl fmt::Display for Wait {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.label())
-    }
-}
-
-/// Where a green thread is in its life, as [`dump`](super::dump) shows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum TaskState {
-    /// Spawned, not started yet (its closure may still move to any worker).
-    Queued,
-    /// Started and on its worker's ready queue.
-    Ready,
-    /// Running on its worker now.
-    Running,
-    /// Parked, waiting for the given thing.
-    Parked(Wait),
-    /// A `spawn_blocking` call running on a blocking-pool thread.
-    Blocking,
-    /// Finished (returned, panicked, or cancelled).
-    Finished,
-}
-
-impl fmt::Display for TaskState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TaskState::Queued => f.write_str("queued"),
-            TaskState::Ready => f.write_str("ready"),
-            TaskState::Running => f.write_str("running"),
-            TaskState::Parked(w) => write!(f, "parked on {w}"),
-            TaskState::Blocking => f.write_str("blocking"),
-            TaskState::Finished => f.write_str("finished"),
-        }
-    }
-}
 
 const QUEUED: u8 = 0;
 const READY: u8 = 1;
@@ -296,6 +187,18 @@ impl Task {
         }
     }
 
+    /// What a dump shows of it now.
+    pub(crate) fn info(&self) -> TaskInfo {
+        let owner = self.owner();
+        TaskInfo {
+            id: self.id,
+            name: self.name(),
+            state: self.state(),
+            worker: (owner != NO_OWNER).then_some(owner),
+            spawned_at: self.site.to_string(),
+        }
+    }
+
     pub(crate) fn has_name(&self) -> Option<&str> {
         self.name.as_deref()
     }
@@ -354,21 +257,14 @@ impl Task {
         }
         self.cancel.store(true, Ordering::Release);
         if self.owner() != NO_OWNER {
-            self.schedule();
-        }
-    }
-
-    /// Queue it on its worker's ready queue unless it already is. A task not
-    /// started on a worker (queued, or a blocking call) has nothing to queue.
-    pub(crate) fn schedule(self: &Arc<Task>) {
-        if let Some(owner) = self.mark_scheduled() {
-            worker::push_ready(Arc::clone(self), owner);
+            Wake::wake_by_ref(self);
         }
     }
 
     /// Mark it scheduled and ready; the owner worker the caller must queue
-    /// it on, unless it was scheduled already, is not started or is done.
-    fn mark_scheduled(&self) -> Option<usize> {
+    /// it on (see the worker's `push_ready`), unless it was scheduled
+    /// already, is not started or is done.
+    pub(crate) fn mark_scheduled(&self) -> Option<usize> {
         if self.scheduled.swap(true, Ordering::AcqRel) {
             return None;
         }
@@ -378,15 +274,6 @@ impl Task {
         }
         self.state.store(READY, Ordering::Relaxed);
         Some(owner)
-    }
-
-    /// [`schedule`](Self::schedule) from the owner worker `w`'s own
-    /// thread (the task's owner is `w`).
-    #[inline]
-    pub(crate) fn schedule_on(self: &Arc<Task>, w: &worker::Worker) {
-        if self.mark_ready() {
-            w.push_ready_local(Arc::clone(self));
-        }
     }
 
     /// Mark it scheduled and ready, from its owner worker's thread: whether
@@ -461,7 +348,8 @@ impl Task {
         self.finisher.store(w, Ordering::Relaxed);
     }
 
-    /// Register the green thread `me`, running on worker `w`, to be woken
+    /// Register the green thread `me`, running on worker `w` of the runtime
+    /// `shared`, to be woken
     /// when it finishes; `false` if it already has. Without the lock when
     /// only `w`'s thread can finish it (`finisher` is `w`, of `w`'s
     /// runtime; written on this thread, so this load reads this thread's
@@ -471,9 +359,8 @@ impl Task {
     /// token from the spawn stack) and not now (this thread runs `me`), and
     /// the only other party, its handle, is the caller, here.
     #[inline]
-    fn add_green_joiner(&self, w: &worker::Worker, me: &Arc<Task>) -> bool {
-        if self.finisher.load(Ordering::Relaxed) != w.index || !Arc::ptr_eq(&self.shared, &w.shared)
-        {
+    pub(crate) fn add_green_joiner(&self, w: usize, shared: &Arc<Shared>, me: &Arc<Task>) -> bool {
+        if self.finisher.load(Ordering::Relaxed) != w || !Arc::ptr_eq(&self.shared, shared) {
             return self.add_joiner(Joiner::Green(Arc::clone(me)));
         }
         if self.is_done() {
@@ -573,17 +460,6 @@ fn wake_all(rest: Vec<Joiner>) {
     rest.into_iter().for_each(Joiner::wake);
 }
 
-impl Wake for Task {
-    fn wake(self: Arc<Self>) {
-        if let Some(owner) = self.mark_scheduled() {
-            worker::push_ready(self, owner);
-        }
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.schedule();
-    }
-}
-
 impl Drop for Task {
     /// A task leaves the registry when it finishes, before its last count
     /// can go (see the registry's module doc); one still listed now (a bug
@@ -609,9 +485,10 @@ impl fmt::Debug for Task {
 }
 
 /// The type of a task's value: a token made with the task (by
-/// `spawn::new_task`) that lets its body put a `T` into the task's
-/// [`Output`] and its [`JoinHandle`] take one, and gives the handle `T`'s
-/// auto traits (as the `Arc<Mutex<Option<T>>>` it replaces did).
+/// `spawning::NewTask`) that lets its body put a `T` into the task's
+/// [`Output`] and its [`JoinHandle`](super::JoinHandle) take one, and
+/// gives the handle `T`'s auto traits (those of an
+/// `Arc<Mutex<Option<T>>>`).
 pub(crate) struct Slot<T>(PhantomData<QuickMutex<T>>);
 
 impl<T> Slot<T> {
@@ -671,7 +548,7 @@ impl Task {
     /// write them only while it is not done, under the lock, before
     /// `complete` sets `done`; `add_joiner` and `finish` look at nothing
     /// but `done` then; `complete` uses its guard no more after setting it).
-    fn take_outcome<T>(&self, _: Slot<T>) -> Result<T, JoinError> {
+    pub(crate) fn take_outcome<T>(&self, _: Slot<T>) -> Result<T, JoinError> {
         debug_assert!(self.is_done(), "an outcome is taken once it is done");
         let outcome = self.outcome.data_ptr();
         // SAFETY: this thread saw `done` set (the caller's contract, with
@@ -693,176 +570,10 @@ impl Task {
 
     /// Its handle goes: a value put already is dropped now (after the
     /// lock), one put later by its body.
-    fn abandon_output<T>(&self, _: Slot<T>) {
+    pub(crate) fn abandon_output<T>(&self, _: Slot<T>) {
         // SAFETY: as in `finish_with_output`.
         let value = unsafe { self.outcome.lock().output.abandon::<T>() };
         drop(value);
-    }
-}
-
-/// Owns the right to wait for a green thread's result (or a blocking call's).
-///
-/// Dropping it detaches the green thread: it runs on, its result dropped.
-///
-/// # Example
-/// ```
-/// use greenlet::hub;
-/// let sum = hub::run(|| {
-///     let a = hub::spawn(|| 20);
-///     let b = hub::spawn(|| 22);
-///     a.join().unwrap() + b.join().unwrap()
-/// })
-/// .unwrap();
-/// assert_eq!(sum, 42);
-/// ```
-pub struct JoinHandle<T> {
-    pub(crate) task: Arc<Task>,
-    pub(crate) slot: Slot<T>,
-}
-
-impl<T> Drop for JoinHandle<T> {
-    fn drop(&mut self) {
-        self.task.abandon_output(self.slot);
-    }
-}
-
-impl<T> JoinHandle<T> {
-    /// Wait for it to finish and take its result. Parks a green thread;
-    /// blocks a plain thread. A parking point (so a cancellation point).
-    ///
-    /// # Errors
-    /// [`JoinError`] if it panicked, was cancelled, or could not start.
-    ///
-    /// ```
-    /// let v = greenlet::hub::run(|| greenlet::hub::spawn(|| "done").join().unwrap()).unwrap();
-    /// assert_eq!(v, "done");
-    /// ```
-    pub fn join(self) -> Result<T, JoinError> {
-        if !self.task.is_done() {
-            // On a green thread, its worker and task are looked up once for
-            // the waker and the park.
-            let green = worker::with_current_task(|w, me| {
-                while self.task.add_green_joiner(w, me) {
-                    park_green(w, me, Wait::Join, None);
-                    if self.task.is_done() {
-                        break;
-                    }
-                }
-            });
-            if green.is_none() {
-                while !self.task.is_done() {
-                    if !self.task.add_join_waiter(current_waker()) {
-                        break;
-                    }
-                    park(Wait::Join, None);
-                }
-            }
-        }
-        let result = self.take_result();
-        // Done, so no value comes later: the handle goes without `Drop`'s
-        // `abandon_output` (a lock taken for nothing), its task to the
-        // worker's pool of spent tasks if this was the last reference.
-        let this = ManuallyDrop::new(self);
-        // SAFETY: `this` is never used or dropped again, so its `Arc` is
-        // moved out (and given up) exactly once.
-        recycle(unsafe { ptr::read(&this.task) });
-        result
-    }
-
-    /// The result of a finished task (call only once this thread saw it
-    /// done, and once).
-    fn take_result(&self) -> Result<T, JoinError> {
-        self.task.take_outcome(self.slot)
-    }
-
-    /// Whether it has finished (its result can be taken without waiting).
-    ///
-    /// ```
-    /// greenlet::hub::run(|| {
-    ///     let h = greenlet::hub::spawn(|| ());
-    ///     while !h.is_finished() {
-    ///         greenlet::hub::yield_now();
-    ///     }
-    ///     h.join().unwrap();
-    /// })
-    /// .unwrap();
-    /// ```
-    pub fn is_finished(&self) -> bool {
-        self.task.is_done()
-    }
-
-    /// Cancel it: if it has not started it never will; if it is parked,
-    /// `GreenletExit` is raised at its parking point (the blocking call it is
-    /// parked in unwinds its stack, so its destructors run); if it is running
-    /// it is cancelled at its next parking point. Parking points are the
-    /// only cancellation points: a green thread that never parks runs to
-    /// its end. Its `join` then returns [`JoinError::Cancelled`]. A running
-    /// blocking-pool call cannot be cancelled.
-    ///
-    /// ```
-    /// use greenlet::hub;
-    /// let err = hub::run(|| {
-    ///     let h = hub::spawn(|| hub::sleep(std::time::Duration::from_secs(3600)));
-    ///     hub::yield_now(); // let it start and park
-    ///     h.cancel();
-    ///     h.join().unwrap_err()
-    /// })
-    /// .unwrap();
-    /// assert!(err.is_cancelled());
-    /// ```
-    pub fn cancel(&self) {
-        self.task.request_cancel();
-    }
-
-    /// Its id (unique in the process).
-    ///
-    /// ```
-    /// greenlet::hub::run(|| {
-    ///     let (a, b) = (greenlet::hub::spawn(|| ()), greenlet::hub::spawn(|| ()));
-    ///     assert_ne!(a.id(), b.id());
-    /// })
-    /// .unwrap();
-    /// ```
-    pub fn id(&self) -> u64 {
-        self.task.id
-    }
-
-    /// Its name (`task-<id>` unless named through [`task()`](super::task)).
-    ///
-    /// ```
-    /// greenlet::hub::run(|| {
-    ///     let h = greenlet::hub::task().name("fetch").spawn(|| ()).unwrap();
-    ///     assert_eq!(h.name(), "fetch");
-    /// })
-    /// .unwrap();
-    /// ```
-    pub fn name(&self) -> String {
-        self.task.name()
-    }
-
-    /// Its state now (see [`TaskState`]).
-    ///
-    /// ```
-    /// use greenlet::hub::{self, TaskState, Wait};
-    /// hub::run(|| {
-    ///     let h = hub::spawn(|| hub::sleep(std::time::Duration::from_secs(3600)));
-    ///     while h.state() != TaskState::Parked(Wait::Sleep) {
-    ///         hub::yield_now();
-    ///     }
-    ///     h.cancel();
-    /// })
-    /// .unwrap();
-    /// ```
-    pub fn state(&self) -> TaskState {
-        self.task.state()
-    }
-}
-
-impl<T> fmt::Debug for JoinHandle<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("JoinHandle")
-            .field("task", &*self.task)
-            .finish()
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::Instant;
 use super::channel::{OneshotReceiver, Receiver};
 use super::error::Elapsed;
 use super::park::park;
-use super::task::Wait;
+use super::task_state::Wait;
 
 mod sealed {
     pub trait Sealed {}

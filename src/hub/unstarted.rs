@@ -21,8 +21,8 @@ use std::sync::Arc;
 use crate::erased::Erased;
 
 use super::error::JoinError;
-use super::newest::Token;
-use super::task::Task;
+use super::spawn_slot::Token;
+use super::task_header::Task;
 
 /// Words of closure kept in place (a closure capturing a few numbers,
 /// handles or `Arc`s); each word more makes every task a word larger.

@@ -1,0 +1,192 @@
+//! The typed [`JoinHandle`]: waiting for a green thread's result (parking
+//! a green thread, blocking a plain one), cancelling it, and giving its
+//! spent task to the worker's pool.
+//!
+//! Owns: [`JoinHandle`]. Uses the task header (its joiners and outcome),
+//! `park`, the current worker and the task pool's recycling.
+
+use std::fmt;
+use std::mem::ManuallyDrop;
+use std::ptr;
+use std::sync::Arc;
+
+use super::error::JoinError;
+use super::park::{current_waker, park, park_green};
+use super::task_header::{Slot, Task};
+use super::task_state::{TaskState, Wait};
+use super::worker;
+
+/// Owns the right to wait for a green thread's result (or a blocking call's).
+///
+/// Dropping it detaches the green thread: it runs on, its result dropped.
+///
+/// # Example
+/// ```
+/// use greenlet::hub;
+/// let sum = hub::run(|| {
+///     let a = hub::spawn(|| 20);
+///     let b = hub::spawn(|| 22);
+///     a.join().unwrap() + b.join().unwrap()
+/// })
+/// .unwrap();
+/// assert_eq!(sum, 42);
+/// ```
+pub struct JoinHandle<T> {
+    pub(crate) task: Arc<Task>,
+    pub(crate) slot: Slot<T>,
+}
+
+impl<T> Drop for JoinHandle<T> {
+    fn drop(&mut self) {
+        self.task.abandon_output(self.slot);
+    }
+}
+
+impl<T> JoinHandle<T> {
+    /// Wait for it to finish and take its result. Parks a green thread;
+    /// blocks a plain thread. A parking point (so a cancellation point).
+    ///
+    /// # Errors
+    /// [`JoinError`] if it panicked, was cancelled, or could not start.
+    ///
+    /// ```
+    /// let v = greenlet::hub::run(|| greenlet::hub::spawn(|| "done").join().unwrap()).unwrap();
+    /// assert_eq!(v, "done");
+    /// ```
+    pub fn join(self) -> Result<T, JoinError> {
+        if !self.task.is_done() {
+            // On a green thread, its worker and task are looked up once for
+            // the waker and the park.
+            let green = worker::with_current_task(|w, me| {
+                while self.task.add_green_joiner(w.index, &w.shared, me) {
+                    park_green(w, me, Wait::Join, None);
+                    if self.task.is_done() {
+                        break;
+                    }
+                }
+            });
+            if green.is_none() {
+                while !self.task.is_done() {
+                    if !self.task.add_join_waiter(current_waker()) {
+                        break;
+                    }
+                    park(Wait::Join, None);
+                }
+            }
+        }
+        let result = self.take_result();
+        // Done, so no value comes later: the handle goes without `Drop`'s
+        // `abandon_output` (a lock taken for nothing), its task to the
+        // worker's pool of spent tasks if this was the last reference.
+        let this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again, so its `Arc` is
+        // moved out (and given up) exactly once.
+        recycle(unsafe { ptr::read(&this.task) });
+        result
+    }
+
+    /// The result of a finished task (call only once this thread saw it
+    /// done, and once).
+    fn take_result(&self) -> Result<T, JoinError> {
+        self.task.take_outcome(self.slot)
+    }
+
+    /// Whether it has finished (its result can be taken without waiting).
+    ///
+    /// ```
+    /// greenlet::hub::run(|| {
+    ///     let h = greenlet::hub::spawn(|| ());
+    ///     while !h.is_finished() {
+    ///         greenlet::hub::yield_now();
+    ///     }
+    ///     h.join().unwrap();
+    /// })
+    /// .unwrap();
+    /// ```
+    pub fn is_finished(&self) -> bool {
+        self.task.is_done()
+    }
+
+    /// Cancel it: if it has not started it never will; if it is parked,
+    /// `GreenletExit` is raised at its parking point (the blocking call it is
+    /// parked in unwinds its stack, so its destructors run); if it is running
+    /// it is cancelled at its next parking point. Parking points are the
+    /// only cancellation points: a green thread that never parks runs to
+    /// its end. Its `join` then returns [`JoinError::Cancelled`]. A running
+    /// blocking-pool call cannot be cancelled.
+    ///
+    /// ```
+    /// use greenlet::hub;
+    /// let err = hub::run(|| {
+    ///     let h = hub::spawn(|| hub::sleep(std::time::Duration::from_secs(3600)));
+    ///     hub::yield_now(); // let it start and park
+    ///     h.cancel();
+    ///     h.join().unwrap_err()
+    /// })
+    /// .unwrap();
+    /// assert!(err.is_cancelled());
+    /// ```
+    pub fn cancel(&self) {
+        self.task.request_cancel();
+    }
+
+    /// Its id (unique in the process).
+    ///
+    /// ```
+    /// greenlet::hub::run(|| {
+    ///     let (a, b) = (greenlet::hub::spawn(|| ()), greenlet::hub::spawn(|| ()));
+    ///     assert_ne!(a.id(), b.id());
+    /// })
+    /// .unwrap();
+    /// ```
+    pub fn id(&self) -> u64 {
+        self.task.id
+    }
+
+    /// Its name (`task-<id>` unless named through [`task()`](super::task)).
+    ///
+    /// ```
+    /// greenlet::hub::run(|| {
+    ///     let h = greenlet::hub::task().name("fetch").spawn(|| ()).unwrap();
+    ///     assert_eq!(h.name(), "fetch");
+    /// })
+    /// .unwrap();
+    /// ```
+    pub fn name(&self) -> String {
+        self.task.name()
+    }
+
+    /// Its state now (see [`TaskState`]).
+    ///
+    /// ```
+    /// use greenlet::hub::{self, TaskState, Wait};
+    /// hub::run(|| {
+    ///     let h = hub::spawn(|| hub::sleep(std::time::Duration::from_secs(3600)));
+    ///     while h.state() != TaskState::Parked(Wait::Sleep) {
+    ///         hub::yield_now();
+    ///     }
+    ///     h.cancel();
+    /// })
+    /// .unwrap();
+    /// ```
+    pub fn state(&self) -> TaskState {
+        self.task.state()
+    }
+}
+
+impl<T> fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JoinHandle")
+            .field("task", &*self.task)
+            .finish()
+    }
+}
+
+/// `task`'s last handle is done with it: on a worker of its runtime it may
+/// go to that worker's pool (see [`TaskPool`](super::task_pool::TaskPool)), elsewhere it is dropped.
+fn recycle(task: Arc<Task>) {
+    worker::with_current(|w| match w {
+        Some(w) if Arc::ptr_eq(&w.shared, &task.shared) => w.pool.give(task),
+        _ => drop(task),
+    });
+}

@@ -1,0 +1,94 @@
+//! What every worker, handle and task of one runtime shares ([`Shared`]):
+//! the workers' remote parts, the injector, the registry, the pending-call
+//! slot, the blocking pool, the cleanup queue and the shutdown state; and
+//! the runtime of a blocking-pool thread (a thread-local).
+//!
+//! With the task header, its closure storage (`body`), the registry, a
+//! worker's remote parts and the blocking pool, this is the hub's data
+//! knot: a task holds its runtime's `Shared`, which lists and queues tasks,
+//! so these types name each other. Everything that acts on them sits above.
+//!
+//! Owns: [`Shared`], the idle-worker notification and the record of
+//! refusals. Uses the worker's remote parts, `crossbeam-deque`'s injector,
+//! the registry, the pending-call slot, the blocking pool, the cleanup
+//! queue and the task info of a refusal.
+
+use std::cell::RefCell;
+use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use crossbeam_deque::Injector;
+use parking_lot::Mutex;
+
+use crate::cleanup::CleanupQueue;
+
+use super::blocking_pool::BlockingPool;
+use super::pending::PendingCalls;
+use super::registry::Registry;
+use super::task_header::Task;
+use super::task_info::TaskInfo;
+use super::unstarted::Unstarted;
+use super::worker::Remote;
+
+/// What every worker, handle and task of one runtime shares.
+pub(crate) struct Shared {
+    pub(crate) workers: Box<[Remote]>,
+    pub(crate) injector: Injector<Unstarted>,
+    /// Workers in (or entering) their idle poll.
+    pub(crate) idle: AtomicUsize,
+    pub(super) shutdown: AtomicBool,
+    pub(super) deadline: Mutex<Option<Instant>>,
+    pub(crate) stack_size: usize,
+    pub(crate) registry: Registry,
+    pub(crate) pending: PendingCalls,
+    pub(crate) blocking: BlockingPool<Unstarted>,
+    pub(crate) cleanup: OnceLock<Arc<CleanupQueue>>,
+    pub(super) refused: Mutex<Vec<TaskInfo>>,
+    pub(super) next_notify: AtomicUsize,
+    /// How long other workers leave a worker's newest spawn alone
+    /// (`worker::SLOT_AGE`; longer in unit tests that need it never to
+    /// move).
+    pub(crate) slot_age: Duration,
+}
+
+impl Shared {
+    #[inline]
+    pub(crate) fn is_shutting_down(&self) -> bool {
+        self.shutdown.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn shutdown_deadline(&self) -> Option<Instant> {
+        *self.deadline.lock()
+    }
+
+    /// New unstarted work was queued: wake one idle worker to take it.
+    pub(crate) fn notify_idle(&self) {
+        fence(Ordering::SeqCst);
+        if self.idle.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let n = self.workers.len();
+        let start = self.next_notify.fetch_add(1, Ordering::Relaxed);
+        for k in 0..n {
+            if self.workers[(start + k) % n].unpark_if_sleeping() {
+                return;
+            }
+        }
+    }
+
+    pub(crate) fn record_refusal(&self, task: &Task) {
+        self.refused.lock().push(task.info());
+    }
+}
+
+thread_local! {
+    /// The runtime of a blocking-pool thread (workers find theirs through
+    /// the worker thread-local).
+    pub(super) static CONTEXT: RefCell<Option<Arc<Shared>>> = const { RefCell::new(None) };
+}
+
+/// Make `shared` the calling (blocking-pool) thread's runtime.
+pub(crate) fn enter(shared: &Arc<Shared>) {
+    CONTEXT.with(|c| *c.borrow_mut() = Some(Arc::clone(shared)));
+}

@@ -1,0 +1,115 @@
+//! What a parked green thread waits for ([`Wait`]) and where a green
+//! thread is in its life ([`TaskState`]), as a dump and a join handle show
+//! them; and the one-byte code of a `Wait` that the task header stores.
+//!
+//! Owns: [`Wait`] and [`TaskState`]. Uses nothing.
+
+use std::fmt;
+
+/// What a parked green thread waits for, as [`dump`](super::dump) shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Wait {
+    /// `sleep` / `sleep_until`.
+    Sleep,
+    /// `yield_now` (it is also on the ready queue).
+    Yield,
+    /// Joining another green thread (or a task group's next result).
+    Join,
+    /// Receiving on a channel.
+    Recv,
+    /// Sending on a full bounded channel.
+    Send,
+    /// `select` over several receivers.
+    Select,
+    /// Locking a hub `Mutex`.
+    Mutex,
+    /// Acquiring a `Semaphore` permit.
+    Semaphore,
+    /// Waiting for an `Event`.
+    Event,
+    /// A future polled by `block_on`.
+    Future,
+    /// A socket of [`net`](super::net) becoming readable or writable.
+    Io,
+}
+
+impl Wait {
+    const ALL: [Wait; 11] = [
+        Wait::Sleep,
+        Wait::Yield,
+        Wait::Join,
+        Wait::Recv,
+        Wait::Send,
+        Wait::Select,
+        Wait::Mutex,
+        Wait::Semaphore,
+        Wait::Event,
+        Wait::Future,
+        Wait::Io,
+    ];
+
+    pub(crate) fn from_code(code: u8) -> Wait {
+        Wait::ALL
+            .get(usize::from(code))
+            .copied()
+            .unwrap_or(Wait::Sleep)
+    }
+
+    pub(crate) fn code(self) -> u8 {
+        Wait::ALL.iter().position(|w| *w == self).unwrap_or(0) as u8
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Wait::Sleep => "sleep",
+            Wait::Yield => "yield",
+            Wait::Join => "join",
+            Wait::Recv => "channel receive",
+            Wait::Send => "channel send",
+            Wait::Select => "select",
+            Wait::Mutex => "mutex",
+            Wait::Semaphore => "semaphore",
+            Wait::Event => "event",
+            Wait::Future => "future",
+            Wait::Io => "socket I/O",
+        }
+    }
+}
+
+impl fmt::Display for Wait {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
+/// Where a green thread is in its life, as [`dump`](super::dump) shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TaskState {
+    /// Spawned, not started yet (its closure may still move to any worker).
+    Queued,
+    /// Started and on its worker's ready queue.
+    Ready,
+    /// Running on its worker now.
+    Running,
+    /// Parked, waiting for the given thing.
+    Parked(Wait),
+    /// A `spawn_blocking` call running on a blocking-pool thread.
+    Blocking,
+    /// Finished (returned, panicked, or cancelled).
+    Finished,
+}
+
+impl fmt::Display for TaskState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TaskState::Queued => f.write_str("queued"),
+            TaskState::Ready => f.write_str("ready"),
+            TaskState::Running => f.write_str("running"),
+            TaskState::Parked(w) => write!(f, "parked on {w}"),
+            TaskState::Blocking => f.write_str("blocking"),
+            TaskState::Finished => f.write_str("finished"),
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! A worker's thread-local state ([`Worker`]) and what its thread is
+//! started with ([`Seed`]).
+//!
+//! Owns: the fields every concern of the worker reads (the ready queue, the
+//! queues of tasks to start, the table of started green threads, the
+//! timers, the poller, the held reference). Their logic lives in the files
+//! of this folder, one concern each. Uses the runtime's shared state, the
+//! ready queue, the timers and the task pool.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+use slab::Slab;
+
+use crate::coroutine::Greenlet;
+
+use super::super::ready::ReadyQueue;
+use super::super::shared::Shared;
+use super::super::task_header::Task;
+use super::super::task_pool::TaskPool;
+use super::super::timer::Timers;
+use super::super::unstarted::{LocalUnstarted, Unstarted};
+use super::remote::Remote;
+
+/// What a worker thread is started with.
+pub(crate) struct Seed {
+    pub(crate) index: usize,
+    pub(crate) poll: mio::Poll,
+    pub(crate) deque: crossbeam_deque::Worker<Unstarted>,
+}
+
+/// A worker's thread-local state.
+pub(crate) struct Worker {
+    pub(crate) index: usize,
+    pub(crate) shared: Arc<Shared>,
+    /// The thread's main greenlet: the hub. Parking switches to it.
+    pub(crate) hub: Greenlet,
+    /// This worker's entry of `shared.workers` (see [`remote`](Self::remote)).
+    pub(super) remote: *const Remote,
+    pub(super) ready: RefCell<ReadyQueue<Arc<Task>>>,
+    pub(super) local_new: RefCell<VecDeque<LocalUnstarted>>,
+    /// On a runtime of one worker, its unstarted `Send` tasks spawned on
+    /// it: a stack, the next to start last, with the batch of the green
+    /// thread running now at its end in spawn order from `batch` on, until
+    /// it parks (see [`flush_spawned`](Self::flush_spawned)). Empty with
+    /// other workers (their spawns go to the newest-spawn slot and the
+    /// deque).
+    pub(super) spawned: RefCell<Vec<Unstarted>>,
+    /// Whether `spawned` may hold tasks (one load where the loop checks).
+    pub(super) has_spawned: Cell<bool>,
+    /// Where the open batch of `spawned` starts ([`NO_BATCH`](super::placement::NO_BATCH): none open).
+    pub(super) batch: Cell<usize>,
+    /// Whether a task queued on this worker to start may wait (`spawned`,
+    /// `local_new`, the newest-spawn slot or the deque may hold one): set
+    /// by whoever queues one (`push_unstarted`, `push_local`,
+    /// `push_local_first`, a steal of a batch onto the deque in
+    /// `find_unstarted`), cleared by the loop when it finds none to start.
+    /// One load for a hand-off's check (see
+    /// [`hub_is_idle`](Self::hub_is_idle)) instead of four.
+    pub(super) local_work: Cell<bool>,
+    /// Unstarted `Send` tasks, newest batch on top (a LIFO deque); other
+    /// workers steal the oldest.
+    pub(super) deque: crossbeam_deque::Worker<Unstarted>,
+    pub(crate) timers: RefCell<Timers>,
+    /// The green thread running now (`Arc::as_ptr` of it), or null. Its
+    /// entry in `live` keeps it alive while it runs.
+    pub(super) current: Cell<*const Task>,
+    /// Started green threads, with the only greenlet handles.
+    pub(super) live: RefCell<Slab<(Arc<Task>, Greenlet)>>,
+    /// A reference to the running green thread that this worker owns
+    /// (`Arc::into_raw`), or null: the ready queue's reference of the task
+    /// a hand-off resumed, kept instead of dropped, so that the task's next
+    /// queuing of itself (a yield) or registration as a waiter moves it
+    /// instead of cloning one ([`take_ref`](Self::take_ref)): no reference
+    /// count changes on a hand-off. Dropped when another task is held,
+    /// whenever control comes back to the hub, and at teardown, so it
+    /// never keeps a finished task from its pool.
+    pub(super) held: Cell<*const Task>,
+    pub(super) poll: RefCell<mio::Poll>,
+    pub(super) events: RefCell<mio::Events>,
+    /// Scheduling rounds (the loop's, and hand-offs) left before the next
+    /// poll that does not wait.
+    pub(super) until_poll: Cell<u32>,
+    pub(super) cancelled_all: Cell<bool>,
+    /// Spent tasks, for spawns on this worker to reuse.
+    pub(crate) pool: TaskPool,
+    /// What this worker last saw of each other worker's newest-spawn slot
+    /// while it was occupied (see [`aged_slot`](Self::aged_slot)).
+    pub(super) watch: Box<[Cell<Option<Watch>>]>,
+}
+
+impl Worker {
+    /// The part of this worker that other threads reach: without the
+    /// bounds check and index arithmetic of `shared.workers[index]` (a
+    /// hand-off and every resume read it).
+    #[inline(always)]
+    pub(super) fn remote(&self) -> &Remote {
+        // SAFETY: `remote` points into `shared.workers`, a boxed slice made
+        // before the workers start and never resized, which `self.shared`
+        // keeps alive as long as `self`.
+        unsafe { &*self.remote }
+    }
+
+    /// How many green threads this worker has started and not finished.
+    pub(crate) fn live_count(&self) -> usize {
+        self.live.borrow().len()
+    }
+
+    /// Run `f` with this worker's `mio` registry (the network layer
+    /// registers its sockets through it).
+    pub(crate) fn with_registry<R>(&self, f: impl FnOnce(&mio::Registry) -> R) -> R {
+        f(self.poll.borrow().registry())
+    }
+}
+
+/// An occupied newest-spawn slot of another worker, as seen: that
+/// worker's `tick` then, when it was first seen with that tick, and
+/// whether a later look saw it so again (its spawner did not park between
+/// two looks: it may be computing).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Watch {
+    pub(super) tick: u64,
+    pub(super) since: Instant,
+    pub(super) again: bool,
+}

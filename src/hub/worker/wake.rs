@@ -1,0 +1,90 @@
+//! Routing a wake: a woken green thread goes on its worker's ready queue,
+//! directly when the waker runs on that worker, else through the worker's
+//! remote queue (and an unpark of its poller, if it sleeps). A task's
+//! [`Waker`](std::task::Waker) is the task itself ([`Wake`] for `Task`).
+//!
+//! Owns: [`push_ready`], the local queuing of a woken task, and the task's
+//! `Wake` implementation. Uses the worker's state and its remote parts.
+
+use std::sync::Arc;
+use std::task::Wake;
+
+use super::super::task_header::Task;
+use super::current::{with_current, with_worker};
+use super::state::Worker;
+
+/// Put a woken task on the ready queue of worker `owner`: directly when
+/// called on that worker, else through its remote queue. Inlined into
+/// the waker: a local wake is one frame.
+#[inline(always)]
+pub(crate) fn push_ready(task: Arc<Task>, owner: usize) {
+    let mut task = Some(task);
+    with_worker(|w| {
+        if let Some(t) = task.take_if(|t| w.index == owner && Arc::ptr_eq(&w.shared, &t.shared)) {
+            w.push_ready_local(t);
+        }
+    });
+    if let Some(task) = task {
+        push_remote(task, owner);
+    }
+}
+
+/// [`push_ready`] to another thread's worker. Out of line: the local wake
+/// stays as small as it was. On a worker of the same runtime the remote
+/// queue is reached through this worker's `shared`, so the task moves into
+/// it without a reference count change.
+#[inline(never)]
+pub(super) fn push_remote(task: Arc<Task>, owner: usize) {
+    let mut task = Some(task);
+    with_current(|w| {
+        let Some(w) = w else { return };
+        if let Some(t) = task.take_if(|t| Arc::ptr_eq(&w.shared, &t.shared)) {
+            if let Some(remote) = w.shared.workers.get(owner) {
+                remote.push(t);
+            }
+        }
+    });
+    if let Some(task) = task {
+        if let Some(remote) = task.shared.workers.get(owner) {
+            remote.push(Arc::clone(&task));
+        }
+    }
+}
+
+impl Worker {
+    /// Queue `task`, a task of this worker, on the ready queue.
+    #[inline]
+    pub(crate) fn push_ready_local(&self, task: Arc<Task>) {
+        self.ready.borrow_mut().push_back(task);
+    }
+
+    /// Queue `task`, a task of this worker woken on its thread (a timer
+    /// that fired), unless it is queued already.
+    #[inline]
+    pub(crate) fn schedule_local(&self, task: &Arc<Task>) {
+        if task.mark_ready() {
+            self.push_ready_local(Arc::clone(task));
+        }
+    }
+}
+
+impl Wake for Task {
+    fn wake(self: Arc<Self>) {
+        if let Some(owner) = self.mark_scheduled() {
+            push_ready(self, owner);
+        }
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        schedule(self);
+    }
+}
+
+/// Queue `task` on its worker's ready queue unless it already is. A task
+/// not started on a worker (queued, or a blocking call) has nothing to
+/// queue. Left to the compiler to place: a cancellation's wake, rare in a
+/// park, stays out of the park's code.
+fn schedule(task: &Arc<Task>) {
+    if let Some(owner) = task.mark_scheduled() {
+        push_ready(Arc::clone(task), owner);
+    }
+}
