@@ -144,7 +144,10 @@ pub use self::error::{Elapsed, HubError, JoinError};
 pub use self::future::block_on;
 pub use self::group::TaskGroup;
 pub use self::pending::HubScheduler;
-pub use self::runtime::{run, Builder, Handle, Runtime, ShutdownReport, DROP_SHUTDOWN_TIMEOUT};
+pub use self::runtime::{
+    run, Builder, Handle, Runtime, ShutdownReport, DROP_SHUTDOWN_TIMEOUT,
+    MAX_PENDING_CALL_CAPACITY, MAX_WORKER_THREADS,
+};
 pub use self::select::{select, Selectable, Watch};
 pub use self::spawn::{spawn, spawn_local, task, TaskBuilder};
 pub use self::sync::{Event, Mutex, MutexGuard, Semaphore, SemaphorePermit};
