@@ -70,6 +70,7 @@
 //! `time` of the hub, and `mio`'s socket types.
 
 mod error;
+mod fd;
 mod registration;
 mod serve;
 mod sys;
@@ -78,6 +79,7 @@ mod tcp_stream;
 mod udp;
 
 pub use self::error::NetError;
+pub use self::fd::{pipe, Fd};
 pub(crate) use self::registration::dispatch;
 pub use self::serve::serve;
 pub use self::tcp_listener::TcpListener;
