@@ -77,6 +77,9 @@ mod sys;
 mod tcp_listener;
 mod tcp_stream;
 mod udp;
+mod unix_datagram;
+mod unix_listener;
+mod unix_stream;
 
 pub use self::error::NetError;
 pub use self::fd::{pipe, Fd};
@@ -85,3 +88,6 @@ pub use self::serve::serve;
 pub use self::tcp_listener::TcpListener;
 pub use self::tcp_stream::TcpStream;
 pub use self::udp::UdpSocket;
+pub use self::unix_datagram::UnixDatagram;
+pub use self::unix_listener::UnixListener;
+pub use self::unix_stream::UnixStream;
