@@ -72,9 +72,11 @@
 mod error;
 mod fd;
 mod registration;
+mod resolve;
 mod serve;
 mod sys;
 mod tcp_listener;
+mod tcp_split;
 mod tcp_stream;
 mod udp;
 mod unix_datagram;
@@ -82,10 +84,13 @@ mod unix_listener;
 mod unix_stream;
 
 pub use self::error::NetError;
+pub(crate) use self::fd::set_nonblocking;
 pub use self::fd::{pipe, Fd};
 pub(crate) use self::registration::dispatch;
+pub use self::resolve::ToSocketAddrs;
 pub use self::serve::serve;
 pub use self::tcp_listener::TcpListener;
+pub use self::tcp_split::{OwnedReadHalf, OwnedWriteHalf, ReuniteError};
 pub use self::tcp_stream::TcpStream;
 pub use self::udp::UdpSocket;
 pub use self::unix_datagram::UnixDatagram;
