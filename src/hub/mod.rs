@@ -125,6 +125,7 @@ mod ready;
 mod registry;
 mod runtime;
 mod select;
+pub mod signal;
 mod spawn;
 mod sync;
 mod task;
