@@ -101,7 +101,9 @@
 //! (its ready queue), `channel`, `select`, `sync`, `future`, `blocking`,
 //! `group`, `dump`, `watchdog`, `pending`, `registry`, `quick` (the lock of
 //! the task's outcome and the registry), `error`, and the
-//! public [`net`] (TCP and UDP sockets that park).
+//! public [`net`] (TCP, UDP and Unix sockets and any descriptor, parking),
+//! [`signal`] (Unix signals received by parking) and [`process`] (child
+//! processes waited for and read by parking).
 //!
 //! Uses [`crate::coroutine`]'s public API and [`crate::cleanup`]; knows
 //! nothing of the CPython model.
@@ -120,6 +122,7 @@ mod newest;
 mod output;
 mod park;
 pub(crate) mod pending;
+pub mod process;
 mod quick;
 mod ready;
 mod registry;
