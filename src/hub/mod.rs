@@ -50,7 +50,9 @@
 //! [`JoinHandle::join`], [`TaskGroup::join_next`]/[`join_all`](TaskGroup::join_all),
 //! channel `recv`/`recv_timeout`/`send` (when a bounded channel is full),
 //! [`select`], [`Event::wait`], [`Mutex::lock`], [`Semaphore::acquire`],
-//! and [`block_on`] while its future is pending. They are the **only**
+//! [`block_on`] while its future is pending, every wait of a [`net`] socket
+//! or [`net::Fd`], [`signal::Signals::recv`], and [`process::Child::wait`]
+//! (with the `process` calls built on it). They are the **only**
 //! cancellation points: [`JoinHandle::cancel`] (a kill) raises
 //! `GreenletExit` at the green thread's parking point, which unwinds its
 //! stack (its destructors run) and ends it with [`JoinError::Cancelled`]; a
