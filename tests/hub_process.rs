@@ -153,3 +153,32 @@ fn output_respects_settings_the_caller_made() {
     assert!(out.status.success());
     assert!(out.stdout.is_empty());
 }
+
+/// A green thread parked in `wait` is a cancellation point: `cancel` ends
+/// it with `Cancelled`, and the child runs on (std's rule: dropping a
+/// `Child` neither kills nor reaps it) until it is killed here.
+#[test]
+fn wait_is_a_cancellation_point() {
+    let (cancelled, alive) = bounded(30, || {
+        rt(1)
+            .block_on(|| {
+                let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+                let pid = child.id() as i32;
+                let h = hub::spawn(move || child.wait().unwrap());
+                until_parked(&h, Wait::Io);
+                h.cancel();
+                let cancelled = h.join().unwrap_err().is_cancelled();
+                // SAFETY: signal 0 only checks that the process exists.
+                let alive = unsafe { libc::kill(pid, 0) } == 0;
+                // SAFETY: our own child, then reaped.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                    libc::waitpid(pid, std::ptr::null_mut(), 0);
+                }
+                (cancelled, alive)
+            })
+            .unwrap()
+    });
+    assert!(cancelled);
+    assert!(alive);
+}

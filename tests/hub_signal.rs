@@ -121,3 +121,28 @@ fn signals_that_cannot_be_received_are_refused() {
     let io: std::io::Error = SignalError::Empty.into();
     assert_eq!(io.kind(), std::io::ErrorKind::InvalidInput);
 }
+
+/// A green thread parked in `recv` is a cancellation point: `cancel` ends
+/// it with `Cancelled`, and a later delivery still reaches another
+/// receiver.
+#[test]
+fn recv_is_a_cancellation_point() {
+    let (cancelled, got) = bounded(30, || {
+        rt(1)
+            .block_on(|| {
+                let mut doomed = Signals::new(&[libc::SIGPWR]).unwrap();
+                let mut kept = Signals::new(&[libc::SIGPWR]).unwrap();
+                let h = hub::spawn(move || doomed.recv());
+                until_parked(&h, Wait::Future);
+                h.cancel();
+                let cancelled = h.join().unwrap_err().is_cancelled();
+                let waiter = hub::spawn(move || kept.recv());
+                until_parked(&waiter, Wait::Future);
+                send(libc::SIGPWR);
+                (cancelled, waiter.join().unwrap())
+            })
+            .unwrap()
+    });
+    assert!(cancelled);
+    assert_eq!(got, libc::SIGPWR);
+}
