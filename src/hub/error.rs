@@ -49,6 +49,16 @@ pub enum JoinError {
         /// What the OS said.
         reason: String,
     },
+    /// The green thread called `join` on its own handle, which would wait
+    /// for itself for ever.
+    #[error(
+        "green thread '{name}' joined its own JoinHandle, which would never return: join it from \
+         another green thread or drop the handle"
+    )]
+    JoinedSelf {
+        /// The green thread's name.
+        name: String,
+    },
     /// The blocking pool could not start a thread for it.
     #[error("blocking call '{name}' could not run: the blocking pool could not start a thread ({reason})")]
     NoThread {
@@ -128,6 +138,20 @@ pub enum HubError {
         /// What the OS said.
         #[source]
         source: std::io::Error,
+    },
+    /// [`Semaphore::try_add_permits`](super::Semaphore::try_add_permits)
+    /// could not add every permit asked for without passing the maximum.
+    #[error(
+        "a semaphore counts at most {max} permits (free and held): {added} of the {asked} asked \
+         for were added"
+    )]
+    TooManyPermits {
+        /// Permits asked for.
+        asked: usize,
+        /// Permits added.
+        added: usize,
+        /// [`Semaphore::MAX_PERMITS`](super::Semaphore::MAX_PERMITS).
+        max: usize,
     },
     /// The green thread run by [`run`](super::run) did not return a value.
     #[error(transparent)]

@@ -47,7 +47,9 @@ impl<T> JoinHandle<T> {
     /// blocks a plain thread. A parking point (so a cancellation point).
     ///
     /// # Errors
-    /// [`JoinError`] if it panicked, was cancelled, or could not start.
+    /// [`JoinError`] if it panicked, was cancelled, or could not start;
+    /// [`JoinError::JoinedSelf`] (at once) when a green thread joins its
+    /// own handle.
     ///
     /// ```
     /// let v = greenlet::hub::run(|| greenlet::hub::spawn(|| "done").join().unwrap()).unwrap();
@@ -58,13 +60,22 @@ impl<T> JoinHandle<T> {
             // On a green thread, its worker and task are looked up once for
             // the waker and the park.
             let green = worker::with_current_task(|w, me| {
+                if Arc::ptr_eq(&self.task, me) {
+                    return false;
+                }
                 while self.task.add_green_joiner(w.index, &w.shared, me) {
                     park_green(w, me, Wait::Join, None);
                     if self.task.is_done() {
                         break;
                     }
                 }
+                true
             });
+            if green == Some(false) {
+                return Err(JoinError::JoinedSelf {
+                    name: self.task.name(),
+                });
+            }
             if green.is_none() {
                 while !self.task.is_done() {
                     if !self.task.add_join_waiter(current_waker()) {

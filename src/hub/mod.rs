@@ -50,7 +50,9 @@
 //! [`JoinHandle::join`], [`TaskGroup::join_next`]/[`join_all`](TaskGroup::join_all),
 //! channel `recv`/`recv_timeout`/`send` (when a bounded channel is full),
 //! [`select`], [`Event::wait`], [`Mutex::lock`], [`Semaphore::acquire`],
-//! and [`block_on`] while its future is pending. They are the **only**
+//! [`block_on`] while its future is pending, every wait of a [`net`] socket
+//! or [`net::Fd`], [`signal::Signals::recv`], and [`process::Child::wait`]
+//! (with the `process` calls built on it). They are the **only**
 //! cancellation points: [`JoinHandle::cancel`] (a kill) raises
 //! `GreenletExit` at the green thread's parking point, which unwinds its
 //! stack (its destructors run) and ends it with [`JoinError::Cancelled`]; a
@@ -124,7 +126,9 @@
 //!   `pending_drain`, `channel`, `selecting` ([`select`]), `sync`,
 //!   `future`, `watchdog`, `runtime` ([`Runtime`], [`Handle`]),
 //!   `blocking`, `group`, `introspect` ([`dump`]), and the public [`net`]
-//!   (TCP and UDP sockets that park).
+//!   (TCP, UDP and Unix sockets and any descriptor, parking), [`signal`]
+//!   (Unix signals received by parking) and [`process`] (child processes
+//!   waited for and read by parking).
 //!
 //! Uses [`crate::coroutine`] (its public API, and the crate-private lean
 //! switch of `coroutine::direct` and the closure storage of
@@ -146,12 +150,14 @@ mod output;
 mod park;
 pub(crate) mod pending;
 mod pending_drain;
+pub mod process;
 mod ready;
 mod registry;
 mod runtime;
 mod scopes;
 mod selecting;
 mod shared;
+pub mod signal;
 mod spawn_slot;
 mod spawning;
 mod spin_lock;
@@ -179,7 +185,10 @@ pub use self::group::TaskGroup;
 pub use self::introspect::dump;
 pub use self::join::JoinHandle;
 pub use self::pending_drain::HubScheduler;
-pub use self::runtime::{run, Builder, Handle, Runtime, ShutdownReport, DROP_SHUTDOWN_TIMEOUT};
+pub use self::runtime::{
+    run, Builder, Handle, Runtime, ShutdownReport, DROP_SHUTDOWN_TIMEOUT,
+    MAX_PENDING_CALL_CAPACITY, MAX_WORKER_THREADS,
+};
 pub use self::selecting::{select, Selectable, Watch};
 pub use self::spawning::{spawn, spawn_local, task, TaskBuilder};
 pub use self::sync::{Event, Mutex, MutexGuard, Semaphore, SemaphorePermit};

@@ -36,6 +36,14 @@ use super::worker::{self, Remote, Seed, WAKE_TOKEN};
 /// How long dropping a [`Runtime`] waits for cancelled green threads.
 pub const DROP_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The most worker threads a runtime runs: each has its own poller, queues
+/// and OS thread, so a count past this is a mistake, not a machine.
+pub const MAX_WORKER_THREADS: usize = 4096;
+
+/// The largest pending-call slot: its ring is allocated up front, so a
+/// capacity past this would take gigabytes (or abort the process).
+pub const MAX_PENDING_CALL_CAPACITY: usize = 1 << 20;
+
 /// Settings for a [`Runtime`]: see [`Runtime::builder`].
 #[derive(Debug, Clone)]
 pub struct Builder {
@@ -120,7 +128,8 @@ impl Builder {
     ///
     /// # Errors
     /// [`HubError::InvalidConfig`] for zero workers, blocking threads or
-    /// pending-call capacity, or a stack under 16 KiB;
+    /// pending-call capacity, more than [`MAX_WORKER_THREADS`] workers or
+    /// [`MAX_PENDING_CALL_CAPACITY`] pending calls, or a stack under 16 KiB;
     /// [`HubError::Os`] when a poller or thread cannot be created.
     ///
     /// ```
@@ -137,6 +146,18 @@ impl Builder {
             return Err(HubError::InvalidConfig(
                 "max_blocking_threads and pending_call_capacity must be at least 1".into(),
             ));
+        }
+        if self.workers > MAX_WORKER_THREADS {
+            return Err(HubError::InvalidConfig(format!(
+                "worker_threads {} is above the limit of {MAX_WORKER_THREADS}",
+                self.workers
+            )));
+        }
+        if self.pending_capacity > MAX_PENDING_CALL_CAPACITY {
+            return Err(HubError::InvalidConfig(format!(
+                "pending_call_capacity {} is above the limit of {MAX_PENDING_CALL_CAPACITY}",
+                self.pending_capacity
+            )));
         }
         if self.stack_size < 16 * 1024 {
             return Err(HubError::InvalidConfig(format!(

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::spin_lock::QuickMutex as Lock;
 
-use super::error::Elapsed;
+use super::error::{Elapsed, HubError};
 use super::task_state::Wait;
 use super::wait::{wait_on, wake, wake_all, Site, WaitList, Wakeup};
 
@@ -342,7 +342,11 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for MutexGuard<'_, T> {
 }
 
 struct SemState {
+    /// Free permits.
     permits: usize,
+    /// Free permits plus those held: at most [`Semaphore::MAX_PERMITS`],
+    /// so a held permit's return never overflows `permits`.
+    total: usize,
     waiters: WaitList<()>,
 }
 
@@ -386,15 +390,32 @@ pub struct SemaphorePermit<'a> {
 }
 
 impl Semaphore {
-    /// A semaphore with `permits` permits.
+    /// The most permits a semaphore counts, free and held together. A
+    /// count past it is a mistake (no program holds that many), and the
+    /// cap leaves room for every held permit to come back without the
+    /// count overflowing.
+    pub const MAX_PERMITS: usize = usize::MAX / 2;
+
+    /// A semaphore with `permits` permits; more than
+    /// [`MAX_PERMITS`](Self::MAX_PERMITS) are capped to it (reported
+    /// through the log facade).
     ///
     /// ```
-    /// assert_eq!(greenlet::hub::Semaphore::new(3).available(), 3);
+    /// use greenlet::hub::Semaphore;
+    /// assert_eq!(Semaphore::new(3).available(), 3);
+    /// assert_eq!(Semaphore::new(usize::MAX).available(), Semaphore::MAX_PERMITS);
     /// ```
     pub fn new(permits: usize) -> Semaphore {
+        let capped = permits.min(Semaphore::MAX_PERMITS);
+        if capped < permits {
+            crate::diag::diag_warn!(
+                "hub::Semaphore::new({permits}): capped to Semaphore::MAX_PERMITS ({capped})"
+            );
+        }
         Semaphore {
             state: Lock::new(SemState {
-                permits,
+                permits: capped,
+                total: capped,
                 waiters: WaitList::default(),
             }),
         }
@@ -432,15 +453,59 @@ impl Semaphore {
         Some(SemaphorePermit { sem: self })
     }
 
-    /// Add `n` permits (waking as many waiters).
+    /// Add `n` permits (waking as many waiters). Stops at
+    /// [`MAX_PERMITS`](Self::MAX_PERMITS) free and held together, and
+    /// reports the permits it could not add through the log facade; use
+    /// [`try_add_permits`](Self::try_add_permits) to be told.
     ///
     /// ```
-    /// let s = greenlet::hub::Semaphore::new(0);
+    /// use greenlet::hub::Semaphore;
+    /// let s = Semaphore::new(0);
     /// s.add_permits(2);
     /// assert_eq!(s.available(), 2);
+    /// s.add_permits(usize::MAX);
+    /// assert_eq!(s.available(), Semaphore::MAX_PERMITS);
     /// ```
     pub fn add_permits(&self, n: usize) {
+        if let Err(e) = self.try_add_permits(n) {
+            crate::diag::diag_warn!("hub::Semaphore::add_permits: {e}");
+        }
+    }
+
+    /// Add `n` permits (waking as many waiters), or as many as fit under
+    /// [`MAX_PERMITS`](Self::MAX_PERMITS) free and held together.
+    ///
+    /// # Errors
+    /// [`HubError::TooManyPermits`] when not all `n` fit, saying how many
+    /// were added.
+    ///
+    /// ```
+    /// use greenlet::hub::Semaphore;
+    /// let s = Semaphore::new(Semaphore::MAX_PERMITS - 1);
+    /// assert!(s.try_add_permits(1).is_ok());
+    /// assert!(s.try_add_permits(1).is_err());
+    /// assert_eq!(s.available(), Semaphore::MAX_PERMITS);
+    /// ```
+    pub fn try_add_permits(&self, n: usize) -> Result<(), HubError> {
         let mut st = self.state.lock();
+        let added = n.min(Semaphore::MAX_PERMITS - st.total);
+        st.total += added;
+        let wakers = Semaphore::release(&mut st, added);
+        drop(st);
+        wake_all(wakers);
+        if added < n {
+            return Err(HubError::TooManyPermits {
+                asked: n,
+                added,
+                max: Semaphore::MAX_PERMITS,
+            });
+        }
+        Ok(())
+    }
+
+    /// Make `n` permits free (new ones, or held ones coming back) and take
+    /// as many waiters off the list.
+    fn release(st: &mut SemState, n: usize) -> Vec<Wakeup> {
         st.permits += n;
         let mut wakers = Vec::new();
         for _ in 0..n {
@@ -449,8 +514,7 @@ impl Semaphore {
                 None => break,
             }
         }
-        drop(st);
-        wake_all(wakers);
+        wakers
     }
 
     /// Free permits now.
@@ -465,7 +529,12 @@ impl Semaphore {
 
 impl Drop for SemaphorePermit<'_> {
     fn drop(&mut self) {
-        self.sem.add_permits(1);
+        // A held permit is counted in `total`, which is at most
+        // `MAX_PERMITS`: `permits` stays below it.
+        let mut st = self.sem.state.lock();
+        let wakers = Semaphore::release(&mut st, 1);
+        drop(st);
+        wake_all(wakers);
     }
 }
 

@@ -44,6 +44,37 @@ pub enum NetError {
         /// The address as given.
         addr: String,
     },
+    /// A descriptor handed to [`Fd::new`](super::Fd::new) is not open.
+    #[error("fd {fd} is not an open file descriptor")]
+    FdNotOpen {
+        /// The descriptor.
+        fd: i32,
+    },
+    /// A descriptor handed to [`Fd::new`](super::Fd::new) is one the
+    /// poller cannot wait on.
+    #[error(
+        "fd {fd} is a {what}, which epoll cannot wait on (it is always ready): read or write it \
+         directly, or on spawn_blocking if it may be slow"
+    )]
+    NotPollable {
+        /// The descriptor.
+        fd: i32,
+        /// What it is: "regular file", "directory".
+        what: &'static str,
+    },
+    /// A system call on an address failed; the message names the address
+    /// (the OS's own message does not).
+    #[error("{op} {addr}: {message}")]
+    Addr {
+        /// The operation: `bind`, `connect`.
+        op: &'static str,
+        /// The address or path, as given.
+        addr: String,
+        /// The OS's error kind.
+        kind: io::ErrorKind,
+        /// The OS's message.
+        message: String,
+    },
     /// A connect's deadline passed.
     #[error("connecting to {addr} timed out after {after:?}")]
     ConnectTimedOut {
@@ -58,10 +89,29 @@ impl NetError {
     fn kind(&self) -> io::ErrorKind {
         match self {
             NetError::TimedOut { .. } | NetError::ConnectTimedOut { .. } => io::ErrorKind::TimedOut,
-            NetError::ZeroTimeout { .. } | NetError::NoAddress { .. } => {
-                io::ErrorKind::InvalidInput
-            }
+            NetError::ZeroTimeout { .. }
+            | NetError::NoAddress { .. }
+            | NetError::FdNotOpen { .. }
+            | NetError::NotPollable { .. } => io::ErrorKind::InvalidInput,
+            NetError::Addr { kind, .. } => *kind,
         }
+    }
+}
+
+impl NetError {
+    /// `e` (from `op` on `addr`) as an error whose message names the
+    /// address, keeping its kind.
+    pub(crate) fn at(op: &'static str, addr: impl std::fmt::Display, e: io::Error) -> io::Error {
+        if e.get_ref().is_some_and(|inner| inner.is::<NetError>()) {
+            return e;
+        }
+        NetError::Addr {
+            op,
+            addr: addr.to_string(),
+            kind: e.kind(),
+            message: e.to_string(),
+        }
+        .into()
     }
 }
 

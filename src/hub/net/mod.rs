@@ -1,9 +1,13 @@
-//! Network I/O for green threads: TCP and UDP sockets that read like
-//! `std::net` and **park** the calling green thread instead of blocking its
-//! worker.
+//! Network I/O for green threads: TCP, UDP and Unix-domain sockets that
+//! read like `std::net` and **park** the calling green thread instead of
+//! blocking its worker, and readiness for any other pollable descriptor.
 //!
-//! [`TcpListener`], [`TcpStream`] and [`UdpSocket`] wrap non-blocking `mio`
-//! sockets. An operation first tries the system call; when the socket is
+//! [`TcpListener`], [`TcpStream`] (with [`TcpStream::into_split`]'s owned
+//! halves), [`UdpSocket`], [`UnixListener`], [`UnixStream`] and
+//! [`UnixDatagram`] wrap non-blocking `mio` sockets; [`Fd`] wraps any
+//! descriptor epoll can wait on (a [`pipe`], an eventfd, a pidfd).
+//! Addresses are [`ToSocketAddrs`]: a host name is resolved on the
+//! blocking pool while the green thread parks. An operation first tries the system call; when the socket is
 //! not ready, the green thread registers for readiness and parks (a parking
 //! point: [`JoinHandle::cancel`](super::JoinHandle::cancel), a
 //! [`timeout`](super::timeout) and the runtime's shutdown unwind from it).
@@ -62,24 +66,40 @@
 //!
 //! Module map: `registration` (readiness, the per-worker table, the
 //! dispatch called by the worker's poll), `tcp_listener`, `tcp_stream`,
-//! `udp`, `serve` (an accept loop with one green thread per connection),
+//! `tcp_split` (a stream's owned halves), `udp`, `unix_listener`,
+//! `unix_stream`, `unix_datagram`, `fd` (any descriptor, pipes),
+//! `resolve` (addresses, host names looked up off the worker), `serve`
+//! (an accept loop with one green thread per connection),
 //! `sys` (a stream's `recvfrom`/`sendto` without libc's cancellation-point
 //! wrappers), `error`.
 //!
-//! Uses the worker (its current task, its registry accessor), `park` and
-//! `time` of the hub, and `mio`'s socket types.
+//! Uses the worker (its current task, its registry accessor), `park`,
+//! `time` and `blocking` of the hub, and `mio`'s socket types.
 
 mod error;
+mod fd;
 mod registration;
+mod resolve;
 mod serve;
 mod sys;
 mod tcp_listener;
+mod tcp_split;
 mod tcp_stream;
 mod udp;
+mod unix_datagram;
+mod unix_listener;
+mod unix_stream;
 
 pub use self::error::NetError;
+pub(crate) use self::fd::set_nonblocking;
+pub use self::fd::{pipe, Fd};
 pub(crate) use self::registration::dispatch;
+pub use self::resolve::ToSocketAddrs;
 pub use self::serve::serve;
 pub use self::tcp_listener::TcpListener;
+pub use self::tcp_split::{OwnedReadHalf, OwnedWriteHalf, ReuniteError};
 pub use self::tcp_stream::TcpStream;
 pub use self::udp::UdpSocket;
+pub use self::unix_datagram::UnixDatagram;
+pub use self::unix_listener::UnixListener;
+pub use self::unix_stream::UnixStream;

@@ -6,7 +6,7 @@
 
 use std::fmt;
 use std::io;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -16,6 +16,7 @@ use crate::diag::diag_warn;
 use super::super::time::sleep;
 use super::error::NetError;
 use super::registration::{Direction, Source};
+use super::resolve::{addrs_of, ToSocketAddrs};
 use super::tcp_stream::TcpStream;
 
 /// First back-off after an accept ran out of a resource.
@@ -61,27 +62,29 @@ fn deepen_backlog(l: mio::net::TcpListener) -> io::Result<mio::net::TcpListener>
 
 impl TcpListener {
     /// Bind to `addr` (the first address it resolves to that binds), with
-    /// `SO_REUSEADDR` and a backlog of 1024.
+    /// `SO_REUSEADDR` and a backlog of 1024. A host name is resolved off
+    /// the worker (see [`ToSocketAddrs`]).
     ///
     /// # Errors
-    /// The OS's error for the last address tried (`AddrInUse`, ...), or
+    /// The OS's error for the last address tried (`AddrInUse`, ...), its
+    /// message naming that address ([`NetError::Addr`]), or
     /// [`NetError::NoAddress`].
     ///
     /// ```
     /// let l = greenlet::hub::net::TcpListener::bind("127.0.0.1:0").unwrap();
     /// assert!(l.local_addr().unwrap().port() != 0);
     /// ```
-    pub fn bind(addr: impl ToSocketAddrs + fmt::Debug) -> io::Result<TcpListener> {
+    pub fn bind(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
         let mut last = None;
-        for a in addr.to_socket_addrs()? {
+        for a in addrs_of(&addr)? {
             match mio::net::TcpListener::bind(a).and_then(deepen_backlog) {
                 Ok(l) => return Ok(TcpListener::from_mio(l)),
-                Err(e) => last = Some(e),
+                Err(e) => last = Some(NetError::at("bind", a, e)),
             }
         }
         Err(last.unwrap_or_else(|| {
             NetError::NoAddress {
-                addr: format!("{addr:?}"),
+                addr: addr.describe(),
             }
             .into()
         }))

@@ -7,14 +7,17 @@
 
 use std::fmt;
 use std::io::{self, IoSlice, IoSliceMut, Read, Write};
-use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
-use std::os::fd::{AsRawFd, RawFd};
+use std::net::{Shutdown, SocketAddr};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::error::NetError;
 use super::registration::{Deadline, Direction, Source};
+use super::resolve::{addrs_of, ToSocketAddrs};
 use super::sys;
+use super::tcp_split::{OwnedReadHalf, OwnedWriteHalf};
 
 /// A TCP connection for green threads: `std::net::TcpStream`'s interface,
 /// parking instead of blocking (see the [module docs](super)).
@@ -67,11 +70,13 @@ impl TcpStream {
     }
 
     /// Connect to `addr`, trying each address it resolves to in turn;
-    /// parks until the connection is made.
+    /// parks until the connection is made. A host name is resolved off
+    /// the worker (see [`ToSocketAddrs`]).
     ///
     /// # Errors
     /// The OS's error for the last address tried (`ConnectionRefused`,
-    /// ...), or [`NetError::NoAddress`] if `addr` resolves to none.
+    /// ...), its message naming that address ([`NetError::Addr`]), or
+    /// [`NetError::NoAddress`] if `addr` resolves to none.
     ///
     /// ```
     /// use greenlet::hub::{self, net::{TcpListener, TcpStream}};
@@ -82,17 +87,17 @@ impl TcpStream {
     /// })
     /// .unwrap();
     /// ```
-    pub fn connect(addr: impl ToSocketAddrs + fmt::Debug) -> io::Result<TcpStream> {
+    pub fn connect(addr: impl ToSocketAddrs) -> io::Result<TcpStream> {
         let mut last = None;
-        for a in addr.to_socket_addrs()? {
+        for a in addrs_of(&addr)? {
             match TcpStream::connect_deadline(a, None) {
                 Ok(s) => return Ok(s),
-                Err(e) => last = Some(e),
+                Err(e) => last = Some(NetError::at("connect to", a, e)),
             }
         }
         Err(last.unwrap_or_else(|| {
             NetError::NoAddress {
-                addr: format!("{addr:?}"),
+                addr: addr.describe(),
             }
             .into()
         }))
@@ -197,6 +202,73 @@ impl TcpStream {
         let s: std::net::TcpStream = self.src.into_inner().into();
         s.set_nonblocking(false)?;
         Ok(s)
+    }
+
+    /// A second handle to the same connection (a duplicated descriptor,
+    /// registered with a poller on its own, so it may wait on another
+    /// worker than the original). Timeouts are per handle: the clone starts
+    /// with none.
+    ///
+    /// # Errors
+    /// `dup(2)`'s (out of descriptors).
+    ///
+    /// ```
+    /// use std::io::{Read, Write};
+    /// # use greenlet::hub::{self, net::{TcpListener, TcpStream}};
+    /// # hub::run(|| {
+    /// let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    /// let (mut s, _) = l.accept().unwrap();
+    /// let mut c2 = c.try_clone().unwrap();
+    /// c2.write_all(b"via the clone").unwrap();
+    /// drop((c, c2));
+    /// let mut got = String::new();
+    /// s.read_to_string(&mut got).unwrap();
+    /// assert_eq!(got, "via the clone");
+    /// # }).unwrap();
+    /// ```
+    pub fn try_clone(&self) -> io::Result<TcpStream> {
+        let fd = self.src.get().as_fd().try_clone_to_owned()?;
+        Ok(TcpStream::from_mio(mio::net::TcpStream::from_std(
+            std::net::TcpStream::from(fd),
+        )))
+    }
+
+    /// Split into a read half and a write half that are each `Send` and
+    /// owned, for a reader and a writer green thread (on any workers).
+    /// Dropping the write half shuts the write direction down;
+    /// [`OwnedReadHalf::reunite`] puts the two back together.
+    ///
+    /// ```
+    /// use std::io::{Read, Write};
+    /// use greenlet::hub::{self, net::{TcpListener, TcpStream}};
+    /// hub::run(|| {
+    ///     let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    ///     let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    ///     let (s, _) = l.accept().unwrap();
+    ///     let (mut r, mut w) = s.into_split();
+    ///     // Echo: one green thread copies what the other reads.
+    ///     let copier = hub::spawn(move || std::io::copy(&mut r, &mut w).unwrap());
+    ///     (&c).write_all(b"split").unwrap();
+    ///     c.shutdown(std::net::Shutdown::Write).unwrap();
+    ///     let mut back = String::new();
+    ///     (&c).read_to_string(&mut back).unwrap();
+    ///     assert_eq!(back, "split");
+    ///     assert_eq!(copier.join().unwrap(), 5);
+    /// })
+    /// .unwrap();
+    /// ```
+    pub fn into_split(self) -> (OwnedReadHalf, OwnedWriteHalf) {
+        let stream = Arc::new(self);
+        (
+            OwnedReadHalf {
+                stream: Arc::clone(&stream),
+            },
+            OwnedWriteHalf {
+                stream,
+                shutdown_on_drop: true,
+            },
+        )
     }
 
     /// The remote address.

@@ -5,12 +5,13 @@
 
 use std::fmt;
 use std::io;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
 use super::error::NetError;
 use super::registration::{Direction, Source};
+use super::resolve::{addrs_of, ToSocketAddrs};
 
 /// A UDP socket for green threads: `std::net::UdpSocket`'s interface,
 /// parking instead of blocking (see the [module docs](super)).
@@ -40,11 +41,11 @@ pub struct UdpSocket {
 }
 
 /// The first address `addr` resolves to.
-fn first_addr(addr: impl ToSocketAddrs + fmt::Debug) -> io::Result<SocketAddr> {
-    match addr.to_socket_addrs()?.next() {
-        Some(a) => Ok(a),
+fn first_addr(addr: &(impl ToSocketAddrs + ?Sized)) -> io::Result<SocketAddr> {
+    match addrs_of(addr)?.first() {
+        Some(a) => Ok(*a),
         None => Err(NetError::NoAddress {
-            addr: format!("{addr:?}"),
+            addr: addr.describe(),
         }
         .into()),
     }
@@ -60,10 +61,10 @@ impl UdpSocket {
     /// let s = greenlet::hub::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     /// assert!(s.local_addr().unwrap().port() != 0);
     /// ```
-    pub fn bind(addr: impl ToSocketAddrs + fmt::Debug) -> io::Result<UdpSocket> {
-        let a = first_addr(addr)?;
+    pub fn bind(addr: impl ToSocketAddrs) -> io::Result<UdpSocket> {
+        let a = first_addr(&addr)?;
         Ok(UdpSocket {
-            src: Source::new(mio::net::UdpSocket::bind(a)?),
+            src: Source::new(mio::net::UdpSocket::bind(a).map_err(|e| NetError::at("bind", a, e))?),
         })
     }
 
@@ -86,8 +87,12 @@ impl UdpSocket {
     /// assert_eq!(a.peer_addr().unwrap(), b.local_addr().unwrap());
     /// # }).unwrap();
     /// ```
-    pub fn connect(&self, addr: impl ToSocketAddrs + fmt::Debug) -> io::Result<()> {
-        self.src.get().connect(first_addr(addr)?)
+    pub fn connect(&self, addr: impl ToSocketAddrs) -> io::Result<()> {
+        let a = first_addr(&addr)?;
+        self.src
+            .get()
+            .connect(a)
+            .map_err(|e| NetError::at("connect", a, e))
     }
 
     /// Send `buf` to `target`; parks while the send buffer is full.
@@ -103,12 +108,8 @@ impl UdpSocket {
     /// assert_eq!(a.send_to(b"abc", b.local_addr().unwrap()).unwrap(), 3);
     /// # }).unwrap();
     /// ```
-    pub fn send_to(
-        &self,
-        buf: &[u8],
-        target: impl ToSocketAddrs + fmt::Debug,
-    ) -> io::Result<usize> {
-        let target = first_addr(target)?;
+    pub fn send_to(&self, buf: &[u8], target: impl ToSocketAddrs) -> io::Result<usize> {
+        let target = first_addr(&target)?;
         let deadline = self.src.write_deadline("send");
         self.src
             .io(Direction::Write, deadline, |s| s.send_to(buf, target))
