@@ -404,7 +404,7 @@ fn report_unkillable_now(record: &Record) {
 #[inline]
 pub(crate) unsafe fn check_mail(ts: *mut ThreadState) {
     // SAFETY: guaranteed by the caller.
-    if unsafe { ThreadState::link(ts).has_mail.load(Ordering::Relaxed) } {
+    if unsafe { ThreadState::link(ts).has_mail(Ordering::Relaxed) } {
         // SAFETY: guaranteed by the caller.
         unsafe { do_pending_work(ts) }
     }
@@ -422,7 +422,7 @@ pub(crate) unsafe fn do_pending_work(ts: *mut ThreadState) {
     unsafe {
         if (*ts).retiring.is_none()
             && (*ts).deferred.is_empty()
-            && !ThreadState::link(ts).has_mail.load(Ordering::Acquire)
+            && !ThreadState::link(ts).has_mail(Ordering::Acquire)
         {
             // The common case after a greenlet finished (`settle` released
             // it already): nothing deferred.
@@ -444,19 +444,13 @@ unsafe fn do_deferred_work(ts: *mut ThreadState) {
     // the user code run by `finalize_or_kill`.
     unsafe {
         drop((*ts).retiring.take());
-        let mailed = ThreadState::link(ts).has_mail.load(Ordering::Acquire);
+        let mailed = ThreadState::link(ts).has_mail(Ordering::Acquire);
         if !mailed && (*ts).deferred.is_empty() {
             (*ts).work = (*ts).retiring.is_some() || (*ts).trace_pending.is_some();
             return;
         }
         if mailed {
-            let mail = {
-                let mut inbox = ThreadState::link(ts).inbox.lock();
-                ThreadState::link(ts)
-                    .has_mail
-                    .store(false, Ordering::Release);
-                mem::take(&mut *inbox)
-            };
+            let mail = ThreadState::link(ts).take_mail();
             (*ts).deferred.extend(mail);
         }
         let mut kept = Vec::new();
