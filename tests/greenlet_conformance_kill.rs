@@ -1,5 +1,5 @@
 //! Conformance with Python's greenlet 3.5.6 in kills on drop: who runs a
-//! kill mailed by another thread. Each
+//! kill mailed by another thread, and what a kill on drop reports. Each
 //! test asserts what greenlet does, with the Python program it mirrors in
 //! its doc comment (the differential tester, `tests/differential/`, makes
 //! programs of these shapes at random: `--gen kill-shapes`).
@@ -171,4 +171,66 @@ fn a_mailed_kill_runs_in_a_switching_greenlet_that_is_not_main() {
         *seen.lock().unwrap(),
         ["victim killed by switcher", "other runs"]
     );
+}
+
+/// A greenlet that survives every kill: it catches the exit and switches
+/// to its parent of the moment (the killer, during a kill).
+fn stubborn(name: &str) -> Greenlet {
+    let g = Greenlet::builder()
+        .name(name)
+        .spawn(|_| loop {
+            let parent = getcurrent().parent().unwrap();
+            let _ = parent.switch(());
+        })
+        .unwrap();
+    g.switch(()).unwrap();
+    g
+}
+
+/// A victim of a kill on drop that kills another greenlet during its own
+/// kill, gets `KillIgnored` from it and lets it end it: the kill's error
+/// is reported. Python (`kill` is the tester's stand-in, interp.py):
+/// ```python
+/// def run_b(v):
+///     while True:
+///         try: getcurrent().parent.switch()
+///         except GreenletExit: pass
+/// b = greenlet(run_b); b.switch(0)
+/// def run_a(v):
+///     try: main.switch()
+///     except GreenletExit:
+///         kill(b)         # b survives: raises KillIgnored, which ends a
+/// a = greenlet(run_a); a.switch(0)
+/// del a                   # unraisable KillIgnored() on a
+/// ```
+#[test]
+fn a_kill_ignored_that_ends_a_victim_is_reported() {
+    let _guard = common::serial();
+    common::take_diagnostics();
+    let b = stubborn("stubborn");
+    let main = getcurrent();
+    let b_handle = b.clone();
+    let a = Greenlet::builder()
+        .name("killer-victim")
+        .spawn(move |_| match main.switch(()) {
+            Err(e) if e.is_exit() => {
+                b_handle.kill()?;
+                Ok(Value::unit())
+            }
+            other => other,
+        })
+        .unwrap();
+    a.switch(()).unwrap();
+    drop(a);
+    let reports = common::take_diagnostics();
+    common::diagnostic(
+        &reports,
+        "WARN greenlet",
+        &[
+            "'killer-victim'",
+            "ended with an error while being killed",
+            "did not kill 'stubborn'",
+        ],
+    );
+    assert!(!b.is_dead());
 }
