@@ -8,7 +8,7 @@ mod common;
 
 use std::sync::{Arc, Mutex};
 
-use greenlet::{getcurrent, settrace, Greenlet, TraceEvent, Value};
+use greenlet::{getcurrent, settrace, ErrorKind, Greenlet, GreenletError, TraceEvent, Value};
 
 /// Events recorded by greenlets of the test, in order.
 type Seen = Arc<Mutex<Vec<String>>>;
@@ -233,4 +233,62 @@ fn a_kill_ignored_that_ends_a_victim_is_reported() {
         ],
     );
     assert!(!b.is_dead());
+}
+
+/// A victim of a kill on drop that throws a `GreenletExit` carrying a value
+/// into the greenlet that dropped it: the report shows the value. Python:
+/// ```python
+/// def run_a(v):
+///     try: main.switch()
+///     except GreenletExit:
+///         getcurrent().parent.throw(GreenletExit(10))
+/// a = greenlet(run_a); a.switch(0)
+/// del a   # unraisable GreenletExit(10) on a, then "GreenletExit did not kill a"
+/// ```
+#[test]
+fn an_exit_with_a_value_thrown_into_the_dropper_is_reported_with_the_value() {
+    let _guard = common::serial();
+    common::take_diagnostics();
+    let main = getcurrent();
+    let a = Greenlet::builder()
+        .name("exit-thrower")
+        .spawn(move |_| match main.switch(()) {
+            Err(e) if e.is_exit() => {
+                let dropper = getcurrent().parent().unwrap();
+                dropper.throw(ErrorKind::GreenletExit(Some(Value::new(10i64))).into())
+            }
+            other => other,
+        })
+        .unwrap();
+    a.switch(()).unwrap();
+    drop(a);
+    let reports = common::take_diagnostics();
+    let line = common::diagnostic(
+        &reports,
+        "WARN greenlet",
+        &[
+            "'exit-thrower'",
+            "raised an error into the greenlet that dropped it",
+        ],
+    );
+    assert!(line.contains("GreenletExit carrying"), "{line}");
+    assert!(line.contains("value: 10"), "{line}");
+    common::diagnostic(&reports, "WARN greenlet", &["did not kill 'exit-thrower'"]);
+}
+
+/// The message of a `GreenletExit` shows the value it carries, and a bare
+/// one shows none.
+#[test]
+fn an_exit_error_shows_its_value() {
+    let carrying: GreenletError = ErrorKind::GreenletExit(Some(Value::new(7i64))).into();
+    assert!(
+        carrying
+            .to_string()
+            .starts_with("GreenletExit carrying Value"),
+        "{carrying}"
+    );
+    assert!(carrying.to_string().contains("value: 7"), "{carrying}");
+    assert!(GreenletError::exit()
+        .to_string()
+        .starts_with("GreenletExit: the greenlet was asked to exit"));
 }
