@@ -60,7 +60,7 @@ class Machine:
 
     def log(self, text, prefix=True):
         if prefix:
-            text = "[%s] %s" % (name_of(getcurrent()), text)
+            text = "[%s] %s" % (running_name(), text)
         with self.lock:
             self.log_lines.append(text)
 
@@ -88,8 +88,10 @@ class Machine:
         self.log("teardown")
 
     def unraisable(self, info):
-        # A GreenletExit as "exit" (the crate's message for it is a sentence).
-        text = "exit" if isinstance(info.exc_value, GreenletExit) else str(info.exc_value)
+        # A GreenletExit as "exit" or "exit(v)", KillIgnored as "killignored"
+        # (the crate's messages for them are sentences); else the text.
+        err = info.exc_value
+        text = fmt_error(err) if isinstance(err, (GreenletExit, KillIgnored)) else str(err)
         self.log("report unraisable %s %s" % (name_of(info.object), text), prefix=False)
 
     def exec(self, ops, frame):
@@ -278,6 +280,7 @@ class Machine:
         machine = self
 
         def body(*args):
+            me = name  # noqa: F841 - read by running_name()
             if not args:
                 # py_bug_exit_as_args: greenlet passed a GreenletExit where
                 # the argument tuple belongs (it reads as an empty one).
@@ -453,6 +456,20 @@ def strip(e):
     greenlets in their locals) alive past the point the crate drops them."""
     e.__traceback__ = None
     e.__context__ = None
+
+
+def running_name():
+    """The name of the greenlet that runs the op being logged: the innermost
+    body's (a body's ops run in its greenlet), else its thread's main
+    greenlet's. Not getcurrent(), which runs the kills other threads queued
+    (the crate's does too): only the program's own operations do that."""
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code.co_name == "body" and f.f_code.co_filename == __file__:
+            return f.f_locals["me"]
+        f = f.f_back
+    thread = threading.current_thread()
+    return "main" if thread is threading.main_thread() else thread.name
 
 
 def name_of(g):
