@@ -82,6 +82,8 @@ class Machine:
             strip(e)
             self.log("done raise %s" % fmt_error(e))
         frame.held.clear()
+        if FRAMES_LOST[0]:
+            self.log("py-bug frames-lost", prefix=False)
         for name in sorted(self.table):
             if name in self.owned:
                 self.log("final %s %s" % (name, status(self.table[name])))
@@ -427,14 +429,27 @@ def kill(g):
     try:
         g.throw(GreenletExit)
     finally:
-        g.parent = old
-        del old
+        try:
+            g.parent = old
+        except ValueError as e:
+            # The old parent descends from the victim by now: greenlet's
+            # guard would put it back and close a loop in the parent chain,
+            # which the crate refuses (the killer stays the parent).
+            if "cyclic" not in str(e):
+                raise
+            raise KillParentLoop() from None
+        finally:
+            del old
     if not g.dead:
         raise KillIgnored()
 
 
 class KillOfAncestor(Exception):
     """`kill` of an ancestor of the killer: nothing in greenlet to compare."""
+
+
+class KillParentLoop(Exception):
+    """Putting the victim's old parent back would close a parent loop."""
 
 
 class KillFromOtherThread(Exception):
@@ -458,12 +473,25 @@ def strip(e):
     e.__context__ = None
 
 
+# Set when running_name() found no Python frame at all (a greenlet bug).
+FRAMES_LOST = [False]
+
+
 def running_name():
     """The name of the greenlet that runs the op being logged: the innermost
     body's (a body's ops run in its greenlet), else its thread's main
     greenlet's. Not getcurrent(), which runs the kills other threads queued
     (the crate's does too): only the program's own operations do that."""
-    f = sys._getframe(1)
+    try:
+        f = sys._getframe()
+    except ValueError:
+        # greenlet lost the running frames: a queued kill run at the start
+        # of a switch, whose target ended meanwhile, leaves the thread with
+        # no current frame (sys._getframe() itself fails). The queue was
+        # run by then, so getcurrent() runs nothing more; the program is
+        # marked (py_bug_frames_lost).
+        FRAMES_LOST[0] = True
+        return name_of(getcurrent())
     while f is not None:
         if f.f_code.co_name == "body" and f.f_code.co_filename == __file__:
             return f.f_locals["me"]
@@ -510,6 +538,8 @@ def fmt_error(e):
         return "killthread"
     if isinstance(e, KillOfAncestor):
         return "other(kill-of-ancestor)"
+    if isinstance(e, KillParentLoop):
+        return "other(kill-parent-loop)"
     text = str(e)
     if isinstance(e, greenlet.error):
         if "which happens to have exited" in text:
