@@ -355,7 +355,29 @@ PY_BUGS = {
     # the same kind of program can leave the thread with no current Python
     # frame (sys._getframe() fails; interp.py marks it).
     "py_bug_frames_lost": lambda st, log: "py-bug frames-lost" in log,
+    # or make the switch fire a throw event into its own target, which
+    # nothing threw (3.12; 3.11 hits py_bug_exit_as_args there).
+    "py_bug_switch_fires_throw": lambda st, log: switch_fires_throw(log),
 }
+
+def switch_fires_throw(log):
+    """Whether a `switch g` op of greenlet X gets a `trace throw X->g` event
+    that no greenlet's code follows before the op's result: greenlet fired
+    a throw for the switch itself."""
+    for i, line in enumerate(log):
+        m = re.match(r"\[(\w+)\] switch (\w+) -?\d+$", line)
+        if not m:
+            continue
+        who, g = m.groups()
+        for j in range(i + 1, len(log)):
+            if log[j].startswith("[%s] switch %s =>" % (who, g)):
+                break
+            if log[j] == "trace throw %s->%s" % (who, g):
+                rest = [l for l in log[j + 1:] if l != "trace fail"]
+                if rest and rest[0].startswith("[%s] switch %s =>" % (who, g)):
+                    return True
+    return False
+
 
 EXIT_OBJECT_WITH_ARGS = re.compile(r"exitobj\(([^()]+)\)")
 DID_NOT_KILL = re.compile(r"GreenletExit did not kill '?([A-Za-z0-9]+)'?")

@@ -408,9 +408,12 @@ def kill(g):
         # works on the owner thread only (parent_thread_affinity); like a
         # throw from another thread, even into a dead greenlet.
         raise KillFromOtherThread()
-    if g.dead:
-        return
+    # The crate's kill() runs the kills other threads queued first, as
+    # getcurrent() does (greenlet has no kill() to compare with).
     current = getcurrent()
+    if g.dead:
+        del current
+        return
     if g is current or g.parent is None:
         del current
         g.throw(GreenletExit)
