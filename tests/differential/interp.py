@@ -93,6 +93,10 @@ class Machine:
         # A GreenletExit as "exit" or "exit(v)", KillIgnored as "killignored"
         # (the crate's messages for them are sentences); else the text.
         err = info.exc_value
+        # As for a caught error: its traceback would keep the frames it went
+        # through (and the greenlets in their locals) alive, here as long as
+        # the greenlet that raised it holds it (a leaked one, for ever).
+        strip(err)
         text = fmt_error(err) if isinstance(err, (GreenletExit, KillIgnored)) else str(err)
         self.log("report unraisable %s %s" % (name_of(info.object), text), prefix=False)
 
