@@ -362,8 +362,8 @@ PY_BUGS = {
 
 def switch_fires_throw(log):
     """Whether a `switch g` op of greenlet X gets a `trace throw X->g` event
-    that no greenlet's code follows before the op's result: greenlet fired
-    a throw for the switch itself."""
+    that no greenlet's code follows before the op's result (only more trace
+    events): greenlet fired a throw for the switch itself."""
     for i, line in enumerate(log):
         m = re.match(r"\[(\w+)\] switch (\w+) -?\d+$", line)
         if not m:
@@ -373,7 +373,7 @@ def switch_fires_throw(log):
             if log[j].startswith("[%s] switch %s =>" % (who, g)):
                 break
             if log[j] == "trace throw %s->%s" % (who, g):
-                rest = [l for l in log[j + 1:] if l != "trace fail"]
+                rest = [l for l in log[j + 1:] if not l.startswith("trace ")]
                 if rest and rest[0].startswith("[%s] switch %s =>" % (who, g)):
                     return True
     return False
