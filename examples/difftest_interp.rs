@@ -164,8 +164,13 @@ fn emit(line: &str) {
     eprintln!("EV {line}");
 }
 
-fn log(text: &str) {
-    emit(&format!("[{}] {text}", getcurrent().name()));
+/// Logs `text` as an event of the greenlet named `me`. The interpreters
+/// know which greenlet runs an op (a body's ops run in its greenlet, main's
+/// in its thread's main greenlet) and do not ask `getcurrent`, which would
+/// run the kills other threads mailed (greenlet does too): only the
+/// program's own operations do that.
+fn log_as(me: &str, text: &str) {
+    emit(&format!("[{me}] {text}"));
 }
 
 fn status(g: &Greenlet) -> &'static str {
@@ -219,11 +224,31 @@ struct Frame<'a> {
     caught: Option<GreenletError>,
 }
 
+/// Runs the ops of one greenlet (a body, or a thread's main ops).
 struct Machine {
     program: Arc<Program>,
+    /// The name of the greenlet that runs these ops, for the log.
+    me: String,
 }
 
 impl Machine {
+    fn log(&self, text: &str) {
+        log_as(&self.me, text);
+    }
+
+    fn skip_missing(&self, kind: &str, g: &str) -> Option<Greenlet> {
+        let found = lookup(g);
+        if found.is_none() {
+            self.log(&format!("{kind} {g} skip"));
+        }
+        found
+    }
+
+    /// Logs a failed op (`what => err ..`) and passes the error on.
+    fn report<T>(&self, what: &str, r: Result<T, GreenletError>) -> Result<T, GreenletError> {
+        r.inspect_err(|e| self.log(&format!("{what} => err {}", fmt_error(e))))
+    }
+
     fn exec(&self, ops: &[Op], frame: &mut Frame<'_>) -> Flow {
         for op in ops {
             if let Some(v) = self.step(op, frame)? {
@@ -237,28 +262,28 @@ impl Machine {
         match op {
             Op::Create { g, parent } => self.create(g, parent.as_deref())?,
             Op::Switch { g, value } => {
-                let Some(target) = skip_missing("switch", g) else {
+                let Some(target) = self.skip_missing("switch", g) else {
                     return Ok(None);
                 };
-                log(&format!("switch {g} {value}"));
+                self.log(&format!("switch {g} {value}"));
                 let r = target.switch(*value);
-                let v = report(&format!("switch {g}"), r)?;
-                log(&format!("switch {g} => ok {}", fmt_value(&v)));
+                let v = self.report(&format!("switch {g}"), r)?;
+                self.log(&format!("switch {g} => ok {}", fmt_value(&v)));
                 drop(target);
             }
             Op::SwitchParent { value } => {
                 let Some(target) = getcurrent().parent() else {
-                    log("switch_parent skip");
+                    self.log("switch_parent skip");
                     return Ok(None);
                 };
-                log(&format!("switch_parent {} {value}", target.name()));
+                self.log(&format!("switch_parent {} {value}", target.name()));
                 let r = target.switch(*value);
-                let v = report("switch_parent", r)?;
-                log(&format!("switch_parent => ok {}", fmt_value(&v)));
+                let v = self.report("switch_parent", r)?;
+                self.log(&format!("switch_parent => ok {}", fmt_value(&v)));
                 drop(target);
             }
             Op::Throw { g, err, msg, value } => {
-                let Some(target) = skip_missing("throw", g) else {
+                let Some(target) = self.skip_missing("throw", g) else {
                     return Ok(None);
                 };
                 let error = match err {
@@ -267,64 +292,66 @@ impl Machine {
                         GreenletError::user(msg.clone().unwrap_or_else(|| "error".into()))
                     }
                 };
-                log(&format!(
+                self.log(&format!(
                     "throw {g} {} ({})",
                     fmt_error(&error),
                     status(&target)
                 ));
                 let r = target.throw(error);
-                let v = report(&format!("throw {g}"), r)?;
-                log(&format!("throw {g} => ok {}", fmt_value(&v)));
+                let v = self.report(&format!("throw {g}"), r)?;
+                self.log(&format!("throw {g} => ok {}", fmt_value(&v)));
                 drop(target);
             }
             Op::Kill { g } => {
-                let Some(target) = skip_missing("kill", g) else {
+                let Some(target) = self.skip_missing("kill", g) else {
                     return Ok(None);
                 };
-                log(&format!("kill {g} ({})", status(&target)));
+                self.log(&format!("kill {g} ({})", status(&target)));
                 let r = target.kill();
-                report(&format!("kill {g}"), r)?;
-                log(&format!("kill {g} => ok"));
+                self.report(&format!("kill {g}"), r)?;
+                self.log(&format!("kill {g} => ok"));
                 drop(target);
             }
             Op::SetParent { g, parent } => {
-                let Some(target) = skip_missing("set_parent", g) else {
+                let Some(target) = self.skip_missing("set_parent", g) else {
                     return Ok(None);
                 };
                 let Some(p) = lookup(parent) else {
-                    log(&format!("set_parent {g} {parent} skip"));
+                    self.log(&format!("set_parent {g} {parent} skip"));
                     return Ok(None);
                 };
                 match target.set_parent(&p) {
-                    Ok(()) => log(&format!("set_parent {g} {parent} => ok")),
-                    Err(e) => log(&format!("set_parent {g} {parent} => err {}", fmt_error(&e))),
+                    Ok(()) => self.log(&format!("set_parent {g} {parent} => ok")),
+                    Err(e) => {
+                        self.log(&format!("set_parent {g} {parent} => err {}", fmt_error(&e)))
+                    }
                 }
             }
             Op::Parent { g } => {
-                let Some(target) = skip_missing("parent", g) else {
+                let Some(target) = self.skip_missing("parent", g) else {
                     return Ok(None);
                 };
                 let p = target.parent().map_or_else(|| "none".into(), |p| p.name());
-                log(&format!("parent {g} => {p}"));
+                self.log(&format!("parent {g} => {p}"));
             }
             Op::Status { g } => {
-                let Some(target) = skip_missing("status", g) else {
+                let Some(target) = self.skip_missing("status", g) else {
                     return Ok(None);
                 };
-                log(&format!("status {g} => {}", status(&target)));
+                self.log(&format!("status {g} => {}", status(&target)));
             }
             Op::Drop { g } => {
                 let old = TABLE.lock().expect("table").remove(g);
-                log(&format!(
+                self.log(&format!(
                     "drop {g}{}",
                     if old.is_some() { "" } else { " skip" }
                 ));
                 drop(old);
-                log(&format!("dropped {g}"));
+                self.log(&format!("dropped {g}"));
             }
             Op::Hold { g } => {
                 let h = lookup(g);
-                log(&format!(
+                self.log(&format!(
                     "hold {g}{}",
                     if h.is_some() { "" } else { " skip" }
                 ));
@@ -332,7 +359,7 @@ impl Machine {
             }
             Op::Release => {
                 let held = std::mem::take(frame.held);
-                log("release");
+                self.log("release");
                 clear(held);
             }
             Op::Try {
@@ -349,7 +376,7 @@ impl Machine {
                 };
                 return match outcome {
                     Err(e) if *catch == Catch::Any || e.is_exit() => {
-                        log(&format!("caught {}", fmt_error(&e)));
+                        self.log(&format!("caught {}", fmt_error(&e)));
                         let mut inner = Frame {
                             held: &mut *frame.held,
                             caught: Some(e),
@@ -361,29 +388,29 @@ impl Machine {
             }
             Op::Raise => match frame.caught.take() {
                 Some(e) => {
-                    log(&format!("reraise {}", fmt_error(&e)));
+                    self.log(&format!("reraise {}", fmt_error(&e)));
                     return Err(e);
                 }
-                None => log("raise skip"),
+                None => self.log("raise skip"),
             },
             Op::RaiseUser { msg } => {
-                log(&format!("raise user({msg})"));
+                self.log(&format!("raise user({msg})"));
                 return Err(GreenletError::user(msg.clone()));
             }
             Op::RaiseExit { value } => {
                 return Err(match value {
                     Some(v) => {
-                        log(&format!("raise exit({v})"));
+                        self.log(&format!("raise exit({v})"));
                         ErrorKind::GreenletExit(Some(Value::new(*v))).into()
                     }
                     None => {
-                        log("raise exit");
+                        self.log("raise exit");
                         GreenletError::exit()
                     }
                 });
             }
             Op::Return { value } => {
-                log(&format!("return {value}"));
+                self.log(&format!("return {value}"));
                 return Ok(Some(*value));
             }
             Op::Loop { n, body } => {
@@ -394,14 +421,14 @@ impl Machine {
                 }
             }
             Op::Settrace { fail_at } => {
-                log(&format!(
+                self.log(&format!(
                     "settrace {}",
                     fail_at.map_or_else(|| "None".into(), |k| k.to_string())
                 ));
                 drop(settrace(Some(make_hook(*fail_at))));
             }
             Op::SettraceOff => {
-                log("settrace off");
+                self.log("settrace off");
                 drop(settrace(None));
             }
             Op::Thread { name, ops } => self.thread(name, ops),
@@ -413,7 +440,7 @@ impl Machine {
         let mut builder = Greenlet::builder().name(g);
         if let Some(p) = parent {
             let Some(p) = lookup(p) else {
-                log(&format!("create {g} skip"));
+                self.log(&format!("create {g} skip"));
                 return Ok(());
             };
             builder = builder.parent(&p);
@@ -426,7 +453,7 @@ impl Machine {
             created.on_finalize(move || emit(&format!("fin {name}")));
         }
         let old = TABLE.lock().expect("table").insert(g.to_string(), created);
-        log(&format!("create {g}"));
+        self.log(&format!("create {g}"));
         drop(old);
         Ok(())
     }
@@ -435,9 +462,12 @@ impl Machine {
         let program = Arc::clone(&self.program);
         let name = name.to_string();
         move |arg: Value| {
-            let machine = Machine { program };
-            let ops = &machine.program.greenlets[&name].body;
-            log(&format!("start {}", fmt_value(&arg)));
+            let ops = &program.greenlets[&name].body;
+            let machine = Machine {
+                program: Arc::clone(&program),
+                me: name.clone(),
+            };
+            machine.log(&format!("start {}", fmt_value(&arg)));
             let mut held = Vec::new();
             let outcome = machine.exec(
                 ops,
@@ -448,7 +478,7 @@ impl Machine {
             );
             match outcome {
                 Err(e) => {
-                    log(&format!("end raise {}", fmt_error(&e)));
+                    machine.log(&format!("end raise {}", fmt_error(&e)));
                     clear(held);
                     Err(e)
                 }
@@ -456,12 +486,12 @@ impl Machine {
                 // logged, after an error's.
                 Ok(None) => {
                     clear(held);
-                    log("end");
+                    machine.log("end");
                     Ok(Value::unit())
                 }
                 Ok(Some(v)) => {
                     clear(held);
-                    log(&format!("end return {v}"));
+                    machine.log(&format!("end return {v}"));
                     Ok(Value::new(v))
                 }
             }
@@ -469,7 +499,7 @@ impl Machine {
     }
 
     fn thread(&self, name: &str, ops: &[Op]) {
-        log(&format!("thread {name}"));
+        self.log(&format!("thread {name}"));
         let program = Arc::clone(&self.program);
         let ops = ops.to_vec();
         let thread_name = name.to_string();
@@ -479,8 +509,11 @@ impl Machine {
                 TABLE
                     .lock()
                     .expect("table")
-                    .insert(thread_name, getcurrent());
-                let machine = Machine { program };
+                    .insert(thread_name.clone(), getcurrent());
+                let machine = Machine {
+                    program,
+                    me: thread_name.clone(),
+                };
                 let mut held = Vec::new();
                 let outcome = machine.exec(
                     &ops,
@@ -490,17 +523,17 @@ impl Machine {
                     },
                 );
                 match outcome {
-                    Err(e) => log(&format!("thread done raise {}", fmt_error(&e))),
-                    Ok(_) => log("thread done"),
+                    Err(e) => machine.log(&format!("thread done raise {}", fmt_error(&e))),
+                    Ok(_) => machine.log("thread done"),
                 }
                 clear(held);
             })
             .expect("spawn a program thread")
             .join();
         if joined.is_err() {
-            log(&format!("thread {name} panicked"));
+            self.log(&format!("thread {name} panicked"));
         }
-        log(&format!("joined {name}"));
+        self.log(&format!("joined {name}"));
     }
 }
 
@@ -509,19 +542,6 @@ fn clear(mut held: Vec<Greenlet>) {
     while let Some(handle) = held.pop() {
         drop(handle);
     }
-}
-
-fn skip_missing(kind: &str, g: &str) -> Option<Greenlet> {
-    let found = lookup(g);
-    if found.is_none() {
-        log(&format!("{kind} {g} skip"));
-    }
-    found
-}
-
-/// Logs a failed op (`what => err ..`) and passes the error on.
-fn report<T>(what: &str, r: Result<T, GreenletError>) -> Result<T, GreenletError> {
-    r.inspect_err(|e| log(&format!("{what} => err {}", fmt_error(e))))
 }
 
 fn make_hook(fail_at: Option<usize>) -> greenlet::ThreadTraceHook {
@@ -546,6 +566,29 @@ fn make_hook(fail_at: Option<usize>) -> greenlet::ThreadTraceHook {
     })
 }
 
+/// A report's error as interp.py spells it: `killignored`, `exit` or
+/// `exit(v)` (the value a `GreenletExit` carries, which its message shows as
+/// `carrying Value { .., value: v }`), else the error's text.
+fn report_error(error: &str) -> String {
+    if error.starts_with("GreenletExit did not kill") {
+        return "killignored".into();
+    }
+    if !error.starts_with("GreenletExit") {
+        return error.into();
+    }
+    let Some(carried) = error
+        .strip_prefix("GreenletExit carrying ")
+        .and_then(|rest| rest.split_once("value: "))
+        .map(|(_, value)| value.split(" }").next().unwrap_or(value))
+    else {
+        return "exit".into();
+    };
+    match carried.parse::<i64>() {
+        Ok(v) => format!("exit({v})"),
+        Err(_) => format!("exit(other({carried}))"),
+    }
+}
+
 /// Routes the crate's `log` reports into the event stream.
 struct ReportLogger;
 
@@ -559,11 +602,10 @@ impl log::Log for ReportLogger {
         let field = |key: &str| kv.get(log::kv::Key::from(key)).map(|v| v.to_string());
         match (field("event"), field("greenlet")) {
             (Some(event), Some(greenlet)) => match field("error") {
-                // A GreenletExit as "exit", as interp.py spells it.
-                Some(error) if error.starts_with("GreenletExit") => {
-                    emit(&format!("report {event} {greenlet} exit"));
-                }
-                Some(error) => emit(&format!("report {event} {greenlet} {error}")),
+                Some(error) => emit(&format!(
+                    "report {event} {greenlet} {}",
+                    report_error(&error)
+                )),
                 None => emit(&format!("report {event} {greenlet}")),
             },
             _ => emit(&format!("report {}", record.args())),
@@ -599,6 +641,7 @@ fn run_one(text: &str) -> ExitCode {
                 .insert("main".into(), getcurrent());
             let machine = Machine {
                 program: Arc::clone(&program),
+                me: "main".into(),
             };
             let mut held = Vec::new();
             let outcome = machine.exec(
@@ -609,18 +652,18 @@ fn run_one(text: &str) -> ExitCode {
                 },
             );
             match outcome {
-                Ok(None) => log("done"),
-                Ok(Some(v)) => log(&format!("done return {v}")),
-                Err(e) => log(&format!("done raise {}", fmt_error(&e))),
+                Ok(None) => machine.log("done"),
+                Ok(Some(v)) => machine.log(&format!("done return {v}")),
+                Err(e) => machine.log(&format!("done raise {}", fmt_error(&e))),
             }
             clear(held);
             let names: Vec<String> = OWNED.lock().expect("owned").iter().cloned().collect();
             for name in names {
                 if let Some(g) = lookup(&name) {
-                    log(&format!("final {name} {}", status(&g)));
+                    machine.log(&format!("final {name} {}", status(&g)));
                 }
             }
-            log("teardown");
+            machine.log("teardown");
         })
         .expect("spawn the program's main thread")
         .join();

@@ -13,9 +13,10 @@
 //! to the calling thread (checked: the target's thread link against the
 //! thread state's, main's record against the state's; a sibling's is the
 //! caller's promise, see [`sibling`]), is not the running
-//! greenlet, no trace hook is set (thread or global) and no greenlet is
-//! being force-unwound; a resume's target is started and not dead, a
-//! start's has never run, was not killed, has main as its live parent and
+//! greenlet, no trace hook is set (thread or global), no greenlet is
+//! being force-unwound and no kill was mailed by another thread (the full
+//! protocol runs those before it switches); a resume's target is started
+//! and not dead, a start's has never run, was not killed, has main as its live parent and
 //! gets its stack. Anything else goes through the public
 //! [`Greenlet::switch`], unchanged: trace hooks see the hub's switches while
 //! one is set, a dead target, a wrong thread, a stack that cannot be mapped
@@ -23,7 +24,7 @@
 //!
 //! The two sides mix freely with the full protocol. What a context finds
 //! when it gets control back tells it how it was entered: an empty slot and
-//! no pending work or mail is a plain switch (the fast case); a full slot
+//! no pending work is a plain switch (the fast case); a full slot
 //! (a throw such as a hub's cancellation, a kill, a greenlet's end, any
 //! switch by the full path) or pending work is settled as the full
 //! protocol's receiver does, and its payload returned. A greenlet started
@@ -107,7 +108,7 @@ pub(crate) fn start(g: &Greenlet) -> Resumed {
 
 /// Whether a switch from main into `g` is a plain one: `g` belongs to this
 /// thread (its thread link is the state's), main is running, and no trace
-/// hook is set nor a greenlet force-unwound.
+/// hook is set, no greenlet force-unwound and no kill mailed.
 ///
 /// # Safety
 /// `ts` is this thread's live state.
@@ -216,7 +217,7 @@ unsafe fn settle_park(ts: *mut ThreadState) -> Result<(), GreenletError> {
 pub(crate) fn observed() -> bool {
     match thread_state::existing_state() {
         // SAFETY: this thread's live state (short reads).
-        Some(ts) => unsafe { switch::needs_slow_path(ts) },
+        Some(ts) => unsafe { switch::switches_observed(ts) },
         None => true,
     }
 }
@@ -232,8 +233,8 @@ pub(crate) struct Sibling {
 /// Whether the running greenlet (not main) may hand control straight to
 /// `g`, a greenlet made on this thread, as a plain switch of the full
 /// protocol with a unit value would: `g` is a started, live greenlet other
-/// than the running one, and no trace hook is set nor a greenlet
-/// force-unwound. `None` when any of that fails (the caller parks to main
+/// than the running one, and no trace hook is set, no greenlet
+/// force-unwound and no kill mailed. `None` when any of that fails (the caller parks to main
 /// instead).
 ///
 /// # Safety

@@ -50,7 +50,10 @@ pub enum ErrorKind {
     /// run returns it ends normally: its parent receives the carried value,
     /// or [`GreenletExit`] when there is none (greenlet hands the exception
     /// object, which holds the value: see the differences in `docs/greenlets.md`).
-    #[error("GreenletExit: the greenlet was asked to exit (propagate it with `?` to finish)")]
+    #[error(
+        "GreenletExit{}: the greenlet was asked to exit (propagate it with `?` to finish)",
+        Carried(.0)
+    )]
     GreenletExit(Option<Value>),
 
     /// An error from the greenlet's own code.
@@ -165,6 +168,19 @@ pub enum ErrorKind {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// The value a `GreenletExit` carries, as its message shows it: nothing
+/// for a bare exit, else ` carrying ` and the value's `Debug`.
+struct Carried<'a>(&'a Option<Value>);
+
+impl fmt::Display for Carried<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(value) => write!(f, " carrying {value:?}"),
+            None => Ok(()),
+        }
+    }
 }
 
 /// The error of every greenlet operation: what went wrong is its

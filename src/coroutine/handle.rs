@@ -552,7 +552,7 @@ unsafe fn spawn_default(ts: *mut ThreadState) -> Greenlet {
     // SAFETY: `ts` is live (caller); the accesses below are short and run
     // no user code. `current` is main's record, alive.
     unsafe {
-        let plain = !ThreadState::link(ts).has_mail.load(Ordering::Relaxed)
+        let plain = !ThreadState::link(ts).has_mail(Ordering::Relaxed)
             && ptr::eq((*ts).current, (*ts).main_ptr);
         if plain {
             if let Some(record) = (*ts).spare.pop() {

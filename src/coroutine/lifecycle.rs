@@ -20,7 +20,7 @@ use std::sync::Arc;
 use super::error::{panic_message, ErrorKind, GreenletError};
 use super::fiber::Fiber;
 use super::handle::Greenlet;
-use super::payload::Kind;
+use super::payload::{Kind, Payload};
 use super::record::Record;
 use super::switch;
 use super::thread_state::{self, owner_state, ThreadState};
@@ -49,8 +49,36 @@ pub(crate) unsafe fn kill(ts: *mut ThreadState, record: &Arc<Record>) -> Result<
             // into the current greenlet (a trace event names it twice).
             return switch::transfer(ts, record, Err(GreenletError::exit()), Kind::Throw).map(drop);
         }
+        let result = throw_exit_from_killer(ts, record);
+        if record.flags().is_dead() {
+            return result.map(drop);
+        }
+        match result {
+            // Raised in the caller while `record` was away (it switched
+            // elsewhere, and someone threw into or killed the caller): the
+            // caller's own error, as at any pending switch.
+            Err(err) => Err(err),
+            Ok(_) => Err(GreenletError::from(ErrorKind::KillIgnored {
+                greenlet: record.label(),
+            })),
+        }
+    }
+}
+
+/// Throw `GreenletExit` into `record`, a started, live greenlet of this
+/// thread other than the current one and main, with the current greenlet
+/// (the killer) receiving what comes back; returns that. The victim's own
+/// end (a value, or its error) when it died; else what was switched or
+/// raised into the killer meanwhile.
+///
+/// # Safety
+/// `ts` is the calling thread's live state and owns `record`.
+#[inline(always)]
+unsafe fn throw_exit_from_killer(ts: *mut ThreadState, record: &Arc<Record>) -> Payload {
+    // SAFETY: guaranteed by the caller; short accesses.
+    unsafe {
         let killer = (*ts).current_arc();
-        let result = if !killer.flags().is_main() && is_ancestor_of(record, &killer) {
+        if !killer.flags().is_main() && is_ancestor_of(record, &killer) {
             // No counterpart in greenlet, which never kills an ancestor of
             // the running greenlet (the child holds it). Making the killer
             // its parent would close a loop in the parent chain, so the
@@ -69,18 +97,6 @@ pub(crate) unsafe fn kill(ts: *mut ThreadState, record: &Arc<Record>) -> Result<
             let result = switch::transfer(ts, record, Err(GreenletError::exit()), Kind::Throw);
             restore_parent(record, old);
             result
-        };
-        if record.flags().is_dead() {
-            return result.map(drop);
-        }
-        match result {
-            // Raised in the caller while `record` was away (it switched
-            // elsewhere, and someone threw into or killed the caller): the
-            // caller's own error, as at any pending switch.
-            Err(err) => Err(err),
-            Ok(_) => Err(GreenletError::from(ErrorKind::KillIgnored {
-                greenlet: record.label(),
-            })),
         }
     }
 }
@@ -311,16 +327,17 @@ unsafe fn finalize_or_kill(ts: *mut ThreadState, record: &Arc<Record>) {
             }
             // greenlet's `_green_dealloc_kill_started_non_main_greenlet`.
             record.set_killing(true);
-            // SAFETY: guaranteed by the caller.
-            let result = unsafe { kill(ts, record) };
+            // SAFETY: guaranteed by the caller: `record` is started, live,
+            // not main (checked above) and not current.
+            let result = unsafe { throw_exit_from_killer(ts, record) };
             record.set_killing(false);
             let dead = record.flags().is_dead();
-            match result {
-                Ok(()) => {}
-                Err(err) if matches!(err.kind(), ErrorKind::KillIgnored { .. }) => {}
-                // Raised into the dropper (or the victim's own end): nobody's
-                // to catch, as greenlet's `PyErr_WriteUnraisable(victim)`.
-                Err(err) => report_kill_error(record, &err, dead),
+            // The victim's own error (a `KillIgnored` from a kill it made
+            // itself included), or one raised into the dropper: nobody's to
+            // catch, as greenlet's `PyErr_WriteUnraisable(victim)`. A victim
+            // that survived without raising anything is reported below.
+            if let Err(err) = result {
+                report_kill_error(record, &err, dead);
             }
             if !dead {
                 if record.handles() > 0 {
@@ -404,7 +421,7 @@ fn report_unkillable_now(record: &Record) {
 #[inline]
 pub(crate) unsafe fn check_mail(ts: *mut ThreadState) {
     // SAFETY: guaranteed by the caller.
-    if unsafe { ThreadState::link(ts).has_mail.load(Ordering::Relaxed) } {
+    if unsafe { ThreadState::link(ts).has_mail(Ordering::Relaxed) } {
         // SAFETY: guaranteed by the caller.
         unsafe { do_pending_work(ts) }
     }
@@ -422,7 +439,7 @@ pub(crate) unsafe fn do_pending_work(ts: *mut ThreadState) {
     unsafe {
         if (*ts).retiring.is_none()
             && (*ts).deferred.is_empty()
-            && !ThreadState::link(ts).has_mail.load(Ordering::Acquire)
+            && !ThreadState::link(ts).has_mail(Ordering::Acquire)
         {
             // The common case after a greenlet finished (`settle` released
             // it already): nothing deferred.
@@ -444,19 +461,13 @@ unsafe fn do_deferred_work(ts: *mut ThreadState) {
     // the user code run by `finalize_or_kill`.
     unsafe {
         drop((*ts).retiring.take());
-        let mailed = ThreadState::link(ts).has_mail.load(Ordering::Acquire);
+        let mailed = ThreadState::link(ts).has_mail(Ordering::Acquire);
         if !mailed && (*ts).deferred.is_empty() {
             (*ts).work = (*ts).retiring.is_some() || (*ts).trace_pending.is_some();
             return;
         }
         if mailed {
-            let mail = {
-                let mut inbox = ThreadState::link(ts).inbox.lock();
-                ThreadState::link(ts)
-                    .has_mail
-                    .store(false, Ordering::Release);
-                mem::take(&mut *inbox)
-            };
+            let mail = ThreadState::link(ts).take_mail();
             (*ts).deferred.extend(mail);
         }
         let mut kept = Vec::new();

@@ -31,7 +31,6 @@ use std::convert::Infallible;
 use std::mem::{self, MaybeUninit};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use super::arch::Top;
@@ -73,8 +72,8 @@ pub(crate) fn send(
         }
     };
     // SAFETY: `ts` is this thread's live state and `target` belongs to it;
-    // the mailed kills are run by whichever context receives control next
-    // (`settle_received`). `words` holds the payload.
+    // mailed kills send the transfer down its slow path, which runs them
+    // first. `words` holds the payload.
     unsafe { transfer_words(ts, target, &mut words, kind) }
 }
 
@@ -90,10 +89,11 @@ enum Resolved {
 /// comes back when some greenlet switches back to the current one.
 ///
 /// The common cases (a suspended target other than the current greenlet, or
-/// the start of an unstarted one, no tracing) cost a few loads and compares
-/// on top of the stack switch; pending
-/// work and mail do not leave it, being settled by the receiving context
-/// ([`settle_received`]). Everything else goes through [`transfer_slow`].
+/// the start of an unstarted one, no tracing, no mail) cost a few loads and
+/// compares on top of the stack switch; this thread's pending work does not
+/// leave it, being settled by the receiving context ([`settle_received`]).
+/// Everything else goes through [`transfer_slow`], which runs the kills
+/// mailed by other threads before it switches.
 ///
 /// # Safety
 /// `ts` is the calling thread's live state and `target` belongs to it.
@@ -138,10 +138,9 @@ unsafe fn transfer_words(
             dest != (*ts).current && !needs_slow_path(ts)
         } else {
             // The start of a new greenlet with a value: nothing to walk, no
-            // trace event or forced unwind (`needs_slow_path`), and an
-            // unstarted greenlet is never current. Mail is settled by the
-            // receiver, as for a switch. A stack that cannot be mapped
-            // takes the general path, which reports it.
+            // trace event, forced unwind or mail (`needs_slow_path`), and an
+            // unstarted greenlet is never current. A stack that cannot be
+            // mapped takes the general path, which reports it.
             target.flags() == Flags::UNSTARTED
                 && kind == Kind::Switch
                 && !needs_slow_path(ts)
@@ -183,19 +182,33 @@ unsafe fn receive(carried: *const Words) -> Payload {
     unsafe { Words::read(carried) }
 }
 
-/// Whether a switch must take the slow path on the sending side: only
-/// tracing, whose event needs the sender's identity, and a forced unwind at
-/// thread exit, during which switches fail (see [`transfer_slow`]); both are
-/// folded into one flag of the thread state. Pending work (a retiring
-/// record, deferred kills, a trace event) and kills mailed by other threads
-/// are settled by the receiving context ([`settle_received`]).
+/// Whether a switch must take the slow path on the sending side: tracing,
+/// whose event needs the sender's identity; a forced unwind at thread exit,
+/// during which switches fail (see [`transfer_slow`]); and kills mailed by
+/// other threads, which the switching greenlet runs before it switches, as
+/// greenlet clears its thread's deleteme list at the start of a switch.
+/// Pending work of this thread (a retiring record, deferred kills, a trace
+/// event) is settled by the receiving context ([`settle_received`]).
 ///
 /// # Safety
 /// `ts` is the calling thread's live state.
 #[inline(always)]
 pub(super) unsafe fn needs_slow_path(ts: *mut ThreadState) -> bool {
-    // SAFETY: guaranteed by the caller; short reads. Or-ed as integers:
-    // one test and one branch rather than two of each.
+    // SAFETY: guaranteed by the caller; short reads. The thread's own
+    // reasons and its mail share one byte (`ThreadLink::switch_flags`),
+    // or-ed as an integer with the process-wide hook's: one test and one
+    // branch. The receiving side reads no mail flag (`must_settle`).
+    unsafe { (ThreadState::link(ts).switch_flags() | trace::global_on()) != 0 }
+}
+
+/// Whether switches on this thread are observed now: a trace hook is set
+/// (on the thread or process-wide) or a greenlet is being force-unwound.
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+#[inline(always)]
+pub(super) unsafe fn switches_observed(ts: *mut ThreadState) -> bool {
+    // SAFETY: guaranteed by the caller; short reads.
     unsafe { ((*ts).slow_switch() | trace::global_on()) != 0 }
 }
 
@@ -794,22 +807,16 @@ unsafe fn settle_received(ts: *mut ThreadState, payload: Payload) -> Payload {
 }
 
 /// Whether the context that just got control has work to settle: a
-/// retiring record, deferred kills, a trace event, or mail from other
-/// threads.
+/// retiring record, deferred kills or a trace event. Mail from other
+/// threads is not read here: the sender of every switch ran it first
+/// ([`needs_slow_path`]).
 ///
 /// # Safety
 /// `ts` is the calling thread's live state.
 #[inline(always)]
 pub(super) unsafe fn must_settle(ts: *mut ThreadState) -> bool {
-    // SAFETY: guaranteed by the caller; short reads. Or-ed as integers:
-    // one test and one branch rather than two of each.
-    unsafe {
-        // The mail flag read as the byte it is (`AtomicBool` and `AtomicU8`
-        // have the same layout; every access to it is atomic): a `bool`'s
-        // load is normalized first, two instructions more.
-        let mail = AtomicU8::from_ptr(ThreadState::link(ts).has_mail.as_ptr().cast());
-        (u8::from((*ts).work) | mail.load(Ordering::Relaxed)) != 0
-    }
+    // SAFETY: guaranteed by the caller; a short read.
+    unsafe { (*ts).work }
 }
 
 /// [`settle`] out of line, the payload in registers.

@@ -1,12 +1,13 @@
 //! [`ThreadLink`]: the part of a thread's greenlet state that other threads
 //! may touch (its label for messages, its main greenlet's name, whether it
-//! is alive, and the inbox of
-//! greenlets whose last handle went elsewhere).
+//! is alive, the inbox of greenlets whose last handle went elsewhere), and
+//! the byte every switch of the owner tests, which the inbox's mark shares
+//! with the owner's own reasons for the slow path.
 //!
 //! Every record holds its owner's link. Uses the record only as the type in
 //! the inbox.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -23,9 +24,10 @@ pub(crate) struct ThreadLink {
     pub(crate) main_name: Box<str>,
     /// False once the thread has exited (or for detached greenlets).
     pub(crate) alive: AtomicBool,
-    /// Set when `inbox` is non-empty; read without the lock on every
-    /// greenlet operation of the owner.
-    pub(crate) has_mail: AtomicBool,
+    /// [`SLOW`] and [`MAIL`]: non-zero when the sending side of a switch
+    /// on the owner thread must take the slow path. Read without the lock
+    /// on every switch and greenlet operation of the owner.
+    switch_flags: AtomicU8,
     /// Greenlets whose last handle was dropped on another thread, for the
     /// owner to finalize or kill.
     pub(crate) inbox: Mutex<Vec<Arc<Record>>>,
@@ -49,7 +51,7 @@ impl ThreadLink {
             label,
             main_name,
             alive: AtomicBool::new(alive),
-            has_mail: AtomicBool::new(false),
+            switch_flags: AtomicU8::new(0),
             inbox: Mutex::new(Vec::new()),
         })
     }
@@ -61,7 +63,7 @@ impl ThreadLink {
             main_name: std::panic::catch_unwind(|| main_greenlet_name(&std::thread::current()))
                 .unwrap_or_else(|_| "main".into()),
             alive: AtomicBool::new(false),
-            has_mail: AtomicBool::new(false),
+            switch_flags: AtomicU8::new(0),
             inbox: Mutex::new(Vec::new()),
         })
     }
@@ -74,10 +76,49 @@ impl ThreadLink {
             return Err(record);
         }
         inbox.push(record);
-        self.has_mail.store(true, Ordering::Release);
+        self.switch_flags.fetch_or(MAIL, Ordering::Release);
         Ok(())
     }
+
+    /// Whether the inbox has mail; `Acquire` before the inbox is read.
+    #[inline(always)]
+    pub(crate) fn has_mail(&self, order: Ordering) -> bool {
+        self.switch_flags.load(order) & MAIL != 0
+    }
+
+    /// Take the inbox's greenlets, clearing the mark.
+    pub(crate) fn take_mail(&self) -> Vec<Arc<Record>> {
+        let mut inbox = self.inbox.lock();
+        self.switch_flags.fetch_and(!MAIL, Ordering::Release);
+        std::mem::take(&mut *inbox)
+    }
+
+    /// The switch byte: non-zero when a switch on the owner thread must
+    /// take the slow path (its own reasons, or mail).
+    #[inline(always)]
+    pub(crate) fn switch_flags(&self) -> u8 {
+        self.switch_flags.load(Ordering::Relaxed)
+    }
+
+    /// Set or clear the owner's own reasons for the slow path (called by
+    /// the owner thread only; other threads set only [`MAIL`], so a
+    /// read-modify-write keeps theirs).
+    pub(crate) fn set_slow(&self, slow: bool) {
+        if slow {
+            self.switch_flags.fetch_or(SLOW, Ordering::Relaxed);
+        } else {
+            self.switch_flags.fetch_and(!SLOW, Ordering::Relaxed);
+        }
+    }
 }
+
+/// In [`ThreadLink`]'s switch byte: the owner has a trace hook set or a
+/// greenlet being force-unwound (written by the owner thread only).
+const SLOW: u8 = 1;
+
+/// In [`ThreadLink`]'s switch byte: the inbox is non-empty (set by the
+/// posting thread and cleared by the owner, both under the inbox's lock).
+const MAIL: u8 = 2;
 
 /// The name of `thread`'s main greenlet: the thread's name (Rust names the
 /// process's first thread `main`), else `thread <n>` with the number of its

@@ -68,7 +68,8 @@ pub(crate) struct ThreadState {
     /// True when `retiring`, `deferred` or `trace_pending` needs attention.
     pub(crate) work: bool,
     /// The thread's trace hook; written only through
-    /// [`ThreadState::replace_trace_hook`], which keeps `slow_switch` in step.
+    /// [`ThreadState::replace_trace_hook`], which keeps the link's switch
+    /// byte in step (`ThreadLink::set_slow`).
     trace_hook: Option<ThreadTraceHook>,
     /// A trace hook is running: no nested events.
     pub(crate) in_trace: bool,
@@ -77,8 +78,9 @@ pub(crate) struct ThreadState {
     /// [`ThreadState::set_unwinding`].
     unwinding: *const Record,
     /// 1 when `trace_hook.is_some() || !unwinding.is_null()`, else 0, kept
-    /// by their setters so that the sending side of a switch tests one byte
-    /// (or-ed with the process-wide hook's, `trace::global_on`).
+    /// by their setters with the link's switch byte (`ThreadLink::set_slow`):
+    /// what [`switch::switches_observed`](super::switch::switches_observed)
+    /// tests, without the link's load.
     slow_switch: u8,
     /// This thread's block of greenlet ids.
     pub(crate) ids: IdBlock,
@@ -124,15 +126,21 @@ impl ThreadState {
         self.refresh_slow_switch();
     }
 
-    /// 1 when the sending side of a switch must take the slow path (a trace
-    /// hook is set or a greenlet is being force-unwound), else 0.
+    /// 1 when a trace hook is set or a greenlet is being force-unwound,
+    /// else 0.
     #[inline(always)]
     pub(crate) fn slow_switch(&self) -> u8 {
         self.slow_switch
     }
 
+    /// Keep `slow_switch` and the link's switch byte in step with
+    /// `trace_hook` and `unwinding`, so that the sending side of a switch
+    /// tests one byte for them and for mail (or-ed with the process-wide
+    /// hook's, `trace::global_on`).
     fn refresh_slow_switch(&mut self) {
-        self.slow_switch = u8::from(self.trace_hook.is_some() || !self.unwinding.is_null());
+        let slow = self.trace_hook.is_some() || !self.unwinding.is_null();
+        self.slow_switch = u8::from(slow);
+        self.link.set_slow(slow);
     }
 
     /// The thread's link, borrowed from the state.

@@ -60,7 +60,7 @@ class Machine:
 
     def log(self, text, prefix=True):
         if prefix:
-            text = "[%s] %s" % (name_of(getcurrent()), text)
+            text = "[%s] %s" % (running_name(), text)
         with self.lock:
             self.log_lines.append(text)
 
@@ -82,14 +82,22 @@ class Machine:
             strip(e)
             self.log("done raise %s" % fmt_error(e))
         frame.held.clear()
+        if FRAMES_LOST[0]:
+            self.log("py-bug frames-lost", prefix=False)
         for name in sorted(self.table):
             if name in self.owned:
                 self.log("final %s %s" % (name, status(self.table[name])))
         self.log("teardown")
 
     def unraisable(self, info):
-        # A GreenletExit as "exit" (the crate's message for it is a sentence).
-        text = "exit" if isinstance(info.exc_value, GreenletExit) else str(info.exc_value)
+        # A GreenletExit as "exit" or "exit(v)", KillIgnored as "killignored"
+        # (the crate's messages for them are sentences); else the text.
+        err = info.exc_value
+        # As for a caught error: its traceback would keep the frames it went
+        # through (and the greenlets in their locals) alive, here as long as
+        # the greenlet that raised it holds it (a leaked one, for ever).
+        strip(err)
+        text = fmt_error(err) if isinstance(err, (GreenletExit, KillIgnored)) else str(err)
         self.log("report unraisable %s %s" % (name_of(info.object), text), prefix=False)
 
     def exec(self, ops, frame):
@@ -278,6 +286,7 @@ class Machine:
         machine = self
 
         def body(*args):
+            me = name  # noqa: F841 - read by running_name()
             if not args:
                 # py_bug_exit_as_args: greenlet passed a GreenletExit where
                 # the argument tuple belongs (it reads as an empty one).
@@ -403,9 +412,12 @@ def kill(g):
         # works on the owner thread only (parent_thread_affinity); like a
         # throw from another thread, even into a dead greenlet.
         raise KillFromOtherThread()
-    if g.dead:
-        return
+    # The crate's kill() runs the kills other threads queued first, as
+    # getcurrent() does (greenlet has no kill() to compare with).
     current = getcurrent()
+    if g.dead:
+        del current
+        return
     if g is current or g.parent is None:
         del current
         g.throw(GreenletExit)
@@ -424,14 +436,27 @@ def kill(g):
     try:
         g.throw(GreenletExit)
     finally:
-        g.parent = old
-        del old
+        try:
+            g.parent = old
+        except ValueError as e:
+            # The old parent descends from the victim by now: greenlet's
+            # guard would put it back and close a loop in the parent chain,
+            # which the crate refuses (the killer stays the parent).
+            if "cyclic" not in str(e):
+                raise
+            raise KillParentLoop() from None
+        finally:
+            del old
     if not g.dead:
         raise KillIgnored()
 
 
 class KillOfAncestor(Exception):
     """`kill` of an ancestor of the killer: nothing in greenlet to compare."""
+
+
+class KillParentLoop(Exception):
+    """Putting the victim's old parent back would close a parent loop."""
 
 
 class KillFromOtherThread(Exception):
@@ -453,6 +478,33 @@ def strip(e):
     greenlets in their locals) alive past the point the crate drops them."""
     e.__traceback__ = None
     e.__context__ = None
+
+
+# Set when running_name() found no Python frame at all (a greenlet bug).
+FRAMES_LOST = [False]
+
+
+def running_name():
+    """The name of the greenlet that runs the op being logged: the innermost
+    body's (a body's ops run in its greenlet), else its thread's main
+    greenlet's. Not getcurrent(), which runs the kills other threads queued
+    (the crate's does too): only the program's own operations do that."""
+    try:
+        f = sys._getframe()
+    except ValueError:
+        # greenlet lost the running frames: a queued kill run at the start
+        # of a switch, whose target ended meanwhile, leaves the thread with
+        # no current frame (sys._getframe() itself fails). The queue was
+        # run by then, so getcurrent() runs nothing more; the program is
+        # marked (py_bug_frames_lost).
+        FRAMES_LOST[0] = True
+        return name_of(getcurrent())
+    while f is not None:
+        if f.f_code.co_name == "body" and f.f_code.co_filename == __file__:
+            return f.f_locals["me"]
+        f = f.f_back
+    thread = threading.current_thread()
+    return "main" if thread is threading.main_thread() else thread.name
 
 
 def name_of(g):
@@ -493,6 +545,8 @@ def fmt_error(e):
         return "killthread"
     if isinstance(e, KillOfAncestor):
         return "other(kill-of-ancestor)"
+    if isinstance(e, KillParentLoop):
+        return "other(kill-parent-loop)"
     text = str(e)
     if isinstance(e, greenlet.error):
         if "which happens to have exited" in text:

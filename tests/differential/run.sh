@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The differential tester of issue 12 in one command: makes a venv with
+# The differential tester in one command: makes a venv with
 # greenlet 3.5.6 for each of pyenv's CPython 3.11.7 and 3.12.1 (first use
 # only, under <repo>/difftest-venv, gitignored), builds the Rust
 # interpreter, runs the programs on all of them and prints the summary.
