@@ -1,5 +1,5 @@
 //! The explorer's counterexamples replayed on the live shim (real OS threads,
-//! the real GIL of `interp_shim::Runtime`), each forced into the explorer's
+//! the real GIL of `interp_shim::Interpreter`), each forced into the explorer's
 //! interleaving by the cleanup queue's test probe ([`DrainPoint`]) and by
 //! gates in the dying threads' thread-local destructors (where a dying
 //! thread pushes its state, without the GIL; those runtimes run with
@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use greenlet::cleanup::{CleanupQueue, DrainPoint, Metrics, Policy, Remains};
 use greenlet::interp_shim::scenarios::{seed, SeedConfig, TraceMode};
 use greenlet::interp_shim::{
-    Event, ExitOrder, HangCause, HangReport, Hook, Outcome, PendingCallScheduler, Py, PyErr,
-    PyVersion, QueueAtHang, Runtime, Watchdog, EARLY_VERDICT_REDISPATCHES,
+    ExitOrder, HangCause, HangReport, Hook, Interpreter, Outcome, PendingCallScheduler, Py, PyErr,
+    PyEvent, PyVersion, QueueAtHang, Watchdog, EARLY_VERDICT_REDISPATCHES,
 };
 use parking_lot::Mutex;
 
@@ -131,7 +131,7 @@ fn notify(tx: Sender<()>) -> Callback {
     })
 }
 
-fn new_queue(rt: &Runtime, policy: Policy) -> Arc<CleanupQueue> {
+fn new_queue(rt: &Interpreter, policy: Policy) -> Arc<CleanupQueue> {
     let queue = CleanupQueue::new(policy, Arc::new(PendingCallScheduler::new(rt)));
     rt.report_queue(&queue);
     let q = Arc::clone(&queue);
@@ -206,7 +206,7 @@ impl Replay {
 /// enters a traced function: the RESUME re-dispatches forever.
 fn churn_replay(policy: Policy, timeout: Duration) -> Replay {
     let _serial = common::serial();
-    let rt = Runtime::new(PyVersion::V3_11);
+    let rt = Interpreter::new(PyVersion::V3_11);
     rt.set_exit_order(ExitOrder::Racing);
     let queue = new_queue(&rt, policy);
     let (go_tx, go_rx) = channel();
@@ -299,11 +299,11 @@ fn churn_replay_passes_under_the_default_policy() {
 fn full_ring_replay(policy: Policy, timeout: Duration) -> Replay {
     let _serial = common::serial();
     let version = PyVersion::V3_11;
-    let rt = Runtime::new(version);
+    let rt = Interpreter::new(version);
     rt.set_exit_order(ExitOrder::Racing);
     let queue = new_queue(&rt, policy);
-    let refused = Event::new(&rt);
-    let filled = Event::new(&rt);
+    let refused = PyEvent::new(&rt);
+    let filled = PyEvent::new(&rt);
     let (y_go_tx, y_go_rx) = channel();
     let (y_pushed_tx, y_pushed_rx) = channel();
     let held = Arc::new(AtomicBool::new(false));
@@ -325,7 +325,7 @@ fn full_ring_replay(policy: Policy, timeout: Duration) -> Replay {
     let q = Arc::clone(&queue);
     let runtime = rt.clone();
     let y_gate = Mutex::new(Some((y_go_rx, y_pushed_tx)));
-    let fill_go = Event::new(&rt);
+    let fill_go = PyEvent::new(&rt);
     let outcome = rt
         .run(Watchdog::Report(timeout), move |py| {
             let capacity = version.spec().ring_capacity;
@@ -410,7 +410,7 @@ fn full_ring_replay_passes_under_the_default_policy() {
 /// held) until X has added its drain.
 fn busy_loop_replay(policy: Policy, timeout: Duration) -> Replay {
     let _serial = common::serial();
-    let rt = Runtime::new(PyVersion::V3_11);
+    let rt = Interpreter::new(PyVersion::V3_11);
     rt.set_exit_order(ExitOrder::Racing);
     let queue = new_queue(&rt, policy);
     let (x_go_tx, x_go_rx) = channel::<()>();
@@ -504,7 +504,7 @@ fn foreign_python_call_replay_livelocks_every_policy_on_311() {
     for version in PyVersion::ALL {
         for policy in Policy::ALL {
             let what = format!("{version} {policy}");
-            let rt = Runtime::new(version);
+            let rt = Interpreter::new(version);
             let queue = new_queue(&rt, policy);
             let q = Arc::clone(&queue);
             let outcome = rt
@@ -569,6 +569,6 @@ fn foreign_call_finalizer() -> Callback {
 }
 
 /// Both pending calls ran: greenlet's drain and the foreign call.
-fn queue_done(rt: &Runtime) -> bool {
+fn queue_done(rt: &Interpreter) -> bool {
     rt.stats().pending_calls_run >= 2
 }

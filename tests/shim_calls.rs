@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use greenlet::interp_shim::{
-    HangCause, Hook, Outcome, Py, PyErr, PyResult, PyVersion, RingFull, Runtime, Watchdog,
+    HangCause, Hook, Interpreter, Outcome, Py, PyErr, PyResult, PyVersion, RingFull, Watchdog,
 };
 
 const WATCHDOG: Watchdog = Watchdog::Report(Duration::from_secs(20));
@@ -42,7 +42,7 @@ fn python_hooks_run_at_the_events_a_real_one_receives() {
             (Hook::PythonLocal, true, 6),
         ] {
             let what = format!("{version} {hook:?} profile={profile}");
-            let rt = Runtime::new(version);
+            let rt = Interpreter::new(version);
             let outcome = rt
                 .run(WATCHDOG, move |py| {
                     if profile {
@@ -94,7 +94,7 @@ fn add(py: &Py, how: Add, call: impl FnOnce(&Py) -> PyResult<()> + Send + 'stati
 fn a_ctypes_add_runs_the_call_profiled_a_builtin_add_does_not() {
     for version in PyVersion::ALL {
         for (how, profiled) in [(Add::Builtin, false), (Add::Ctypes, true)] {
-            let rt = Runtime::new(version);
+            let rt = Interpreter::new(version);
             let seen = Arc::new(AtomicBool::new(!profiled));
             let record = Arc::clone(&seen);
             let outcome = rt
@@ -131,7 +131,7 @@ fn a_nested_ctypes_add_livelocks_311_under_a_python_profiler() {
     for version in PyVersion::ALL {
         for how in [Add::Builtin, Add::Ctypes] {
             let what = format!("{version} {how:?}");
-            let rt = Runtime::new(version);
+            let rt = Interpreter::new(version);
             let outcome = rt
                 .run(WATCHDOG, move |py| {
                     py.setprofile(Hook::Python)?;

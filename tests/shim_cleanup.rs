@@ -12,7 +12,7 @@ use greenlet::cleanup::{CleanupQueue, Inline, Manual, Policy, Reaper, Remains, S
 use greenlet::interp_shim::scenarios::{
     finalization, panicking_finalizers, ring_full, RingFullConfig, ScenarioReport,
 };
-use greenlet::interp_shim::{Outcome, PendingCallScheduler, PyVersion, Runtime, Watchdog};
+use greenlet::interp_shim::{Interpreter, Outcome, PendingCallScheduler, PyVersion, Watchdog};
 
 const WATCHDOG: Watchdog = Watchdog::Report(Duration::from_secs(30));
 
@@ -156,7 +156,7 @@ fn pending_call_scheduler_destroys_every_state_from_model_and_foreign_threads() 
     let _serial = common::serial();
     for version in PyVersion::ALL {
         for policy in Policy::ALL {
-            let rt = Runtime::new(version);
+            let rt = Interpreter::new(version);
             let queue = CleanupQueue::new(policy, Arc::new(PendingCallScheduler::new(&rt)));
             let (q, d) = (Arc::clone(&queue), Arc::new(AtomicU64::new(0)));
             let destroyed = Arc::clone(&d);
@@ -199,7 +199,7 @@ fn pending_call_scheduler_destroys_every_state_from_model_and_foreign_threads() 
 
 #[test]
 fn pending_call_scheduler_refuses_once_finalizing() {
-    let rt = Runtime::new(PyVersion::V3_11);
+    let rt = Interpreter::new(PyVersion::V3_11);
     let queue = CleanupQueue::new(Policy::Scheduled, Arc::new(PendingCallScheduler::new(&rt)));
     let outcome = rt.run(WATCHDOG, |_| Ok(())).unwrap();
     assert!(matches!(outcome, Outcome::Finished(Ok(()))));
@@ -213,7 +213,7 @@ fn pending_call_scheduler_refuses_once_finalizing() {
 #[test]
 fn pending_call_scheduler_reports_a_full_ring() {
     for version in PyVersion::ALL {
-        let rt = Runtime::new(version);
+        let rt = Interpreter::new(version);
         // Fill the ring from this (foreign) OS thread: no interpreter runs it.
         let capacity = version.spec().ring_capacity;
         for _ in 0..capacity {

@@ -15,7 +15,7 @@ use greenlet::cleanup::Policy;
 use greenlet::interp_shim::scenarios::{
     greenlet_switch_in_cleanup, GreenletSwitchReport, Kick, SeedConfig, TraceMode,
 };
-use greenlet::interp_shim::{HangCause, Hook, PyVersion, Runtime, Watchdog};
+use greenlet::interp_shim::{HangCause, Hook, Interpreter, PyVersion, Watchdog};
 
 fn run(version: PyVersion, policy: Policy, kick: Kick) -> GreenletSwitchReport {
     let _serial = common::serial();
@@ -86,7 +86,7 @@ fn stock_3_11_with_a_second_cleanup_call_spins_inside_g() {
 #[test]
 fn each_greenlet_has_its_own_frames() {
     for version in PyVersion::ALL {
-        let rt = Runtime::new(version);
+        let rt = Interpreter::new(version);
         rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
             py.settrace(Hook::Python)?;
             let main = py.current_greenlet();

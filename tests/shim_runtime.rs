@@ -12,8 +12,8 @@ use std::time::Duration;
 use greenlet::cleanup::Policy;
 use greenlet::interp_shim::scenarios::{seed, SeedConfig, TraceMode};
 use greenlet::interp_shim::{
-    Event, ExitOrder, HangCause, Hook, Outcome, Py, PyErr, PyResult, PyVersion, RunError, Runtime,
-    RuntimeStats, Watchdog, EARLY_VERDICT_REDISPATCHES,
+    ExitOrder, HangCause, Hook, Interpreter, InterpreterStats, Outcome, Py, PyErr, PyEvent,
+    PyResult, PyVersion, RunError, Watchdog, EARLY_VERDICT_REDISPATCHES,
 };
 use parking_lot::Mutex;
 
@@ -44,7 +44,7 @@ fn nested_pending_call_under(py: &Py, install: impl FnOnce(&Py) -> PyResult<()>)
 #[test]
 fn a_pending_call_adding_a_pending_call_livelocks_only_on_311() {
     let _serial = common::serial();
-    let rt = Runtime::new(PyVersion::V3_11);
+    let rt = Interpreter::new(PyVersion::V3_11);
     let Outcome::Hung(report) = rt.run(HANG, nested_pending_call).unwrap() else {
         panic!("3.11 traced must livelock");
     };
@@ -61,7 +61,7 @@ fn a_pending_call_adding_a_pending_call_livelocks_only_on_311() {
     );
     assert!(main.redispatches >= EARLY_VERDICT_REDISPATCHES, "{report}");
     for version in [PyVersion::V3_12, PyVersion::V3_13] {
-        let rt = Runtime::new(version);
+        let rt = Interpreter::new(version);
         let outcome = rt.run(GREEN, nested_pending_call).unwrap();
         assert!(
             matches!(outcome, Outcome::Finished(Ok(()))),
@@ -88,7 +88,7 @@ fn which_hooks_livelock_on_311_matches_cpython() {
         (|py| py.setprofile(Hook::Python), false),
     ];
     for (i, (install, hangs)) in cases.into_iter().enumerate() {
-        let rt = Runtime::new(PyVersion::V3_11);
+        let rt = Interpreter::new(PyVersion::V3_11);
         let outcome = rt
             .run(if hangs { HANG } else { GREEN }, move |py| {
                 nested_pending_call_under(py, install)
@@ -113,7 +113,7 @@ fn which_hooks_livelock_on_311_matches_cpython() {
 #[test]
 fn a_signal_handler_entered_from_the_spin_livelocks_too() {
     let _serial = common::serial();
-    let rt = Runtime::new(PyVersion::V3_11);
+    let rt = Interpreter::new(PyVersion::V3_11);
     rt.set_signal_handler("on_signal", |_: &Py| Ok(()));
     // The OS delivers the signal to the main thread once the spin has
     // started; the sender is a model thread, so the early verdict waits
@@ -150,7 +150,7 @@ fn a_signal_handler_entered_from_the_spin_livelocks_too() {
 #[test]
 fn other_threads_get_the_gil_while_the_main_thread_spins() {
     let _serial = common::serial();
-    let rt = Runtime::new(PyVersion::V3_11);
+    let rt = Interpreter::new(PyVersion::V3_11);
     let during_spin = Arc::new(AtomicU64::new(0));
     let (observer, progress) = (rt.clone(), Arc::clone(&during_spin));
     let outcome = rt
@@ -180,7 +180,7 @@ fn other_threads_get_the_gil_while_the_main_thread_spins() {
 fn signal_handlers_run_on_the_main_thread_and_a_failing_one_raises() {
     let _serial = common::serial();
     for version in PyVersion::ALL {
-        let rt = Runtime::new(version);
+        let rt = Interpreter::new(version);
         let ran_on = Arc::new(Mutex::new(Vec::new()));
         let calls = Arc::new(AtomicUsize::new(0));
         let (log, n) = (Arc::clone(&ran_on), Arc::clone(&calls));
@@ -193,7 +193,7 @@ fn signal_handlers_run_on_the_main_thread_and_a_failing_one_raises() {
             }
         });
         let counter = Arc::clone(&calls);
-        let go = Event::new(&rt);
+        let go = PyEvent::new(&rt);
         let outcome = rt
             .run(GREEN, move |py| {
                 let ready = go.clone();
@@ -236,7 +236,7 @@ fn signal_handlers_run_on_the_main_thread_and_a_failing_one_raises() {
 fn py_make_pending_calls_is_a_no_op_off_the_main_thread() {
     let _serial = common::serial();
     for version in PyVersion::ALL {
-        let rt = Runtime::new(version);
+        let rt = Interpreter::new(version);
         let seen_by_worker = Arc::new(AtomicU64::new(u64::MAX));
         let seen = Arc::clone(&seen_by_worker);
         let outcome = rt
@@ -266,7 +266,7 @@ fn py_make_pending_calls_is_a_no_op_off_the_main_thread() {
 fn a_foreign_thread_adding_a_call_does_not_set_the_main_breaker_before_3_13() {
     let _serial = common::serial();
     for version in PyVersion::ALL {
-        let rt = Runtime::new(version);
+        let rt = Interpreter::new(version);
         let adder = rt.clone();
         let outcome = rt
             .run(GREEN, move |py| {
@@ -296,7 +296,7 @@ fn a_foreign_thread_adding_a_call_does_not_set_the_main_breaker_before_3_13() {
 
 #[test]
 fn a_runtime_runs_once() {
-    let rt = Runtime::new(PyVersion::V3_12);
+    let rt = Interpreter::new(PyVersion::V3_12);
     assert!(matches!(
         rt.run(GREEN, |_| Ok(())),
         Ok(Outcome::Finished(Ok(())))
@@ -379,7 +379,7 @@ fn ring_capacity_and_loop_bound_match_cpython() {
         (PyVersion::V3_12, (31, 31, 31)),
         (PyVersion::V3_13, (32, 31, 32)),
     ] {
-        let rt = Runtime::new(version);
+        let rt = Interpreter::new(version);
         let ran = Arc::new(AtomicUsize::new(0));
         let capacity = Arc::new(AtomicUsize::new(0));
         let (r, c) = (Arc::clone(&ran), Arc::clone(&capacity));
@@ -440,9 +440,9 @@ fn the_seed_shape_without_greenlet_matches_cpython() {
     for version in PyVersion::ALL {
         for (mode, install) in modes {
             let hangs = version == PyVersion::V3_11 && matches!(mode, "settrace(py)" | "cProfile");
-            let rt = Runtime::new(version);
-            let release_b = Event::new(&rt);
-            let added_b = Event::new(&rt);
+            let rt = Interpreter::new(version);
+            let release_b = PyEvent::new(&rt);
+            let added_b = PyEvent::new(&rt);
             let ran = Arc::new(Mutex::new(Vec::new()));
             let done = Arc::clone(&ran);
             let outcome = rt
@@ -526,7 +526,7 @@ fn finish_pending_calls_runs_every_queued_call() {
         (PyVersion::V3_12, 31),
         (PyVersion::V3_13, 32),
     ] {
-        let rt = Runtime::new(version);
+        let rt = Interpreter::new(version);
         let outcome = rt
             .run(GREEN, |py| {
                 // Py_AddPendingCall is no check site: the call is still
@@ -558,14 +558,14 @@ fn finish_pending_calls_runs_every_queued_call() {
 fn a_signal_raised_on_another_thread_sets_the_main_breaker_only_on_3_13() {
     let _serial = common::serial();
     for version in PyVersion::ALL {
-        let rt = Runtime::new(version);
+        let rt = Interpreter::new(version);
         rt.set_signal_handler("on_signal", |_: &Py| Ok(()));
         let seen = Arc::new(Mutex::new(None));
         let record = Arc::clone(&seen);
         // The raiser raises only once the main thread is on its way into
         // join, so that the main thread does not compete for the GIL that
         // raise_signal releases (it would handle the signal first).
-        let go = Event::new(&rt);
+        let go = PyEvent::new(&rt);
         let went = go.clone();
         let outcome = rt
             .run(GREEN, move |py| {
@@ -607,9 +607,9 @@ fn queue_a_call_behind(py: &Py) -> PyResult<()> {
 /// Run `body` as a pending call of `rt`'s main thread, to the end; the
 /// runtime's counters afterwards.
 fn run_in_a_pending_call(
-    rt: &Runtime,
+    rt: &Interpreter,
     body: impl FnOnce(&Py) -> PyResult<()> + Send + 'static,
-) -> RuntimeStats {
+) -> InterpreterStats {
     let outcome = rt
         .run(GREEN, move |py| {
             py.add_pending_call(body)
@@ -630,7 +630,7 @@ fn run_in_a_pending_call(
 #[test]
 fn on_3_13_each_gil_take_trips_again_while_a_call_waits() {
     let _serial = common::serial();
-    let rt = Runtime::new(PyVersion::V3_13);
+    let rt = Interpreter::new(PyVersion::V3_13);
     let stats = run_in_a_pending_call(&rt, |py| {
         queue_a_call_behind(py)?;
         for _ in 0..50 {
@@ -651,7 +651,7 @@ fn on_3_13_each_gil_take_trips_again_while_a_call_waits() {
 #[test]
 fn raise_signal_drops_and_takes_the_gil_around_raise() {
     let _serial = common::serial();
-    let rt = Runtime::new(PyVersion::V3_13);
+    let rt = Interpreter::new(PyVersion::V3_13);
     rt.set_signal_handler("on_signal", |_: &Py| Ok(()));
     let trips = Arc::new(Mutex::new(None));
     let record = Arc::clone(&trips);
@@ -687,13 +687,13 @@ fn a_gil_take_waits_for_a_dying_threads_thread_local_destructors() {
         static SLOW: std::cell::RefCell<Option<Slow>> = const { std::cell::RefCell::new(None) };
     }
     let _serial = common::serial();
-    let rt = Runtime::new(PyVersion::V3_11);
-    let (go_first, go_second) = (Event::new(&rt), Event::new(&rt));
+    let rt = Interpreter::new(PyVersion::V3_11);
+    let (go_first, go_second) = (PyEvent::new(&rt), PyEvent::new(&rt));
     let ended = Arc::new(AtomicUsize::new(0));
     let seen = Arc::clone(&ended);
     let outcome = rt
         .run(GREEN, move |py| {
-            let spawn_dying = |py: &Py, go: &Event| {
+            let spawn_dying = |py: &Py, go: &PyEvent| {
                 let (ended, go) = (Arc::clone(&seen), go.clone());
                 py.spawn("dying", move |py| {
                     py.wait(&go)?;
@@ -739,7 +739,7 @@ fn racing_exits_let_python_code_run_during_a_dying_threads_destructors() {
         static GATED: std::cell::RefCell<Option<Gated>> = const { std::cell::RefCell::new(None) };
     }
     let _serial = common::serial();
-    let rt = Runtime::new(PyVersion::V3_11);
+    let rt = Interpreter::new(PyVersion::V3_11);
     rt.set_exit_order(ExitOrder::Racing);
     let ended = Arc::new(AtomicUsize::new(0));
     let seen = Arc::clone(&ended);
@@ -767,7 +767,7 @@ fn racing_exits_let_python_code_run_during_a_dying_threads_destructors() {
 fn an_exception_in_a_thread_is_reported_like_threading_excepthook() {
     let _serial = common::serial();
     common::take_diagnostics();
-    let rt = Runtime::new(PyVersion::V3_12);
+    let rt = Interpreter::new(PyVersion::V3_12);
     let outcome = rt
         .run(GREEN, |py| {
             let t = py.spawn("bad", |py| {

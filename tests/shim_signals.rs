@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use greenlet::interp_shim::{
-    HangCause, HangReport, Hook, Outcome, Py, PyErr, PyResult, PyVersion, Runtime,
+    HangCause, HangReport, Hook, Interpreter, Outcome, Py, PyErr, PyResult, PyVersion,
     SignalDisposition, Watchdog,
 };
 
@@ -31,7 +31,7 @@ enum Kind {
 
 const KINDS: [Kind; 3] = [Kind::Default, Kind::Ignore, Kind::Python];
 
-fn install(rt: &Runtime, kind: Kind, handled: &Arc<AtomicBool>) {
+fn install(rt: &Interpreter, kind: Kind, handled: &Arc<AtomicBool>) {
     let flag = Arc::clone(handled);
     rt.set_signal_disposition(match kind {
         Kind::Default => SignalDisposition::DefaultInt,
@@ -60,7 +60,7 @@ fn signal_handlers_replay_the_probe_on_every_version() {
         for hook in ["none", "settrace", "setprofile"] {
             for kind in KINDS {
                 let what = format!("{version} {hook} {kind:?}");
-                let rt = Runtime::new(version);
+                let rt = Interpreter::new(version);
                 let handled = Arc::new(AtomicBool::new(false));
                 install(&rt, kind, &handled);
                 let ticked = Arc::new(AtomicBool::new(false));
@@ -139,8 +139,8 @@ fn sigint_program(
     shape: Shape,
     kind: Kind,
     reads_source: bool,
-) -> (Outcome<MainGot>, Runtime, bool) {
-    let rt = Runtime::new(version);
+) -> (Outcome<MainGot>, Interpreter, bool) {
+    let rt = Interpreter::new(version);
     rt.set_unraisable_reads_source(reads_source);
     let handled = Arc::new(AtomicBool::new(false));
     install(&rt, kind, &handled);

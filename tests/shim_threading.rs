@@ -73,7 +73,7 @@ fn threading_spin_finishes_on_3_12_and_3_13() {
 
 #[test]
 fn start_and_join_are_frames_with_their_own_entries() {
-    use greenlet::interp_shim::{Hook, Runtime};
+    use greenlet::interp_shim::{Hook, Interpreter};
     // A Python trace function runs once per frame entry: start's three
     // frames (start, Event.wait, Condition.wait) and the target's, join's
     // two on 3.11/3.12 (join, _wait_for_tstate_lock), one on 3.13.
@@ -82,7 +82,7 @@ fn start_and_join_are_frames_with_their_own_entries() {
         (PyVersion::V3_12, 2),
         (PyVersion::V3_13, 1),
     ] {
-        let rt = Runtime::new(version);
+        let rt = Interpreter::new(version);
         rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
             py.settrace(Hook::Python)?;
             let t = py.spawn("target", |_| Ok(()))?;
