@@ -1,21 +1,34 @@
 //! Helpers shared by the integration tests.
 
+#[cfg(feature = "hub")]
 #[allow(dead_code)] // only the hub's test binaries use it
 pub(crate) mod hub;
 
 use std::process::{Command, Output};
 
-/// Run the ignored test `test` of the calling test binary in a child
-/// process with `var=value` in its environment, and wait for it. For
-/// behaviour that ends the process (exit, abort, a stack overflow) or that
-/// shows on stderr, which the test harness captures in-process.
+/// The name the test harness gives test `test` of module `module` (the
+/// caller's `module_path!()`): the module path without the test binary's
+/// crate name, then the test's.
 #[allow(dead_code)] // not every test binary uses every helper
-pub(crate) fn run_child_test(test: &str, var: &str, value: &str) -> Output {
+pub(crate) fn test_path(module: &str, test: &str) -> String {
+    match module.split_once("::") {
+        Some((_, inner)) => format!("{inner}::{test}"),
+        None => test.to_string(),
+    }
+}
+
+/// Run the ignored test `test` of module `module` (the caller's
+/// `module_path!()`) of the calling test binary in a child process with
+/// `var=value` in its environment, and wait for it. For behaviour that ends
+/// the process (exit, abort, a stack overflow) or that shows on stderr,
+/// which the test harness captures in-process.
+#[allow(dead_code)] // not every test binary uses every helper
+pub(crate) fn run_child_test(module: &str, test: &str, var: &str, value: &str) -> Output {
     let exe = std::env::current_exe().expect("test binary path");
     Command::new(exe)
         .args([
             "--exact",
-            test,
+            &test_path(module, test),
             "--ignored",
             "--nocapture",
             "--test-threads=1",
@@ -74,28 +87,27 @@ pub(crate) fn serial() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// The library's diagnostics, captured through the `log` facade: installs
-/// a capturing logger on first use (once per test binary) and returns the
-/// reports made since the last call, as `LEVEL target: message` lines.
+/// The library's diagnostics made on the calling thread, captured through
+/// the `log` facade: installs a capturing logger on first use (once per
+/// test binary) and returns the reports this thread made since its last
+/// call, as `LEVEL target: message` lines. Reports of other threads (other
+/// tests of the binary, running meanwhile) are kept for those threads.
 #[allow(dead_code)]
 pub(crate) fn take_diagnostics() -> Vec<String> {
     use std::sync::{Mutex, Once};
-    static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    use std::thread::ThreadId;
+    static LINES: Mutex<Vec<(ThreadId, String)>> = Mutex::new(Vec::new());
     struct Capture;
     impl log::Log for Capture {
         fn enabled(&self, _: &log::Metadata<'_>) -> bool {
             true
         }
         fn log(&self, record: &log::Record<'_>) {
+            let line = format!("{} {}: {}", record.level(), record.target(), record.args());
             LINES
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .push(format!(
-                    "{} {}: {}",
-                    record.level(),
-                    record.target(),
-                    record.args()
-                ));
+                .push((std::thread::current().id(), line));
         }
         fn flush(&self) {}
     }
@@ -104,11 +116,15 @@ pub(crate) fn take_diagnostics() -> Vec<String> {
         log::set_logger(&Capture).expect("no other logger in a test binary");
         log::set_max_level(log::LevelFilter::Trace);
     });
-    std::mem::take(
-        &mut *LINES
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner),
-    )
+    let me = std::thread::current().id();
+    let mut lines = LINES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let (mine, others): (Vec<_>, Vec<_>) = std::mem::take(&mut *lines)
+        .into_iter()
+        .partition(|(thread, _)| *thread == me);
+    *lines = others;
+    mine.into_iter().map(|(_, line)| line).collect()
 }
 
 /// The one line of [`take_diagnostics`]'s `lines` that contains every one
@@ -139,8 +155,16 @@ pub(crate) fn example(name: &str) -> std::path::PathBuf {
         if !cfg!(debug_assertions) {
             build.arg("--release");
         }
-        if !cfg!(feature = "cpython-model") {
-            build.arg("--no-default-features");
+        build.arg("--no-default-features");
+        let features: Vec<&str> = [
+            ("hub", cfg!(feature = "hub")),
+            ("cpython-model", cfg!(feature = "cpython-model")),
+        ]
+        .into_iter()
+        .filter_map(|(name, on)| on.then_some(name))
+        .collect();
+        if !features.is_empty() {
+            build.args(["--features", &features.join(",")]);
         }
         match build.status() {
             Ok(status) if status.success() => Ok(()),

@@ -126,7 +126,7 @@ pub const DEFAULT_BOUND: usize = 4_000_000;
 /// tracing suspended, and that frame's `RESUME` check site runs the first
 /// pending call, so the drain and the finalizer's `<lambda>` run untraced
 /// and the seed does not hang (`probes/nested_pending_call.py` and
-/// `probes/seed_shape.py`; replayed by `tests/shim_seed.rs`). The
+/// `probes/seed_shape.py`; replayed by `tests/model/seed.rs`). The
 /// explorer's `profile` verdicts over-approximate it: a livelock they report
 /// may be unreachable under a Python profile function.
 ///

@@ -1,0 +1,20 @@
+//! The hub, the green-thread runtime: spawn, join, sleep, channels, sync,
+//! placement, wakes from other threads, hand-offs, idle workers, runtime
+//! services and shutdown, one module per behaviour.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod basics;
+mod channel_waits;
+mod cross_thread_spawns;
+mod handoffs;
+mod idle_workers;
+mod join_values;
+mod observed_switches;
+mod remote_wakes;
+mod runtime_services;
+mod spawn_placement;
+mod sync;
+mod task_references;
+mod time;
