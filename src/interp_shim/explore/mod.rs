@@ -11,7 +11,7 @@
 //! both kinds of cell share).
 //!
 //! Uses the same semantic core as the live runtime — `InterpCore` for the
-//! interpreter and [`QueueCore`] for the cleanup policy — and nothing else of
+//! interpreter and `QueueCore` for the cleanup policy — and nothing else of
 //! the crate. Every step that touches shared state is one call of a core
 //! method; this module only moves program counters, pushes and pops the main
 //! thread's frames (check site → handling → `make_pending_calls` → drain →
@@ -49,10 +49,8 @@
 //! - **leak**: a quiescent state (every dying thread finished, the main
 //!   thread in its idle loop with nothing below, the ring empty, not busy)
 //!   whose queue is non-empty with no drain outstanding
-//!   ([`QueueCore::is_stranded`]). States leaked on purpose at finalization
+//!   (`QueueCore::is_stranded`). States leaked on purpose at finalization
 //!   are counted apart ([`Verdict::leaked_on_purpose`]).
-//!
-//! [`QueueCore::is_stranded`]: crate::cleanup::QueueCore::is_stranded
 //!
 //! # Example
 //! ```
@@ -71,14 +69,14 @@
 //! let schedule = verdict.livelock.unwrap();
 //! assert!(schedule.to_string().contains("LIVELOCK"));
 //! ```
-//!
-//! [`QueueCore`]: crate::cleanup::QueueCore
 
 // Public but hidden: the `explore` example's `--python hub` and the hub
 // slot's model tests drive it from outside the crate; it is a model check
-// of the hub's internals, not an API.
+// of the hub's internals, not an API (so its docs may name crate-private
+// items).
 #[cfg(feature = "hub")]
 #[doc(hidden)]
+#[allow(rustdoc::private_intra_doc_links)]
 pub mod hub;
 pub(crate) mod model;
 pub mod scenario;
