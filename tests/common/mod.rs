@@ -87,27 +87,32 @@ pub(crate) fn serial() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// The library's diagnostics made on the calling thread, captured through
-/// the `log` facade: installs a capturing logger on first use (once per
-/// test binary) and returns the reports this thread made since its last
-/// call, as `LEVEL target: message` lines. Reports of other threads (other
-/// tests of the binary, running meanwhile) are kept for those threads.
+/// The library's diagnostics, captured through the `log` facade: installs
+/// a capturing logger on first use (once per test binary) and returns the
+/// reports made since the last call, as `LEVEL target: message` lines.
+/// Reports of every thread are kept (a greenlet's thread-exit report comes
+/// from its own thread), so the tests of other modules running meanwhile
+/// may add some: a test that checks a report is absent names its greenlets
+/// and looks for their names.
 #[allow(dead_code)]
 pub(crate) fn take_diagnostics() -> Vec<String> {
     use std::sync::{Mutex, Once};
-    use std::thread::ThreadId;
-    static LINES: Mutex<Vec<(ThreadId, String)>> = Mutex::new(Vec::new());
+    static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
     struct Capture;
     impl log::Log for Capture {
         fn enabled(&self, _: &log::Metadata<'_>) -> bool {
             true
         }
         fn log(&self, record: &log::Record<'_>) {
-            let line = format!("{} {}: {}", record.level(), record.target(), record.args());
             LINES
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .push((std::thread::current().id(), line));
+                .push(format!(
+                    "{} {}: {}",
+                    record.level(),
+                    record.target(),
+                    record.args()
+                ));
         }
         fn flush(&self) {}
     }
@@ -116,15 +121,11 @@ pub(crate) fn take_diagnostics() -> Vec<String> {
         log::set_logger(&Capture).expect("no other logger in a test binary");
         log::set_max_level(log::LevelFilter::Trace);
     });
-    let me = std::thread::current().id();
-    let mut lines = LINES
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let (mine, others): (Vec<_>, Vec<_>) = std::mem::take(&mut *lines)
-        .into_iter()
-        .partition(|(thread, _)| *thread == me);
-    *lines = others;
-    mine.into_iter().map(|(_, line)| line).collect()
+    std::mem::take(
+        &mut *LINES
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    )
 }
 
 /// The one line of [`take_diagnostics`]'s `lines` that contains every one
