@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode};
 use greenlet::cleanup::{set_thread_queue, CleanupQueue, Inline, Manual, Policy, Reaper, Remains};
-use greenlet::interp_shim::{PendingCallScheduler, PyVersion, Runtime, Watchdog};
+use greenlet::interp_shim::{Interpreter, PendingCallScheduler, PyVersion, Watchdog};
 use greenlet::{getcurrent, Greenlet, Value};
 
 /// States per timed drain.
@@ -172,7 +172,7 @@ fn drain_per_state(c: &mut Criterion) {
         format!("pending call, Python 3.12 model ({STATES} states)"),
         |b| {
             b.iter_custom(|iters| {
-                let rt = Runtime::new(PyVersion::V3_12);
+                let rt = Interpreter::new(PyVersion::V3_12);
                 let queue =
                     CleanupQueue::new(Policy::default(), Arc::new(PendingCallScheduler::new(&rt)));
                 let destroyed = Arc::new(AtomicU64::new(0));

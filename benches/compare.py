@@ -31,7 +31,7 @@ def criterion_estimates(text):
 def labelled_figures(text, pattern):
     """{label: figure} for each line matching `pattern`, whose first group is
     the label and second the figure: `RSS <n> bytes` rows of
-    examples/memory.rs, `<operation>  <ns>` rows of
+    benches/drivers/memory.rs, `<operation>  <ns>` rows of
     benches/python/greenlet_bench.py."""
     found = {}
     for line in text.splitlines():

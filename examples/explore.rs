@@ -4,7 +4,8 @@
 //! One cell, with its counterexamples:
 //! `cargo run --release --example explore -- --scenario seed --python 3.11 --policy scheduled --mode trace`
 //!
-//! The hub's pending-call slot as a host: `--python hub` (no `--mode`; the
+//! The hub's pending-call slot as a host (with the `hub` feature, on by
+//! default): `--python hub` (no `--mode`; the
 //! scenarios above and `drain-parks`; `--slot-rules no-busy`,
 //! `clear-outside-lock` or `no-close` break one rule of
 //! `src/hub/pending.rs` on purpose).
@@ -24,10 +25,11 @@ use std::time::Instant;
 use clap::{CommandFactory, Parser, ValueEnum};
 use greenlet::cleanup::Policy;
 use greenlet::interp_shim::explore::{
-    explore_cells, explore_hub, explore_scenario, scenario::churn_with_threads, BoundExceeded,
-    Counterexample, ExploreCell, HubCell, HubScenario, Mode, ScenarioName, SlotRules, TableCell,
-    Verdict, DEFAULT_BOUND, TSV_HEADER,
+    explore_cells, explore_scenario, scenario::churn_with_threads, BoundExceeded, Counterexample,
+    ExploreCell, Mode, ScenarioName, TableCell, Verdict, DEFAULT_BOUND, TSV_HEADER,
 };
+#[cfg(feature = "hub")]
+use greenlet::interp_shim::explore::{explore_hub, HubCell, HubScenario, SlotRules};
 use greenlet::interp_shim::PyVersion;
 
 /// Explores every interleaving of greenlet's thread-exit cleanup over the
@@ -47,6 +49,7 @@ struct Cli {
     version: Host,
     /// With --python hub: the slot's rules as they are (real), or one
     /// broken on purpose: no-busy, clear-outside-lock, no-close.
+    #[cfg(feature = "hub")]
     #[arg(long, value_name = "RULES", default_value = "real")]
     slot_rules: SlotRules,
     /// Cleanup policy: legacy, draining, scheduled, shielded or robust.
@@ -76,17 +79,25 @@ struct Cli {
 #[derive(Clone, Copy, Debug)]
 enum Host {
     Python(PyVersion),
+    #[cfg(feature = "hub")]
     Hub,
 }
 
 fn host(value: &str) -> Result<Host, String> {
+    #[cfg(feature = "hub")]
     if value == "hub" {
         return Ok(Host::Hub);
     }
     value
         .parse()
         .map(Host::Python)
-        .map_err(|e: <PyVersion as std::str::FromStr>::Err| format!("{e}, or hub"))
+        .map_err(|e: <PyVersion as std::str::FromStr>::Err| {
+            if cfg!(feature = "hub") {
+                format!("{e}, or hub")
+            } else {
+                e.to_string()
+            }
+        })
 }
 
 /// How `--table` prints.
@@ -125,6 +136,7 @@ fn print_verdict<C: ExploreCell>(v: &Verdict<C>) {
 fn one_cell(cli: &Cli) -> ExitCode {
     let bound = cli.bound;
     let result = match cli.version {
+        #[cfg(feature = "hub")]
         Host::Hub => {
             if cli.churn_threads.is_some() || cli.mode.is_some() {
                 return usage("--churn-threads and --mode apply to the CPython hosts only");
@@ -142,6 +154,7 @@ fn one_cell(cli: &Cli) -> ExitCode {
                 .map_err(|e| e.to_string())
         }
         Host::Python(version) => {
+            #[cfg(feature = "hub")]
             if cli.slot_rules != SlotRules::Real {
                 return usage("--slot-rules applies to --python hub only");
             }
@@ -276,22 +289,27 @@ fn main() -> ExitCode {
             policy: c.policy.name(),
             mode: c.mode.name(),
         });
-    let hub_cells = HubCell::all();
-    let (hub_states, hub_ok) =
-        print_rows(explore_cells(&hub_cells, bound, workers), tsv, |c| Row {
+    #[cfg(feature = "hub")]
+    let (hub_cells, hub_states, hub_ok) = {
+        let hub_cells = HubCell::all();
+        let (states, ok) = print_rows(explore_cells(&hub_cells, bound, workers), tsv, |c| Row {
             scenario: c.scenario.name(),
             py: "hub",
             policy: c.policy.name(),
             mode: "-",
         });
+        (hub_cells.len(), states, ok)
+    };
+    #[cfg(not(feature = "hub"))]
+    let (hub_cells, hub_states, hub_ok) = (0, 0, true);
     if !tsv {
         let secs = started.elapsed().as_secs_f64();
         let total_states = python_states + hub_states;
         println!(
             "\n{} cells ({} CPython, {} hub), {} states in {:.2} s wall on {workers} threads ({:.0} states/s)",
-            cells.len() + hub_cells.len(),
+            cells.len() + hub_cells,
             cells.len(),
-            hub_cells.len(),
+            hub_cells,
             total_states,
             secs,
             total_states as f64 / secs

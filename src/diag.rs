@@ -16,14 +16,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 static STDERR_FALLBACK: AtomicBool = AtomicBool::new(true);
 
-/// Whether diagnostics reach stderr while no logger is configured (the
-/// default: yes). Returns the previous setting.
+/// Whether the library's diagnostics reach stderr while no logger is
+/// configured (the default: yes). Returns the previous setting.
+///
+/// The crate reports problems that are not the caller's errors (a greenlet
+/// that refused to die, a finalizer that panicked, a schedule that failed)
+/// through the [`log`] facade, with targets under `greenlet`. While `log`'s
+/// maximum level is [`log::LevelFilter::Off`] (no logger set up), a report
+/// is written to stderr instead, as the message alone, unless this is off.
 ///
 /// # Example
 /// ```
-/// let before = greenlet::diag::set_stderr_fallback(false);
+/// let before = greenlet::set_stderr_fallback(false);
 /// assert!(before);
-/// greenlet::diag::set_stderr_fallback(before);
+/// greenlet::set_stderr_fallback(before);
 /// ```
 pub fn set_stderr_fallback(on: bool) -> bool {
     STDERR_FALLBACK.swap(on, Ordering::Relaxed)
@@ -32,9 +38,8 @@ pub fn set_stderr_fallback(on: bool) -> bool {
 /// One structured field of a report, passed to the logger as a `log`
 /// key-value (`event`, `greenlet`, `id`, `error`, ...), so that a program
 /// can act on a report without parsing its message.
-#[doc(hidden)]
 #[derive(Clone, Copy)]
-pub struct Field<'a>(pub &'static str, pub &'a dyn fmt::Display);
+pub(crate) struct Field<'a>(pub(crate) &'static str, pub(crate) &'a dyn fmt::Display);
 
 impl fmt::Debug for Field<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -45,15 +50,13 @@ impl fmt::Debug for Field<'_> {
 /// Sends one report: through `log` when a logger is configured, else to
 /// stderr (unless the fallback is off). `target` is the `log` target, a
 /// module path of this crate.
-#[doc(hidden)]
-pub fn emit(level: log::Level, target: &'static str, args: fmt::Arguments<'_>) {
+pub(crate) fn emit(level: log::Level, target: &'static str, args: fmt::Arguments<'_>) {
     emit_with(level, target, &[], args);
 }
 
 /// [`emit`] with structured fields, which only a logger sees (the stderr
 /// fallback writes the message alone).
-#[doc(hidden)]
-pub fn emit_with(
+pub(crate) fn emit_with(
     level: log::Level,
     target: &'static str,
     fields: &[Field<'_>],

@@ -8,18 +8,28 @@
 //!   dying thread hands its remaining state to.
 //! - `interp_shim` (the `cpython-model` feature, on by default): a model of
 //!   CPython 3.11/3.12/3.13 pending calls, GIL, eval breaker and tracing,
-//!   used to reproduce and fix greenlet's livelock. Build with
-//!   `--no-default-features` for the greenlet core alone.
-//! - [`hub`]: green threads scheduled over OS threads (spawn, join, sleep,
-//!   channels, sync, timeouts, a blocking pool, a watchdog, shutdown).
+//!   used to reproduce and fix greenlet's livelock.
+//! - `hub` (the `hub` feature, on by default): green threads scheduled over
+//!   OS threads (spawn, join, sleep, channels, sync, timeouts, a blocking
+//!   pool, a watchdog, networking, shutdown).
+//!
+//! Built with `--no-default-features`, the crate is the greenlets and the
+//! cleanup queue alone.
+//!
+//! Library diagnostics (a greenlet that refused to die, a finalizer that
+//! panicked) go through the `log` facade; see [`set_stderr_fallback`] for
+//! where they go while no logger is configured.
 
 pub mod cleanup;
 pub mod coroutine;
-pub mod diag;
+mod diag;
 mod erased;
+#[cfg(feature = "hub")]
 pub mod hub;
 #[cfg(feature = "cpython-model")]
 pub mod interp_shim;
+
+pub use diag::set_stderr_fallback;
 
 pub use coroutine::{
     getcurrent, gettrace, live_greenlets, set_global_trace, settrace, stack_stats, ErrorKind,
@@ -27,7 +37,8 @@ pub use coroutine::{
     TraceEvent, TraceHook, Value, WeakGreenlet, DEFAULT_STACK_SIZE,
 };
 
-/// The README's Rust examples, compiled and run as doctests.
+/// The README's Rust examples, compiled and run as doctests (they use every
+/// default feature).
 #[doc = include_str!("../README.md")]
-#[cfg(doctest)]
+#[cfg(all(doctest, feature = "hub", feature = "cpython-model"))]
 pub struct ReadmeDoctests;

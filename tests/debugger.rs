@@ -126,6 +126,7 @@ fn gdb_backtrace_in_a_greenlet_ends_at_its_root() {
     }
 }
 
+#[cfg(feature = "hub")]
 #[test]
 fn gdb_backtrace_in_a_hub_green_thread_ends_at_its_root() {
     if let Some(frames) = backtrace_of("target_hub") {
@@ -150,6 +151,7 @@ fn target_greenlet() {
 
 /// The target of [`gdb_backtrace_in_a_hub_green_thread_ends_at_its_root`]:
 /// stops inside a hub green thread (a no-op without `TARGET`).
+#[cfg(feature = "hub")]
 #[test]
 #[ignore = "run by gdb_backtrace_in_a_hub_green_thread_ends_at_its_root"]
 fn target_hub() {

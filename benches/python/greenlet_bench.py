@@ -1,5 +1,5 @@
 """CPython greenlet timings for the operations benches/switch.rs,
-benches/lifecycle.rs and examples/memory.rs measure in Rust.
+benches/lifecycle.rs and benches/drivers/memory.rs measure in Rust.
 
 Run through run.sh (which installs greenlet==3.5.6 in a venv). Each figure is
 the best of several repeats of a timed loop, in nanoseconds per operation,

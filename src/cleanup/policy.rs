@@ -36,8 +36,8 @@ pub enum Policy {
     Shielded,
     /// `Shielded`, and a failed schedule is retried when a push relied on it
     /// meanwhile: a push that finds the flag held records that it did, and
-    /// [`QueueCore::schedule_failed`] then answers [`Retry::Schedule`]
-    /// instead of releasing the flag. Without this, a thread that dies
+    /// the failed schedule is then asked for again instead of the flag
+    /// being released. Without this, a thread that dies
     /// between the failed `Py_AddPendingCall` and the flag's release (the
     /// ring having emptied meanwhile) strands both states for good — the
     /// explorer's `full-ring` counterexample against `Scheduled` and
@@ -131,7 +131,7 @@ pub struct Metrics {
 
 /// What the caller of [`QueueCore::push`] must do next, outside the lock.
 #[derive(Debug, PartialEq, Eq)]
-pub enum PushAction<T> {
+pub(crate) enum PushAction<T> {
     /// Ask the scheduler for a drain; report a refusal with
     /// [`QueueCore::schedule_failed`]. The drain counts as outstanding from
     /// this step on, so that a drain that runs before the scheduler returns
@@ -145,7 +145,7 @@ pub enum PushAction<T> {
 
 /// What the caller of [`QueueCore::schedule_failed`] must do next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Retry {
+pub(crate) enum Retry {
     /// Ask the scheduler again: the drain still counts as outstanding.
     Schedule,
     /// Give up: no drain is outstanding for this push any more.
@@ -154,7 +154,7 @@ pub enum Retry {
 
 /// The queue's state: its items, the policy's flags and the metrics.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct QueueCore<T> {
+pub(crate) struct QueueCore<T> {
     policy: Policy,
     items: Vec<T>,
     draining: bool,
@@ -168,7 +168,7 @@ pub struct QueueCore<T> {
 
 impl<T> QueueCore<T> {
     /// An empty queue under `policy`.
-    pub fn new(policy: Policy) -> Self {
+    pub(crate) fn new(policy: Policy) -> Self {
         QueueCore {
             policy,
             items: Vec::new(),
@@ -182,52 +182,50 @@ impl<T> QueueCore<T> {
     }
 
     /// The policy this queue follows.
-    pub fn policy(&self) -> Policy {
+    pub(crate) fn policy(&self) -> Policy {
         self.policy
     }
 
     /// Items waiting for a drain.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.items.len()
     }
 
     /// Whether no item is waiting.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
 
-    /// The items waiting, oldest first.
-    pub fn items(&self) -> &[T] {
-        &self.items
-    }
-
     /// Drains scheduled and not yet finished.
-    pub fn outstanding(&self) -> u64 {
+    pub(crate) fn outstanding(&self) -> u64 {
         self.outstanding
     }
 
     /// Whether the `Scheduled`/`Shielded`/`Robust` flag is held.
-    pub fn scheduled_flag(&self) -> bool {
+    #[cfg(feature = "cpython-model")]
+    pub(crate) fn scheduled_flag(&self) -> bool {
         self.scheduled
     }
 
     /// Whether the `Draining` flag is held.
-    pub fn draining_flag(&self) -> bool {
+    #[cfg(feature = "cpython-model")]
+    pub(crate) fn draining_flag(&self) -> bool {
         self.draining
     }
 
     /// Whether finalization has begun.
-    pub fn is_finalized(&self) -> bool {
+    #[cfg(feature = "cpython-model")]
+    pub(crate) fn is_finalized(&self) -> bool {
         self.finalized
     }
 
     /// The counters so far.
-    pub fn metrics(&self) -> Metrics {
+    pub(crate) fn metrics(&self) -> Metrics {
         self.metrics
     }
 
     /// A dying thread enqueues its state (greenlet's `AddToCleanupQueue`).
-    pub fn push(&mut self, item: T) -> PushAction<T> {
+    pub(crate) fn push(&mut self, item: T) -> PushAction<T> {
         if self.finalized {
             self.metrics.states_leaked += 1;
             return PushAction::Leaked(item);
@@ -261,7 +259,7 @@ impl<T> QueueCore<T> {
     /// relied on this schedule since it was claimed (the caller then asks
     /// the scheduler again; the drain counts as outstanding again), else
     /// releases it like `Scheduled`.
-    pub fn schedule_failed(&mut self) -> Retry {
+    pub(crate) fn schedule_failed(&mut self) -> Retry {
         self.metrics.schedules_failed += 1;
         if self.policy == Policy::Robust && self.missed && !self.finalized {
             self.missed = false;
@@ -277,13 +275,13 @@ impl<T> QueueCore<T> {
     }
 
     /// A drain starts (greenlet's `PendingCallback_DestroyQueue` entered).
-    pub fn drain_begin(&mut self) {
+    pub(crate) fn drain_begin(&mut self) {
         self.metrics.drains_run += 1;
     }
 
     /// The drain takes the next item, newest first as greenlet does, or finds
     /// the queue empty and releases the policy's flags.
-    pub fn drain_next(&mut self) -> Option<T> {
+    pub(crate) fn drain_next(&mut self) -> Option<T> {
         match self.items.pop() {
             Some(item) => {
                 self.draining = true;
@@ -300,14 +298,14 @@ impl<T> QueueCore<T> {
     }
 
     /// The drain returns to whoever ran it.
-    pub fn drain_end(&mut self) {
+    pub(crate) fn drain_end(&mut self) {
         self.outstanding = self.outstanding.saturating_sub(1);
     }
 
     /// The host is going away: no drain will run again. Queued items and every
     /// later push are leaked on purpose and counted; the items are handed back
     /// so that the caller can forget them without running user code.
-    pub fn finalize(&mut self) -> Vec<T> {
+    pub(crate) fn finalize(&mut self) -> Vec<T> {
         self.finalized = true;
         self.metrics.states_leaked += self.items.len() as u64;
         std::mem::take(&mut self.items)
@@ -315,7 +313,8 @@ impl<T> QueueCore<T> {
 
     /// A leak in the explorer's sense: items wait, and no drain is scheduled
     /// or running that would take them.
-    pub fn is_stranded(&self) -> bool {
+    #[cfg(any(test, feature = "cpython-model"))]
+    pub(crate) fn is_stranded(&self) -> bool {
         !self.items.is_empty() && self.outstanding == 0
     }
 }

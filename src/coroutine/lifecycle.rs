@@ -223,7 +223,8 @@ fn drop_only_handle_elsewhere(record: Arc<Record>) {
 /// [`last_handle_gone`] on the owner thread, with the common case
 /// first: a dead greenlet (not the current one, which `finish` may still
 /// be leaving, nor a leaked one, nor one whose kill on drop is still to
-/// report how it went) is only finalized; [`recycle`] then keeps
+/// report how it went) is only finalized;
+/// [`ThreadState::recycle`](super::thread_state::ThreadState::recycle) then keeps
 /// or unregisters it.
 ///
 /// # Safety

@@ -26,8 +26,9 @@
 //!    corosensei's elsewhere); `fiber.rs` (a coroutine with its stack, which
 //!    outlives the greenlets that run on it: a finished body's coroutine
 //!    parks for the next one) and `kept.rs` (the fiber a thread keeps for
-//!    its next start); `direct.rs`, the hub's lean park and resume on the
-//!    same pieces, which falls back to the full protocol.
+//!    its next start); `direct.rs` (with the `hub` feature), the hub's lean
+//!    park and resume on the same pieces, which falls back to the full
+//!    protocol.
 //! 5. `lifecycle.rs`: kill, kill on drop, the deferred work, the forced
 //!    unwind.
 //! 6. `thread_exit.rs`: the teardown when the thread exits, which hands the
@@ -103,6 +104,7 @@
 
 mod arch;
 mod context;
+#[cfg(feature = "hub")]
 pub(crate) mod direct;
 mod error;
 mod fiber;

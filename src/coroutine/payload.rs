@@ -158,6 +158,7 @@ impl Slot {
 
     /// Whether a payload is in the slot (a switch by the full protocol, not
     /// `direct`'s, just arrived).
+    #[cfg(feature = "hub")]
     #[inline(always)]
     pub(crate) fn is_full(&self) -> bool {
         self.full

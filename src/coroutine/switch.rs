@@ -38,9 +38,9 @@ use super::context;
 use super::error::{panic_message, ErrorKind, GreenletError};
 use super::fiber::Fiber;
 use super::lifecycle;
-use super::payload::{
-    exit_value, from_words, into_words, Kind, Payload, PayloadWords, Words, NOTHING,
-};
+#[cfg(feature = "hub")]
+use super::payload::NOTHING;
+use super::payload::{exit_value, from_words, into_words, Kind, Payload, PayloadWords, Words};
 use super::record::{Flags, Local, Record};
 use super::run::Run;
 use super::stack::{self, PooledStack};
@@ -470,6 +470,7 @@ unsafe fn jump(ts: *mut ThreadState, dest: *const Record, carried: *const Words)
 ///
 /// # Safety
 /// As for [`resume_from_main_with`].
+#[cfg(feature = "hub")]
 #[inline(always)]
 pub(super) unsafe fn resume_from_main(
     ts: *mut ThreadState,
@@ -485,6 +486,7 @@ pub(super) unsafe fn resume_from_main(
 ///
 /// # Safety
 /// As for [`suspend_to_with`].
+#[cfg(feature = "hub")]
 #[inline(always)]
 pub(super) unsafe fn suspend_to(ts: *mut ThreadState, current: *const Record, dest: *const Record) {
     // SAFETY: guaranteed by the caller.
@@ -498,6 +500,7 @@ pub(super) unsafe fn suspend_to(ts: *mut ThreadState, current: *const Record, de
 ///
 /// # Safety
 /// `ts` is live; `carried` is what the switch carried, not read since.
+#[cfg(feature = "hub")]
 #[inline(always)]
 unsafe fn deposit(ts: *mut ThreadState, carried: *const Words) {
     if !ptr::eq(carried, &NOTHING) {
@@ -780,6 +783,7 @@ unsafe fn dispatch_loop(
 ///
 /// # Safety
 /// `ts` is the calling thread's live state.
+#[cfg(feature = "hub")]
 #[inline(always)]
 pub(super) unsafe fn take_and_settle(ts: *mut ThreadState) -> Payload {
     // SAFETY: guaranteed by the caller.

@@ -13,7 +13,7 @@
 //! Uses records, the thread link, the payload slot, the stack pool, the
 //! kept fiber (`kept.rs`) and the cleanup queue (captured at creation).
 //! Calls up only once: the thread-local guard's
-//! destructor runs [`thread_exit::teardown`](super::thread_exit::teardown).
+//! destructor runs [`super::thread_exit::teardown`].
 
 use std::cell::Cell;
 use std::ptr;

@@ -84,9 +84,9 @@ pub(crate) enum MakeBegin {
 ///
 /// # Examples
 /// ```
-/// use greenlet::interp_shim::{PyVersion, RingFull, Runtime};
+/// use greenlet::interp_shim::{PyVersion, RingFull, Interpreter};
 ///
-/// let rt = Runtime::new(PyVersion::V3_11);
+/// let rt = Interpreter::new(PyVersion::V3_11);
 /// for _ in 0..PyVersion::V3_11.spec().ring_capacity {
 ///     rt.add_pending_call(|_| Ok(())).unwrap();
 /// }
@@ -600,9 +600,9 @@ impl<C> InterpCore<C> {
 ///
 /// # Examples
 /// ```
-/// use greenlet::interp_shim::{PyVersion, Runtime, Summary};
+/// use greenlet::interp_shim::{PyVersion, Interpreter, Summary};
 ///
-/// let s: Summary = Runtime::new(PyVersion::V3_12).summary();
+/// let s: Summary = Interpreter::new(PyVersion::V3_12).summary();
 /// assert_eq!((s.gil_holder, s.ring, s.busy), (Some(0), 0, false));
 /// assert_eq!(
 ///     s.to_string(),

@@ -32,9 +32,9 @@ pub mod watchdog;
 
 pub use self::core::{RingFull, Summary, ThreadIdx, MAIN_THREAD};
 pub use self::runtime::{
-    Event, ExitOrder, Hook, Outcome, PendingCall, Py, PyErr, PyGreenlet, PyResult, RunError,
-    Runtime, RuntimeStats, SignalDisposition, SignalHandler, ThreadHandle, UnknownExitOrder,
-    EARLY_VERDICT_REDISPATCHES, SWITCH_INTERVAL,
+    ExitOrder, Hook, Interpreter, InterpreterStats, Outcome, PendingCall, Py, PyErr, PyEvent,
+    PyGreenlet, PyResult, RunError, SignalDisposition, SignalHandler, ThreadHandle,
+    UnknownExitOrder, EARLY_VERDICT_REDISPATCHES, SWITCH_INTERVAL,
 };
 pub use self::scheduler::PendingCallScheduler;
 pub use self::version::{PyVersion, UnknownVersion, VersionSpec, MAX_CALLS_PER_MAKE};

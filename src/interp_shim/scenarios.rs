@@ -4,7 +4,7 @@
 //!
 //! Owns: the scenario configurations and reports, and which explorer mode
 //! stands for each live mode ([`TraceMode::explored_as`]). Uses the
-//! [`Runtime`], the [`PendingCallScheduler`], [`explore::Mode`],
+//! [`Interpreter`], the [`PendingCallScheduler`], [`explore::Mode`],
 //! [`crate::cleanup`] and the greenlet API (`getcurrent()`, `Greenlet::on_finalize`): every simulated thread routes
 //! its greenlet state to the scenario's queue (`cleanup::set_thread_queue`)
 //! first thing, and a finalizer's simulated Python code finds its [`Py`]
@@ -25,8 +25,8 @@ use crate::diag::diag_warn;
 
 use super::explore;
 use super::runtime::{
-    Event, ExitOrder, Hook, Outcome, Py, PyErr, PyGreenlet, PyResult, RunError, Runtime,
-    RuntimeStats, ThreadHandle, EARLY_VERDICT_REDISPATCHES,
+    ExitOrder, Hook, Interpreter, InterpreterStats, Outcome, Py, PyErr, PyEvent, PyGreenlet,
+    PyResult, RunError, ThreadHandle, EARLY_VERDICT_REDISPATCHES,
 };
 use super::scheduler::PendingCallScheduler;
 use super::version::PyVersion;
@@ -198,7 +198,7 @@ pub struct ScenarioReport {
     pub finalizer_panics: u64,
     /// The runtime's counters after finalization, or when the watchdog
     /// fired if the run hung.
-    pub runtime: RuntimeStats,
+    pub runtime: InterpreterStats,
 }
 
 impl ScenarioReport {
@@ -283,7 +283,7 @@ impl ScenarioReport {
 
 /// How a scenario's runtime runs, beyond its configuration: the exit order
 /// of dying threads and the watchdog's early verdict (see
-/// [`Runtime::new`] for why the default order rules out a real
+/// [`Interpreter::new`] for why the default order rules out a real
 /// interleaving).
 ///
 /// # Examples
@@ -306,9 +306,9 @@ impl ScenarioReport {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RunOptions {
     /// Where dying threads' thread-local destructors fall
-    /// ([`Runtime::set_exit_order`]).
+    /// ([`Interpreter::set_exit_order`]).
     pub exit_order: ExitOrder,
-    /// The early verdict's bound ([`Runtime::set_early_verdict`]).
+    /// The early verdict's bound ([`Interpreter::set_early_verdict`]).
     pub early_verdict: Option<u64>,
 }
 
@@ -338,7 +338,7 @@ impl RunOptions {
         }
     }
 
-    fn apply(self, runtime: &Runtime) {
+    fn apply(self, runtime: &Interpreter) {
         runtime.set_exit_order(self.exit_order);
         runtime.set_early_verdict(self.early_verdict);
     }
@@ -348,7 +348,7 @@ impl RunOptions {
 /// greenlet state to the queue; the queue is finalized with the interpreter;
 /// the watchdog's report carries the queue's metrics.
 struct Harness {
-    runtime: Runtime,
+    runtime: Interpreter,
     queue: Arc<CleanupQueue>,
     created: Arc<AtomicU64>,
     /// States created when the watchdog fired: what a hung run reports
@@ -360,7 +360,7 @@ struct Harness {
 
 impl Harness {
     fn new(version: PyVersion, policy: Policy, options: RunOptions) -> Harness {
-        let runtime = Runtime::new(version);
+        let runtime = Interpreter::new(version);
         options.apply(&runtime);
         let queue = CleanupQueue::new(policy, Arc::new(PendingCallScheduler::new(&runtime)));
         let q = Arc::clone(&queue);
@@ -633,7 +633,7 @@ pub fn seed_entering(
     first: FirstEntry,
 ) -> Result<ScenarioReport, RunError> {
     let harness = Harness::new(config.version, config.policy, options);
-    let release_b = Event::new(&harness.runtime);
+    let release_b = PyEvent::new(&harness.runtime);
     let queue = Arc::clone(&harness.queue);
     let created = Arc::clone(&harness.created);
     let b_queued: Arc<Mutex<Option<bool>>> = Arc::new(Mutex::new(None));
@@ -689,7 +689,7 @@ pub fn seed_entering(
 
 /// The seed's `_in_cleanup` weakref callback, entering `first` last.
 fn in_cleanup(
-    release_b: &Event,
+    release_b: &PyEvent,
     queue: &Arc<CleanupQueue>,
     state: &Mutex<Option<bool>>,
     first: FirstEntry,
@@ -791,7 +791,7 @@ pub fn greenlet_switch_in_cleanup(
     kick: Kick,
 ) -> Result<GreenletSwitchReport, RunError> {
     let harness = Harness::new(config.version, config.policy, RunOptions::default());
-    let release_b = Event::new(&harness.runtime);
+    let release_b = PyEvent::new(&harness.runtime);
     let queue = Arc::clone(&harness.queue);
     let created = Arc::clone(&harness.created);
     let in_cleanup: Arc<Mutex<Option<u64>>> = Arc::new(Mutex::new(None));
@@ -877,7 +877,7 @@ pub fn greenlet_switch_in_cleanup(
 /// The probe's `cleanup_cb`; whether it ran to its end.
 fn cleanup_cb(
     kick: Kick,
-    release_b: &Event,
+    release_b: &PyEvent,
     queue: &Arc<CleanupQueue>,
     g: &PyGreenlet,
     h_slot: &Mutex<Option<PyGreenlet>>,
@@ -1119,7 +1119,7 @@ pub fn ring_full(config: RingFullConfig) -> Result<ScenarioReport, RunError> {
     let capacity = config.version.spec().ring_capacity;
     let outcome = harness.runtime.run(config.watchdog, move |py| {
         let (q, c) = (Arc::clone(&queue), Arc::clone(&created));
-        let burst_done = Event::new(&py.runtime());
+        let burst_done = PyEvent::new(&py.runtime());
         let done = burst_done.clone();
         // A C extension adds the call: the check site after that call runs it.
         let added = py.c_call(|| {
@@ -1221,7 +1221,7 @@ pub fn finalization(
 ) -> Result<ScenarioReport, RunError> {
     let harness = Harness::new(version, policy, RunOptions::default());
     let created = Arc::clone(&harness.created);
-    let started = Event::new(&harness.runtime);
+    let started = PyEvent::new(&harness.runtime);
     let ran = Arc::new(AtomicU64::new(0));
     let finalizer_runs = Arc::clone(&ran);
     let outcome = harness.runtime.run(watchdog, move |py| {

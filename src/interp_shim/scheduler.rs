@@ -1,7 +1,7 @@
 //! The cleanup queue's scheduler in the CPython model: greenlet's
 //! `Py_AddPendingCall(PendingCallback_DestroyQueue)`.
 //!
-//! Owns: [`PendingCallScheduler`]. Uses the [`Runtime`]'s public operations
+//! Owns: [`PendingCallScheduler`]. Uses the [`Interpreter`]'s public operations
 //! and [`crate::cleanup`]'s `Scheduler` trait (the shim plugs into cleanup,
 //! never the other way round).
 
@@ -9,9 +9,9 @@ use std::sync::{Arc, Weak};
 
 use crate::cleanup::{CleanupQueue, ScheduleError, Scheduler};
 
-use super::runtime::{Py, Runtime, Shared};
+use super::runtime::{Interpreter, Py, Shared};
 
-/// Schedules a drain as a pending call of a [`Runtime`], added as the
+/// Schedules a drain as a pending call of an [`Interpreter`], added as the
 /// calling model thread (read from the runtime's thread-local, so it works
 /// from a dying thread's thread-local destructors, without the GIL).
 /// Destructions under [`Policy::Shielded`](crate::cleanup::Policy::Shielded)
@@ -23,7 +23,7 @@ use super::runtime::{Py, Runtime, Shared};
 /// use std::sync::Arc;
 /// use std::time::Duration;
 /// use greenlet::cleanup::{CleanupQueue, Policy, Remains};
-/// use greenlet::interp_shim::{Outcome, PendingCallScheduler, PyVersion, Runtime, Watchdog};
+/// use greenlet::interp_shim::{Outcome, PendingCallScheduler, PyVersion, Interpreter, Watchdog};
 ///
 /// struct State;
 /// impl Remains for State {
@@ -31,7 +31,7 @@ use super::runtime::{Py, Runtime, Shared};
 ///     fn label(&self) -> String { "a state".into() }
 /// }
 ///
-/// let rt = Runtime::new(PyVersion::V3_11);
+/// let rt = Interpreter::new(PyVersion::V3_11);
 /// let queue = CleanupQueue::new(Policy::Shielded, Arc::new(PendingCallScheduler::new(&rt)));
 /// let q = Arc::clone(&queue);
 /// let outcome = rt
@@ -56,9 +56,9 @@ impl PendingCallScheduler {
     /// ```
     /// use std::sync::Arc;
     /// use greenlet::cleanup::{CleanupQueue, Policy, Scheduler};
-    /// use greenlet::interp_shim::{PendingCallScheduler, PyVersion, Runtime};
+    /// use greenlet::interp_shim::{PendingCallScheduler, PyVersion, Interpreter};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let rt = Interpreter::new(PyVersion::V3_12);
     /// let scheduler = Arc::new(PendingCallScheduler::new(&rt));
     /// let queue = CleanupQueue::new(Policy::Scheduled, scheduler.clone());
     /// scheduler.schedule(&queue).unwrap(); // one pending call added
@@ -66,7 +66,7 @@ impl PendingCallScheduler {
     /// drop(rt); // held weakly: the interpreter is gone now
     /// assert!(scheduler.schedule(&queue).unwrap_err().to_string().contains("gone"));
     /// ```
-    pub fn new(runtime: &Runtime) -> Self {
+    pub fn new(runtime: &Interpreter) -> Self {
         PendingCallScheduler {
             runtime: runtime.downgrade(),
         }
@@ -82,7 +82,7 @@ impl PendingCallScheduler {
 
 impl Scheduler for PendingCallScheduler {
     fn schedule(&self, queue: &Arc<CleanupQueue>) -> Result<(), ScheduleError> {
-        let Some(runtime) = self.runtime.upgrade().map(Runtime::from_shared) else {
+        let Some(runtime) = self.runtime.upgrade().map(Interpreter::from_shared) else {
             return Err(
                 self.error("the simulated interpreter is gone; the thread state is leaked".into())
             );
@@ -111,7 +111,7 @@ impl Scheduler for PendingCallScheduler {
     }
 
     fn shield(&self, destroy: &mut dyn FnMut()) {
-        let own = self.runtime.upgrade().map(Runtime::from_shared);
+        let own = self.runtime.upgrade().map(Interpreter::from_shared);
         match (Py::current(), own) {
             (Some(py), Some(runtime)) if runtime.owns(&py) => py.with_tracing_suspended(destroy),
             _ => destroy(),

@@ -5,7 +5,7 @@
 //!
 //! Owns: [`Watchdog`], [`HangReport`], [`HangCause`], [`ThreadDump`],
 //! [`QueueAtHang`]. Uses the core's [`Summary`], the runtime's counters and
-//! the cleanup queue's metrics; the [`Runtime`](super::runtime::Runtime)
+//! the cleanup queue's metrics; the [`Interpreter`](super::runtime::Interpreter)
 //! builds the report in the watchdog's firing step.
 
 use std::fmt;
@@ -14,7 +14,7 @@ use std::time::Duration;
 use crate::cleanup::{CleanupQueue, Metrics, Policy};
 
 use super::core::{Summary, ThreadIdx};
-use super::runtime::RuntimeStats;
+use super::runtime::InterpreterStats;
 
 /// Why the watchdog ended a run.
 ///
@@ -30,7 +30,7 @@ pub enum HangCause {
     /// The timeout passed (`faulthandler.dump_traceback_later`).
     Timeout,
     /// The early verdict
-    /// ([`Runtime::set_early_verdict`](super::runtime::Runtime::set_early_verdict)):
+    /// ([`Interpreter::set_early_verdict`](super::runtime::Interpreter::set_early_verdict)):
     /// the livelock predicate held over this many re-dispatches in a row
     /// while nothing else could change the state.
     Livelock {
@@ -40,15 +40,15 @@ pub enum HangCause {
 }
 
 /// A cleanup queue as the watchdog found it
-/// ([`Runtime::report_queue`](super::runtime::Runtime::report_queue)).
+/// ([`Interpreter::report_queue`](super::runtime::Interpreter::report_queue)).
 ///
 /// # Examples
 /// ```
 /// use std::sync::Arc;
 /// use greenlet::cleanup::{CleanupQueue, Policy};
-/// use greenlet::interp_shim::{PendingCallScheduler, PyVersion, QueueAtHang, Runtime};
+/// use greenlet::interp_shim::{PendingCallScheduler, PyVersion, QueueAtHang, Interpreter};
 ///
-/// let rt = Runtime::new(PyVersion::V3_12);
+/// let rt = Interpreter::new(PyVersion::V3_12);
 /// let queue = CleanupQueue::new(Policy::Robust, Arc::new(PendingCallScheduler::new(&rt)));
 /// let seen = QueueAtHang::of(&queue);
 /// assert_eq!((seen.policy, seen.len, seen.outstanding), (Policy::Robust, 0, 0));
@@ -107,7 +107,7 @@ pub(crate) fn metrics_kv(m: &Metrics) -> String {
     )
 }
 
-/// The watchdog of [`Runtime::run`](super::runtime::Runtime::run), modelled on
+/// The watchdog of [`Interpreter::run`](super::runtime::Interpreter::run), modelled on
 /// `faulthandler.dump_traceback_later(timeout, exit=True)`.
 ///
 /// # Example
@@ -116,10 +116,10 @@ pub(crate) fn metrics_kv(m: &Metrics) -> String {
 /// ```
 /// use std::time::Duration;
 /// use greenlet::interp_shim::{
-///     HangCause, Hook, Outcome, PyVersion, Runtime, Watchdog, EARLY_VERDICT_REDISPATCHES,
+///     HangCause, Hook, Outcome, PyVersion, Interpreter, Watchdog, EARLY_VERDICT_REDISPATCHES,
 /// };
 ///
-/// let rt = Runtime::new(PyVersion::V3_11);
+/// let rt = Interpreter::new(PyVersion::V3_11);
 /// let outcome = rt
 ///     .run(Watchdog::Report(Duration::from_millis(300)), |py| {
 ///         py.settrace(Hook::C)?;
@@ -156,10 +156,10 @@ pub enum Watchdog {
 /// # Examples
 /// ```
 /// use std::time::Duration;
-/// use greenlet::interp_shim::{Hook, Outcome, PyVersion, Runtime, Watchdog};
+/// use greenlet::interp_shim::{Hook, Outcome, PyVersion, Interpreter, Watchdog};
 ///
 /// // The 3.11 spin of the `HangReport` example, in a function `f`.
-/// let rt = Runtime::new(PyVersion::V3_11);
+/// let rt = Interpreter::new(PyVersion::V3_11);
 /// let outcome = rt
 ///     .run(Watchdog::Report(Duration::from_millis(200)), |py| {
 ///         py.settrace(Hook::C)?;
@@ -198,11 +198,11 @@ pub struct ThreadDump {
 /// another one, while a daemon thread waits on an event.
 /// ```
 /// use std::time::Duration;
-/// use greenlet::interp_shim::{Event, Hook, Outcome, PyVersion, Runtime, Watchdog};
+/// use greenlet::interp_shim::{PyEvent, Hook, Outcome, PyVersion, Interpreter, Watchdog};
 ///
-/// let rt = Runtime::new(PyVersion::V3_11);
+/// let rt = Interpreter::new(PyVersion::V3_11);
 /// rt.set_report_hook(|| "queue: 1 state".into());
-/// let never = Event::new(&rt);
+/// let never = PyEvent::new(&rt);
 /// let outcome = rt
 ///     .run(Watchdog::Report(Duration::from_millis(300)), move |py| {
 ///         py.spawn_daemon("idle", move |py| py.wait(&never))?;
@@ -233,9 +233,9 @@ pub struct HangReport {
     /// Why it fired: the timeout, or the early verdict.
     pub cause: HangCause,
     /// The runtime's counters in the firing step.
-    pub stats: RuntimeStats,
+    pub stats: InterpreterStats,
     /// The cleanup queue in the firing step, if one was registered with
-    /// [`Runtime::report_queue`](super::runtime::Runtime::report_queue).
+    /// [`Interpreter::report_queue`](super::runtime::Interpreter::report_queue).
     pub queue: Option<QueueAtHang>,
     /// Every live thread's stack, main thread first.
     pub threads: Vec<ThreadDump>,
@@ -246,7 +246,7 @@ pub struct HangReport {
     pub livelock_predicate: bool,
     /// Traced RESUME re-dispatches in the whole interpreter.
     pub redispatches: u64,
-    /// Lines added by [`Runtime::set_report_hook`](super::runtime::Runtime::set_report_hook)
+    /// Lines added by [`Interpreter::set_report_hook`](super::runtime::Interpreter::set_report_hook)
     /// (e.g. queue metrics).
     pub extra: String,
 }
@@ -257,10 +257,10 @@ impl HangReport {
     /// # Examples
     /// ```
     /// use std::time::Duration;
-    /// use greenlet::interp_shim::{Event, Hook, Outcome, PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{PyEvent, Hook, Outcome, PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_11);
-    /// let never = Event::new(&rt);
+    /// let rt = Interpreter::new(PyVersion::V3_11);
+    /// let never = PyEvent::new(&rt);
     /// let outcome = rt
     ///     .run(Watchdog::Report(Duration::from_millis(200)), move |py| {
     ///         let done = py.spawn("a", |_| Ok(()))?;

@@ -1,21 +1,34 @@
 //! Helpers shared by the integration tests.
 
+#[cfg(feature = "hub")]
 #[allow(dead_code)] // only the hub's test binaries use it
 pub(crate) mod hub;
 
 use std::process::{Command, Output};
 
-/// Run the ignored test `test` of the calling test binary in a child
-/// process with `var=value` in its environment, and wait for it. For
-/// behaviour that ends the process (exit, abort, a stack overflow) or that
-/// shows on stderr, which the test harness captures in-process.
+/// The name the test harness gives test `test` of module `module` (the
+/// caller's `module_path!()`): the module path without the test binary's
+/// crate name, then the test's.
 #[allow(dead_code)] // not every test binary uses every helper
-pub(crate) fn run_child_test(test: &str, var: &str, value: &str) -> Output {
+pub(crate) fn test_path(module: &str, test: &str) -> String {
+    match module.split_once("::") {
+        Some((_, inner)) => format!("{inner}::{test}"),
+        None => test.to_string(),
+    }
+}
+
+/// Run the ignored test `test` of module `module` (the caller's
+/// `module_path!()`) of the calling test binary in a child process with
+/// `var=value` in its environment, and wait for it. For behaviour that ends
+/// the process (exit, abort, a stack overflow) or that shows on stderr,
+/// which the test harness captures in-process.
+#[allow(dead_code)] // not every test binary uses every helper
+pub(crate) fn run_child_test(module: &str, test: &str, var: &str, value: &str) -> Output {
     let exe = std::env::current_exe().expect("test binary path");
     Command::new(exe)
         .args([
             "--exact",
-            test,
+            &test_path(module, test),
             "--ignored",
             "--nocapture",
             "--test-threads=1",
@@ -77,6 +90,10 @@ pub(crate) fn serial() -> std::sync::MutexGuard<'static, ()> {
 /// The library's diagnostics, captured through the `log` facade: installs
 /// a capturing logger on first use (once per test binary) and returns the
 /// reports made since the last call, as `LEVEL target: message` lines.
+/// Reports of every thread are kept (a greenlet's thread-exit report comes
+/// from its own thread), so the tests of other modules running meanwhile
+/// may add some: a test that checks a report is absent names its greenlets
+/// and looks for their names.
 #[allow(dead_code)]
 pub(crate) fn take_diagnostics() -> Vec<String> {
     use std::sync::{Mutex, Once};
@@ -139,8 +156,16 @@ pub(crate) fn example(name: &str) -> std::path::PathBuf {
         if !cfg!(debug_assertions) {
             build.arg("--release");
         }
-        if !cfg!(feature = "cpython-model") {
-            build.arg("--no-default-features");
+        build.arg("--no-default-features");
+        let features: Vec<&str> = [
+            ("hub", cfg!(feature = "hub")),
+            ("cpython-model", cfg!(feature = "cpython-model")),
+        ]
+        .into_iter()
+        .filter_map(|(name, on)| on.then_some(name))
+        .collect();
+        if !features.is_empty() {
+            build.args(["--features", &features.join(",")]);
         }
         match build.status() {
             Ok(status) if status.success() => Ok(()),

@@ -1,6 +1,6 @@
 """The differential tester's driver: generates random greenlet programs
 (seeded), runs them on Python's greenlet (interp.py, one venv per CPython)
-and on the crate (examples/difftest_interp.rs), normalises exactly the
+and on the crate (tests/differential/difftest_interp.rs), normalises exactly the
 differences docs/greenlets.md documents (each by name, counted), compares, sorts
 every disagreement into a class, shrinks one program per class and prints a
 summary.

@@ -39,7 +39,7 @@
 //! (the ABI does not keep them across a call either): the control state is
 //! loaded only when its control bits differ from the running context's
 //! (then the flags come with it), because `ldmxcsr` and `fldcw` cost more
-//! than the compare (measured with `examples/hot_loops round-trip` in
+//! than the compare (measured with the `hot_loops round-trip` driver in
 //! paired runs against a switch without them; `benches/RESULTS.md`).
 //!
 //! # A new coroutine's stack

@@ -7,13 +7,13 @@
 //! transitions (`model`, internal), the frame machine that the CPython model
 //! and the hub's host share (`frames`, internal: programs, conditions, the
 //! cleanup queue's drain), the breadth-first search ([`search`]) and the
-//! table over scenarios × versions × policies × modes; and the hub's
-//! pending-call slot as a further host ([`hub`]: its cells, [`HubCell`],
-//! are scenarios × policies, and [`ExploreCell`] is what both kinds of cell
-//! share).
+//! table over scenarios × versions × policies × modes; and, with the `hub`
+//! feature, the hub's pending-call slot as a further host (`hub`: its
+//! cells, `HubCell`, are scenarios × policies, and [`ExploreCell`] is what
+//! both kinds of cell share).
 //!
 //! Uses the same semantic core as the live runtime — `InterpCore` for the
-//! interpreter and [`QueueCore`] for the cleanup policy — and nothing else of
+//! interpreter and `QueueCore` for the cleanup policy — and nothing else of
 //! the crate. Every step that touches shared state is one call of a core
 //! method; this module only moves program counters, pushes and pops the main
 //! thread's frames (check site → handling → `make_pending_calls` → drain →
@@ -47,14 +47,12 @@
 //!   the states from which quiescence is unreachable (traps), and the tests
 //!   assert traps exist exactly when a livelock does.
 //! - **violation** (the hub host only): a state that breaks a safety rule of
-//!   the hub's slot (see [`hub`]).
+//!   the hub's slot (see `hub`).
 //! - **leak**: a quiescent state (every dying thread finished, the main
 //!   thread in its idle loop with nothing below, the ring empty, not busy)
 //!   whose queue is non-empty with no drain outstanding
-//!   ([`QueueCore::is_stranded`]). States leaked on purpose at finalization
+//!   (`QueueCore::is_stranded`). States leaked on purpose at finalization
 //!   are counted apart ([`Verdict::leaked_on_purpose`]).
-//!
-//! [`QueueCore::is_stranded`]: crate::cleanup::QueueCore::is_stranded
 //!
 //! # Example
 //! ```
@@ -73,9 +71,14 @@
 //! let schedule = verdict.livelock.unwrap();
 //! assert!(schedule.to_string().contains("LIVELOCK"));
 //! ```
-//!
-//! [`QueueCore`]: crate::cleanup::QueueCore
 
+// Public but hidden: the `explore` example's `--python hub` and the hub
+// slot's model tests drive it from outside the crate; it is a model check
+// of the hub's internals, not an API (so its docs may name crate-private
+// items).
+#[cfg(feature = "hub")]
+#[doc(hidden)]
+#[allow(rustdoc::private_intra_doc_links)]
 pub mod hub;
 pub(crate) mod model;
 pub mod scenario;
@@ -92,6 +95,8 @@ use parking_lot::Mutex;
 use crate::cleanup::Policy;
 use crate::interp_shim::PyVersion;
 
+#[cfg(feature = "hub")]
+#[doc(hidden)]
 pub use self::hub::{
     explore_hub, HubCell, HubScenario, SlotRules, UnknownHubScenario, UnknownSlotRules,
     HUB_CAPACITY,
@@ -123,7 +128,7 @@ pub const DEFAULT_BOUND: usize = 4_000_000;
 /// tracing suspended, and that frame's `RESUME` check site runs the first
 /// pending call, so the drain and the finalizer's `<lambda>` run untraced
 /// and the seed does not hang (`probes/nested_pending_call.py` and
-/// `probes/seed_shape.py`; replayed by `tests/shim_seed.rs`). The
+/// `probes/seed_shape.py`; replayed by `tests/model/seed.rs`). The
 /// explorer's `profile` verdicts over-approximate it: a livelock they report
 /// may be unreachable under a Python profile function.
 ///
@@ -252,15 +257,22 @@ impl fmt::Display for TableCell {
 
 /// A cell of a host's table: what names a verdict and how it is explored.
 ///
-/// Implemented by [`TableCell`] (the CPython hosts) and [`HubCell`] (the
-/// hub's pending-call slot); [`explore_cells`] takes either.
+/// Implemented by [`TableCell`] (the CPython hosts) and, with the `hub`
+/// feature, `HubCell` (the hub's pending-call slot); [`explore_cells`]
+/// takes either.
 ///
 /// ```
 /// use greenlet::cleanup::Policy;
-/// use greenlet::interp_shim::explore::{ExploreCell, HubCell, HubScenario, ScenarioName};
+/// use greenlet::interp_shim::explore::{ExploreCell, Mode, ScenarioName, TableCell};
+/// use greenlet::interp_shim::PyVersion;
 ///
-/// let cell = HubCell { scenario: HubScenario::Shared(ScenarioName::Seed), policy: Policy::Robust };
-/// assert_eq!(cell.columns(), "seed\thub\trobust\t-");
+/// let cell = TableCell {
+///     scenario: ScenarioName::Seed,
+///     version: PyVersion::V3_11,
+///     policy: Policy::Robust,
+///     mode: Mode::Trace,
+/// };
+/// assert_eq!(cell.columns(), "seed\t3.11\trobust\ttrace");
 /// ```
 pub trait ExploreCell: Copy + fmt::Display + fmt::Debug + Send + Sync {
     /// The cell's four leading columns of [`TSV_HEADER`]: scenario,

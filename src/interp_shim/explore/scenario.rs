@@ -565,6 +565,7 @@ fn foreign_call() -> Scenario {
 /// on a timer; P2 waits for that event and dies (so while the drain is
 /// parked, or later); P3 dies at any moment, the slot full or not; the main
 /// green thread idles. Two workers.
+#[cfg(feature = "hub")]
 pub(crate) fn hub_drain_parks() -> Scenario {
     Scenario {
         name: "drain-parks",

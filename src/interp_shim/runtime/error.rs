@@ -48,9 +48,9 @@ impl PyErr {
     /// # Examples
     /// ```
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{Outcome, PyErr, PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{Outcome, PyErr, PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let rt = Interpreter::new(PyVersion::V3_12);
     /// let outcome = rt
     ///     .run(Watchdog::Report(Duration::from_secs(20)), |py| {
     ///         py.call("f", |_| Err::<(), _>(PyErr::exception("ValueError", "bad input")))
@@ -82,14 +82,14 @@ impl PyErr {
 /// The result of simulated Python code.
 pub type PyResult<T> = Result<T, PyErr>;
 
-/// How a [`Runtime::run`](super::Runtime::run) ended.
+/// How an [`Interpreter::run`](super::Interpreter::run) ended.
 ///
 /// # Examples
 /// ```
 /// # use std::time::Duration;
-/// use greenlet::interp_shim::{Outcome, PyVersion, Runtime, Watchdog};
+/// use greenlet::interp_shim::{Outcome, PyVersion, Interpreter, Watchdog};
 ///
-/// let rt = Runtime::new(PyVersion::V3_13);
+/// let rt = Interpreter::new(PyVersion::V3_13);
 /// match rt.run(Watchdog::Report(Duration::from_secs(20)), |_| Ok("done")).unwrap() {
 ///     Outcome::Finished(value) => assert_eq!(value, Ok("done")),
 ///     Outcome::Hung(report) => panic!("{report}"),
@@ -105,25 +105,27 @@ pub enum Outcome<T> {
     Hung(Box<HangReport>),
 }
 
-/// Why [`Runtime::run`](super::Runtime::run) could not run.
+/// Why [`Interpreter::run`](super::Interpreter::run) could not run.
 ///
 /// # Examples
 /// ```
 /// # use std::time::Duration;
-/// use greenlet::interp_shim::{PyVersion, RunError, Runtime, Watchdog};
+/// use greenlet::interp_shim::{PyVersion, RunError, Interpreter, Watchdog};
 ///
-/// let rt = Runtime::new(PyVersion::V3_13);
+/// let rt = Interpreter::new(PyVersion::V3_13);
 /// let dog = Watchdog::Report(Duration::from_secs(20));
 /// rt.run(dog, |_| Ok(())).unwrap();
 /// let err = rt.run(dog, |_| Ok(())).unwrap_err();
 /// assert!(matches!(err, RunError::AlreadyRan));
-/// assert!(err.to_string().contains("create a new Runtime"));
+/// assert!(err.to_string().contains("create a new Interpreter"));
 /// ```
 #[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     /// `run` was called a second time on the same runtime.
-    #[error("this Runtime already ran its main thread; create a new Runtime for another run")]
+    #[error(
+        "this Interpreter already ran its main thread; create a new Interpreter for another run"
+    )]
     AlreadyRan,
     /// The OS refused to start the main thread.
     #[error("could not start the simulated main thread: {0}")]

@@ -1,4 +1,4 @@
-//! [`Event`], the model's `threading.Event`: set from any OS thread,
+//! [`PyEvent`], the model's `threading.Event`: set from any OS thread,
 //! waited on by [`Py::wait`](super::Py::wait) with the GIL released.
 //!
 //! Uses the runtime's shared state (its lock and condition variable) only
@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
 use super::state::Shared;
-use super::Runtime;
+use super::Interpreter;
 
 /// `threading.Event`: set from any thread; [`Py::wait`](super::Py::wait) blocks with the GIL
 /// released.
@@ -17,10 +17,10 @@ use super::Runtime;
 /// # Example
 /// ```
 /// use std::time::Duration;
-/// use greenlet::interp_shim::{Event, Outcome, PyVersion, Runtime, Watchdog};
+/// use greenlet::interp_shim::{PyEvent, Outcome, PyVersion, Interpreter, Watchdog};
 ///
-/// let rt = Runtime::new(PyVersion::V3_11);
-/// let release = Event::new(&rt);
+/// let rt = Interpreter::new(PyVersion::V3_11);
+/// let release = PyEvent::new(&rt);
 /// let seen = release.clone();
 /// let outcome = rt
 ///     .run(Watchdog::Report(Duration::from_secs(20)), move |py| {
@@ -32,33 +32,33 @@ use super::Runtime;
 /// assert!(matches!(outcome, Outcome::Finished(Ok(()))));
 /// ```
 #[derive(Clone)]
-pub struct Event {
+pub struct PyEvent {
     pub(super) flag: Arc<AtomicBool>,
     pub(super) shared: Weak<Shared>,
 }
 
-impl fmt::Debug for Event {
+impl fmt::Debug for PyEvent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Event")
+        f.debug_struct("PyEvent")
             .field("set", &self.is_set())
             .finish()
     }
 }
 
-impl Event {
+impl PyEvent {
     /// A new, clear event of `runtime`.
     ///
     /// # Examples
     /// ```
-    /// use greenlet::interp_shim::{Event, PyVersion, Runtime};
+    /// use greenlet::interp_shim::{PyEvent, PyVersion, Interpreter};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_12);
-    /// let event = Event::new(&rt);
+    /// let rt = Interpreter::new(PyVersion::V3_12);
+    /// let event = PyEvent::new(&rt);
     /// assert!(!event.is_set());
-    /// assert_eq!(format!("{event:?}"), "Event { set: false }");
+    /// assert_eq!(format!("{event:?}"), "PyEvent { set: false }");
     /// ```
-    pub fn new(runtime: &Runtime) -> Event {
-        Event {
+    pub fn new(runtime: &Interpreter) -> PyEvent {
+        PyEvent {
             flag: Arc::new(AtomicBool::new(false)),
             shared: Arc::downgrade(&runtime.shared),
         }
@@ -69,10 +69,10 @@ impl Event {
     /// # Examples
     /// ```
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{Event, Outcome, PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{PyEvent, Outcome, PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_12);
-    /// let ready = Event::new(&rt);
+    /// let rt = Interpreter::new(PyVersion::V3_12);
+    /// let ready = PyEvent::new(&rt);
     /// let setter = ready.clone();
     /// let outcome = rt
     ///     .run(Watchdog::Report(Duration::from_secs(20)), move |py| {
@@ -96,10 +96,10 @@ impl Event {
     ///
     /// # Examples
     /// ```
-    /// use greenlet::interp_shim::{Event, PyVersion, Runtime};
+    /// use greenlet::interp_shim::{PyEvent, PyVersion, Interpreter};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_13);
-    /// let event = Event::new(&rt);
+    /// let rt = Interpreter::new(PyVersion::V3_13);
+    /// let event = PyEvent::new(&rt);
     /// let same = event.clone(); // clones share one flag
     /// event.set();
     /// assert!(same.is_set());

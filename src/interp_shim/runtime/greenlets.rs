@@ -42,9 +42,9 @@ use super::Py;
 /// # Examples
 /// ```
 /// # use std::time::Duration;
-/// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+/// use greenlet::interp_shim::{PyVersion, Interpreter, Watchdog};
 ///
-/// let rt = Runtime::new(PyVersion::V3_11);
+/// let rt = Interpreter::new(PyVersion::V3_11);
 /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
 ///     let g = py.greenlet("g_body", |py, v| {
 ///         let back = v.downcast::<i32>().unwrap() + 1;
@@ -82,9 +82,9 @@ impl PyGreenlet {
     /// # Examples
     /// ```
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_13);
+    /// let rt = Interpreter::new(PyVersion::V3_13);
     /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
     ///     let g = py.greenlet("run", |_, v| Ok(v))?;
     ///     assert!(!g.is_dead());

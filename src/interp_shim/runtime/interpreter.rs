@@ -1,5 +1,5 @@
-//! The [`Runtime`] and its lifetime: creating an interpreter, its settings
-//! and hooks, its counters ([`RuntimeStats`]), and [`Runtime::run`], which
+//! The [`Interpreter`] and its lifetime: creating an interpreter, its settings
+//! and hooks, its counters ([`InterpreterStats`]), and [`Interpreter::run`], which
 //! starts the main thread, acts as the [`Watchdog`] and builds the
 //! [`HangReport`] when it fires.
 //!
@@ -35,9 +35,9 @@ use super::Py;
 /// # Example
 /// ```
 /// use std::time::Duration;
-/// use greenlet::interp_shim::{Outcome, PyVersion, Runtime, Watchdog};
+/// use greenlet::interp_shim::{Outcome, PyVersion, Interpreter, Watchdog};
 ///
-/// let rt = Runtime::new(PyVersion::V3_12);
+/// let rt = Interpreter::new(PyVersion::V3_12);
 /// let outcome = rt
 ///     .run(Watchdog::Report(Duration::from_secs(20)), |py| {
 ///         let worker = py.spawn("work", |py| py.call("f", |_| Ok(())))?;
@@ -52,20 +52,20 @@ use super::Py;
 /// assert_eq!(rt.stats().pending_calls_run, 1);
 /// ```
 #[derive(Clone)]
-pub struct Runtime {
+pub struct Interpreter {
     pub(super) shared: Arc<Shared>,
 }
 
-impl fmt::Debug for Runtime {
+impl fmt::Debug for Interpreter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Runtime")
+        f.debug_struct("Interpreter")
             .field("version", &self.shared.version)
             .field("summary", &self.summary())
             .finish()
     }
 }
 
-impl Runtime {
+impl Interpreter {
     /// A fresh interpreter whose main thread (index 0) holds the GIL.
     ///
     /// Its exit order is [`ExitOrder::Settled`]: a GIL take waits while a
@@ -78,14 +78,14 @@ impl Runtime {
     ///
     /// # Examples
     /// ```
-    /// use greenlet::interp_shim::{PyVersion, Runtime, MAIN_THREAD};
+    /// use greenlet::interp_shim::{PyVersion, Interpreter, MAIN_THREAD};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_11);
+    /// let rt = Interpreter::new(PyVersion::V3_11);
     /// assert_eq!(rt.version(), PyVersion::V3_11);
     /// assert_eq!(rt.summary().gil_holder, Some(MAIN_THREAD));
     /// assert!(!rt.is_finalizing());
     /// ```
-    pub fn new(version: PyVersion) -> Runtime {
+    pub fn new(version: PyVersion) -> Interpreter {
         let id = NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed);
         let shared = Arc::new(Shared {
             id,
@@ -98,7 +98,7 @@ impl Runtime {
                 foreign: None,
                 signal: None,
                 tripped: false,
-                stats: RuntimeStats::default(),
+                stats: InterpreterStats::default(),
                 os_threads: Vec::new(),
                 thread_init: None,
                 finalize_hooks: Vec::new(),
@@ -116,15 +116,15 @@ impl Runtime {
             ran: AtomicBool::new(false),
         });
         REGISTRY.lock().push((id, Arc::downgrade(&shared)));
-        Runtime { shared }
+        Interpreter { shared }
     }
 
     pub(crate) fn downgrade(&self) -> Weak<Shared> {
         Arc::downgrade(&self.shared)
     }
 
-    pub(crate) fn from_shared(shared: Arc<Shared>) -> Runtime {
-        Runtime { shared }
+    pub(crate) fn from_shared(shared: Arc<Shared>) -> Interpreter {
+        Interpreter { shared }
     }
 
     /// Whether `py` is a thread of this runtime.
@@ -136,9 +136,9 @@ impl Runtime {
     ///
     /// # Examples
     /// ```
-    /// use greenlet::interp_shim::{PyVersion, Runtime};
+    /// use greenlet::interp_shim::{PyVersion, Interpreter};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_13);
+    /// let rt = Interpreter::new(PyVersion::V3_13);
     /// assert_eq!(rt.version().name(), "3.13");
     /// assert_eq!(rt.clone().version(), rt.version());
     /// ```
@@ -150,9 +150,9 @@ impl Runtime {
     ///
     /// # Examples
     /// ```
-    /// use greenlet::interp_shim::{PyVersion, Runtime};
+    /// use greenlet::interp_shim::{PyVersion, Interpreter};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let rt = Interpreter::new(PyVersion::V3_12);
     /// assert_eq!((rt.summary().ring, rt.summary().calls_to_do), (0, false));
     /// // Added from this OS thread (no model thread: a non-main thread state).
     /// rt.add_pending_call(|_| Ok(())).unwrap();
@@ -167,14 +167,14 @@ impl Runtime {
     ///
     /// # Examples
     /// ```
-    /// use greenlet::interp_shim::{PyVersion, Runtime};
+    /// use greenlet::interp_shim::{PyVersion, Interpreter};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_11);
+    /// let rt = Interpreter::new(PyVersion::V3_11);
     /// rt.add_pending_call(|_| Ok(())).unwrap();
     /// assert_eq!(rt.stats().pending_calls_added, 1);
     /// assert_eq!(rt.stats().pending_calls_run, 0); // nothing ran the interpreter yet
     /// ```
-    pub fn stats(&self) -> RuntimeStats {
+    pub fn stats(&self) -> InterpreterStats {
         self.shared.state.lock().stats
     }
 
@@ -183,9 +183,9 @@ impl Runtime {
     /// # Examples
     /// ```
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let rt = Interpreter::new(PyVersion::V3_12);
     /// let seen = rt.clone();
     /// rt.run(Watchdog::Report(Duration::from_secs(20)), move |_| {
     ///     assert!(!seen.is_finalizing()); // still running the main body
@@ -203,9 +203,9 @@ impl Runtime {
     ///
     /// # Examples
     /// ```
-    /// use greenlet::interp_shim::{ExitOrder, PyVersion, Runtime};
+    /// use greenlet::interp_shim::{ExitOrder, PyVersion, Interpreter};
     ///
-    /// assert_eq!(Runtime::new(PyVersion::V3_13).exit_order(), ExitOrder::Settled);
+    /// assert_eq!(Interpreter::new(PyVersion::V3_13).exit_order(), ExitOrder::Settled);
     /// ```
     pub fn exit_order(&self) -> ExitOrder {
         self.shared.state.lock().exit_order
@@ -217,9 +217,9 @@ impl Runtime {
     /// # Examples
     /// ```
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{ExitOrder, PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{ExitOrder, PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let rt = Interpreter::new(PyVersion::V3_12);
     /// rt.set_exit_order(ExitOrder::Racing);
     /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
     ///     let worker = py.spawn("worker", |_| Ok(()))?;
@@ -240,9 +240,9 @@ impl Runtime {
     /// # use std::sync::atomic::{AtomicUsize, Ordering};
     /// # use std::sync::Arc;
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let rt = Interpreter::new(PyVersion::V3_12);
     /// let started = Arc::new(AtomicUsize::new(0));
     /// let count = Arc::clone(&started);
     /// rt.set_thread_init(move || {
@@ -267,9 +267,9 @@ impl Runtime {
     /// # use std::sync::atomic::{AtomicBool, Ordering};
     /// # use std::sync::Arc;
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_13);
+    /// let rt = Interpreter::new(PyVersion::V3_13);
     /// let finalized = Arc::new(AtomicBool::new(false));
     /// let (flag, runtime) = (Arc::clone(&finalized), rt.clone());
     /// rt.at_finalize(move || flag.store(runtime.is_finalizing(), Ordering::SeqCst));
@@ -286,9 +286,9 @@ impl Runtime {
     /// # Examples
     /// ```
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{Hook, Outcome, PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{Hook, Outcome, PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_11);
+    /// let rt = Interpreter::new(PyVersion::V3_11);
     /// rt.set_report_hook(|| "queue: 2 states waiting".to_string());
     /// // The 3.11 spin of the `Watchdog` example, cut short.
     /// let outcome = rt
@@ -320,9 +320,9 @@ impl Runtime {
     /// use std::sync::atomic::{AtomicBool, Ordering};
     /// use std::sync::Arc;
     /// use std::time::Duration;
-    /// use greenlet::interp_shim::{Outcome, PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{Outcome, PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_13);
+    /// let rt = Interpreter::new(PyVersion::V3_13);
     /// let handled = Arc::new(AtomicBool::new(false));
     /// let flag = Arc::clone(&handled);
     /// rt.set_signal_handler("on_sigusr1", move |py| {
@@ -359,9 +359,9 @@ impl Runtime {
     /// # Examples
     /// ```
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{Outcome, PyVersion, Runtime, SignalDisposition, Watchdog};
+    /// use greenlet::interp_shim::{Outcome, PyVersion, Interpreter, SignalDisposition, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let rt = Interpreter::new(PyVersion::V3_12);
     /// rt.set_signal_disposition(SignalDisposition::Ignore);
     /// rt.raise_signal(); // the OS drops it: nothing trips
     /// assert!(!rt.summary().main_breaker);
@@ -390,14 +390,14 @@ impl Runtime {
     /// (`probes/sigint_in_livelock.py`). A Python signal handler or
     /// `SIG_IGN` cannot: the first spins at its own entry, the second
     /// trips nothing. Code outside the model that calls
-    /// [`Runtime::raise_signal`] to end a spin must turn this off.
+    /// [`Interpreter::raise_signal`] to end a spin must turn this off.
     ///
     /// # Examples
     /// ```
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{HangCause, Hook, Outcome, PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{HangCause, Hook, Outcome, PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_11);
+    /// let rt = Interpreter::new(PyVersion::V3_11);
     /// rt.set_early_verdict(Some(100));
     /// let outcome = rt
     ///     .run(Watchdog::Report(Duration::from_secs(600)), |py| {
@@ -425,9 +425,9 @@ impl Runtime {
     /// # Examples
     /// ```
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{Hook, Outcome, PyErr, PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{Hook, Outcome, PyErr, PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_11);
+    /// let rt = Interpreter::new(PyVersion::V3_11);
     /// rt.set_unraisable_reads_source(false);
     /// let outcome = rt
     ///     .run(Watchdog::Report(Duration::from_secs(20)), |py| {
@@ -451,9 +451,9 @@ impl Runtime {
     /// # use std::sync::Arc;
     /// # use std::time::Duration;
     /// use greenlet::cleanup::{CleanupQueue, Policy};
-    /// use greenlet::interp_shim::{Hook, Outcome, PendingCallScheduler, PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{Hook, Outcome, PendingCallScheduler, PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_11);
+    /// let rt = Interpreter::new(PyVersion::V3_11);
     /// let queue = CleanupQueue::new(Policy::Legacy, Arc::new(PendingCallScheduler::new(&rt)));
     /// rt.report_queue(&queue);
     /// let outcome = rt
@@ -483,9 +483,9 @@ impl Runtime {
     /// # Examples
     /// ```
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let rt = Interpreter::new(PyVersion::V3_12);
     /// rt.set_signal_handler("on_signal", |_| Ok(()));
     /// rt.raise_signal(); // from this OS thread, before the interpreter runs
     /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| py.loop_iter())
@@ -510,9 +510,9 @@ impl Runtime {
     /// # use std::sync::atomic::{AtomicUsize, Ordering};
     /// # use std::sync::Arc;
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_11);
+    /// let rt = Interpreter::new(PyVersion::V3_11);
     /// let ran_on = Arc::new(AtomicUsize::new(usize::MAX));
     /// let record = Arc::clone(&ran_on);
     /// rt.add_pending_call(move |py| {
@@ -565,9 +565,9 @@ impl Runtime {
     /// # Examples
     /// ```
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{Outcome, PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{Outcome, PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let rt = Interpreter::new(PyVersion::V3_12);
     /// let outcome = rt
     ///     .run(Watchdog::Report(Duration::from_secs(20)), |py| {
     ///         py.call("answer", |_| Ok(40 + 2))
@@ -636,10 +636,10 @@ impl Runtime {
 /// # Examples
 /// ```
 /// # use std::time::Duration;
-/// use greenlet::interp_shim::{PyVersion, Runtime, RuntimeStats, Watchdog};
+/// use greenlet::interp_shim::{PyVersion, Interpreter, InterpreterStats, Watchdog};
 ///
-/// let rt = Runtime::new(PyVersion::V3_12);
-/// assert_eq!(rt.stats(), RuntimeStats::default());
+/// let rt = Interpreter::new(PyVersion::V3_12);
+/// assert_eq!(rt.stats(), InterpreterStats::default());
 /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
 ///     py.add_pending_call(|_| Ok(())).expect("the ring has room");
 ///     py.loop_iter()
@@ -651,7 +651,7 @@ impl Runtime {
 /// ```
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RuntimeStats {
+pub struct InterpreterStats {
     /// `Py_AddPendingCall` pushes that succeeded.
     pub pending_calls_added: u64,
     /// `Py_AddPendingCall` pushes refused because the ring was full.
@@ -677,7 +677,7 @@ pub struct RuntimeStats {
     pub profile_function_runs: u64,
 }
 
-/// The early verdict's default bound (see [`Runtime::set_early_verdict`]):
+/// The early verdict's default bound (see [`Interpreter::set_early_verdict`]):
 /// re-dispatches in a row with the livelock predicate holding and nothing
 /// else able to move.
 pub const EARLY_VERDICT_REDISPATCHES: u64 = 1000;

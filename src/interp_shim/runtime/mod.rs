@@ -2,7 +2,7 @@
 //! switch interval, `Py_AddPendingCall` from any thread, and simulated Python
 //! code as Rust closures on a [`Py`] context handle.
 //!
-//! Owns, one concern per file: the [`Runtime`] (one interpreter of one
+//! Owns, one concern per file: the [`Interpreter`] (one interpreter of one
 //! [`PyVersion`](super::PyVersion)), its counters, running it under the [`Watchdog`](super::Watchdog) and
 //! building its [`HangReport`](super::HangReport) (`interpreter.rs`); the [`Py`] handle of a
 //! model thread and its operations (`py.rs`); the GIL, the eval breaker's
@@ -10,7 +10,7 @@
 //! trace and profile functions (`tracing.rs`); signal dispositions and
 //! `handle_signals` (`signals.rs`); model threads, their start,
 //! their exit and the interpreter's shutdown order (`threads.rs`);
-//! [`Event`] (`threading.Event`, `event.rs`); greenlets with their own
+//! [`PyEvent`] (`threading.Event`, `event.rs`); greenlets with their own
 //! frame stacks ([`PyGreenlet`], `greenlets.rs`); the errors and outcomes
 //! (`error.rs`); and the state all of them share under one lock, with the
 //! thread-local that records which model thread the calling OS thread is
@@ -31,11 +31,11 @@
 //!   flag when it fires. From then on every operation of simulated Python
 //!   code (check sites, GIL takes, sleeps, waits, joins) returns
 //!   [`PyErr::Cancelled`], so the spinning thread's simulated frames unwind
-//!   with an `Err` and [`Runtime::run`] can return the report as a value. No
+//!   with an `Err` and [`Interpreter::run`] can return the report as a value. No
 //!   CPython thread could do this; it exists so tests can observe a livelock
 //!   without killing the test process. Rust code of a scenario that never
 //!   calls into its [`Py`] (a plain `loop {}`) cannot be cancelled.
-//! - At shutdown, [`Runtime::run`] joins every OS thread it started (so their
+//! - At shutdown, [`Interpreter::run`] joins every OS thread it started (so their
 //!   thread-local destructors, where greenlet queues a dying thread's state,
 //!   have run) before `_Py_FinishPendingCalls`. CPython's
 //!   `threading._shutdown` waits only for the thread states, so a real
@@ -79,10 +79,10 @@ mod threads;
 mod tracing;
 
 pub use self::error::{Outcome, PyErr, PyResult, RunError};
-pub use self::event::Event;
+pub use self::event::PyEvent;
 pub use self::gil::{PendingCall, SWITCH_INTERVAL};
 pub use self::greenlets::PyGreenlet;
-pub use self::interpreter::{Runtime, RuntimeStats, EARLY_VERDICT_REDISPATCHES};
+pub use self::interpreter::{Interpreter, InterpreterStats, EARLY_VERDICT_REDISPATCHES};
 pub use self::py::Py;
 pub use self::signals::{SignalDisposition, SignalHandler};
 

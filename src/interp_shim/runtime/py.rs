@@ -21,7 +21,7 @@ use crate::diag::diag_warn;
 
 use super::super::core::{CheckSite, RingFull, ThreadIdx};
 use super::error::{PyErr, PyResult};
-use super::event::Event;
+use super::event::PyEvent;
 use super::gil::{
     add_pending_call_as, blocking, c_function, check, foreign_function, release_gil,
     run_pending_calls, take_gil, Until,
@@ -31,7 +31,7 @@ use super::signals::{handle_signals, trip_signal};
 use super::state::{Shared, State, MODEL_THREAD, REGISTRY};
 use super::threads::{spawn_thread, ThreadHandle};
 use super::tracing::{fire, Hook, HookEvent, TracingGuard};
-use super::Runtime;
+use super::Interpreter;
 
 /// The context of simulated Python code: one model thread of one runtime,
 /// used on the OS thread that runs it (hence neither `Send` nor `Sync`).
@@ -43,7 +43,7 @@ use super::Runtime;
 /// # Examples
 /// ```
 /// # use std::time::Duration;
-/// use greenlet::interp_shim::{Outcome, Py, PyResult, PyVersion, Runtime, Watchdog};
+/// use greenlet::interp_shim::{Outcome, Py, PyResult, PyVersion, Interpreter, Watchdog};
 ///
 /// fn module(py: &Py) -> PyResult<u32> {
 ///     let worker = py.spawn("worker", |py| py.call("work", |_| Ok(())))?;
@@ -58,7 +58,7 @@ use super::Runtime;
 ///     py.join(&worker)?;
 ///     Ok(n)
 /// }
-/// let rt = Runtime::new(PyVersion::V3_11);
+/// let rt = Interpreter::new(PyVersion::V3_11);
 /// let outcome = rt.run(Watchdog::Report(Duration::from_secs(20)), module).unwrap();
 /// assert!(matches!(outcome, Outcome::Finished(Ok(3))));
 /// ```
@@ -103,10 +103,10 @@ impl Py {
     /// # Examples
     /// ```
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{Py, PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{Py, PyVersion, Interpreter, Watchdog};
     ///
     /// assert!(Py::current().is_none()); // this OS thread is no model thread
-    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let rt = Interpreter::new(PyVersion::V3_12);
     /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
     ///     let here = Py::current().expect("the main thread is a model thread");
     ///     assert_eq!(here.thread_index(), py.thread_index());
@@ -132,9 +132,9 @@ impl Py {
     /// # Examples
     /// ```
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_13);
+    /// let rt = Interpreter::new(PyVersion::V3_13);
     /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
     ///     assert_eq!(py.runtime().version(), PyVersion::V3_13);
     ///     assert!(!py.runtime().is_finalizing());
@@ -142,8 +142,8 @@ impl Py {
     /// })
     /// .unwrap();
     /// ```
-    pub fn runtime(&self) -> Runtime {
-        Runtime {
+    pub fn runtime(&self) -> Interpreter {
+        Interpreter {
             shared: Arc::clone(&self.shared),
         }
     }
@@ -153,10 +153,10 @@ impl Py {
     /// # Examples
     /// ```
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{Event, PyVersion, Runtime, Watchdog, MAIN_THREAD};
+    /// use greenlet::interp_shim::{PyEvent, PyVersion, Interpreter, Watchdog, MAIN_THREAD};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_11);
-    /// let done = Event::new(&rt);
+    /// let rt = Interpreter::new(PyVersion::V3_11);
+    /// let done = PyEvent::new(&rt);
     /// let (seen, flag) = (done.clone(), done.clone());
     /// rt.run(Watchdog::Report(Duration::from_secs(20)), move |py| {
     ///     assert_eq!(py.thread_index(), MAIN_THREAD);
@@ -208,9 +208,9 @@ impl Py {
     /// # Examples
     /// ```
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{Outcome, PyErr, PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{Outcome, PyErr, PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let rt = Interpreter::new(PyVersion::V3_12);
     /// let outcome = rt
     ///     .run(Watchdog::Report(Duration::from_secs(20)), |py| {
     ///         let doubled = py.call("double", |_| Ok(21 * 2))?;
@@ -247,9 +247,9 @@ impl Py {
     /// # use std::sync::atomic::{AtomicBool, Ordering};
     /// # use std::sync::Arc;
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let rt = Interpreter::new(PyVersion::V3_12);
     /// let ran = Arc::new(AtomicBool::new(false));
     /// let (flag, seen) = (Arc::clone(&ran), Arc::clone(&ran));
     /// rt.run(Watchdog::Report(Duration::from_secs(20)), move |py| {
@@ -273,9 +273,9 @@ impl Py {
     /// # use std::sync::atomic::{AtomicBool, Ordering};
     /// # use std::sync::Arc;
     /// use std::time::Duration;
-    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog, MAIN_THREAD};
+    /// use greenlet::interp_shim::{PyVersion, Interpreter, Watchdog, MAIN_THREAD};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_13);
+    /// let rt = Interpreter::new(PyVersion::V3_13);
     /// let ran = Arc::new(AtomicBool::new(false));
     /// let (flag, seen) = (Arc::clone(&ran), Arc::clone(&ran));
     /// rt.run(Watchdog::Report(Duration::from_secs(20)), move |py| {
@@ -298,10 +298,10 @@ impl Py {
     /// # Examples
     /// ```
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{Event, PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{PyEvent, PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_11);
-    /// let go = Event::new(&rt);
+    /// let rt = Interpreter::new(PyVersion::V3_11);
+    /// let go = PyEvent::new(&rt);
     /// let waited = go.clone();
     /// rt.run(Watchdog::Report(Duration::from_secs(20)), move |py| {
     ///     let waiter = py.spawn("waiter", move |py| py.wait(&waited))?;
@@ -311,7 +311,7 @@ impl Py {
     /// })
     /// .unwrap();
     /// ```
-    pub fn wait(&self, event: &Event) -> PyResult<()> {
+    pub fn wait(&self, event: &PyEvent) -> PyResult<()> {
         blocking(self, Until::Event(Arc::clone(&event.flag)))
     }
 
@@ -328,9 +328,9 @@ impl Py {
     /// # Examples
     /// ```
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let rt = Interpreter::new(PyVersion::V3_12);
     /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
     ///     let t = py.spawn("worker", |py| py.call("work", |_| Ok(())))?;
     ///     py.join(&t)?;
@@ -362,9 +362,9 @@ impl Py {
     /// # use std::sync::atomic::{AtomicBool, Ordering};
     /// # use std::sync::Arc;
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_13);
+    /// let rt = Interpreter::new(PyVersion::V3_13);
     /// let ran = Arc::new(AtomicBool::new(false));
     /// let (flag, seen) = (Arc::clone(&ran), Arc::clone(&ran));
     /// rt.run(Watchdog::Report(Duration::from_secs(20)), move |py| {
@@ -393,9 +393,9 @@ impl Py {
     /// # Examples
     /// ```
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{Hook, PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{Hook, PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let rt = Interpreter::new(PyVersion::V3_12);
     /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
     ///     py.setprofile(Hook::Python)?;
     ///     py.ctypes_call(|| ())?; // no profile event
@@ -414,10 +414,10 @@ impl Py {
     /// # Examples
     /// ```
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{Event, PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{PyEvent, PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_12);
-    /// let release = Event::new(&rt);
+    /// let rt = Interpreter::new(PyVersion::V3_12);
+    /// let release = PyEvent::new(&rt);
     /// let waited = release.clone();
     /// rt.run(Watchdog::Report(Duration::from_secs(20)), move |py| {
     ///     let t = py.spawn("blocked", move |py| py.wait(&waited))?;
@@ -439,9 +439,9 @@ impl Py {
     /// # Examples
     /// ```
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{Hook, PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{Hook, PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_11);
+    /// let rt = Interpreter::new(PyVersion::V3_11);
     /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
     ///     py.settrace(Hook::Python)?;
     ///     assert!(py.runtime().summary().main_traced);
@@ -465,9 +465,9 @@ impl Py {
     /// # Examples
     /// ```
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{Hook, PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{Hook, PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let rt = Interpreter::new(PyVersion::V3_12);
     /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
     ///     py.setprofile(Hook::C)?; // cProfile
     ///     assert!(py.runtime().summary().main_traced);
@@ -492,9 +492,9 @@ impl Py {
     /// # Examples
     /// ```
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{Hook, PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{Hook, PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_11);
+    /// let rt = Interpreter::new(PyVersion::V3_11);
     /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
     ///     py.settrace(Hook::C)?;
     ///     let traced_inside = py.with_tracing_suspended(|| py.runtime().summary().main_traced);
@@ -521,10 +521,10 @@ impl Py {
     /// # Examples
     /// ```
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{Event, PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{PyEvent, PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_13);
-    /// let done = Event::new(&rt);
+    /// let rt = Interpreter::new(PyVersion::V3_13);
+    /// let done = PyEvent::new(&rt);
     /// let (flag, seen) = (done.clone(), done.clone());
     /// rt.run(Watchdog::Report(Duration::from_secs(20)), move |py| {
     ///     let t = py.spawn("target", move |py| py.c_call(|| flag.set()))?;
@@ -548,10 +548,10 @@ impl Py {
     /// # Examples
     /// ```
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{Event, Outcome, PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{PyEvent, Outcome, PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_12);
-    /// let never = Event::new(&rt);
+    /// let rt = Interpreter::new(PyVersion::V3_12);
+    /// let never = PyEvent::new(&rt);
     /// let outcome = rt
     ///     .run(Watchdog::Report(Duration::from_secs(20)), move |py| {
     ///         py.spawn_daemon("forever", move |py| py.wait(&never))?;
@@ -575,9 +575,9 @@ impl Py {
     /// # Examples
     /// ```
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let rt = Interpreter::new(PyVersion::V3_12);
     /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
     ///     let inside = py.call("f", |py| Ok(py.frames()))?;
     ///     assert_eq!(inside, ["f", "<module>"]);
@@ -603,9 +603,9 @@ impl Py {
     /// # Examples
     /// ```
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let rt = Interpreter::new(PyVersion::V3_12);
     /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
     ///     let main = py.current_greenlet();
     ///     let g = py.greenlet("g_body", move |py, _| {
@@ -634,9 +634,9 @@ impl Py {
     /// # Examples
     /// ```
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_11);
+    /// let rt = Interpreter::new(PyVersion::V3_11);
     /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
     ///     assert_eq!(py.current_greenlet().name(), "main");
     ///     Ok(())
@@ -661,9 +661,9 @@ impl Py {
     /// # Examples
     /// ```
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_13);
+    /// let rt = Interpreter::new(PyVersion::V3_13);
     /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
     ///     let g = py.greenlet("doubler", |_, v| Ok((v.downcast::<i32>().unwrap() * 2).into()))?;
     ///     assert_eq!(py.switch(&g, 21)?.downcast::<i32>().unwrap(), 42);
@@ -676,7 +676,7 @@ impl Py {
     }
 
     /// `Py_AddPendingCall` from this thread (see
-    /// [`Runtime::add_pending_call`]).
+    /// [`Interpreter::add_pending_call`]).
     ///
     /// # Errors
     /// [`RingFull`] when the ring has no room.
@@ -686,9 +686,9 @@ impl Py {
     /// # use std::sync::atomic::{AtomicUsize, Ordering};
     /// # use std::sync::Arc;
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{PyErr, PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{PyErr, PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let rt = Interpreter::new(PyVersion::V3_12);
     /// let ran_on = Arc::new(AtomicUsize::new(usize::MAX));
     /// let record = Arc::clone(&ran_on);
     /// rt.run(Watchdog::Report(Duration::from_secs(20)), move |py| {
@@ -716,9 +716,9 @@ impl Py {
     /// # use std::sync::atomic::{AtomicBool, Ordering};
     /// # use std::sync::Arc;
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_11);
+    /// let rt = Interpreter::new(PyVersion::V3_11);
     /// let ran = Arc::new(AtomicBool::new(false));
     /// let (flag, seen) = (Arc::clone(&ran), Arc::clone(&ran));
     /// rt.run(Watchdog::Report(Duration::from_secs(20)), move |py| {
@@ -744,7 +744,7 @@ impl Py {
     /// frame named `__init__` with its `RESUME` check site (on real 3.11.7
     /// the seed's livelock moves there after a `KeyboardInterrupt`,
     /// `probes/sigint_in_livelock.py`). Without a source file
-    /// ([`Runtime::set_unraisable_reads_source`]) no Python code runs.
+    /// ([`Interpreter::set_unraisable_reads_source`]) no Python code runs.
     ///
     /// # Errors
     /// Only the harness's [`PyErr::Cancelled`] (the report itself cannot
@@ -753,9 +753,9 @@ impl Py {
     /// # Examples
     /// ```
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{Outcome, PyErr, PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{Outcome, PyErr, PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_12);
+    /// let rt = Interpreter::new(PyVersion::V3_12);
     /// let outcome = rt
     ///     .run(Watchdog::Report(Duration::from_secs(20)), |py| {
     ///         let err = PyErr::exception("KeyError", "'b'");
@@ -782,15 +782,15 @@ impl Py {
     /// `Py_END_ALLOW_THREADS`, so the C handler runs on this thread with the
     /// GIL released, and `take_gil` follows. On 3.11/3.12 a non-main raiser
     /// therefore leaves the main thread's breaker clear until the main
-    /// thread next takes the GIL (see [`Runtime::raise_signal`] for a signal
+    /// thread next takes the GIL (see [`Interpreter::raise_signal`] for a signal
     /// sent to the process).
     ///
     /// # Examples
     /// ```
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_13);
+    /// let rt = Interpreter::new(PyVersion::V3_13);
     /// rt.set_signal_handler("on_signal", |py| {
     ///     assert_eq!(py.thread_index(), 0);
     ///     Ok(())

@@ -46,10 +46,10 @@ pub type SignalHandler = Arc<dyn Fn(&Py) -> PyResult<()> + Send + Sync>;
 /// # Examples
 /// ```
 /// # use std::time::Duration;
-/// use greenlet::interp_shim::{Outcome, PyErr, PyVersion, Runtime, SignalDisposition, Watchdog};
+/// use greenlet::interp_shim::{Outcome, PyErr, PyVersion, Interpreter, SignalDisposition, Watchdog};
 ///
 /// for version in PyVersion::ALL {
-///     let rt = Runtime::new(version);
+///     let rt = Interpreter::new(version);
 ///     rt.set_signal_disposition(SignalDisposition::DefaultInt);
 ///     let outcome = rt
 ///         .run(Watchdog::Report(Duration::from_secs(20)), |py| {

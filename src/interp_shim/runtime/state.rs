@@ -20,7 +20,7 @@ use crate::cleanup::CleanupQueue;
 use super::super::core::{InterpCore, ThreadIdx, MAIN_THREAD};
 use super::super::version::PyVersion;
 use super::gil::PendingCall;
-use super::interpreter::RuntimeStats;
+use super::interpreter::InterpreterStats;
 use super::signals::SignalDisposition;
 use super::threads::ExitOrder;
 use super::tracing::Hook;
@@ -33,7 +33,7 @@ pub(crate) type CallId = u64;
 /// verdict can tell whether the thread could still move.
 #[derive(Clone)]
 pub(super) enum BlockedOn {
-    /// An [`Event`](super::Event)'s flag.
+    /// A [`PyEvent`](super::PyEvent)'s flag.
     Event(Arc<AtomicBool>),
     /// Another model thread's end (`ThreadSlot::finished`).
     Thread(ThreadIdx),
@@ -101,7 +101,7 @@ pub(super) struct State {
     /// The signal module's `Handlers[signum].tripped` (not ceval state):
     /// set by the C-level handler, cleared before the Python handler runs.
     pub(super) tripped: bool,
-    pub(super) stats: RuntimeStats,
+    pub(super) stats: InterpreterStats,
     pub(super) os_threads: Vec<(JoinHandle<()>, bool)>,
     pub(super) thread_init: Option<ThreadInit>,
     pub(super) finalize_hooks: Vec<FinalizeHook>,

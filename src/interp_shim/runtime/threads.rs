@@ -18,7 +18,7 @@ use crate::diag::{diag_error, diag_warn};
 use super::super::core::{CheckSite, ThreadIdx};
 use super::super::MAIN_THREAD;
 use super::error::{PyErr, PyResult};
-use super::event::Event;
+use super::event::PyEvent;
 use super::gil::{c_function, check, release_gil, run_pending_calls, take_gil};
 use super::state::{Shared, ThreadSlot, MODEL_THREAD};
 use super::Py;
@@ -40,9 +40,9 @@ use super::Py;
 ///
 /// # Examples
 /// ```
-/// use greenlet::interp_shim::{ExitOrder, PyVersion, Runtime};
+/// use greenlet::interp_shim::{ExitOrder, PyVersion, Interpreter};
 ///
-/// let rt = Runtime::new(PyVersion::V3_11);
+/// let rt = Interpreter::new(PyVersion::V3_11);
 /// assert_eq!(rt.exit_order(), ExitOrder::Settled); // the default
 /// rt.set_exit_order(ExitOrder::Racing); // CPython's own schedules
 /// assert_eq!(rt.exit_order(), ExitOrder::Racing);
@@ -169,7 +169,7 @@ fn thread_main(
     shared: Arc<Shared>,
     idx: ThreadIdx,
     target: &'static str,
-    started: Event,
+    started: PyEvent,
     body: impl FnOnce(&Py) -> PyResult<()>,
 ) {
     MODEL_THREAD.with(|m| m.set((shared.id, idx)));
@@ -210,9 +210,9 @@ fn thread_main(
 /// # Examples
 /// ```
 /// # use std::time::Duration;
-/// use greenlet::interp_shim::{Outcome, PyVersion, Runtime, Watchdog};
+/// use greenlet::interp_shim::{Outcome, PyVersion, Interpreter, Watchdog};
 ///
-/// let rt = Runtime::new(PyVersion::V3_12);
+/// let rt = Interpreter::new(PyVersion::V3_12);
 /// let outcome = rt
 ///     .run(Watchdog::Report(Duration::from_secs(20)), |py| {
 ///         let thread = py.spawn("_b", |py| py.call("work", |_| Ok(())))?;
@@ -235,9 +235,9 @@ impl ThreadHandle {
     /// # Examples
     /// ```
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_13);
+    /// let rt = Interpreter::new(PyVersion::V3_13);
     /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
     ///     let first = py.spawn("a", |_| Ok(()))?;
     ///     let second = py.spawn("b", |_| Ok(()))?;
@@ -256,9 +256,9 @@ impl ThreadHandle {
     /// # Examples
     /// ```
     /// # use std::time::Duration;
-    /// use greenlet::interp_shim::{PyVersion, Runtime, Watchdog};
+    /// use greenlet::interp_shim::{PyVersion, Interpreter, Watchdog};
     ///
-    /// let rt = Runtime::new(PyVersion::V3_11);
+    /// let rt = Interpreter::new(PyVersion::V3_11);
     /// rt.run(Watchdog::Report(Duration::from_secs(20)), |py| {
     ///     let t = py.spawn("worker", |_| Ok(()))?;
     ///     assert_eq!(t.name(), "Thread-1 (worker)");
@@ -294,7 +294,7 @@ pub(super) fn spawn_thread(
 ) -> PyResult<ThreadHandle> {
     py.cancelled()?;
     py.call("start", |py| {
-        let started = Event {
+        let started = PyEvent {
             flag: Arc::new(AtomicBool::new(false)),
             shared: Arc::downgrade(&py.shared),
         };
@@ -312,7 +312,7 @@ fn start_new_thread(
     py: &Py,
     target: &'static str,
     daemon: bool,
-    started: Event,
+    started: PyEvent,
     body: impl FnOnce(&Py) -> PyResult<()> + Send + 'static,
 ) -> PyResult<ThreadHandle> {
     let (idx, name) = {

@@ -41,11 +41,11 @@ use super::Py;
 /// # Examples
 /// ```
 /// # use std::time::Duration;
-/// use greenlet::interp_shim::{Hook, Outcome, PyErr, PyVersion, Runtime, Watchdog};
+/// use greenlet::interp_shim::{Hook, Outcome, PyErr, PyVersion, Interpreter, Watchdog};
 ///
 /// // 3.11: a pending call adds another, then enters a function. Under a
 /// // profile function written in Python both calls run (a C one would spin).
-/// let rt = Runtime::new(PyVersion::V3_11);
+/// let rt = Interpreter::new(PyVersion::V3_11);
 /// let room = |e: greenlet::interp_shim::RingFull| PyErr::exception("RuntimeError", e.to_string());
 /// let outcome = rt
 ///     .run(Watchdog::Report(Duration::from_secs(20)), move |py| {

@@ -1,4 +1,4 @@
-//! This crate's greenlets: the operations as `examples/hot_loops.rs` runs
+//! This crate's greenlets: the operations as `benches/drivers/hot_loops.rs` runs
 //! them, with every check of greenlet's semantics in place.
 //!
 //! Uses only the crate's public API.

@@ -1,0 +1,24 @@
+//! The hub, the green-thread runtime: spawn, join, sleep, channels, sync,
+//! placement, wakes from other threads, hand-offs, idle workers, runtime
+//! services and shutdown, one module per behaviour.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod basics;
+mod channel_waits;
+mod child_processes;
+mod cross_thread_spawns;
+mod handoffs;
+mod idle_workers;
+mod join_values;
+mod limits_and_misuse;
+mod observed_switches;
+mod remote_wakes;
+mod runtime_services;
+mod signals;
+mod spawn_placement;
+mod sync;
+mod task_references;
+mod time;
+

@@ -1,0 +1,15 @@
+//! The hub's networking: sockets, readiness, faults and where `serve`
+//! places connections. Loopback only; every wait bounded by a watchdog.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod descriptors;
+mod faults;
+mod name_resolution;
+mod readiness;
+mod serve_placement;
+mod sockets;
+mod split_streams;
+mod unix_sockets;
+
