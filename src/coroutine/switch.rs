@@ -206,6 +206,7 @@ pub(super) unsafe fn needs_slow_path(ts: *mut ThreadState) -> bool {
 ///
 /// # Safety
 /// `ts` is the calling thread's live state.
+#[cfg(feature = "hub")]
 #[inline(always)]
 pub(super) unsafe fn switches_observed(ts: *mut ThreadState) -> bool {
     // SAFETY: guaranteed by the caller; short reads.

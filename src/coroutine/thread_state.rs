@@ -79,7 +79,7 @@ pub(crate) struct ThreadState {
     unwinding: *const Record,
     /// 1 when `trace_hook.is_some() || !unwinding.is_null()`, else 0, kept
     /// by their setters with the link's switch byte (`ThreadLink::set_slow`):
-    /// what [`switch::switches_observed`](super::switch::switches_observed)
+    /// what the hub's `switch::switches_observed`
     /// tests, without the link's load.
     slow_switch: u8,
     /// This thread's block of greenlet ids.
@@ -127,7 +127,8 @@ impl ThreadState {
     }
 
     /// 1 when a trace hook is set or a greenlet is being force-unwound,
-    /// else 0.
+    /// else 0 (read by the hub's lean switch).
+    #[cfg(feature = "hub")]
     #[inline(always)]
     pub(crate) fn slow_switch(&self) -> u8 {
         self.slow_switch
