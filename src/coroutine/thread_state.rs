@@ -79,8 +79,8 @@ pub(crate) struct ThreadState {
     unwinding: *const Record,
     /// 1 when `trace_hook.is_some() || !unwinding.is_null()`, else 0, kept
     /// by their setters with the link's switch byte (`ThreadLink::set_slow`):
-    /// what the hub's `switch::switches_observed`
-    /// tests, without the link's load.
+    /// what the hub's `switch::switches_observed` tests, without the link's
+    /// load.
     slow_switch: u8,
     /// This thread's block of greenlet ids.
     pub(crate) ids: IdBlock,

@@ -15,4 +15,3 @@ mod threads;
 mod throw_and_kill;
 mod tracing;
 mod weak_refs;
-

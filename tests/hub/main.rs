@@ -21,4 +21,3 @@ mod spawn_placement;
 mod sync;
 mod task_references;
 mod time;
-

@@ -12,4 +12,3 @@ mod serve_placement;
 mod sockets;
 mod split_streams;
 mod unix_sockets;
-
