@@ -4,7 +4,7 @@
 //! Owns the transfer of a payload from the current greenlet to another one.
 //! Main resumes a greenlet from the thread's native stack; a greenlet hands
 //! control to another straight from its stack to the other's
-//! ([`suspend_to`], one stack switch; the other inherits main as the
+//! (`suspend_to`, one stack switch; the other inherits main as the
 //! context it suspends to), and back to main by suspending. Where there is
 //! no direct switch (targets other than x86_64 Unix, or a target without a
 //! fiber), the greenlet suspends to a loop on main's stack
@@ -13,7 +13,7 @@
 //! of the next greenlet's record (main's included), and the address of the
 //! payload, which stays where the sender had it (on its stack, suspended)
 //! until the receiver moves it out ([`receive`]); a switch that carries no
-//! payload points to [`NOTHING`] instead. Every greenlet's body runs
+//! payload points to `NOTHING` instead. Every greenlet's body runs
 //! under [`root`], which catches panics and hands the result up the parent
 //! chain ([`finish`]).
 //!
@@ -174,7 +174,7 @@ unsafe fn send_to(ts: *mut ThreadState, dest: *const Record, payload: Payload) -
 ///
 /// # Safety
 /// `carried` is what the switch that gave control here carried: a live
-/// payload not read since, or [`NOTHING`].
+/// payload not read since, or `NOTHING`.
 #[inline(always)]
 unsafe fn receive(carried: *const Words) -> Payload {
     // SAFETY: guaranteed by the caller; the sender gave up ownership (its
@@ -448,7 +448,7 @@ fn label_named(stack: &PooledStack, name: &str, id: u64) {
 }
 
 /// Hand control to `dest` (a live, started or prepared greenlet, or main)
-/// with `carried` (a payload's address, or [`NOTHING`]'s); returns what the
+/// with `carried` (a payload's address, or `NOTHING`'s); returns what the
 /// switch back carried.
 ///
 /// # Safety
@@ -543,7 +543,7 @@ unsafe fn resume_from_main_with(
 /// ([`context::hand_off`]: `dest` has a fiber, so it is not main), else by
 /// suspending to main's stack with `dest` as the word for the dispatcher.
 /// Returns what the switch back carried, when some context switches back
-/// (a forced unwind carries [`NOTHING`], and its receiver's settle unwinds:
+/// (a forced unwind carries `NOTHING`, and its receiver's settle unwinds:
 /// [`settle`]).
 ///
 /// # Safety
