@@ -1,5 +1,5 @@
 //! The hub's table: this crate's green threads against tokio,
-//! `may` and gevent (and raw corosensei for the park + resume floor), the
+//! `may` and gevent (and raw corosensei for the floor under a yield), the
 //! same figures side by side in one run.
 //!
 //! Every sample is one child process (`peers sample PEER FIGURE COUNT`):
