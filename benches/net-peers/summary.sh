@@ -56,7 +56,7 @@ END {
         for (j = 1; j <= ns; j++) {
             s = servers[j]
             v = cell(k, s, "p99"); p = p (j > 1 ? " / " : "") (v == "" ? "-" : sprintf("%.1f", v / 1000))
-            v = cell(k, s, "cpu"); c = c (j > 1 ? " / " : "") (v == "" ? "-" : sprintf("%.1f", v))
+            v = cell(k, s, "cpu"); c = c (j > 1 ? " / " : "") (v == "" ? "-" : sprintf(v < 1 ? "%.2f" : "%.1f", v))
             t = t (j > 1 ? "/" : "") or_dash(cell(k, s, "top"))
         }
         printf "%s   %s   %s   %s\n", line, p, c, t
