@@ -1,19 +1,30 @@
 #!/usr/bin/env bash
-# The hub's echo and HTTP servers side by side with the same servers on
-# tokio and may, in one run. Loopback only; every run bounded.
+# The hub's echo, HTTP and RESP servers side by side with the same servers
+# on tokio, may and monoio (io_uring, thread per core), in one run: the
+# network table, four systems by three protocols. Loopback only; every run
+# bounded in time (echo, HTTP) or in requests (RESP).
 #
-#   bash benches/net-peers/run.sh            # DURATION=3 seconds per run
+#   bash benches/net-peers/run.sh            # DURATION=3 seconds per timed run
 #   DURATION=5 bash benches/net-peers/run.sh
 #   PARTS=1 bash benches/net-peers/run.sh    # part 1 only (1 worker)
+#   PROTOCOLS="resp" bash benches/net-peers/run.sh   # some of: echo http resp
+#   ECHO_CONNS="1 50 500" RESP_N=100000 RESP_N_PIPELINED=500000 ...
+#       # echo's connection counts (default 50 500), redis-benchmark's -n
+#       # per command unpipelined and with -P 16
 #   HUB_VARIANTS="base=DIR other=DIR2" bash benches/net-peers/run.sh
 #       # also other builds' echo_server and http_hello (from DIR, DIR2:
-#       # servers "base", "other"), run beside the others in every cell
+#       # servers "base", "other"), run beside the others in every echo
+#       # and HTTP cell
 #
 # Part 1, 1 worker: the server is pinned to CPU 0, the client to CPU 1
 # (taskset). Part 2, 2 workers: the server may use both CPUs, so the client
-# competes with it for cores. Echo: 1, 50, 500 connections x 64 B and
+# competes with it for cores. Echo: 50 and 500 connections x 64 B and
 # 4 KiB messages, driven by the hub's echo_client (the same client for
-# every server). HTTP: wrk at 50 and 500 connections.
+# every server). HTTP: wrk at 50 and 500 connections. RESP:
+# redis-benchmark -c 50 -t ping,set,get,incr (PING_INLINE, PING_MBULK, SET,
+# GET, INCR, RESP_N requests each), unpipelined and with -P 16; its
+# requests/s is the five commands' requests over their summed time, its
+# p99 the highest of the five.
 #
 # The server's CPU time per request is utime+stime of the server process
 # (the counters getrusage reports, read from /proc/PID/stat) over the run,
@@ -26,8 +37,8 @@
 # (% of one CPU): a server well below 100% while the client is at 100%
 # (part 1) was not the bottleneck, and its requests/s are the client's.
 #
-# Prints one table with ratios (hub / tokio, hub / may, hub / each
-# variant) and writes target/net-peers/results.csv and
+# Prints one table (requests/s, the hub's ratio to each system, p99 and
+# CPU per request of each) and writes target/net-peers/results.csv and
 # target/net-peers/plot.svg.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -35,21 +46,29 @@ PEERS="$ROOT/benches/net-peers"
 OUT="$ROOT/target/net-peers"
 DURATION="${DURATION:-3}"
 PARTS="${PARTS:-1 2}"
+PROTOCOLS="${PROTOCOLS:-echo http resp}"
+ECHO_CONNS="${ECHO_CONNS:-50 500}"
+RESP_N="${RESP_N:-100000}"
+RESP_N_PIPELINED="${RESP_N_PIPELINED:-500000}"
 mkdir -p "$OUT"
 LOAD_BEFORE="$(cut -d" " -f1-3 /proc/loadavg)"
 
-if ! command -v wrk >/dev/null; then
-    apt-get update >/dev/null && apt-get install -y wrk >/dev/null
+if ! command -v wrk >/dev/null || ! command -v redis-benchmark >/dev/null; then
+    apt-get update >/dev/null && apt-get install -y wrk redis-tools >/dev/null
 fi
 (cd "$ROOT" && cargo build --release --example echo_server --example echo_client --example http_hello)
-(cd "$PEERS" && cargo build --release)
+(cd "$PEERS" && cargo build --release --bins)
 EX="$ROOT/target/release/examples"
 PB="$PEERS/target/release"
 TICK=$(getconf CLK_TCK)
 
 declare -A SERVER=(
     [hub_echo]="$EX/echo_server" [tokio_echo]="$PB/tokio_echo" [may_echo]="$PB/may_echo"
+    [monoio_echo]="$PB/monoio_echo"
     [hub_http]="$EX/http_hello" [tokio_http]="$PB/tokio_http" [may_http]="$PB/may_http"
+    [monoio_http]="$PB/monoio_http"
+    [hub_resp]="$PB/hub_resp" [tokio_resp]="$PB/tokio_resp" [may_resp]="$PB/may_resp"
+    [monoio_resp]="$PB/monoio_resp"
 )
 IMPLS="hub"
 for v in ${HUB_VARIANTS:-}; do
@@ -63,7 +82,7 @@ for v in ${HUB_VARIANTS:-}; do
     SERVER[${name}_http]="$dir/http_hello"
     IMPLS="$IMPLS $name"
 done
-IMPLS="$IMPLS tokio may"
+IMPLS="$IMPLS tokio may monoio"
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 # "TID TICKS" for each thread of process $1.
@@ -82,9 +101,11 @@ PORT=7400
 CSV="$OUT/results.csv"
 echo "scenario,server,rps,p99_us,cpu_us_per_req,top_thread_pct,server_busy_pct,client_busy_pct" >"$CSV"
 
-# run KIND(echo|http) IMPL WORKERS SERVER_CPUS CLIENT_CPUS CONNS SIZE LABEL
+# run KIND(echo|http|resp) IMPL WORKERS SERVER_CPUS CLIENT_CPUS CONNS SIZE LABEL
+# (for resp, SIZE is redis-benchmark's -P)
 run() {
     local kind=$1 impl=$2 workers=$3 scpus=$4 ccpus=$5 conns=$6 size=$7 label=$8
+    [ -n "${SERVER[${impl}_${kind}]:-}" ] || return 0
     PORT=$((PORT + 1))
     taskset -c "$scpus" "${SERVER[${impl}_${kind}]}" --addr "127.0.0.1:$PORT" --workers "$workers" >/dev/null 2>&1 &
     local pid=$!
@@ -102,7 +123,7 @@ run() {
         n=$(sed -n 's/.*requests=\([0-9]*\).*/\1/p' <<<"$line")
         rps=$(sed -n 's/.* rps=\([0-9]*\).*/\1/p' <<<"$line")
         p99=$(sed -n 's/.*p99_us=\([0-9]*\).*/\1/p' <<<"$line")
-    else
+    elif [ "$kind" = http ]; then
         local w
         w=$(taskset -c "$ccpus" wrk -t1 -c"$conns" -d"${DURATION}s" --latency "http://127.0.0.1:$PORT/"
             times)
@@ -110,6 +131,22 @@ run() {
         n=$(awk '/requests in/ {print $1}' <<<"$w")
         rps=$(awk '/Requests\/sec/ {printf "%d", $2}' <<<"$w")
         p99=$(awk '$1 == "99%" {v=$2; if (v ~ /us$/) {sub(/us/,"",v); print int(v)} else if (v ~ /ms$/) {sub(/ms/,"",v); print int(v*1000)} else {sub(/s/,"",v); print int(v*1000000)}}' <<<"$w")
+    else
+        # redis-benchmark --csv: "test","rps","avg_latency_ms","min_latency_ms",
+        # "p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms".
+        local r per
+        per=$RESP_N
+        [ "$size" -gt 1 ] && per=$RESP_N_PIPELINED
+        r=$(timeout 300 taskset -c "$ccpus" redis-benchmark -h 127.0.0.1 -p "$PORT" -c "$conns" -n "$per" \
+            -P "$size" -t ping,set,get,incr --csv 2>/dev/null || true
+            times)
+        ctimes=$(tail -1 <<<"$r")
+        read -r n rps p99 < <(awk -F'","' -v per="$per" 'NR > 1 && NF >= 7 {
+                gsub(/"/, "", $2); gsub(/"/, "", $7)
+                if ($2 > 0) { t += per / $2; k++ }
+                if ($7 + 0 > p) p = $7 + 0
+            }
+            END { if (k > 0) printf "%d %d %d\n", k * per, k * per / t, p * 1000; else print "0 0 0" }' <<<"$r")
     fi
     t1=$(cpu_ticks "$pid")
     th1=$(thread_ticks "$pid")
@@ -135,17 +172,30 @@ run() {
 
 for part in $PARTS; do
     if [ $part = 1 ]; then W=1; S=0; C=1; TAG="1w"; else W=2; S=0,1; C=0,1; TAG="2w"; fi
-    for conns in 1 50 500; do
-        for size in 64 4096; do
-            for impl in $IMPLS; do
-                run echo $impl $W $S $C $conns $size "echo-$TAG-c$conns-${size}B"
-            done
-        done
-    done
-    for conns in 50 500; do
-        for impl in $IMPLS; do
-            run http $impl $W $S $C $conns 0 "http-$TAG-c$conns"
-        done
+    for proto in $PROTOCOLS; do
+        case $proto in
+        echo)
+            for conns in $ECHO_CONNS; do
+                for size in 64 4096; do
+                    for impl in $IMPLS; do
+                        run echo $impl $W $S $C $conns $size "echo-$TAG-c$conns-${size}B"
+                    done
+                done
+            done ;;
+        http)
+            for conns in 50 500; do
+                for impl in $IMPLS; do
+                    run http $impl $W $S $C $conns 0 "http-$TAG-c$conns"
+                done
+            done ;;
+        resp)
+            for pipe in 1 16; do
+                for impl in $IMPLS; do
+                    run resp $impl $W $S $C 50 $pipe "resp-$TAG-c50-P$pipe"
+                done
+            done ;;
+        *) echo "PROTOCOLS: echo, http or resp, not $proto" >&2; exit 2 ;;
+        esac
     done
 done
 
@@ -153,22 +203,31 @@ echo
 echo "machine: $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1); load before: $LOAD_BEFORE, after: $(cut -d" " -f1-3 /proc/loadavg)" 2>/dev/null || true
 awk -F, -v impls="$IMPLS" '
 NR > 1 { k = $1; if (!(k in seen)) { seen[k] = 1; names[++n] = k }; rps[k, $2] = $3; p99[k, $2] = $4; cpu[k, $2] = $5; top[k, $2] = $6; sb[k, $2] = $7; cb[k, $2] = $8 }
-function ratio(k, s) { return rps[k, s] > 0 ? sprintf("%.2f", rps[k, "hub"] / rps[k, s]) : "-" }
+function ratio(k, s) { return rps[k, s] > 0 && rps[k, "hub"] > 0 ? sprintf("%.2f", rps[k, "hub"] / rps[k, s]) : "-" }
+function or_dash(v) { return v == "" ? "-" : v }
 END {
-    nv = split(impls, all, " ")
-    vh = ""; vc = ""; vu = ""
-    for (j = 1; j <= nv; j++) if (all[j] != "hub" && all[j] != "tokio" && all[j] != "may") {
-        var[++m] = all[j]; vh = vh sprintf(" %7s", "h/" substr(all[j], 1, 5)); vc = vc sprintf(" %8s", "cpu " substr(all[j], 1, 4)); vu = vu sprintf(" %8s", "(us/req)")
-    }
-    printf "%-22s %9s %9s %9s %7s %7s%s | %8s %8s %8s | %8s %8s %8s%s | %s\n", "scenario", "hub r/s", "tokio r/s", "may r/s", "h/tok", "h/may", vh, "p99 hub", "p99 tok", "p99 may", "cpu hub", "cpu tok", "cpu may", vc, "top thread       | busy server/client"
-    printf "%-22s %9s %9s %9s %7s %7s%s | %8s %8s %8s | %8s %8s %8s%s | %s\n", "", "", "", "", "", "", sprintf("%" 8 * m "s", ""), "(us)", "(us)", "(us)", "(us/req)", "(us/req)", "(us/req)", vu, "hub/tok/may (%)  | hub/tok/may (%)"
+    ns = split(impls, all, " ")
+    h1 = sprintf("%-20s", "scenario"); h2 = sprintf("%-20s", "")
+    for (j = 1; j <= ns; j++) { h1 = h1 sprintf(" %8s", substr(all[j], 1, 8)); h2 = h2 sprintf(" %8s", "req/s") }
+    h1 = h1 " |"; h2 = h2 " |"
+    for (j = 2; j <= ns; j++) { h1 = h1 sprintf(" %6s", "h/" substr(all[j], 1, 4)); h2 = h2 sprintf(" %6s", "") }
+    h1 = h1 " |"; h2 = h2 " |"
+    for (j = 1; j <= ns; j++) { h1 = h1 sprintf(" %7s", substr(all[j], 1, 7)); h2 = h2 sprintf(" %7s", "p99 us") }
+    h1 = h1 " |"; h2 = h2 " |"
+    for (j = 1; j <= ns; j++) { h1 = h1 sprintf(" %7s", substr(all[j], 1, 7)); h2 = h2 sprintf(" %7s", "us/req") }
+    print h1 " | top thread (%)   | busy server/client (%)"
+    print h2 " | " impls
     for (i = 1; i <= n; i++) {
-        k = names[i]
-        vr = ""; vcpu = ""
-        for (j = 1; j <= m; j++) { vr = vr sprintf(" %7s", ratio(k, var[j])); vcpu = vcpu sprintf(" %8s", cpu[k, var[j]]) }
-        t = top[k, "hub"] "/" top[k, "tokio"] "/" top[k, "may"]
-        b = sb[k, "hub"] "/" cb[k, "hub"] " " sb[k, "tokio"] "/" cb[k, "tokio"] " " sb[k, "may"] "/" cb[k, "may"]
-        printf "%-22s %9d %9d %9d %7s %7s%s | %8d %8d %8d | %8s %8s %8s%s | %-16s | %s\n", k, rps[k, "hub"], rps[k, "tokio"], rps[k, "may"], ratio(k, "tokio"), ratio(k, "may"), vr, p99[k, "hub"], p99[k, "tokio"], p99[k, "may"], cpu[k, "hub"], cpu[k, "tokio"], cpu[k, "may"], vcpu, t, b
+        k = names[i]; line = sprintf("%-20s", k); t = ""; b = ""
+        for (j = 1; j <= ns; j++) line = line sprintf(" %8s", or_dash(rps[k, all[j]]))
+        line = line " |"
+        for (j = 2; j <= ns; j++) line = line sprintf(" %6s", ratio(k, all[j]))
+        line = line " |"
+        for (j = 1; j <= ns; j++) line = line sprintf(" %7s", or_dash(p99[k, all[j]]))
+        line = line " |"
+        for (j = 1; j <= ns; j++) line = line sprintf(" %7s", or_dash(cpu[k, all[j]]))
+        for (j = 1; j <= ns; j++) { t = t (j > 1 ? "/" : "") or_dash(top[k, all[j]]); b = b (j > 1 ? " " : "") or_dash(sb[k, all[j]]) "/" or_dash(cb[k, all[j]]) }
+        print line " | " sprintf("%-16s", t) " | " b
     }
 }' "$CSV"
 "$PB/plot" "$CSV" "$OUT/plot.svg"

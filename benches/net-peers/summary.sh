@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # Summarise several runs of run.sh (their results.csv copies): per
-# scenario the median and range of the per-run ratios hub / tokio and
-# hub / may (and hub / V for each of run.sh's HUB_VARIANTS), the median
-# p99 of the hub, tokio and may, the median server CPU per request of
-# each server, and the median share of the hub's, tokio's and may's
-# server CPU spent by its busiest thread (runs that recorded it: with 2
-# workers ~100% is one worker doing everything). Also writes MEDIANS,
+# scenario the median and range of the per-run ratios of the hub's
+# requests/s to each other server's (tokio, may, monoio and run.sh's
+# HUB_VARIANTS), and each server's median p99, median server CPU per
+# request and median share of its CPU spent by its busiest thread (runs
+# that recorded it: with 2 workers ~100% is one worker doing everything). Also writes MEDIANS,
 # a CSV of run.sh's shape with each cell's median over the runs (for the
 # plot binary).
 #
@@ -41,21 +40,26 @@ FNR == 1 { runs++; next }
     rps[$1, $2, runs] = $3; p99[$1, $2, runs] = $4; cpu[$1, $2, runs] = $5; top[$1, $2, runs] = $6
 }
 END {
-    nv = 0
-    for (j = 1; j <= ns; j++) if (servers[j] != "hub" && servers[j] != "tokio" && servers[j] != "may") var[++nv] = servers[j]
-    vh = ""; vc = ""
-    for (j = 1; j <= nv; j++) { vh = vh sprintf(" %-18s", "hub/" var[j]); vc = vc "/" var[j] }
+    # Columns in the order the servers first appear (run.sh: hub, variants, tokio, may, monoio).
     printf "%d runs\n", runs
-    printf "%-20s %-18s %-18s%s %-22s %-34s %s\n", "scenario", "hub/tokio", "hub/may", vh, "p99 hub/tok/may (ms)", "cpu hub/tok/may" vc " (us/req)", "top thread hub/tok/may (%)"
+    h = sprintf("%-20s", "scenario")
+    for (j = 1; j <= ns; j++) if (servers[j] != "hub") h = h sprintf(" %-18s", "hub/" servers[j])
+    names = ""
+    for (j = 1; j <= ns; j++) names = names (j > 1 ? "/" : "") servers[j]
+    printf "%s   p99 %s (ms)   cpu %s (us/req)   top thread %s (%%)\n", h, names, names, names
     print "scenario,server,rps,p99_us,cpu_us_per_req,top_thread_pct" > out
     for (i = 1; i <= n; i++) {
         k = order[i]
-        p = sprintf("%.1f / %.1f / %.1f", cell(k, "hub", "p99") / 1000, cell(k, "tokio", "p99") / 1000, cell(k, "may", "p99") / 1000)
-        c = sprintf("%.1f / %.1f / %.1f", cell(k, "hub", "cpu"), cell(k, "tokio", "cpu"), cell(k, "may", "cpu"))
-        vr = ""
-        for (j = 1; j <= nv; j++) { c = c sprintf(" / %.1f", cell(k, var[j], "cpu")); vr = vr sprintf(" %-18s", ratios(k, var[j])) }
-        t = or_dash(cell(k, "hub", "top")) "/" or_dash(cell(k, "tokio", "top")) "/" or_dash(cell(k, "may", "top"))
-        printf "%-20s %-18s %-18s%s %-22s %-34s %s\n", k, ratios(k, "tokio"), ratios(k, "may"), vr, p, c, t
+        line = sprintf("%-20s", k)
+        for (j = 1; j <= ns; j++) if (servers[j] != "hub") line = line sprintf(" %-18s", ratios(k, servers[j]))
+        p = ""; c = ""; t = ""
+        for (j = 1; j <= ns; j++) {
+            s = servers[j]
+            v = cell(k, s, "p99"); p = p (j > 1 ? " / " : "") (v == "" ? "-" : sprintf("%.1f", v / 1000))
+            v = cell(k, s, "cpu"); c = c (j > 1 ? " / " : "") (v == "" ? "-" : sprintf(v < 1 ? "%.2f" : "%.1f", v))
+            t = t (j > 1 ? "/" : "") or_dash(cell(k, s, "top"))
+        }
+        printf "%s   %s   %s   %s\n", line, p, c, t
         for (j = 1; j <= ns; j++) {
             s = servers[j]
             tp = cell(k, s, "top")

@@ -1,6 +1,7 @@
 """gevent 26.9.0 timings for the figures of the hub's table
-(benches/peers, `peers hub`): spawn + join, two greenlets yielding with
-sleep(0), Queue ping-pong, and 100,000 sleepers with their memory.
+(benches/peers, `peers hub`): spawn + join (one at a time and in batches),
+two greenlets yielding with sleep(0), Queue ping-pong (capacity 1 and
+unbounded), and 100,000 sleepers with their memory.
 
 Run through `run.sh --gevent` (which installs gevent==26.9.0 in a venv of
 its own). Each figure includes the cost of the Python loop that drives it.
@@ -53,6 +54,20 @@ def spawn_join(n):
     return time.perf_counter_ns() - start, None
 
 
+BATCH = 10_000
+
+
+def spawn_join_batch(n):
+    """n spawns of an empty greenlet, BATCH spawned before any is joined."""
+    start = time.perf_counter_ns()
+    left = n
+    while left > 0:
+        batch = min(left, BATCH)
+        gevent.joinall([gevent.spawn(nothing) for _ in range(batch)], raise_error=True)
+        left -= batch
+    return time.perf_counter_ns() - start, None
+
+
 def yielder(k):
     for _ in range(k):
         gevent.sleep(0)
@@ -72,9 +87,10 @@ def echo(inbox, outbox):
         outbox.put(value)
 
 
-def ping_pong(n):
-    """n round trips to an echo greenlet over two Queues."""
-    to_echo, to_main = Queue(), Queue()
+def ping_pong(n, maxsize=1):
+    """n round trips to an echo greenlet over two Queues of maxsize
+    (None: unbounded)."""
+    to_echo, to_main = Queue(maxsize), Queue(maxsize)
     other = gevent.spawn(echo, to_echo, to_main)
     start = time.perf_counter_ns()
     for i in range(n):
@@ -100,7 +116,13 @@ def sleepers(n):
 FIGURES = {
     "spawn-join": (spawn_join, 20_000, "spawn + join an empty greenlet"),
     "yield": (yields, 100_000, "two greenlets yielding (sleep(0)), per yield"),
-    "ping-pong": (ping_pong, 50_000, "Queue ping-pong, per round trip"),
+    "spawn-join-batch": (spawn_join_batch, 20_000, "spawn 10,000 empty greenlets, then join them"),
+    "ping-pong": (ping_pong, 50_000, "Queue(1) ping-pong, per round trip"),
+    "ping-pong-unbounded": (
+        lambda n: ping_pong(n, None),
+        50_000,
+        "Queue() ping-pong, per round trip",
+    ),
     "sleepers": (sleepers, 100_000, "100,000 sleepers of 10 ms, all joined"),
 }
 

@@ -1,10 +1,15 @@
 //! What the peer servers share: their flags, the tokio servers' listener
-//! (with the hub's and may's listen backlog) and the HTTP/1.1 request
-//! handling (runtime-agnostic: bytes in, response bytes out), so the tokio
-//! and may servers have the same shape as the hub's examples.
+//! (with the hub's, may's and monoio's listen backlog) and the HTTP/1.1
+//! request handling (runtime-agnostic: bytes in, response bytes out), so
+//! the tokio, may and monoio servers have the same shape as the hub's
+//! examples; the RESP handling ([`resp`]) and monoio's thread-per-core
+//! start ([`monoio_cores`]) in modules of their own.
 
 use std::io;
 use std::net::SocketAddr;
+
+pub mod monoio_cores;
+pub mod resp;
 
 use clap::Parser;
 

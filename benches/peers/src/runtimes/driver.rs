@@ -24,7 +24,7 @@ pub(crate) struct HubArgs {
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=50))]
     whole_rounds: u64,
     /// Add instructions per operation (callgrind, (2N - N) / N) of the
-    /// one-worker figures, for the hub, tokio and raw corosensei.
+    /// one-worker figures, for the hub, tokio, may and raw corosensei.
     #[arg(long)]
     callgrind: bool,
     /// Skip gevent (and its venv).
@@ -135,12 +135,20 @@ fn measure(figure: Figure, rounds: u64, gevent: &Result<PathBuf, String>) -> Row
     Row { figure, cells }
 }
 
-/// The one-worker figures counted under callgrind, and on which peers.
-const COUNTED: [(Figure, &[Peer]); 4] = [
-    (Figure::SpawnJoin, &[Peer::Hub, Peer::Tokio]),
-    (Figure::Yield, &[Peer::Hub, Peer::Tokio]),
+/// The one-worker figures counted under callgrind, and on which peers
+/// (every Rust peer of each; gevent's interpreter is not counted).
+const COUNTED: [(Figure, &[Peer]); 5] = [
+    (Figure::SpawnJoin, &[Peer::Hub, Peer::Tokio, Peer::May]),
+    (Figure::SpawnJoinBatch, &[Peer::Hub, Peer::Tokio, Peer::May]),
+    (
+        Figure::Yield,
+        &[Peer::Hub, Peer::Tokio, Peer::May, Peer::Raw],
+    ),
     (Figure::PingPong, &[Peer::Hub, Peer::Tokio]),
-    (Figure::ParkResume, &[Peer::Hub, Peer::Raw]),
+    (
+        Figure::PingPongUnbounded,
+        &[Peer::Hub, Peer::Tokio, Peer::May],
+    ),
 ];
 
 fn count_instructions() -> Result<Instructions, String> {
@@ -150,7 +158,7 @@ fn count_instructions() -> Result<Instructions, String> {
     for (figure, peers) in COUNTED {
         for &peer in peers {
             eprintln!("callgrind {} {} ...", peer.arg(), figure.arg());
-            let n = figure.count() / 10;
+            let n = figure.counted();
             let once = callgrind::total_of(&sample_args(peer, figure, n), &scratch)?;
             let twice = callgrind::total_of(&sample_args(peer, figure, 2 * n), &scratch)?;
             counts.push((figure, peer, twice.saturating_sub(once) as f64 / n as f64));

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use greenlet::hub::{self, Runtime};
 
-use super::{peak_resident_bytes, Figure, Sample, FAN_OUT, SLEEP};
+use super::{peak_resident_bytes, Figure, Sample, BATCH, FAN_OUT, SLEEP};
 use crate::crowd::resident_bytes;
 
 /// One sample of `figure`.
@@ -20,9 +20,13 @@ pub(super) fn sample(figure: Figure, count: u64, warm: u64) -> Result<Sample, St
         .map_err(|err| format!("building the hub runtime: {err}"))?;
     let body: fn(u64) -> Result<Sample, String> = match figure {
         Figure::SpawnJoin => |n| Ok(Sample::time(spawn_join(n))),
+        Figure::SpawnJoinBatch => |n| Ok(Sample::time(spawn_join_batch(n))),
         Figure::Yield => |n| Ok(Sample::time(yields(n))),
-        Figure::PingPong | Figure::PingPong2w => |n| Ok(Sample::time(ping_pong(n, false))),
-        Figure::PingPongAcross => |n| Ok(Sample::time(ping_pong(n, true))),
+        Figure::PingPong | Figure::PingPong2w => {
+            |n| Ok(Sample::time(ping_pong(n, Channels::Bounded, false)))
+        }
+        Figure::PingPongUnbounded => |n| Ok(Sample::time(ping_pong(n, Channels::Unbounded, false))),
+        Figure::PingPongAcross => |n| Ok(Sample::time(ping_pong(n, Channels::Bounded, true))),
         Figure::Sleepers => sleepers,
         Figure::SpawnTree => |n| {
             let start = Instant::now();
@@ -33,7 +37,6 @@ pub(super) fn sample(figure: Figure, count: u64, warm: u64) -> Result<Sample, St
                 false => Err(format!("the tree counted {leaves} leaves, not {n}")),
             }
         },
-        Figure::ParkResume => |n| Ok(Sample::time(yields(n))),
     };
     rt.block_on(move || {
         if warm > 0 {
@@ -52,6 +55,23 @@ fn spawn_join(n: u64) -> Duration {
     start.elapsed()
 }
 
+/// `n` tasks, spawned [`BATCH`] at a time, each batch joined after all of
+/// it is spawned.
+fn spawn_join_batch(n: u64) -> Duration {
+    let mut handles = Vec::with_capacity(BATCH as usize);
+    let start = Instant::now();
+    let mut left = n;
+    while left > 0 {
+        let batch = left.min(BATCH);
+        handles.extend((0..batch).map(|_| hub::spawn(|| ())));
+        for handle in handles.drain(..) {
+            handle.join().expect("an empty task");
+        }
+        left -= batch;
+    }
+    start.elapsed()
+}
+
 /// `n` yields in all, half by this green thread, half by the other.
 fn yields(n: u64) -> Duration {
     let start = Instant::now();
@@ -61,15 +81,31 @@ fn yields(n: u64) -> Duration {
     start.elapsed()
 }
 
-/// `n` round trips to an echo green thread over two bounded channels
-/// (the `ping-pong` and `ping-pong-2w` figures: the echo starts where the
-/// runtime places it, on this green thread's worker). `across` (the
+/// The hub's channels of a ping-pong.
+#[derive(Clone, Copy)]
+enum Channels {
+    /// `hub::channel(1)`.
+    Bounded,
+    /// `hub::unbounded()`.
+    Unbounded,
+}
+
+fn pair<T>(channels: Channels) -> (hub::Sender<T>, hub::Receiver<T>) {
+    match channels {
+        Channels::Bounded => hub::channel(1),
+        Channels::Unbounded => hub::unbounded(),
+    }
+}
+
+/// `n` round trips to an echo green thread over two channels (the
+/// `ping-pong`, `ping-pong-unbounded` and `ping-pong-2w` figures: the echo
+/// starts where the runtime places it, on this green thread's worker). `across` (the
 /// `ping-pong-across` figure): this green thread spins, without parking
 /// (so its own worker cannot start the echo), until another worker has
 /// taken the echo and started it, and so the round trips cross workers.
-fn ping_pong(n: u64, across: bool) -> Duration {
-    let (to_echo, from_main) = hub::channel::<u64>(1);
-    let (to_main, from_echo) = hub::channel::<u64>(1);
+fn ping_pong(n: u64, channels: Channels, across: bool) -> Duration {
+    let (to_echo, from_main) = pair::<u64>(channels);
+    let (to_main, from_echo) = pair::<u64>(channels);
     let started = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&started);
     let me = std::thread::current().id();

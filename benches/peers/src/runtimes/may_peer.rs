@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use may::coroutine::{self, JoinHandle};
 use may::sync::mpsc;
 
-use super::{peak_resident_bytes, Figure, Sample, FAN_OUT, SLEEP};
+use super::{peak_resident_bytes, Figure, Sample, BATCH, FAN_OUT, SLEEP};
 use crate::crowd::resident_bytes;
 use crate::panic_text;
 
@@ -40,8 +40,10 @@ pub(super) fn sample(figure: Figure, count: u64, warm: u64) -> Result<Sample, St
     may::config().set_workers(figure.workers());
     let body: fn(u64) -> Result<Sample, String> = match figure {
         Figure::SpawnJoin => |n| spawn_join(n).map(Sample::time),
+        Figure::SpawnJoinBatch => |n| spawn_join_batch(n).map(Sample::time),
         Figure::Yield => |n| yields(n).map(Sample::time),
-        Figure::PingPong | Figure::PingPong2w | Figure::PingPongAcross => {
+        Figure::PingPong => return Err("may has no bounded channel".into()),
+        Figure::PingPongUnbounded | Figure::PingPong2w | Figure::PingPongAcross => {
             |n| ping_pong(n).map(Sample::time)
         }
         Figure::Sleepers => sleepers,
@@ -54,7 +56,6 @@ pub(super) fn sample(figure: Figure, count: u64, warm: u64) -> Result<Sample, St
                 false => Err(format!("the tree counted {leaves} leaves, not {n}")),
             }
         },
-        Figure::ParkResume => return Err("may has no park + resume figure".into()),
     };
     joined(
         go(move || {
@@ -71,6 +72,23 @@ fn spawn_join(n: u64) -> Result<Duration, String> {
     let start = Instant::now();
     for _ in 0..n {
         joined(go(|| ()), "an empty coroutine")?;
+    }
+    Ok(start.elapsed())
+}
+
+/// `n` coroutines, spawned [`BATCH`] at a time, each batch joined after
+/// all of it is spawned.
+fn spawn_join_batch(n: u64) -> Result<Duration, String> {
+    let mut handles = Vec::with_capacity(BATCH as usize);
+    let start = Instant::now();
+    let mut left = n;
+    while left > 0 {
+        let batch = left.min(BATCH);
+        handles.extend((0..batch).map(|_| go(|| ())));
+        for handle in handles.drain(..) {
+            joined(handle, "an empty coroutine")?;
+        }
+        left -= batch;
     }
     Ok(start.elapsed())
 }

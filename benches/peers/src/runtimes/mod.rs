@@ -1,5 +1,5 @@
 //! The hub's table: this crate's green threads against tokio,
-//! `may` and gevent (and raw corosensei for the park + resume floor), the
+//! `may` and gevent (and raw corosensei for the floor under a yield), the
 //! same figures side by side in one run.
 //!
 //! Every sample is one child process (`peers sample PEER FIGURE COUNT`):
@@ -39,7 +39,8 @@ pub(crate) enum Peer {
     May,
     /// gevent 26.9.0 on CPython 3.11.7 (`benches/python/gevent_bench.py`).
     Gevent,
-    /// corosensei 0.3.4 alone: resume + suspend, the floor under a park.
+    /// corosensei 0.3.4 alone on its own `DefaultStack`: resume + suspend,
+    /// the floor under a yield's park and resume.
     Raw,
 }
 
@@ -54,7 +55,7 @@ impl Peer {
             Peer::Tokio => "tokio 1.54",
             Peer::May => "may 0.3.51",
             Peer::Gevent => "gevent 26.9.0",
-            Peer::Raw => "raw corosensei",
+            Peer::Raw => "raw corosensei (its own stacks)",
         }
     }
 
@@ -73,14 +74,22 @@ impl Peer {
 /// A measured figure, in the table's row order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Figure {
-    /// Spawn an empty task and join it, one worker.
+    /// Spawn an empty task and join it at once, one at a time; one worker.
     SpawnJoin,
-    /// Two tasks yielding to each other, one worker; per yield.
+    /// Spawn [`BATCH`] empty tasks, then join them all; per task, one
+    /// worker.
+    SpawnJoinBatch,
+    /// Two tasks yielding to each other, one worker; per yield. Each yield
+    /// is a park of one task and a resume of the other: two stack
+    /// switches, as raw corosensei's resume + suspend beside it.
     Yield,
-    /// A round trip over two channels to an echo task, one worker.
+    /// A round trip over two channels of capacity 1 to an echo task, one
+    /// worker.
     PingPong,
-    /// The same code on two workers: each runtime places the echo where
-    /// it places a spawned task.
+    /// The same over two unbounded channels.
+    PingPongUnbounded,
+    /// The bounded ping-pong's code on two workers: each runtime places the
+    /// echo where it places a spawned task.
     #[value(name = "ping-pong-2w")]
     PingPong2w,
     /// Two workers, the hub's echo forced onto the other worker (its
@@ -93,41 +102,46 @@ pub(crate) enum Figure {
     /// A tree of fan-out 10 with COUNT leaves, every node a task that joins
     /// its children; two workers.
     SpawnTree,
-    /// A green thread parking and the next one resumed: two tasks yielding
-    /// to each other, so each yield is a park and a resume, two stack
-    /// switches like raw corosensei's resume + suspend beside it. (A task
-    /// alone yielding no longer measures a park: it runs on without a
-    /// switch.)
-    ParkResume,
 }
 
 impl Figure {
     /// Every figure, in row order.
-    pub(crate) const ALL: [Figure; 8] = [
+    pub(crate) const ALL: [Figure; 9] = [
         Figure::SpawnJoin,
+        Figure::SpawnJoinBatch,
         Figure::Yield,
         Figure::PingPong,
+        Figure::PingPongUnbounded,
         Figure::PingPong2w,
         Figure::PingPongAcross,
         Figure::Sleepers,
         Figure::SpawnTree,
-        Figure::ParkResume,
     ];
 
     /// The row heading.
     pub(crate) fn title(self) -> &'static str {
         match self {
-            Figure::SpawnJoin => "spawn + join an empty task, 1 worker",
-            Figure::Yield => "two tasks yielding to each other, per yield, 1 worker",
-            Figure::PingPong => "channel ping-pong, per round trip, 1 worker",
-            Figure::PingPong2w => "channel ping-pong, per round trip, 2 workers (the same code)",
+            Figure::SpawnJoin => "spawn + join an empty task, one at a time, 1 worker",
+            Figure::SpawnJoinBatch => {
+                "spawn 10,000 empty tasks, then join them, per task, 1 worker"
+            }
+            Figure::Yield => {
+                "two tasks yielding to each other, per yield (a park and a resume), 1 worker; \
+                 raw corosensei: a resume + suspend"
+            }
+            Figure::PingPong => "ping-pong over channels of capacity 1, per round trip, 1 worker",
+            Figure::PingPongUnbounded => {
+                "ping-pong over unbounded channels, per round trip, 1 worker"
+            }
+            Figure::PingPong2w => {
+                "ping-pong, capacity 1, per round trip, 2 workers (the same code)"
+            }
             Figure::PingPongAcross => {
-                "channel ping-pong, per round trip, 2 workers: the hub forced across workers \
+                "ping-pong, capacity 1, 2 workers: the hub forced across workers \
                  (tokio and may place their tasks themselves)"
             }
             Figure::Sleepers => "100,000 tasks: spawn, sleep 10 ms, all woken and joined, 1 worker",
             Figure::SpawnTree => "spawn tree, 100,000 leaves (fan-out 10), 2 workers",
-            Figure::ParkResume => "park + resume (two tasks yielding: a park and the next resumed) vs resume + suspend",
         }
     }
 
@@ -135,27 +149,31 @@ impl Figure {
     pub(crate) fn arg(self) -> &'static str {
         match self {
             Figure::SpawnJoin => "spawn-join",
+            Figure::SpawnJoinBatch => "spawn-join-batch",
             Figure::Yield => "yield",
             Figure::PingPong => "ping-pong",
+            Figure::PingPongUnbounded => "ping-pong-unbounded",
             Figure::PingPong2w => "ping-pong-2w",
             Figure::PingPongAcross => "ping-pong-across",
             Figure::Sleepers => "sleepers",
             Figure::SpawnTree => "spawn-tree",
-            Figure::ParkResume => "park-resume",
         }
     }
 
-    /// The peers that have this figure (gevent has one worker only; the
-    /// raw floor has only the park + resume).
+    /// The peers that have this figure (gevent has one worker only; may
+    /// has no bounded channel, so its ping-pong is the unbounded one and
+    /// its two-worker rows run that; the raw floor has only the yield).
     pub(crate) fn peers(self) -> &'static [Peer] {
         match self {
-            Figure::SpawnJoin | Figure::Yield | Figure::PingPong | Figure::Sleepers => {
-                &[Peer::Hub, Peer::Tokio, Peer::May, Peer::Gevent]
-            }
+            Figure::SpawnJoin
+            | Figure::SpawnJoinBatch
+            | Figure::PingPongUnbounded
+            | Figure::Sleepers => &[Peer::Hub, Peer::Tokio, Peer::May, Peer::Gevent],
+            Figure::PingPong => &[Peer::Hub, Peer::Tokio, Peer::Gevent],
+            Figure::Yield => &[Peer::Hub, Peer::Tokio, Peer::May, Peer::Gevent, Peer::Raw],
             Figure::PingPong2w | Figure::PingPongAcross | Figure::SpawnTree => {
                 &[Peer::Hub, Peer::Tokio, Peer::May]
             }
-            Figure::ParkResume => &[Peer::Hub, Peer::Raw],
         }
     }
 
@@ -171,22 +189,32 @@ impl Figure {
     /// peer, or the issue's 100,000).
     pub(crate) fn count(self) -> u64 {
         match self {
-            Figure::SpawnJoin => 20_000,
+            Figure::SpawnJoin | Figure::SpawnJoinBatch => 20_000,
             Figure::Yield => 100_000,
-            Figure::PingPong => 50_000,
+            Figure::PingPong | Figure::PingPongUnbounded => 50_000,
             Figure::PingPong2w | Figure::PingPongAcross => 20_000,
             Figure::Sleepers | Figure::SpawnTree => 100_000,
-            Figure::ParkResume => 200_000,
         }
     }
 
     /// Operations of the untimed warm-up before it (a constant, so that
     /// callgrind's difference of two counts cancels it): the whole figure
-    /// for the small loops, 1,000 (a 1,000-leaf tree) for the big ones.
+    /// for the small loops, one batch for the batched spawn, 1,000 (a
+    /// 1,000-leaf tree) for the big ones.
     pub(crate) fn warm(self) -> u64 {
         match self {
             Figure::Sleepers | Figure::SpawnTree => 1_000,
+            Figure::SpawnJoinBatch => BATCH,
             other => other.count() / 4,
+        }
+    }
+
+    /// N of callgrind's (2N - N) / N: a tenth of the timed count, or one
+    /// batch for the batched spawn (so that N and 2N are whole batches).
+    pub(crate) fn counted(self) -> u64 {
+        match self {
+            Figure::SpawnJoinBatch => BATCH,
+            other => other.count() / 10,
         }
     }
 
@@ -196,6 +224,9 @@ impl Figure {
         matches!(self, Figure::Sleepers | Figure::SpawnTree)
     }
 }
+
+/// Tasks spawned before any is joined in the batched spawn + join.
+pub(crate) const BATCH: u64 = 10_000;
 
 /// What one child measured.
 #[derive(Debug)]

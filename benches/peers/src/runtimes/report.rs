@@ -65,6 +65,11 @@ impl Results {
     pub(crate) fn time_ratio(&self, figure: Figure, peer: Peer) -> Option<f64> {
         Some(self.time(figure, Peer::Hub)? / self.time(figure, peer)?)
     }
+
+    /// The hub's instructions per operation over `peer`'s.
+    pub(crate) fn instr_ratio(&self, figure: Figure, peer: Peer) -> Option<f64> {
+        Some(self.instr(figure, Peer::Hub)? / self.instr(figure, peer)?)
+    }
 }
 
 /// What a target compares the hub with.
@@ -72,6 +77,8 @@ impl Results {
 pub(crate) enum Against {
     /// The hub's time over this peer's.
     Peer(Peer),
+    /// The hub's instructions per operation over this peer's.
+    PeerInstr(Peer),
     /// The hub's RSS per sleeper over this many bytes.
     RssBytes(f64),
 }
@@ -91,6 +98,7 @@ impl Target {
     pub(crate) fn ratio(&self, r: &Results) -> Option<f64> {
         match self.against {
             Against::Peer(peer) => r.time_ratio(self.figure, peer),
+            Against::PeerInstr(peer) => r.instr_ratio(self.figure, peer),
             Against::RssBytes(bytes) => Some(r.cell(self.figure, Peer::Hub)?.rss_per? / bytes),
         }
     }
@@ -101,13 +109,16 @@ impl Target {
                 format!("≤ 1/{:.0} × {}", 1.0 / self.bound, peer.arg())
             }
             Against::Peer(peer) => format!("≤ {:.1} × {}", self.bound, peer.arg()),
+            Against::PeerInstr(peer) => {
+                format!("instructions ≤ {:.2} × {}'s", self.bound, peer.arg())
+            }
             Against::RssBytes(bytes) => format!("≤ {:.0} KiB per sleeper", bytes / 1024.0),
         }
     }
 }
 
 /// The hub's benchmark targets.
-pub(crate) const TARGETS: [Target; 10] = [
+pub(crate) const TARGETS: [Target; 12] = [
     Target {
         label: "spawn+join / tokio",
         figure: Figure::SpawnJoin,
@@ -163,10 +174,22 @@ pub(crate) const TARGETS: [Target; 10] = [
         bound: 1.0,
     },
     Target {
-        label: "park+resume / raw",
-        figure: Figure::ParkResume,
+        label: "yield / raw corosensei",
+        figure: Figure::Yield,
         against: Against::Peer(Peer::Raw),
         bound: 2.0,
+    },
+    Target {
+        label: "spawn+join batched, instr / tokio",
+        figure: Figure::SpawnJoinBatch,
+        against: Against::PeerInstr(Peer::Tokio),
+        bound: 0.7,
+    },
+    Target {
+        label: "ping-pong unbounded, instr / tokio",
+        figure: Figure::PingPongUnbounded,
+        against: Against::PeerInstr(Peer::Tokio),
+        bound: 0.35,
     },
 ];
 
@@ -274,12 +297,16 @@ pub(crate) fn render(r: &Results) -> String {
     for peer in &others {
         let _ = write!(head, " vs {} |", peer.arg());
     }
-    let _ = writeln!(out, "{head}");
-    let _ = writeln!(out, "|---|{}", "---|".repeat(others.len()));
+    let _ = writeln!(out, "{head} instructions vs tokio | instructions vs may |");
+    let _ = writeln!(out, "|---|{}", "---|".repeat(others.len() + 2));
     for row in &r.rows {
         let _ = write!(out, "| {} |", row.figure.arg());
         for &peer in &others {
             let text = r.time_ratio(row.figure, peer).map_or(String::new(), ratio);
+            let _ = write!(out, " {text} |");
+        }
+        for peer in [Peer::Tokio, Peer::May] {
+            let text = r.instr_ratio(row.figure, peer).map_or(String::new(), ratio);
             let _ = write!(out, " {text} |");
         }
         let _ = writeln!(out);
@@ -291,7 +318,7 @@ pub(crate) fn render(r: &Results) -> String {
     for target in TARGETS {
         let shown = |x: f64| match target.against {
             Against::RssBytes(bytes) => format!("{} ({})", kib(x * bytes), ratio(x)),
-            Against::Peer(_) => ratio(x),
+            Against::Peer(_) | Against::PeerInstr(_) => ratio(x),
         };
         let (figure, verdict) = match target.ratio(r) {
             Some(x) if x <= target.bound => (shown(x), "met"),

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use tokio::runtime::{Builder, Runtime};
 use tokio::sync::mpsc;
 
-use super::{peak_resident_bytes, Figure, Sample, FAN_OUT, SLEEP};
+use super::{peak_resident_bytes, Figure, Sample, BATCH, FAN_OUT, SLEEP};
 use crate::crowd::resident_bytes;
 
 fn runtime(workers: usize) -> Result<Runtime, String> {
@@ -39,9 +39,15 @@ pub(super) fn sample(figure: Figure, count: u64, warm: u64) -> Result<Sample, St
     let rt = runtime(figure.workers())?;
     let body: Body = match figure {
         Figure::SpawnJoin => |n| Box::pin(async move { Ok(Sample::time(spawn_join(n).await)) }),
+        Figure::SpawnJoinBatch => {
+            |n| Box::pin(async move { Ok(Sample::time(spawn_join_batch(n).await)) })
+        }
         Figure::Yield => |n| Box::pin(async move { Ok(Sample::time(yields(n).await)) }),
         Figure::PingPong | Figure::PingPong2w | Figure::PingPongAcross => {
             |n| Box::pin(async move { Ok(Sample::time(ping_pong(n).await)) })
+        }
+        Figure::PingPongUnbounded => {
+            |n| Box::pin(async move { Ok(Sample::time(ping_pong_unbounded(n).await)) })
         }
         Figure::Sleepers => |n| Box::pin(sleepers(n)),
         Figure::SpawnTree => |n| {
@@ -55,7 +61,6 @@ pub(super) fn sample(figure: Figure, count: u64, warm: u64) -> Result<Sample, St
                 }
             })
         },
-        Figure::ParkResume => return Err("tokio has no park + resume figure".into()),
     };
     rt.block_on(async move {
         tokio::spawn(async move {
@@ -73,6 +78,23 @@ async fn spawn_join(n: u64) -> Duration {
     let start = Instant::now();
     for _ in 0..n {
         tokio::spawn(async {}).await.expect("an empty task");
+    }
+    start.elapsed()
+}
+
+/// `n` tasks, spawned [`BATCH`] at a time, each batch awaited after all of
+/// it is spawned.
+async fn spawn_join_batch(n: u64) -> Duration {
+    let mut handles = Vec::with_capacity(BATCH as usize);
+    let start = Instant::now();
+    let mut left = n;
+    while left > 0 {
+        let batch = left.min(BATCH);
+        handles.extend((0..batch).map(|_| tokio::spawn(async {})));
+        for handle in handles.drain(..) {
+            handle.await.expect("an empty task");
+        }
+        left -= batch;
     }
     start.elapsed()
 }
@@ -106,6 +128,28 @@ async fn ping_pong(n: u64) -> Duration {
     let start = Instant::now();
     for i in 0..n {
         to_echo.send(i).await.expect("the echo's channel");
+        black_box(from_echo.recv().await.expect("the echo's answer"));
+    }
+    let elapsed = start.elapsed();
+    drop(to_echo);
+    echo.await.expect("the echo");
+    elapsed
+}
+
+/// `n` round trips to an echo task over two unbounded channels.
+async fn ping_pong_unbounded(n: u64) -> Duration {
+    let (to_echo, mut from_main) = mpsc::unbounded_channel::<u64>();
+    let (to_main, mut from_echo) = mpsc::unbounded_channel::<u64>();
+    let echo = tokio::spawn(async move {
+        while let Some(v) = from_main.recv().await {
+            if to_main.send(v).is_err() {
+                break;
+            }
+        }
+    });
+    let start = Instant::now();
+    for i in 0..n {
+        to_echo.send(i).expect("the echo's channel");
         black_box(from_echo.recv().await.expect("the echo's answer"));
     }
     let elapsed = start.elapsed();

@@ -14,14 +14,18 @@ mod corosensei_peer;
 mod generator_peer;
 mod greenlet_peer;
 
+use corosensei_peer::{Own, Pool};
+
 /// Bytes of stack every system's coroutines get.
 pub(crate) const STACK_BYTES: usize = greenlet::DEFAULT_STACK_SIZE;
 
 /// A system under measurement, in the table's column order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub(crate) enum System {
-    /// corosensei 0.3.4 used directly, on this crate's stack pool: the floor.
+    /// corosensei 0.3.4 used directly, on its own `DefaultStack`: the floor.
     Corosensei,
+    /// corosensei 0.3.4 used directly, on this crate's stack pool.
+    CorosenseiPool,
     /// This crate.
     Greenlet,
     /// generator 0.8 (the coroutines `may` runs on).
@@ -32,8 +36,9 @@ pub(crate) enum System {
 
 impl System {
     /// Every Rust system, in column order.
-    pub(crate) const ALL: [System; 4] = [
+    pub(crate) const ALL: [System; 5] = [
         System::Corosensei,
+        System::CorosenseiPool,
         System::Greenlet,
         System::Generator,
         System::Context,
@@ -42,7 +47,8 @@ impl System {
     /// The column heading.
     pub(crate) fn title(self) -> &'static str {
         match self {
-            System::Corosensei => "raw corosensei",
+            System::Corosensei => "raw corosensei (its own stacks)",
+            System::CorosenseiPool => "raw corosensei (this crate's stack pool)",
             System::Greenlet => "greenlet (this crate)",
             System::Generator => "generator 0.8",
             System::Context => "context 3.0",
@@ -53,6 +59,7 @@ impl System {
     pub(crate) fn arg(self) -> &'static str {
         match self {
             System::Corosensei => "corosensei",
+            System::CorosenseiPool => "corosensei-pool",
             System::Greenlet => "greenlet",
             System::Generator => "generator",
             System::Context => "context",
@@ -117,10 +124,14 @@ pub(crate) type Loop = fn(u64) -> Result<(), String>;
 /// The loop of `op` on `system`, or why the system has none.
 pub(crate) fn op_loop(system: System, op: Op) -> Result<Loop, &'static str> {
     Ok(match (system, op) {
-        (System::Corosensei, Op::RoundTrip) => corosensei_peer::round_trip,
-        (System::Corosensei, Op::Switch) => corosensei_peer::switch,
-        (System::Corosensei, Op::Create) => corosensei_peer::create,
-        (System::Corosensei, Op::Kill) => corosensei_peer::kill,
+        (System::Corosensei, Op::RoundTrip) => corosensei_peer::round_trip::<Own>,
+        (System::Corosensei, Op::Switch) => corosensei_peer::switch::<Own>,
+        (System::Corosensei, Op::Create) => corosensei_peer::create_own,
+        (System::Corosensei, Op::Kill) => corosensei_peer::kill::<Own>,
+        (System::CorosenseiPool, Op::RoundTrip) => corosensei_peer::round_trip::<Pool>,
+        (System::CorosenseiPool, Op::Switch) => corosensei_peer::switch::<Pool>,
+        (System::CorosenseiPool, Op::Create) => corosensei_peer::create_pooled,
+        (System::CorosenseiPool, Op::Kill) => corosensei_peer::kill::<Pool>,
         (System::Greenlet, Op::RoundTrip) => greenlet_peer::round_trip,
         (System::Greenlet, Op::Switch) => greenlet_peer::switch,
         (System::Greenlet, Op::Create) => greenlet_peer::create,
@@ -147,7 +158,10 @@ pub(crate) trait Crowd {
 /// (reserved now, so that growing it is not counted).
 pub(crate) fn crowd(system: System, capacity: usize) -> Box<dyn Crowd> {
     match system {
-        System::Corosensei => Box::new(corosensei_peer::Suspended::with_capacity(capacity)),
+        System::Corosensei => Box::new(corosensei_peer::Suspended::<Own>::with_capacity(capacity)),
+        System::CorosenseiPool => {
+            Box::new(corosensei_peer::Suspended::<Pool>::with_capacity(capacity))
+        }
         System::Greenlet => Box::new(greenlet_peer::Suspended::with_capacity(capacity)),
         System::Generator => Box::new(generator_peer::Suspended::with_capacity(capacity)),
         System::Context => Box::new(context_peer::Suspended::with_capacity(capacity)),
