@@ -147,6 +147,7 @@ mod introspect;
 mod join;
 pub mod net;
 mod output;
+mod panic_name;
 mod park;
 pub(crate) mod pending;
 mod pending_drain;

@@ -205,6 +205,7 @@ impl Builder {
             watchdog: None,
             done: false,
         };
+        super::panic_name::install();
         for seed in seeds {
             let s = Arc::clone(&shared);
             let t = thread::Builder::new()
