@@ -138,6 +138,7 @@
 mod blocking;
 mod blocking_pool;
 mod channel;
+mod counters;
 mod error;
 mod future;
 mod group;
@@ -145,6 +146,7 @@ mod idle;
 mod inbox;
 mod introspect;
 mod join;
+mod metrics;
 pub mod net;
 mod output;
 mod panic_name;
@@ -185,6 +187,7 @@ pub use self::future::block_on;
 pub use self::group::TaskGroup;
 pub use self::introspect::dump;
 pub use self::join::JoinHandle;
+pub use self::metrics::{metrics, Metrics, WorkerMetrics};
 pub use self::pending_drain::HubScheduler;
 pub use self::runtime::{
     run, Builder, Handle, Runtime, ShutdownReport, DROP_SHUTDOWN_TIMEOUT,
