@@ -66,7 +66,14 @@ fn main() {
     let start = Instant::now();
     let end = start + Duration::from_secs(cli.seconds);
     let interval = Duration::from_millis(cli.interval_ms);
-    let watchdog_before = watchdog_schedstat();
+    // The watchdog thread names itself once it runs: look for a moment.
+    let watchdog_before = (0..100).find_map(|_| {
+        let seen = watchdog_schedstat();
+        if seen.is_none() && watchdog.is_some() {
+            thread::sleep(Duration::from_millis(1));
+        }
+        seen
+    });
     while Instant::now() < end {
         thread::sleep(interval.min(end.saturating_duration_since(Instant::now())));
         println!(

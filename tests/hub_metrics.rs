@@ -33,7 +33,7 @@ fn spawned_and_alive_count_known_work() {
     let handles: Vec<_> = (0..100u64).map(|i| handle.spawn(move || i * 2)).collect();
     let total: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
     assert_eq!(total, 9900);
-    let after = until(&handle, "back to baseline", |m| m.alive == before.alive);
+    let after = until(handle, "back to baseline", |m| m.alive == before.alive);
     assert!(after.spawned >= before.spawned + 100, "{after}");
     assert_eq!(after.running, 0, "{after}");
     assert_eq!(after.parked_total(), 0, "{after}");
@@ -42,7 +42,10 @@ fn spawned_and_alive_count_known_work() {
         assert!(w.busy <= w.uptime, "{after}");
     }
     let resumes: u64 = after.workers.iter().map(|w| w.resumes).sum();
-    assert!(resumes >= 100, "each of the 100 was resumed at least once: {after}");
+    assert!(
+        resumes >= 100,
+        "each of the 100 was resumed at least once: {after}"
+    );
 }
 
 #[test]
@@ -56,7 +59,7 @@ fn parked_green_threads_are_counted_by_what_they_wait_for() {
         })
         .unzip();
     let sleeper = handle.spawn(|| hub::sleep(Duration::from_secs(3600)));
-    let m = until(&handle, "four parked", |m| {
+    let m = until(handle, "four parked", |m| {
         m.parked_on(Wait::Recv) == 3 && m.parked_on(Wait::Sleep) == 1
     });
     assert_eq!(m.parked_total(), 4, "{m}");
@@ -71,7 +74,7 @@ fn parked_green_threads_are_counted_by_what_they_wait_for() {
     }
     sleeper.cancel();
     assert!(sleeper.join().unwrap_err().is_cancelled());
-    let m = until(&handle, "none parked", |m| m.alive == 0);
+    let m = until(handle, "none parked", |m| m.alive == 0);
     assert_eq!(m.parked_total(), 0, "{m}");
 }
 
@@ -96,7 +99,7 @@ fn the_blocking_pool_is_counted() {
         })
         .collect();
     // Two threads at most: two calls run, the third waits.
-    let m = until(&handle, "two busy and one queued", |m| {
+    let m = until(handle, "two busy and one queued", |m| {
         m.blocking_busy == 2 && m.blocking_queued == 1
     });
     assert_eq!(m.blocking_threads, 2, "{m}");
@@ -106,7 +109,7 @@ fn the_blocking_pool_is_counted() {
     for c in calls {
         c.join().unwrap();
     }
-    let m = until(&handle, "the pool idle", |m| m.blocking_busy == 0);
+    let m = until(handle, "the pool idle", |m| m.blocking_busy == 0);
     assert_eq!(m.blocking_queued, 0, "{m}");
 }
 
@@ -129,7 +132,9 @@ fn wakes_from_another_thread_and_polls_are_counted() {
     // its acknowledgement of the previous value, so the park seen is a
     // new one): each send wakes it through the worker's remote queue.
     for i in 0..10 {
-        until(&handle, "the receiver parked", |m| m.parked_on(Wait::Recv) == 1);
+        until(handle, "the receiver parked", |m| {
+            m.parked_on(Wait::Recv) == 1
+        });
         tx.send(i).unwrap();
         ack_rx.recv().unwrap();
     }
@@ -158,7 +163,9 @@ fn an_idle_worker_steals_unstarted_tasks() {
         }
         hs
     });
-    let m = until(&handle, "a steal", |m| m.workers.iter().any(|w| w.steals > 0));
+    let m = until(handle, "a steal", |m| {
+        m.workers.iter().any(|w| w.steals > 0)
+    });
     release.store(true, Ordering::SeqCst);
     for h in spawner.join().unwrap() {
         h.join().unwrap();

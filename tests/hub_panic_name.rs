@@ -64,8 +64,14 @@ fn a_panic_names_its_green_thread() {
         .find(|l| l.starts_with("green thread 'boom'"))
         .unwrap_or_else(|| panic!("no identity line in {err}"));
     assert!(line.contains("(id "), "{line}");
-    assert!(line.contains("spawned at tests/hub_panic_name.rs:"), "{line}");
-    assert!(line.contains("panicked at tests/hub_panic_name.rs:"), "{line}");
+    assert!(
+        line.contains("spawned at tests/hub_panic_name.rs:"),
+        "{line}"
+    );
+    assert!(
+        line.contains("panicked at tests/hub_panic_name.rs:"),
+        "{line}"
+    );
     // The standard hook still prints the message.
     assert!(err.contains("kaboom"), "{err}");
 }

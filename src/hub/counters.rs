@@ -61,7 +61,8 @@ impl Counters {
     #[inline]
     pub(crate) fn idle_begin(&self, now: Instant) {
         let at = nanos(now.saturating_duration_since(self.start));
-        self.idle_from.store(at.saturating_add(1), Ordering::Relaxed);
+        self.idle_from
+            .store(at.saturating_add(1), Ordering::Relaxed);
     }
 
     /// The idle spell that began at `from` ends now: count it.

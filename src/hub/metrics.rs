@@ -2,7 +2,9 @@
 //! snapshot of a runtime: its green threads (alive, spawned, running,
 //! ready, parked by what they wait for), each worker's counters
 //! ([`WorkerMetrics`]: queue depths, steals, poller calls, wakes from
-//! other threads, resumes, busy time) and its blocking pool.
+//! other threads, resumes, busy time), its injector's depth and its
+//! blocking pool. `docs/hub.md` maps each to what tokio's
+//! `RuntimeMetrics` calls the same thing.
 //!
 //! # Cost
 //! Always on. A worker writes its own counters (see `counters`) with a
@@ -15,7 +17,8 @@
 //!
 //! Owns: [`Metrics`], [`WorkerMetrics`] and their collection. Uses the
 //! registry, the workers' remote parts (their counters, stealer,
-//! newest-spawn slot and watchdog tick) and the blocking pool's state.
+//! newest-spawn slot and watchdog tick), the injector and the blocking
+//! pool's state.
 
 use std::fmt;
 use std::sync::atomic::Ordering;
@@ -48,6 +51,9 @@ pub struct Metrics {
     /// Parked green threads by what they wait for, one entry per kind of
     /// wait (zero included), in [`Wait`]'s declaration order.
     pub parked: Vec<(Wait, usize)>,
+    /// Tasks spawned from outside the runtime, waiting on its injector for
+    /// a worker to take them.
+    pub injector_depth: usize,
     /// Each worker's counters, by worker index.
     pub workers: Vec<WorkerMetrics>,
     /// OS threads of the blocking pool now.
@@ -160,6 +166,7 @@ impl Metrics {
             ready,
             blocking,
             parked,
+            injector_depth: shared.injector.len(),
             workers,
             blocking_threads,
             blocking_busy,
@@ -182,6 +189,9 @@ impl fmt::Display for Metrics {
             self.blocking,
             self.parked_total()
         )?;
+        if self.injector_depth > 0 {
+            writeln!(f, "injector: {} waiting", self.injector_depth)?;
+        }
         let waits: Vec<String> = self
             .parked
             .iter()
