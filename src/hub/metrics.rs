@@ -32,6 +32,16 @@ use super::task_state::{TaskState, Wait};
 /// A snapshot of a runtime's metrics (see [`Handle::metrics`]). Counters
 /// (`spawned`, a worker's `steals`, `polls`, ...) only grow: the rate of
 /// one is the difference of two snapshots over the time between them.
+/// Its `Display` prints a few lines, as `examples/metrics.rs` shows.
+///
+/// ```
+/// let rt = greenlet::hub::Runtime::builder().worker_threads(1).build().unwrap();
+/// let before = rt.handle().metrics();
+/// rt.block_on(|| greenlet::hub::spawn(|| ()).join().unwrap()).unwrap();
+/// let after = rt.handle().metrics();
+/// assert!(after.spawned >= before.spawned + 2); // the root and its child
+/// assert!(after.to_string().contains("worker 0:"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Metrics {
@@ -65,6 +75,14 @@ pub struct Metrics {
 }
 
 /// One worker's counters in a [`Metrics`] snapshot.
+///
+/// ```
+/// let rt = greenlet::hub::Runtime::builder().worker_threads(1).build().unwrap();
+/// rt.block_on(|| greenlet::hub::yield_now()).unwrap();
+/// let w = &rt.handle().metrics().workers[0];
+/// assert!(w.resumes >= 1);
+/// assert!(w.busy <= w.uptime);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct WorkerMetrics {
@@ -116,6 +134,11 @@ impl Metrics {
     }
 
     /// All parked green threads.
+    ///
+    /// ```
+    /// let rt = greenlet::hub::Runtime::builder().worker_threads(1).build().unwrap();
+    /// assert_eq!(rt.handle().metrics().parked_total(), 0);
+    /// ```
     pub fn parked_total(&self) -> usize {
         self.parked.iter().map(|(_, n)| n).sum()
     }
@@ -156,8 +179,11 @@ impl Metrics {
             })
             .collect();
         let pool = shared.blocking.state.lock();
-        let (blocking_threads, blocking_busy, blocking_queued) =
-            (pool.threads, pool.threads - pool.idle, pool.jobs.len());
+        let (blocking_threads, blocking_busy, blocking_queued) = (
+            pool.threads,
+            pool.threads.saturating_sub(pool.idle),
+            pool.jobs.len(),
+        );
         drop(pool);
         Metrics {
             alive,
