@@ -64,8 +64,13 @@
 //! A green thread that holds its worker without parking (a blocking system
 //! call, a long computation) stops every other green thread of that worker;
 //! move such work to [`spawn_blocking`]. The watchdog
-//! ([`Builder::watchdog`]) reports it through the log facade, naming the
-//! green thread and where it was spawned.
+//! ([`Builder::watchdog`], 100 ms by default) reports it through the log
+//! facade, naming the green thread and where it was spawned, and reports
+//! again when the worker comes back, saying after how long. A panic in a
+//! green thread is printed under the green thread's name, id and spawn
+//! site (see `panic_name`). [`Handle::metrics`] takes a [`Metrics`]
+//! snapshot: green threads by state, each worker's counters, the blocking
+//! pool.
 //!
 //! # Timers and the poller
 //! Each worker has its own timers (sorted lanes and a binary heap, see
@@ -112,7 +117,8 @@
 //!   (its newest-spawn slot), `idle` (its idle policy), `output` (a task's
 //!   value), `scopes` (`timeout` deadlines), `unwind` (the cancellation and
 //!   timeout payloads), `task_state`, `task_info`, `pending` (the
-//!   pending-call slot's rules), `blocking_pool` (its state);
+//!   pending-call slot's rules), `blocking_pool` (its state), `counters`
+//!   (a worker's metric counters);
 //! - the task's data: `task_header` (the `Task` header), `unstarted` (its
 //!   closure until it starts, and the token that runs it), `registry`
 //!   (every task of a runtime), `shared` (what a runtime's workers, handles
@@ -124,8 +130,9 @@
 //! - what green threads call: `park`, `time`, `wait` (wait lists), `join`
 //!   ([`JoinHandle`]), `spawning` ([`spawn`], [`task()`]),
 //!   `pending_drain`, `channel`, `selecting` ([`select`]), `sync`,
-//!   `future`, `watchdog`, `runtime` ([`Runtime`], [`Handle`]),
-//!   `blocking`, `group`, `introspect` ([`dump`]), and the public [`net`]
+//!   `future`, `watchdog`, `panic_name` (the panic hook), `runtime`
+//!   ([`Runtime`], [`Handle`]), `blocking`, `group`, `introspect`
+//!   ([`dump`]), `metrics` ([`Metrics`]), and the public [`net`]
 //!   (TCP, UDP and Unix sockets and any descriptor, parking), [`signal`]
 //!   (Unix signals received by parking) and [`process`] (child processes
 //!   waited for and read by parking).
@@ -138,6 +145,7 @@
 mod blocking;
 mod blocking_pool;
 mod channel;
+mod counters;
 mod error;
 mod future;
 mod group;
@@ -145,8 +153,10 @@ mod idle;
 mod inbox;
 mod introspect;
 mod join;
+mod metrics;
 pub mod net;
 mod output;
+mod panic_name;
 mod park;
 pub(crate) mod pending;
 mod pending_drain;
@@ -184,6 +194,7 @@ pub use self::future::block_on;
 pub use self::group::TaskGroup;
 pub use self::introspect::dump;
 pub use self::join::JoinHandle;
+pub use self::metrics::{metrics, Metrics, WorkerMetrics};
 pub use self::pending_drain::HubScheduler;
 pub use self::runtime::{
     run, Builder, Handle, Runtime, ShutdownReport, DROP_SHUTDOWN_TIMEOUT,

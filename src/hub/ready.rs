@@ -36,6 +36,11 @@ impl<T> ReadyQueue<T> {
         self.first.is_none()
     }
 
+    /// How many are queued.
+    pub(crate) fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.rest.len()
+    }
+
     /// Queue `t` last.
     #[inline]
     pub(crate) fn push_back(&mut self, t: T) {

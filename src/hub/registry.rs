@@ -89,6 +89,8 @@ impl fmt::Debug for Links {
 struct Shard {
     head: *const Task,
     len: usize,
+    /// How many tasks ever joined it.
+    joined: u64,
 }
 
 // SAFETY: `head` points at a listed task, alive (see the module doc), and
@@ -118,6 +120,7 @@ impl Registry {
                     QuickMutex::new(Shard {
                         head: ptr::null(),
                         len: 0,
+                        joined: 0,
                     })
                 })
                 .collect(),
@@ -149,6 +152,7 @@ impl Registry {
         }
         shard.head = raw;
         shard.len += 1;
+        shard.joined += 1;
     }
 
     /// Take `task` out of its shard, if it is in it.
@@ -195,6 +199,16 @@ impl Registry {
         all.into_iter().map(|(_, r)| r).collect()
     }
 
+    /// Call `f` with every registered task, under its shard's lock (as in
+    /// [`snapshot`](Self::snapshot)), in no particular order.
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&Task)) {
+        for shard in self.shards.iter() {
+            let shard = shard.lock();
+            // SAFETY: as in `snapshot`.
+            unsafe { each(&shard, |t| f(&*t)) };
+        }
+    }
+
     /// `f` of the registered task with this id, under its shard's lock (as
     /// in [`snapshot`](Self::snapshot)).
     pub(crate) fn find<R>(&self, id: u64, f: impl FnOnce(&Task) -> R) -> Option<R> {
@@ -214,6 +228,11 @@ impl Registry {
             };
             found
         })
+    }
+
+    /// How many tasks were ever registered.
+    pub(crate) fn joined(&self) -> u64 {
+        self.shards.iter().map(|s| s.lock().joined).sum()
     }
 
     /// How many tasks are registered.

@@ -93,7 +93,8 @@ impl Builder {
     }
 
     /// Report a worker that has not come back to its hub for longer than
-    /// `threshold` (default 1 s; `None`: no watchdog thread).
+    /// `threshold` (default 100 ms; `None`: no watchdog thread), and its
+    /// recovery when it comes back.
     ///
     /// ```
     /// let rt = greenlet::hub::Runtime::builder().watchdog(None).build().unwrap();
@@ -204,6 +205,7 @@ impl Builder {
             watchdog: None,
             done: false,
         };
+        super::panic_name::install();
         for seed in seeds {
             let s = Arc::clone(&shared);
             let t = thread::Builder::new()
@@ -278,7 +280,7 @@ impl Runtime {
             workers: thread::available_parallelism().map_or(1, usize::from),
             stack_size: default_stack_size(),
             blocking_threads: 16,
-            watchdog: Some(Duration::from_secs(1)),
+            watchdog: Some(super::watchdog::DEFAULT_THRESHOLD),
             pending_capacity: 32,
             slot_age: worker::SLOT_AGE,
         }

@@ -35,7 +35,7 @@ pub enum Wait {
 }
 
 impl Wait {
-    const ALL: [Wait; 11] = [
+    pub(crate) const ALL: [Wait; 11] = [
         Wait::Sleep,
         Wait::Yield,
         Wait::Join,

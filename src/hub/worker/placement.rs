@@ -26,6 +26,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_deque::Steal;
 
+use super::super::counters::Counters;
+
 use super::super::unstarted::{LocalUnstarted, Unstarted};
 use super::state::{Watch, Worker};
 
@@ -193,6 +195,7 @@ impl Worker {
             loop {
                 match victim.stealer.steal_batch_and_pop(&self.deque) {
                     Steal::Success(u) => {
+                        Counters::add(&self.remote().counters.steals, 1);
                         self.local_work.set(true);
                         return Some(u);
                     }
@@ -212,7 +215,11 @@ impl Worker {
         }
         let victim = self.aged_slot()?;
         self.watch[victim].set(None);
-        self.shared.workers[victim].newest.take()
+        let taken = self.shared.workers[victim].newest.take();
+        if taken.is_some() {
+            Counters::add(&self.remote().counters.steals, 1);
+        }
+        taken
     }
 
     /// Another worker whose newest-spawn slot has aged: occupied, with

@@ -1,7 +1,7 @@
 //! The part of a worker that other threads reach ([`Remote`]): its remote
 //! wake queue and placed tasks (the inbox), its sleep flag and the poller's
 //! `mio::Waker`, its stealer, its newest-spawn slot, the watchdog's
-//! counters and the idle policy's state.
+//! counters, the idle policy's state and the metrics' counters.
 //!
 //! Owns: the cache-line layout of those parts and the unpark handshake of
 //! the waker's side. Uses the inbox, the newest-spawn slot and the idle
@@ -15,6 +15,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::diag::diag_warn;
 
+use super::super::counters::Counters;
 use super::super::idle::Idle;
 use super::super::inbox::Inbox;
 use super::super::spawn_slot::Newest;
@@ -49,12 +50,18 @@ pub(crate) struct Remote {
     /// loop reads `stealer`).
     pub(super) waker: mio::Waker,
     pub(crate) stealer: Stealer<Unstarted>,
+    /// The metrics' counters, written by the owner (off the switch path),
+    /// read by a snapshot: lines of their own, behind a pointer, so that
+    /// `Remote` keeps its size (a larger one moved the index arithmetic of
+    /// every wake and park: `hub_hot_loops --op ping-pong` under callgrind
+    /// shows it).
+    pub(crate) counters: Box<CachePadded<Counters>>,
     /// The newest task a green thread of this worker spawned, which the
     /// worker starts at its next scheduling point; other workers take it
     /// only once it aged (see [`Worker::push_unstarted`](super::Worker::push_unstarted)). Written by the
     /// owner at a spawn and a start, read by idle workers at every look:
     /// a line of its own.
-    pub(super) newest: CachePadded<Newest<Unstarted>>,
+    pub(crate) newest: CachePadded<Newest<Unstarted>>,
     /// The idle policy's state (whether it spins, where it runs): written
     /// by the owner at every spin, so not on the line of `stealer`.
     pub(crate) idle: CachePadded<Idle>,
@@ -69,6 +76,7 @@ impl Remote {
             running: CachePadded::new(AtomicU64::new(0)),
             waker,
             stealer,
+            counters: Box::new(CachePadded::new(Counters::new())),
             newest: CachePadded::new(Newest::default()),
             idle: CachePadded::new(Idle::default()),
         }

@@ -43,6 +43,7 @@ use slab::Slab;
 use crate::coroutine::getcurrent;
 use crate::diag::diag_warn;
 
+use super::super::counters::Counters;
 use super::super::idle::{self, Idle, Plan, Spun, SPIN_WINDOW};
 use super::super::ready::ReadyQueue;
 use super::super::shared::Shared;
@@ -184,8 +185,17 @@ impl Worker {
     /// clear, so a wake then costs the waker no system call.
     #[inline(never)]
     pub(super) fn idle(&self) {
-        let remote = self.remote();
         let now = Instant::now();
+        let counters = &self.remote().counters;
+        counters.ready_depth.store(0, Ordering::Relaxed);
+        counters.idle_begin(now);
+        self.idle_from(now);
+        counters.idle_end(now);
+    }
+
+    /// [`idle`](Self::idle)'s steps, from `now`, its start.
+    fn idle_from(&self, now: Instant) {
+        let remote = self.remote();
         let quick = || remote.inbox.look();
         // Another worker's newest spawn about to age, its spawner not
         // parking (see `slot_due`): spin to that moment, then take it; the
@@ -251,6 +261,12 @@ impl Worker {
 
     pub(super) fn poll_once(&self, timeout: Option<Duration>) {
         let mut events = self.events.borrow_mut();
+        let counters = &self.remote().counters;
+        Counters::add(&counters.polls, 1);
+        if timeout == Some(Duration::ZERO) {
+            let depth = self.ready.borrow().len();
+            counters.ready_depth.store(depth, Ordering::Relaxed);
+        }
         let result = self.poll.borrow_mut().poll(&mut events, timeout);
         if let Err(e) = result {
             if e.kind() != std::io::ErrorKind::Interrupted {
@@ -269,14 +285,19 @@ impl Worker {
         let inbox = &remote.inbox;
         if inbox.has_work(Ordering::Relaxed) {
             let mut ready = self.ready.borrow_mut();
+            let mut woken = 0;
             inbox.take(
-                |t| ready.push_back(t),
+                |t| {
+                    woken += 1;
+                    ready.push_back(t);
+                },
                 |placed| {
                     let mut local = self.local_new.borrow_mut();
                     local.extend(placed.drain(..).map(Unstarted::into_local));
                     self.local_work.set(true);
                 },
             );
+            Counters::add(&remote.counters.remote_wakes, woken);
         }
     }
 
