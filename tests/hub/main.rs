@@ -13,7 +13,9 @@ mod handoffs;
 mod idle_workers;
 mod join_values;
 mod limits_and_misuse;
+mod metrics;
 mod observed_switches;
+mod panic_names;
 mod remote_wakes;
 mod runtime_services;
 mod signals;
@@ -21,3 +23,5 @@ mod spawn_placement;
 mod sync;
 mod task_references;
 mod time;
+mod watchdog_reports;
+

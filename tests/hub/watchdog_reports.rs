@@ -4,7 +4,7 @@
 //! (`HANG`); nothing depends on timing beyond the runtime's threshold being
 //! shorter than `HANG`.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

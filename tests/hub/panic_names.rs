@@ -16,7 +16,12 @@ const CASE: &str = "PANIC_NAME_CASE";
 /// Run this binary's `test` alone in a child with `CASE=case`; its stderr.
 fn child_stderr(test: &str, case: &str) -> String {
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            &crate::common::test_path(module_path!(), test),
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CASE, case)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
