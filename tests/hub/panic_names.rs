@@ -70,11 +70,11 @@ fn a_panic_names_its_green_thread() {
         .unwrap_or_else(|| panic!("no identity line in {err}"));
     assert!(line.contains("(id "), "{line}");
     assert!(
-        line.contains("spawned at tests/hub_panic_name.rs:"),
+        line.contains("spawned at tests/hub/panic_names.rs:"),
         "{line}"
     );
     assert!(
-        line.contains("panicked at tests/hub_panic_name.rs:"),
+        line.contains("panicked at tests/hub/panic_names.rs:"),
         "{line}"
     );
     // The standard hook still prints the message.

@@ -60,7 +60,7 @@ fn the_watchdog_names_the_blocker_and_logs_its_recovery() {
     );
     assert!(report.contains("'spinning-hog'"), "{report}");
     assert!(report.contains("id "), "{report}");
-    assert!(report.contains("tests/hub_watchdog2.rs"), "{report}");
+    assert!(report.contains("tests/hub/watchdog_reports.rs"), "{report}");
     release.store(true, Ordering::SeqCst);
     hog.join().unwrap();
     let recovered = wait_for_line("recovered");
