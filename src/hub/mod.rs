@@ -125,7 +125,8 @@
 //!   ([`JoinHandle`]), `spawning` ([`spawn`], [`task()`]),
 //!   `pending_drain`, `channel`, `selecting` ([`select`]), `sync`,
 //!   `future`, `watchdog`, `runtime` ([`Runtime`], [`Handle`]),
-//!   `blocking`, `group`, `introspect` ([`dump`]), and the public [`net`]
+//!   `blocking`, `group`, `introspect` ([`dump`]), `stacks`
+//!   ([`dump_stacks`]: each green thread's stack where it waits), and the public [`net`]
 //!   (TCP, UDP and Unix sockets and any descriptor, parking), [`signal`]
 //!   (Unix signals received by parking) and [`process`] (child processes
 //!   waited for and read by parking).
@@ -161,6 +162,7 @@ pub mod signal;
 mod spawn_slot;
 mod spawning;
 mod spin_lock;
+mod stacks;
 mod sync;
 mod task_header;
 mod task_info;
@@ -191,6 +193,7 @@ pub use self::runtime::{
 };
 pub use self::selecting::{select, Selectable, Watch};
 pub use self::spawning::{spawn, spawn_local, task, TaskBuilder};
+pub use self::stacks::{dump_stacks, Dump, TaskStack, ANSWER_WITHIN};
 pub use self::sync::{Event, Mutex, MutexGuard, Semaphore, SemaphorePermit};
 pub use self::task_info::TaskInfo;
 pub use self::task_state::{TaskState, Wait};

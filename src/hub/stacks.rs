@@ -1,0 +1,418 @@
+//! Every green thread's call stack where it waits: [`Handle::dump_stacks`]
+//! and [`dump_stacks`] return a [`Dump`], the states of [`Handle::dump`]
+//! with each suspended green thread's backtrace from its parking point,
+//! symbolised, the runtime's own frames folded away.
+//!
+//! # How a stack is captured
+//! A green thread never leaves its worker, and a backtrace can only be
+//! taken by the code running on the stack it walks. So the dump places a
+//! capturing green thread on each worker (through the worker's inbox,
+//! as `net::serve` places connections). Running there, that green thread
+//! throws a capture request (a `GreenletError` whose user error is
+//! [`CaptureRequest`]) into each other started green thread of its worker,
+//! through the coroutine API's `throw`. Every one of them is suspended in
+//! the hub's park; its park sees the thrown error on its slow path (the
+//! branch a cancellation takes, off the switch path: nothing is added to a
+//! park that is resumed normally), takes its backtrace
+//! ([`std::backtrace::Backtrace::force_capture`], which walks the stack
+//! without resolving symbols), and switches straight back to the capturer,
+//! where it stays suspended in its park. It runs no user code, does not
+//! touch its state, its wait-list entries, its timer or its wake sequence:
+//! a wake or a cancellation that comes meanwhile is queued as it would
+//! have been, and the next real resume ends its park as before.
+//! Symbols are resolved afterwards on the dumping thread (on a
+//! blocking-pool thread when the dump is called from a green thread: the
+//! resolution needs more stack than a green thread may have).
+//!
+//! A worker that does not reach a scheduling point within
+//! [`ANSWER_WITHIN`] (one held by a green thread that does not park) is
+//! reported as such; its green threads have no stack in the dump.
+//!
+//! Owns: [`Dump`], [`TaskStack`], the capture request and its answer on
+//! the parked side ([`answer_throw`], called by `park`), the folding of
+//! runtime frames. Uses the worker's `live` table (its suspended green
+//! threads), the placement of a task on a given worker, the channel and
+//! `spawn_blocking`.
+
+use std::backtrace::Backtrace;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fmt;
+use std::panic::Location;
+use std::time::{Duration, Instant};
+
+use crate::coroutine::{getcurrent, ErrorKind, Greenlet, GreenletError};
+
+use super::blocking::spawn_blocking;
+use super::channel::unbounded;
+use super::error::HubError;
+use super::runtime::Handle;
+use super::spawning::NewTask;
+use super::task_header::Task;
+use super::task_info::TaskInfo;
+use super::task_state::TaskState;
+use super::worker;
+
+/// How long a dump waits for each worker to capture its green threads'
+/// stacks: a worker held by a green thread that does not park cannot.
+/// Longer makes a dump of a stalled runtime slower; shorter may miss a
+/// worker that runs a long slice of a busy green thread.
+pub const ANSWER_WITHIN: Duration = Duration::from_secs(1);
+
+/// The name of the capturing green threads (left out of the dump).
+const CAPTURER: &str = "hub-stack-capture";
+
+/// The error thrown into a parked green thread to ask for its stack.
+#[derive(Debug)]
+pub(crate) struct CaptureRequest;
+
+impl fmt::Display for CaptureRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the hub asks for this green thread's stack (a dump is under way)")
+    }
+}
+
+impl std::error::Error for CaptureRequest {}
+
+thread_local! {
+    /// The capturing greenlet of this worker while it captures, and the
+    /// backtrace the last green thread asked left for it.
+    static CAPTURE: RefCell<(Option<Greenlet>, Option<Backtrace>)> =
+        const { RefCell::new((None, None)) };
+}
+
+fn is_capture(e: &GreenletError) -> bool {
+    matches!(e.kind(), ErrorKind::User(inner) if inner.is::<CaptureRequest>())
+}
+
+/// A park of this worker's green thread came back with a thrown error
+/// (`Err(thrown)`): while that is a capture request, leave this stack's
+/// backtrace for the capturer and switch back to it, suspended again in
+/// the park. `Ok` once a real resume ended the park, `Err` when a
+/// cancellation did (the caller raises it).
+#[cold]
+#[inline(never)]
+pub(crate) fn answer_throw(mut thrown: GreenletError) -> Result<(), ()> {
+    loop {
+        if !is_capture(&thrown) {
+            return Err(());
+        }
+        let capturer = CAPTURE.with(|c| {
+            let mut c = c.borrow_mut();
+            c.1 = Some(Backtrace::force_capture());
+            c.0.clone()
+        });
+        let Some(capturer) = capturer else {
+            // No capturer: nobody to go back to but the park's caller.
+            return Ok(());
+        };
+        match capturer.switch(()) {
+            Ok(_) => return Ok(()),
+            Err(e) => thrown = e,
+        }
+    }
+}
+
+/// Run on a capturing green thread: the backtrace of every other started,
+/// suspended green thread of this worker, by id.
+fn capture_here() -> Vec<(u64, Backtrace)> {
+    let Some(suspended) = worker::with_current(|w| w.map(|w| w.suspended_greenlets())) else {
+        return Vec::new();
+    };
+    CAPTURE.with(|c| c.borrow_mut().0 = Some(getcurrent()));
+    let mut out = Vec::with_capacity(suspended.len());
+    for (task, g) in suspended {
+        if g.is_dead() || !g.is_started() {
+            continue;
+        }
+        // The request comes back as `Ok` once the green thread switched
+        // back from its park; anything else means it was not in a park
+        // (nothing captured).
+        if g.throw(GreenletError::user(CaptureRequest)).is_ok() {
+            if let Some(bt) = CAPTURE.with(|c| c.borrow_mut().1.take()) {
+                out.push((task.id, bt));
+            }
+        }
+    }
+    CAPTURE.with(|c| *c.borrow_mut() = (None, None));
+    out
+}
+
+/// One green thread in a [`Dump`]: its state and, when it was captured,
+/// its stack where it waits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TaskStack {
+    /// Its id, name, state, worker and spawn site.
+    pub info: TaskInfo,
+    /// Its frames, innermost first, as `function` or `function at
+    /// file:line:column`, the runtime's own frames folded into the
+    /// outermost of each run (the call the green thread's code made).
+    /// Empty when no stack was captured (see `note`).
+    pub frames: Vec<String>,
+    /// Why there are no frames, when there are none.
+    pub note: Option<String>,
+}
+
+/// Every green thread of a runtime with its stack: what
+/// [`Handle::dump_stacks`] returns. Its `Display` prints one block per green
+/// thread, as Go prints goroutines.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Dump {
+    /// The green threads, by id.
+    pub tasks: Vec<TaskStack>,
+    /// Workers that did not answer within [`ANSWER_WITHIN`].
+    pub silent_workers: Vec<usize>,
+}
+
+impl fmt::Display for Dump {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for t in &self.tasks {
+            writeln!(f, "green thread {}:", t.info)?;
+            for frame in &t.frames {
+                writeln!(f, "    {frame}")?;
+            }
+            if let Some(note) = &t.note {
+                writeln!(f, "    ({note})")?;
+            }
+            writeln!(f)?;
+        }
+        for w in &self.silent_workers {
+            writeln!(
+                f,
+                "worker {w} did not answer within {ANSWER_WITHIN:?}: a green thread holds it \
+                 without parking"
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl Handle {
+    /// [`dump`](Handle::dump) with each suspended green thread's stack where
+    /// it waits (see [`Dump`]). Costs a switch into every started green
+    /// thread and back, and the symbolisation of their stacks; called from
+    /// a green thread, it parks while the workers capture.
+    ///
+    /// ```
+    /// use greenlet::hub::{self, TaskState, Wait};
+    /// let rt = hub::Runtime::new().unwrap();
+    /// let h = rt.handle().spawn(|| hub::sleep(std::time::Duration::from_secs(3600)));
+    /// while h.state() != TaskState::Parked(Wait::Sleep) {
+    ///     std::thread::yield_now();
+    /// }
+    /// let dump = rt.handle().dump_stacks();
+    /// let t = dump.tasks.iter().find(|t| t.info.id == h.id()).unwrap();
+    /// assert!(t.frames.iter().any(|f| f.contains("sleep")), "{dump}");
+    /// ```
+    pub fn dump_stacks(&self) -> Dump {
+        let shared = &self.shared;
+        let (tx, rx) = unbounded();
+        let mut capturers = Vec::new();
+        let mut asked = Vec::new();
+        for (index, remote) in shared.workers.iter().enumerate() {
+            let tx = tx.clone();
+            let (u, handle) = NewTask {
+                shared,
+                name: Some(CAPTURER.into()),
+                stack_size: None,
+                site: Location::caller(),
+                shard: index,
+            }
+            .build(move || {
+                let got = capture_here();
+                drop(tx.send((index, got)));
+            });
+            capturers.push(handle.id());
+            if remote.place(u).is_ok() {
+                asked.push(index);
+            }
+        }
+        drop(tx);
+        let mut stacks = HashMap::new();
+        let mut answered = Vec::new();
+        let until = Instant::now() + ANSWER_WITHIN;
+        while answered.len() < asked.len() {
+            let left = until.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok((index, got)) => {
+                    answered.push(index);
+                    stacks.extend(got);
+                }
+                Err(_) => break,
+            }
+        }
+        let silent: Vec<usize> = asked
+            .iter()
+            .copied()
+            .filter(|i| !answered.contains(i))
+            .collect();
+        let infos: Vec<TaskInfo> = shared
+            .registry
+            .snapshot(Task::info)
+            .into_iter()
+            .filter(|t| !capturers.contains(&t.id))
+            .collect();
+        if worker::current().is_none() {
+            return assemble(infos, stacks, silent);
+        }
+        let kept = (infos.clone(), silent.clone());
+        spawn_blocking(move || assemble(infos, stacks, silent))
+            .join()
+            .unwrap_or_else(|_| assemble(kept.0, HashMap::new(), kept.1))
+    }
+}
+
+/// [`Handle::dump_stacks`] of the current runtime.
+///
+/// # Errors
+/// [`HubError::NoRuntime`] outside a runtime.
+///
+/// ```
+/// #[inline(never)]
+/// fn waits_here(rx: &greenlet::hub::Receiver<u8>) -> u8 {
+///     rx.recv().unwrap()
+/// }
+/// greenlet::hub::run(|| {
+///     let (tx, rx) = greenlet::hub::channel(1);
+///     let h = greenlet::hub::spawn(move || waits_here(&rx));
+///     greenlet::hub::yield_now();
+///     let dump = greenlet::hub::dump_stacks().unwrap();
+///     print!("{dump}");
+///     tx.send(1).unwrap();
+///     assert_eq!(h.join().unwrap(), 1);
+/// })
+/// .unwrap();
+/// ```
+pub fn dump_stacks() -> Result<Dump, HubError> {
+    Ok(Handle::current()?.dump_stacks())
+}
+
+/// The dump from the registry's `infos` and the captured `stacks`,
+/// symbolised.
+fn assemble(
+    infos: Vec<TaskInfo>,
+    mut stacks: HashMap<u64, Backtrace>,
+    silent_workers: Vec<usize>,
+) -> Dump {
+    let tasks = infos
+        .into_iter()
+        .map(|info| {
+            let (frames, note) = match stacks.remove(&info.id) {
+                Some(bt) => (fold(&bt.to_string()), None),
+                None => (Vec::new(), Some(no_stack(&info, &silent_workers))),
+            };
+            TaskStack { info, frames, note }
+        })
+        .collect();
+    Dump {
+        tasks,
+        silent_workers,
+    }
+}
+
+/// Why `info` has no captured stack.
+fn no_stack(info: &TaskInfo, silent: &[usize]) -> String {
+    match (info.state, info.worker) {
+        (TaskState::Queued, _) => "not started: no stack yet".into(),
+        (TaskState::Blocking, _) => "a blocking call on a pool thread: not captured".into(),
+        (_, Some(w)) if silent.contains(&w) => {
+            format!("worker {w} did not answer: it is held by a green thread that does not park")
+        }
+        (TaskState::Running, _) => "running: not captured".into(),
+        _ => "not captured: it was not suspended in a park when its worker looked".into(),
+    }
+}
+
+/// Whether `name` is a frame of the runtime or of the backtrace machinery.
+fn is_runtime(name: &str) -> bool {
+    const PREFIXES: [&str; 10] = [
+        "greenlet::hub::",
+        "greenlet::coroutine::",
+        "std::backtrace",
+        "std::panicking::",
+        "std::panic::",
+        "core::panicking::",
+        "core::ops::function::",
+        "__rust_try",
+        "alloc::boxed::",
+        "std::sys::",
+    ];
+    let bare = name.trim_start_matches('<');
+    PREFIXES.iter().any(|p| bare.starts_with(p)) || bare.starts_with("greenlet_switch")
+}
+
+/// The frames of a backtrace's text (`N: function` lines, each followed by
+/// an `at file:line:column` line where known), innermost first, each run
+/// of runtime frames folded into its outermost one.
+fn fold(text: &str) -> Vec<String> {
+    let mut frames: Vec<(String, Option<String>)> = Vec::new();
+    for line in text.lines() {
+        let t = line.trim();
+        if let Some(at) = t.strip_prefix("at ") {
+            if let Some(last) = frames.last_mut() {
+                if last.1.is_none() {
+                    last.1 = Some(at.to_string());
+                }
+            }
+        } else if let Some((n, name)) = t.split_once(": ") {
+            if n.chars().all(|c| c.is_ascii_digit()) {
+                frames.push((name.to_string(), None));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < frames.len() {
+        if is_runtime(&frames[i].0) {
+            let mut j = i;
+            while j + 1 < frames.len() && is_runtime(&frames[j + 1].0) {
+                j += 1;
+            }
+            // A run at the outer end is the green thread's start: dropped.
+            if j + 1 < frames.len() {
+                out.push(render(&frames[j]));
+            }
+            i = j + 1;
+        } else {
+            out.push(render(&frames[i]));
+            i += 1;
+        }
+    }
+    out
+}
+
+fn render((name, at): &(String, Option<String>)) -> String {
+    match at {
+        Some(at) => format!("{name} at {at}"),
+        None => name.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runtime_runs_fold_into_their_outermost_frame_and_the_start_is_dropped() {
+        let text = "   0: std::backtrace::Backtrace::force_capture\n\
+                    \x20            at /x/backtrace.rs:1:1\n\
+                    \x20  1: greenlet::hub::park::park_then\n\
+                    \x20  2: greenlet::hub::channel::Receiver<T>::recv\n\
+                    \x20            at src/hub/channel.rs:9:5\n\
+                    \x20  3: app::waits_here\n\
+                    \x20            at src/main.rs:3:5\n\
+                    \x20  4: app::main::{{closure}}\n\
+                    \x20  5: greenlet::hub::spawning::NewTask::build\n\
+                    \x20  6: std::panicking::try\n";
+        assert_eq!(
+            fold(text),
+            vec![
+                "greenlet::hub::channel::Receiver<T>::recv at src/hub/channel.rs:9:5",
+                "app::waits_here at src/main.rs:3:5",
+                "app::main::{{closure}}",
+            ]
+        );
+    }
+}
