@@ -139,6 +139,8 @@
 mod blocking;
 mod blocking_pool;
 mod channel;
+mod deadlock;
+mod deadlock_latch;
 mod error;
 mod future;
 mod group;

@@ -58,6 +58,9 @@ pub(crate) struct Remote {
     /// The idle policy's state (whether it spins, where it runs): written
     /// by the owner at every spin, so not on the line of `stealer`.
     pub(crate) idle: CachePadded<Idle>,
+    /// Asleep with no timer (set by the owner before such a sleep, cleared
+    /// after it): what the deadlock check reads of the other workers.
+    pub(super) forever: AtomicBool,
 }
 
 impl Remote {
@@ -71,6 +74,7 @@ impl Remote {
             stealer,
             newest: CachePadded::new(Newest::default()),
             idle: CachePadded::new(Idle::default()),
+            forever: AtomicBool::new(false),
         }
     }
 
