@@ -108,3 +108,65 @@ fn a_dump_from_a_green_thread_shows_its_siblings_and_itself() {
     assert!(text.contains("parks_in_a_channel_receive"), "{text}");
     assert!(text.contains("block_on"), "{text}");
 }
+
+/// The child of [`a_signal_prints_the_dump_to_stderr`]: a runtime that
+/// dumps on `SIGUSR2`, one green thread parked in
+/// `parks_in_a_channel_receive`; says "ready" on stdout, then waits to be
+/// killed.
+#[test]
+fn signal_child() {
+    if std::env::var_os("HUB_DUMP_SIGNAL_CHILD").is_none() {
+        return;
+    }
+    let rt = hub::Runtime::builder()
+        .worker_threads(1)
+        .dump_on_signal(libc::SIGUSR2)
+        .build()
+        .unwrap();
+    let (_tx, rx) = hub::channel::<u32>(1);
+    let h = rt.handle().spawn(move || parks_in_a_channel_receive(&rx));
+    wait_for(&h, TaskState::Parked(Wait::Recv));
+    println!("ready");
+    std::thread::sleep(Duration::from_secs(3600));
+}
+
+#[test]
+fn a_signal_prints_the_dump_to_stderr() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let _dog = watchdog(120);
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "signal_child", "--nocapture", "--test-threads=1"])
+        .env("HUB_DUMP_SIGNAL_CHILD", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut ready = false;
+    for line in stdout.lines() {
+        if line.unwrap().contains("ready") {
+            ready = true;
+            break;
+        }
+    }
+    assert!(ready, "the child got ready");
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    // SAFETY: `kill` with our own child's pid and a signal it catches.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGUSR2) }, 0);
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    let mut found = false;
+    for line in stderr.lines() {
+        let line = line.unwrap();
+        found = line.contains("parks_in_a_channel_receive");
+        seen.push(line);
+        if found {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(found, "the dump on stderr names the parked frame: {seen:?}");
+}

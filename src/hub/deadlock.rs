@@ -17,8 +17,8 @@
 
 use std::sync::Arc;
 
-use super::runtime::Handle;
 use super::shared::Shared;
+use super::stacks;
 use super::task_info::TaskInfo;
 use super::task_state::{TaskState, Wait};
 
@@ -47,16 +47,14 @@ pub(crate) fn is_certain_wait(state: TaskState) -> bool {
 /// own, which takes the dump with stacks (the workers capture them), logs
 /// it, and fails the root calls if the builder asked.
 pub(crate) fn report(shared: &Arc<Shared>, tasks: &[TaskInfo]) {
-    let handle = Handle {
-        shared: Arc::clone(shared),
-    };
+    let shared = Arc::clone(shared);
     let names: Vec<String> = tasks.iter().map(ToString::to_string).collect();
     let ids: Vec<u64> = tasks.iter().map(|t| t.id).collect();
     let count = ids.len();
     let spawned = std::thread::Builder::new()
         .name("hub-deadlock-report".into())
         .spawn(move || {
-            let dump = handle.dump_stacks();
+            let dump = stacks::dump_of(&shared);
             log::error!(
                 "hub: deadlock (likely): all {} green threads are parked waiting for each other, \
                  no timer is pending, no socket, future or blocking call can wake one, and no \
@@ -64,7 +62,7 @@ pub(crate) fn report(shared: &Arc<Shared>, tasks: &[TaskInfo]) {
                  wake one. Their stacks:\n{dump}",
                 ids.len()
             );
-            let latch = &handle.shared.deadlock;
+            let latch = &shared.deadlock;
             if latch.fail {
                 latch.fail_roots(&ids, &names);
             }

@@ -186,7 +186,7 @@ pub use self::channel::{
 pub use self::error::{Elapsed, HubError, JoinError};
 pub use self::future::block_on;
 pub use self::group::TaskGroup;
-pub use self::introspect::dump;
+pub use self::introspect::{dump, dump_stacks};
 pub use self::join::JoinHandle;
 pub use self::pending_drain::HubScheduler;
 pub use self::runtime::{
@@ -195,7 +195,7 @@ pub use self::runtime::{
 };
 pub use self::selecting::{select, Selectable, Watch};
 pub use self::spawning::{spawn, spawn_local, task, TaskBuilder};
-pub use self::stacks::{dump_stacks, Dump, TaskStack, ANSWER_WITHIN};
+pub use self::stacks::{Dump, TaskStack, ANSWER_WITHIN};
 pub use self::sync::{Event, Mutex, MutexGuard, Semaphore, SemaphorePermit};
 pub use self::task_info::TaskInfo;
 pub use self::task_state::{TaskState, Wait};

@@ -30,6 +30,7 @@ use super::pending::PendingCalls;
 use super::pending_drain::{add_call, HubScheduler};
 use super::registry::Registry;
 use super::shared::Shared;
+use super::stacks;
 use super::task_info::TaskInfo;
 use super::watchdog::Watchdog;
 use super::worker::{self, Remote, Seed, WAKE_TOKEN};
@@ -55,6 +56,7 @@ pub struct Builder {
     pending_capacity: usize,
     slot_age: Duration,
     fail_on_deadlock: bool,
+    dump_signal: Option<i32>,
 }
 
 impl Builder {
@@ -130,6 +132,33 @@ impl Builder {
     /// ```
     pub fn fail_on_deadlock(mut self, fail: bool) -> Self {
         self.fail_on_deadlock = fail;
+        self
+    }
+
+    /// Print the dump of every green thread with its stack
+    /// ([`Handle::dump_stacks`]) to stderr whenever the process receives
+    /// `signal` (say `libc::SIGQUIT`, as Go does, or `SIGUSR1`), while the
+    /// runtime lives. The signal is taken over for the rest of the process
+    /// (see [`signal`](super::signal)): its default action no longer
+    /// happens. A thread waits for it; the first delivery after the
+    /// runtime is gone ends that thread.
+    ///
+    /// # Errors
+    /// [`build`](Self::build) returns [`HubError::InvalidConfig`] for a
+    /// signal that cannot be caught (`SIGKILL`, `SIGSTOP`, one out of
+    /// range).
+    ///
+    /// ```
+    /// let rt = greenlet::hub::Runtime::builder()
+    ///     .dump_on_signal(libc::SIGUSR1)
+    ///     .build()
+    ///     .unwrap();
+    /// # drop(rt);
+    /// let bad = greenlet::hub::Runtime::builder().dump_on_signal(libc::SIGKILL).build();
+    /// assert!(bad.is_err());
+    /// ```
+    pub fn dump_on_signal(mut self, signal: i32) -> Self {
+        self.dump_signal = Some(signal);
         self
     }
 
@@ -242,6 +271,9 @@ impl Builder {
                 .map_err(os("start a worker thread"))?;
             rt.threads.push(t);
         }
+        if let Some(signal) = self.dump_signal {
+            stacks::dump_on_signal(Arc::downgrade(&shared), signal)?;
+        }
         if let Some(threshold) = self.watchdog {
             rt.watchdog =
                 Some(Watchdog::start(&shared, threshold).map_err(os("start the watchdog thread"))?);
@@ -312,6 +344,7 @@ impl Runtime {
             pending_capacity: 32,
             slot_age: worker::SLOT_AGE,
             fail_on_deadlock: false,
+            dump_signal: None,
         }
     }
 

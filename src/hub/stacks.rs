@@ -1,7 +1,8 @@
-//! Every green thread's call stack where it waits: [`Handle::dump_stacks`]
-//! and [`dump_stacks`] return a [`Dump`], the states of [`Handle::dump`]
-//! with each suspended green thread's backtrace from its parking point,
-//! symbolised, the runtime's own frames folded away.
+//! Every green thread's call stack where it waits: the [`Dump`] that
+//! `Handle::dump_stacks` and `hub::dump_stacks` return ([`dump_of`]), the
+//! states of `Handle::dump` with each suspended green thread's backtrace
+//! from its parking point, symbolised, the runtime's own frames folded
+//! away; and the thread that prints it at a signal ([`dump_on_signal`]).
 //!
 //! # How a stack is captured
 //! A green thread never leaves its worker, and a backtrace can only be
@@ -20,9 +21,9 @@
 //! touch its state, its wait-list entries, its timer or its wake sequence:
 //! a wake or a cancellation that comes meanwhile is queued as it would
 //! have been, and the next real resume ends its park as before.
-//! Symbols are resolved afterwards on the dumping thread (on a
-//! blocking-pool thread when the dump is called from a green thread: the
-//! resolution needs more stack than a green thread may have).
+//! Symbols are resolved afterwards on the dumping thread (on a thread of
+//! its own when the dump is called from a green thread: the resolution
+//! needs more stack than a green thread may have).
 //!
 //! A worker that does not reach a scheduling point within
 //! [`ANSWER_WITHIN`] (one held by a green thread that does not park) is
@@ -30,23 +31,24 @@
 //!
 //! Owns: [`Dump`], [`TaskStack`], the capture request and its answer on
 //! the parked side ([`answer_throw`], called by `park`), the folding of
-//! runtime frames. Uses the worker's `live` table (its suspended green
-//! threads), the placement of a task on a given worker, the channel and
-//! `spawn_blocking`.
+//! runtime frames, the dump-on-signal thread. Uses the worker's `live`
+//! table (its suspended green threads), the placement of a task on a given
+//! worker, the channels and [`Signals`].
 
 use std::backtrace::Backtrace;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
 use std::panic::Location;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use crate::coroutine::{getcurrent, ErrorKind, Greenlet, GreenletError};
 
-use super::blocking::spawn_blocking;
-use super::channel::unbounded;
+use super::channel::{oneshot, unbounded};
 use super::error::HubError;
-use super::runtime::Handle;
+use super::shared::Shared;
+use super::signal::Signals;
 use super::spawning::NewTask;
 use super::task_header::Task;
 use super::task_info::TaskInfo;
@@ -189,104 +191,96 @@ impl fmt::Display for Dump {
     }
 }
 
-impl Handle {
-    /// [`dump`](Handle::dump) with each suspended green thread's stack where
-    /// it waits (see [`Dump`]). Costs a switch into every started green
-    /// thread and back, and the symbolisation of their stacks; called from
-    /// a green thread, it parks while the workers capture.
-    ///
-    /// ```
-    /// use greenlet::hub::{self, TaskState, Wait};
-    /// let rt = hub::Runtime::new().unwrap();
-    /// let h = rt.handle().spawn(|| hub::sleep(std::time::Duration::from_secs(3600)));
-    /// while h.state() != TaskState::Parked(Wait::Sleep) {
-    ///     std::thread::yield_now();
-    /// }
-    /// let dump = rt.handle().dump_stacks();
-    /// let t = dump.tasks.iter().find(|t| t.info.id == h.id()).unwrap();
-    /// assert!(t.frames.iter().any(|f| f.contains("sleep")), "{dump}");
-    /// ```
-    pub fn dump_stacks(&self) -> Dump {
-        let shared = &self.shared;
-        let (tx, rx) = unbounded();
-        let mut capturers = Vec::new();
-        let mut asked = Vec::new();
-        for (index, remote) in shared.workers.iter().enumerate() {
-            let tx = tx.clone();
-            let (u, handle) = NewTask {
-                shared,
-                name: Some(CAPTURER.into()),
-                stack_size: None,
-                site: Location::caller(),
-                shard: index,
-            }
-            .build(move || {
-                let got = capture_here();
-                drop(tx.send((index, got)));
-            });
-            capturers.push(handle.id());
-            if remote.place(u).is_ok() {
-                asked.push(index);
-            }
+/// Every green thread of `shared`'s runtime with its stack (see
+/// [`Handle::dump_stacks`](super::Handle::dump_stacks), which documents
+/// it).
+#[track_caller]
+pub(crate) fn dump_of(shared: &Arc<Shared>) -> Dump {
+    let (tx, rx) = unbounded();
+    let mut capturers = Vec::new();
+    let mut asked = Vec::new();
+    for (index, remote) in shared.workers.iter().enumerate() {
+        let tx = tx.clone();
+        let (u, handle) = NewTask {
+            shared,
+            name: Some(CAPTURER.into()),
+            stack_size: None,
+            site: Location::caller(),
+            shard: index,
         }
-        drop(tx);
-        let mut stacks = HashMap::new();
-        let mut answered = Vec::new();
-        let until = Instant::now() + ANSWER_WITHIN;
-        while answered.len() < asked.len() {
-            let left = until.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok((index, got)) => {
-                    answered.push(index);
-                    stacks.extend(got);
-                }
-                Err(_) => break,
+        .build(move || {
+            let got = capture_here();
+            drop(tx.send((index, got)));
+        });
+        capturers.push(handle.id());
+        if remote.place(u).is_ok() {
+            asked.push(index);
+        }
+    }
+    drop(tx);
+    let mut stacks = HashMap::new();
+    let mut answered = Vec::new();
+    let until = Instant::now() + ANSWER_WITHIN;
+    while answered.len() < asked.len() {
+        let left = until.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((index, got)) => {
+                answered.push(index);
+                stacks.extend(got);
             }
+            Err(_) => break,
         }
-        let silent: Vec<usize> = asked
-            .iter()
-            .copied()
-            .filter(|i| !answered.contains(i))
-            .collect();
-        let infos: Vec<TaskInfo> = shared
-            .registry
-            .snapshot(Task::info)
-            .into_iter()
-            .filter(|t| !capturers.contains(&t.id))
-            .collect();
-        if worker::current().is_none() {
-            return assemble(infos, stacks, silent);
-        }
-        let kept = (infos.clone(), silent.clone());
-        spawn_blocking(move || assemble(infos, stacks, silent))
-            .join()
-            .unwrap_or_else(|_| assemble(kept.0, HashMap::new(), kept.1))
+    }
+    let silent: Vec<usize> = asked
+        .iter()
+        .copied()
+        .filter(|i| !answered.contains(i))
+        .collect();
+    let infos: Vec<TaskInfo> = shared
+        .registry
+        .snapshot(Task::info)
+        .into_iter()
+        .filter(|t| !capturers.contains(&t.id))
+        .collect();
+    if worker::current().is_none() {
+        return assemble(infos, stacks, silent);
+    }
+    // On a green thread: symbols are resolved on a thread of its own
+    // (their resolution needs more stack than a green thread may have),
+    // while this green thread parks.
+    let kept = (infos.clone(), silent.clone());
+    let (tx, rx) = oneshot();
+    let resolver = std::thread::Builder::new()
+        .name("hub-stack-symbols".into())
+        .spawn(move || drop(tx.send(assemble(infos, stacks, silent))));
+    match resolver.map(|_| rx.recv()) {
+        Ok(Ok(dump)) => dump,
+        _ => assemble(kept.0, HashMap::new(), kept.1),
     }
 }
 
-/// [`Handle::dump_stacks`] of the current runtime.
-///
-/// # Errors
-/// [`HubError::NoRuntime`] outside a runtime.
-///
-/// ```
-/// #[inline(never)]
-/// fn waits_here(rx: &greenlet::hub::Receiver<u8>) -> u8 {
-///     rx.recv().unwrap()
-/// }
-/// greenlet::hub::run(|| {
-///     let (tx, rx) = greenlet::hub::channel(1);
-///     let h = greenlet::hub::spawn(move || waits_here(&rx));
-///     greenlet::hub::yield_now();
-///     let dump = greenlet::hub::dump_stacks().unwrap();
-///     print!("{dump}");
-///     tx.send(1).unwrap();
-///     assert_eq!(h.join().unwrap(), 1);
-/// })
-/// .unwrap();
-/// ```
-pub fn dump_stacks() -> Result<Dump, HubError> {
-    Ok(Handle::current()?.dump_stacks())
+/// Start a thread that prints the dump of `shared`'s runtime to stderr at
+/// each delivery of `signal` while the runtime lives (the first delivery
+/// after it is gone ends the thread).
+pub(crate) fn dump_on_signal(shared: Weak<Shared>, signal: i32) -> Result<(), HubError> {
+    let mut signals = Signals::new(&[signal])
+        .map_err(|e| HubError::InvalidConfig(format!("dump_on_signal({signal}): {e}")))?;
+    std::thread::Builder::new()
+        .name("hub-dump-on-signal".into())
+        .spawn(move || loop {
+            signals.recv();
+            let Some(shared) = shared.upgrade() else {
+                return;
+            };
+            let dump = dump_of(&shared);
+            drop(shared);
+            eprint!("hub: dump on signal {signal}\n{dump}");
+        })
+        .map_err(|source| HubError::Os {
+            what: "start the dump-on-signal thread",
+            source,
+        })?;
+    Ok(())
 }
 
 /// The dump from the registry's `infos` and the captured `stacks`,
@@ -300,7 +294,15 @@ fn assemble(
         .into_iter()
         .map(|info| {
             let (frames, note) = match stacks.remove(&info.id) {
-                Some(bt) => (fold(&bt.to_string()), None),
+                Some(bt) => {
+                    let frames = fold(&bt.to_string());
+                    let note = frames.is_empty().then(|| {
+                        "only runtime frames: its own code was inlined into them (mark a \
+                         function #[inline(never)] to see it)"
+                            .to_string()
+                    });
+                    (frames, note)
+                }
                 None => (Vec::new(), Some(no_stack(&info, &silent_workers))),
             };
             TaskStack { info, frames, note }
@@ -327,7 +329,7 @@ fn no_stack(info: &TaskInfo, silent: &[usize]) -> String {
 
 /// Whether `name` is a frame of the runtime or of the backtrace machinery.
 fn is_runtime(name: &str) -> bool {
-    const PREFIXES: [&str; 10] = [
+    const PREFIXES: [&str; 12] = [
         "greenlet::hub::",
         "greenlet::coroutine::",
         "std::backtrace",
@@ -338,9 +340,11 @@ fn is_runtime(name: &str) -> bool {
         "__rust_try",
         "alloc::boxed::",
         "std::sys::",
+        "std::thread::local::",
+        "greenlet_coroutine_root",
     ];
     let bare = name.trim_start_matches('<');
-    PREFIXES.iter().any(|p| bare.starts_with(p)) || bare.starts_with("greenlet_switch")
+    PREFIXES.iter().any(|p| bare.starts_with(p))
 }
 
 /// The frames of a backtrace's text (`N: function` lines, each followed by
