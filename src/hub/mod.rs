@@ -102,17 +102,20 @@
 //! From the bottom up; a file uses only files listed before it, with two
 //! exceptions: the files of the task's data, whose types name each other
 //! (a task holds its closure and its runtime's shared state, which lists
-//! tasks and, through the workers' remote parts, queues them), and the two
-//! calls the worker's loop makes at a scheduling point into layers above
-//! it (the pending-call drain, `pending_drain::scheduling_point`, and the
-//! poller's readiness events, `net::dispatch`):
+//! tasks and, through the workers' remote parts, queues them), and the
+//! calls the worker's loop makes into layers above it (at a scheduling
+//! point the pending-call drain, `pending_drain::scheduling_point`, and
+//! the poller's readiness events, `net::dispatch`; before a sleep with no
+//! timer, the deadlock check's `deadlock::is_certain_wait` and
+//! `deadlock::report`):
 //! - building blocks that know no task: `error`, `spin_lock` (the lock of
 //!   a task's outcome, the registry and the sync types), `ready` (a
 //!   worker's ready queue), `inbox` (its remote wake queue), `spawn_slot`
 //!   (its newest-spawn slot), `idle` (its idle policy), `output` (a task's
 //!   value), `scopes` (`timeout` deadlines), `unwind` (the cancellation and
 //!   timeout payloads), `task_state`, `task_info`, `pending` (the
-//!   pending-call slot's rules), `blocking_pool` (its state);
+//!   pending-call slot's rules), `blocking_pool` (its state),
+//!   `deadlock_latch` (what a runtime remembers of deadlocks);
 //! - the task's data: `task_header` (the `Task` header), `unstarted` (its
 //!   closure until it starts, and the token that runs it), `registry`
 //!   (every task of a runtime), `shared` (what a runtime's workers, handles
@@ -121,12 +124,15 @@
 //! - `timer`, `task_pool`, then `worker` (the scheduler: its loop,
 //!   placement and stealing, the switch into a green thread, hand-offs,
 //!   wakes, teardown);
-//! - what green threads call: `park`, `time`, `wait` (wait lists), `join`
+//! - what green threads call: `stack_capture` (both sides of a dump's
+//!   capture of a parked stack), `park`, `time`, `wait` (wait lists), `join`
 //!   ([`JoinHandle`]), `spawning` ([`spawn`], [`task()`]),
 //!   `pending_drain`, `channel`, `selecting` ([`select`]), `sync`,
-//!   `future`, `watchdog`, `runtime` ([`Runtime`], [`Handle`]),
-//!   `blocking`, `group`, `introspect` ([`dump`]), `stacks`
-//!   ([`dump_stacks`]: each green thread's stack where it waits), and the public [`net`]
+//!   `future`, `stacks` (the [`Dump`] with stacks, and the dump on a
+//!   signal, which uses [`signal`], itself using only `future`),
+//!   `deadlock` (the deadlock report), `watchdog`, `runtime`
+//!   ([`Runtime`], [`Handle`]), `blocking`, `group`, `introspect`
+//!   ([`dump`], [`dump_stacks`]), and the public [`net`]
 //!   (TCP, UDP and Unix sockets and any descriptor, parking), [`signal`]
 //!   (Unix signals received by parking) and [`process`] (child processes
 //!   waited for and read by parking).
@@ -164,6 +170,7 @@ pub mod signal;
 mod spawn_slot;
 mod spawning;
 mod spin_lock;
+mod stack_capture;
 mod stacks;
 mod sync;
 mod task_header;

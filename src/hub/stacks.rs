@@ -11,7 +11,7 @@
 //! as `net::serve` places connections). Running there, that green thread
 //! throws a capture request (a `GreenletError` whose user error is
 //! [`CaptureRequest`]) into each other started green thread of its worker,
-//! through the coroutine API's `throw`. Every one of them is suspended in
+//! through the coroutine API's `throw` (`stack_capture`). Every one of them is suspended in
 //! the hub's park; its park sees the thrown error on its slow path (the
 //! branch a cancellation takes, off the switch path: nothing is added to a
 //! park that is resumed normally), takes its backtrace
@@ -29,27 +29,24 @@
 //! [`ANSWER_WITHIN`] (one held by a green thread that does not park) is
 //! reported as such; its green threads have no stack in the dump.
 //!
-//! Owns: [`Dump`], [`TaskStack`], the capture request and its answer on
-//! the parked side ([`answer_throw`], called by `park`), the folding of
-//! runtime frames, the dump-on-signal thread. Uses the worker's `live`
-//! table (its suspended green threads), the placement of a task on a given
-//! worker, the channels and [`Signals`].
+//! Owns: [`Dump`], [`TaskStack`], the dump's gathering and the folding of
+//! runtime frames, the dump-on-signal thread. Uses `stack_capture` (both
+//! sides of a capture), the placement of a task on a given worker, the
+//! registry, the channels and [`Signals`].
 
 use std::backtrace::Backtrace;
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
 use std::panic::Location;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use crate::coroutine::{getcurrent, ErrorKind, Greenlet, GreenletError};
-
 use super::channel::{oneshot, unbounded};
 use super::error::HubError;
 use super::shared::Shared;
 use super::signal::Signals;
 use super::spawning::NewTask;
+use super::stack_capture::capture_here;
 use super::task_header::Task;
 use super::task_info::TaskInfo;
 use super::task_state::TaskState;
@@ -63,82 +60,6 @@ pub const ANSWER_WITHIN: Duration = Duration::from_secs(1);
 
 /// The name of the capturing green threads (left out of the dump).
 const CAPTURER: &str = "hub-stack-capture";
-
-/// The error thrown into a parked green thread to ask for its stack.
-#[derive(Debug)]
-pub(crate) struct CaptureRequest;
-
-impl fmt::Display for CaptureRequest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("the hub asks for this green thread's stack (a dump is under way)")
-    }
-}
-
-impl std::error::Error for CaptureRequest {}
-
-thread_local! {
-    /// The capturing greenlet of this worker while it captures, and the
-    /// backtrace the last green thread asked left for it.
-    static CAPTURE: RefCell<(Option<Greenlet>, Option<Backtrace>)> =
-        const { RefCell::new((None, None)) };
-}
-
-fn is_capture(e: &GreenletError) -> bool {
-    matches!(e.kind(), ErrorKind::User(inner) if inner.is::<CaptureRequest>())
-}
-
-/// A park of this worker's green thread came back with a thrown error
-/// (`Err(thrown)`): while that is a capture request, leave this stack's
-/// backtrace for the capturer and switch back to it, suspended again in
-/// the park. `Ok` once a real resume ended the park, `Err` when a
-/// cancellation did (the caller raises it).
-#[cold]
-#[inline(never)]
-pub(crate) fn answer_throw(mut thrown: GreenletError) -> Result<(), ()> {
-    loop {
-        if !is_capture(&thrown) {
-            return Err(());
-        }
-        let capturer = CAPTURE.with(|c| {
-            let mut c = c.borrow_mut();
-            c.1 = Some(Backtrace::force_capture());
-            c.0.clone()
-        });
-        let Some(capturer) = capturer else {
-            // No capturer: nobody to go back to but the park's caller.
-            return Ok(());
-        };
-        match capturer.switch(()) {
-            Ok(_) => return Ok(()),
-            Err(e) => thrown = e,
-        }
-    }
-}
-
-/// Run on a capturing green thread: the backtrace of every other started,
-/// suspended green thread of this worker, by id.
-fn capture_here() -> Vec<(u64, Backtrace)> {
-    let Some(suspended) = worker::with_current(|w| w.map(|w| w.suspended_greenlets())) else {
-        return Vec::new();
-    };
-    CAPTURE.with(|c| c.borrow_mut().0 = Some(getcurrent()));
-    let mut out = Vec::with_capacity(suspended.len());
-    for (task, g) in suspended {
-        if g.is_dead() || !g.is_started() {
-            continue;
-        }
-        // The request comes back as `Ok` once the green thread switched
-        // back from its park; anything else means it was not in a park
-        // (nothing captured).
-        if g.throw(GreenletError::user(CaptureRequest)).is_ok() {
-            if let Some(bt) = CAPTURE.with(|c| c.borrow_mut().1.take()) {
-                out.push((task.id, bt));
-            }
-        }
-    }
-    CAPTURE.with(|c| *c.borrow_mut() = (None, None));
-    out
-}
 
 /// One green thread in a [`Dump`]: its state and, when it was captured,
 /// its stack where it waits.
@@ -157,7 +78,7 @@ pub struct TaskStack {
 }
 
 /// Every green thread of a runtime with its stack: what
-/// [`Handle::dump_stacks`] returns. Its `Display` prints one block per green
+/// [`Handle::dump_stacks`](super::Handle::dump_stacks) returns. Its `Display` prints one block per green
 /// thread, as Go prints goroutines.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
