@@ -1,7 +1,9 @@
 //! The deadlock report: when a worker about to sleep with no timer finds
 //! every green thread of its runtime parked where only another green thread
-//! of the runtime can wake it (see [`is_certain_wait`]) and every worker
-//! asleep with no timer and no queued work, it calls [`report`], which logs
+//! of the runtime can wake it (see [`is_certain_wait`]), every worker
+//! asleep with no timer and no queued work, and a root `Runtime::block_on`
+//! waiting (a runtime driven only through handles from plain threads, which
+//! can wake its green threads, is not checked), it calls [`report`], which logs
 //! the deadlock with every green thread's stack (`log::error!`), and, if
 //! the builder asked ([`Builder::fail_on_deadlock`](super::Builder::fail_on_deadlock)),
 //! fails the root `block_on` calls waiting in it.

@@ -46,6 +46,12 @@ impl DeadlockLatch {
         self.state.lock().roots.push((id, cancel));
     }
 
+    /// Whether a root call waits (a runtime driven only through handles
+    /// from plain threads has none).
+    pub(crate) fn has_roots(&self) -> bool {
+        !self.state.lock().roots.is_empty()
+    }
+
     /// The root call for `id` returned: the green threads of the deadlock
     /// that failed it, if one did.
     pub(crate) fn remove_root(&self, id: u64) -> Option<Vec<String>> {

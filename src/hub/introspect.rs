@@ -51,7 +51,7 @@ impl Handle {
     /// thread and back, and the symbolisation of their stacks; called from
     /// a green thread, it parks while the workers capture. A worker held by
     /// a green thread that does not park is waited for at most
-    /// [`ANSWER_WITHIN`](super::ANSWER_WITHIN), then listed as silent.
+    /// [`DUMP_ANSWER_WITHIN`](super::DUMP_ANSWER_WITHIN), then listed as silent.
     ///
     /// ```
     /// use greenlet::hub::{self, TaskState, Wait};

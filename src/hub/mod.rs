@@ -202,7 +202,7 @@ pub use self::runtime::{
 };
 pub use self::selecting::{select, Selectable, Watch};
 pub use self::spawning::{spawn, spawn_local, task, TaskBuilder};
-pub use self::stacks::{Dump, TaskStack, ANSWER_WITHIN};
+pub use self::stacks::{Dump, TaskStack, DUMP_ANSWER_WITHIN};
 pub use self::sync::{Event, Mutex, MutexGuard, Semaphore, SemaphorePermit};
 pub use self::task_info::TaskInfo;
 pub use self::task_state::{TaskState, Wait};

@@ -26,7 +26,7 @@
 //! needs more stack than a green thread may have).
 //!
 //! A worker that does not reach a scheduling point within
-//! [`ANSWER_WITHIN`] (one held by a green thread that does not park) is
+//! [`DUMP_ANSWER_WITHIN`] (one held by a green thread that does not park) is
 //! reported as such; its green threads have no stack in the dump.
 //!
 //! Owns: [`Dump`], [`TaskStack`], the dump's gathering and the folding of
@@ -56,7 +56,7 @@ use super::worker;
 /// stacks: a worker held by a green thread that does not park cannot.
 /// Longer makes a dump of a stalled runtime slower; shorter may miss a
 /// worker that runs a long slice of a busy green thread.
-pub const ANSWER_WITHIN: Duration = Duration::from_secs(1);
+pub const DUMP_ANSWER_WITHIN: Duration = Duration::from_secs(1);
 
 /// The name of the capturing green threads (left out of the dump).
 const CAPTURER: &str = "hub-stack-capture";
@@ -85,7 +85,7 @@ pub struct TaskStack {
 pub struct Dump {
     /// The green threads, by id.
     pub tasks: Vec<TaskStack>,
-    /// Workers that did not answer within [`ANSWER_WITHIN`].
+    /// Workers that did not answer within [`DUMP_ANSWER_WITHIN`].
     pub silent_workers: Vec<usize>,
 }
 
@@ -104,7 +104,7 @@ impl fmt::Display for Dump {
         for w in &self.silent_workers {
             writeln!(
                 f,
-                "worker {w} did not answer within {ANSWER_WITHIN:?}: a green thread holds it \
+                "worker {w} did not answer within {DUMP_ANSWER_WITHIN:?}: a green thread holds it \
                  without parking"
             )?;
         }
@@ -141,7 +141,7 @@ pub(crate) fn dump_of(shared: &Arc<Shared>) -> Dump {
     drop(tx);
     let mut stacks = HashMap::new();
     let mut answered = Vec::new();
-    let until = Instant::now() + ANSWER_WITHIN;
+    let until = Instant::now() + DUMP_ANSWER_WITHIN;
     while answered.len() < asked.len() {
         let left = until.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {

@@ -261,8 +261,9 @@ impl Worker {
     }
 
     /// About to sleep with no timer: if every worker is asleep so, with
-    /// nothing queued anywhere, and every green thread of the runtime waits
-    /// where only another can wake it (`deadlock::is_certain_wait`), report
+    /// nothing queued anywhere, a root `Runtime::block_on` waits, and every
+    /// green thread of the runtime waits where only another can wake it
+    /// (`deadlock::is_certain_wait`), report
     /// the deadlock (once for the same green threads in the same states).
     /// Of two workers that go to sleep at once, each sets its `forever`
     /// before it reads the other's (all `SeqCst`): at least one sees both.
@@ -276,6 +277,7 @@ impl Worker {
                 && !r.inbox.has_work(Ordering::SeqCst)
         });
         if !all_asleep
+            || !shared.deadlock.has_roots()
             || !shared.injector.is_empty()
             || !shared.pending.may_sleep()
             || self.others_have_unstarted()
