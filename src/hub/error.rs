@@ -59,6 +59,20 @@ pub enum JoinError {
         /// The green thread's name.
         name: String,
     },
+    /// A root `block_on` green thread was stopped because every green
+    /// thread of its runtime was parked waiting for another (see
+    /// [`Builder::fail_on_deadlock`](super::Builder::fail_on_deadlock)).
+    #[error(
+        "green thread '{name}' was stopped by a deadlock: every green thread of the runtime was \
+         parked waiting for another ({}); the log has their stacks",
+        green_threads.join("; ")
+    )]
+    Deadlock {
+        /// The root green thread's name.
+        name: String,
+        /// The green threads of the deadlock, as the dump shows them.
+        green_threads: Vec<String>,
+    },
     /// The blocking pool could not start a thread for it.
     #[error("blocking call '{name}' could not run: the blocking pool could not start a thread ({reason})")]
     NoThread {

@@ -107,10 +107,12 @@
 //! From the bottom up; a file uses only files listed before it, with two
 //! exceptions: the files of the task's data, whose types name each other
 //! (a task holds its closure and its runtime's shared state, which lists
-//! tasks and, through the workers' remote parts, queues them), and the two
-//! calls the worker's loop makes at a scheduling point into layers above
-//! it (the pending-call drain, `pending_drain::scheduling_point`, and the
-//! poller's readiness events, `net::dispatch`):
+//! tasks and, through the workers' remote parts, queues them), and the
+//! calls the worker's loop makes into layers above it (at a scheduling
+//! point the pending-call drain, `pending_drain::scheduling_point`, and
+//! the poller's readiness events, `net::dispatch`; before a sleep with no
+//! timer, the deadlock check's `deadlock::is_certain_wait` and
+//! `deadlock::report`):
 //! - building blocks that know no task: `error`, `spin_lock` (the lock of
 //!   a task's outcome, the registry and the sync types), `ready` (a
 //!   worker's ready queue), `inbox` (its remote wake queue), `spawn_slot`
@@ -118,7 +120,8 @@
 //!   value), `scopes` (`timeout` deadlines), `unwind` (the cancellation and
 //!   timeout payloads), `task_state`, `task_info`, `pending` (the
 //!   pending-call slot's rules), `blocking_pool` (its state), `counters`
-//!   (a worker's metric counters);
+//!   (a worker's metric counters), `deadlock_latch` (what a runtime
+//!   remembers of deadlocks);
 //! - the task's data: `task_header` (the `Task` header), `unstarted` (its
 //!   closure until it starts, and the token that runs it), `registry`
 //!   (every task of a runtime), `shared` (what a runtime's workers, handles
@@ -127,12 +130,16 @@
 //! - `timer`, `task_pool`, then `worker` (the scheduler: its loop,
 //!   placement and stealing, the switch into a green thread, hand-offs,
 //!   wakes, teardown);
-//! - what green threads call: `park`, `time`, `wait` (wait lists), `join`
+//! - what green threads call: `stack_capture` (both sides of a dump's
+//!   capture of a parked stack), `park`, `time`, `wait` (wait lists), `join`
 //!   ([`JoinHandle`]), `spawning` ([`spawn`], [`task()`]),
 //!   `pending_drain`, `channel`, `selecting` ([`select`]), `sync`,
-//!   `future`, `watchdog`, `panic_name` (the panic hook), `runtime`
-//!   ([`Runtime`], [`Handle`]), `blocking`, `group`, `introspect`
-//!   ([`dump`]), `metrics` ([`Metrics`]), and the public [`net`]
+//!   `future`, `stacks` (the [`Dump`] with stacks, and the dump on a
+//!   signal, which uses [`signal`], itself using only `future`),
+//!   `deadlock` (the deadlock report), `watchdog`, `panic_name` (the panic
+//!   hook), `runtime` ([`Runtime`], [`Handle`]), `blocking`, `group`,
+//!   `introspect` ([`dump`], [`dump_stacks`]), `metrics` ([`Metrics`]),
+//!   and the public [`net`]
 //!   (TCP, UDP and Unix sockets and any descriptor, parking), [`signal`]
 //!   (Unix signals received by parking) and [`process`] (child processes
 //!   waited for and read by parking).
@@ -146,6 +153,8 @@ mod blocking;
 mod blocking_pool;
 mod channel;
 mod counters;
+mod deadlock;
+mod deadlock_latch;
 mod error;
 mod future;
 mod group;
@@ -171,6 +180,8 @@ pub mod signal;
 mod spawn_slot;
 mod spawning;
 mod spin_lock;
+mod stack_capture;
+mod stacks;
 mod sync;
 mod task_header;
 mod task_info;
@@ -192,7 +203,7 @@ pub use self::channel::{
 pub use self::error::{Elapsed, HubError, JoinError};
 pub use self::future::block_on;
 pub use self::group::TaskGroup;
-pub use self::introspect::dump;
+pub use self::introspect::{dump, dump_stacks};
 pub use self::join::JoinHandle;
 pub use self::metrics::{metrics, Metrics, WorkerMetrics};
 pub use self::pending_drain::HubScheduler;
@@ -202,6 +213,7 @@ pub use self::runtime::{
 };
 pub use self::selecting::{select, Selectable, Watch};
 pub use self::spawning::{spawn, spawn_local, task, TaskBuilder};
+pub use self::stacks::{Dump, TaskStack, DUMP_ANSWER_WITHIN};
 pub use self::sync::{Event, Mutex, MutexGuard, Semaphore, SemaphorePermit};
 pub use self::task_info::TaskInfo;
 pub use self::task_state::{TaskState, Wait};

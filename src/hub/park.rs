@@ -7,8 +7,9 @@
 //!
 //! Owns: [`park`], [`current_waker`], [`with_scopes`] (the caller's
 //! `timeout` scopes) and the raising of the unwinds of `unwind`. Uses the
-//! worker (current task, timers, the hub greenlet, the hand-off) and the
-//! task's timeout scopes.
+//! worker (current task, timers, the hub greenlet, the hand-off), the
+//! task's timeout scopes and, on the slow path of a park, the answer to a
+//! dump's capture request (`stack_capture`).
 
 use std::mem::ManuallyDrop;
 use std::panic::resume_unwind;
@@ -18,6 +19,7 @@ use std::thread::Thread;
 use std::time::Instant;
 
 use super::scopes::Scopes;
+use super::stack_capture;
 use super::task_header::Task;
 use super::task_state::Wait;
 use super::unwind::{CancelUnwind, TimeoutUnwind};
@@ -89,12 +91,16 @@ fn park_then(
     // since; the target's greenlet handle is in the worker's `live` table,
     // whose entries only the hub removes, while it is suspended.
     let parked = ManuallyDrop::new(unsafe { direct::park(&w.hub, to) });
-    // Only an error is dropped: the `Ok` path runs no drop glue (the
-    // compiler may leave the `Result`'s out of line, a call at every
-    // park).
+    // Only an error is looked at (out of line): a cancellation, or a
+    // dump's request for this stack, answered there (see `stack_capture`).
+    // The `Ok` path runs no drop glue (the compiler may leave the
+    // `Result`'s out of line, a call at every park).
     if parked.is_err() {
-        drop(ManuallyDrop::into_inner(parked));
-        raise(CancelUnwind);
+        if let Err(thrown) = ManuallyDrop::into_inner(parked) {
+            if stack_capture::answer_throw(thrown).is_err() {
+                raise(CancelUnwind);
+            }
+        }
     }
     check_scopes(&task.scopes);
 }

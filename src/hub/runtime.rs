@@ -23,12 +23,14 @@ use crate::coroutine::default_stack_size;
 use crate::diag::diag_error;
 
 use super::blocking_pool::BlockingPool;
+use super::deadlock_latch::DeadlockLatch;
 use super::error::{HubError, JoinError};
 use super::join::JoinHandle;
 use super::pending::PendingCalls;
 use super::pending_drain::{add_call, HubScheduler};
 use super::registry::Registry;
 use super::shared::Shared;
+use super::stacks;
 use super::task_info::TaskInfo;
 use super::watchdog::Watchdog;
 use super::worker::{self, Remote, Seed, WAKE_TOKEN};
@@ -53,6 +55,8 @@ pub struct Builder {
     watchdog: Option<Duration>,
     pending_capacity: usize,
     slot_age: Duration,
+    fail_on_deadlock: bool,
+    dump_signal: Option<i32>,
 }
 
 impl Builder {
@@ -102,6 +106,60 @@ impl Builder {
     /// ```
     pub fn watchdog(mut self, threshold: Option<Duration>) -> Self {
         self.watchdog = threshold;
+        self
+    }
+
+    /// Whether a deadlock fails the root calls waiting in it (default
+    /// `false`: it is only logged). A deadlock is every green thread parked
+    /// on a channel, a join, a lock or an event, with no timer pending, no
+    /// socket, future or blocking call that could wake one, and no work
+    /// queued (see the "Seeing inside" section of `docs/hub.md`); it is
+    /// always reported through the log facade with every green thread's
+    /// stack. A plain thread holding a `Sender`, an `Event` or a `Handle`
+    /// can still wake a green thread of such a runtime: turn this on only
+    /// where none does. A failed [`Runtime::block_on`] returns
+    /// [`JoinError::Deadlock`], naming the green
+    /// threads.
+    ///
+    /// ```
+    /// let rt = greenlet::hub::Runtime::builder().fail_on_deadlock(true).build().unwrap();
+    /// let err = rt
+    ///     .block_on(|| {
+    ///         let (_tx, rx) = greenlet::hub::channel::<u8>(1);
+    ///         rx.recv()
+    ///     })
+    ///     .unwrap_err();
+    /// assert!(matches!(err, greenlet::hub::JoinError::Deadlock { .. }), "{err}");
+    /// ```
+    pub fn fail_on_deadlock(mut self, fail: bool) -> Self {
+        self.fail_on_deadlock = fail;
+        self
+    }
+
+    /// Print the dump of every green thread with its stack
+    /// ([`Handle::dump_stacks`]) to stderr whenever the process receives
+    /// `signal` (say `libc::SIGQUIT`, as Go does, or `SIGUSR1`), while the
+    /// runtime lives. The signal is taken over for the rest of the process
+    /// (see [`signal`](super::signal)): its default action no longer
+    /// happens. A thread waits for it; the first delivery after the
+    /// runtime is gone ends that thread.
+    ///
+    /// # Errors
+    /// [`build`](Self::build) returns [`HubError::InvalidConfig`] for a
+    /// signal that cannot be caught (`SIGKILL`, `SIGSTOP`, one out of
+    /// range).
+    ///
+    /// ```
+    /// let rt = greenlet::hub::Runtime::builder()
+    ///     .dump_on_signal(libc::SIGUSR1)
+    ///     .build()
+    ///     .unwrap();
+    /// # drop(rt);
+    /// let bad = greenlet::hub::Runtime::builder().dump_on_signal(libc::SIGKILL).build();
+    /// assert!(bad.is_err());
+    /// ```
+    pub fn dump_on_signal(mut self, signal: i32) -> Self {
+        self.dump_signal = Some(signal);
         self
     }
 
@@ -191,6 +249,7 @@ impl Builder {
             refused: Mutex::new(Vec::new()),
             next_notify: AtomicUsize::new(0),
             slot_age: self.slot_age,
+            deadlock: DeadlockLatch::new(self.fail_on_deadlock),
         });
         let scheduler = Arc::new(HubScheduler::new(&shared));
         // A fresh OnceLock: this cannot fail.
@@ -213,6 +272,9 @@ impl Builder {
                 .spawn(move || worker::main(s, seed))
                 .map_err(os("start a worker thread"))?;
             rt.threads.push(t);
+        }
+        if let Some(signal) = self.dump_signal {
+            stacks::dump_on_signal(Arc::downgrade(&shared), signal)?;
         }
         if let Some(threshold) = self.watchdog {
             rt.watchdog =
@@ -283,6 +345,8 @@ impl Runtime {
             watchdog: Some(super::watchdog::DEFAULT_THRESHOLD),
             pending_capacity: 32,
             slot_age: worker::SLOT_AGE,
+            fail_on_deadlock: false,
+            dump_signal: None,
         }
     }
 
@@ -326,10 +390,20 @@ impl Runtime {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        self.handle
-            .shared
-            .spawn_at(f, Some("block_on".into()), None, Location::caller())
-            .join()
+        let shared = &self.handle.shared;
+        let h = shared.spawn_at(f, Some("block_on".into()), None, Location::caller());
+        let root = Arc::clone(&h.task);
+        shared
+            .deadlock
+            .add_root(h.id(), Box::new(move || root.request_cancel()));
+        let (id, out) = (h.id(), h.join());
+        match (out, shared.deadlock.remove_root(id)) {
+            (Err(e), Some(green_threads)) if e.is_cancelled() => Err(JoinError::Deadlock {
+                name: "block_on".into(),
+                green_threads,
+            }),
+            (out, _) => out,
+        }
     }
 
     /// Shut down: cancel every green thread (unstarted ones never start;

@@ -24,6 +24,7 @@ use parking_lot::Mutex;
 use crate::cleanup::CleanupQueue;
 
 use super::blocking_pool::BlockingPool;
+use super::deadlock_latch::DeadlockLatch;
 use super::pending::PendingCalls;
 use super::registry::Registry;
 use super::task_header::Task;
@@ -50,6 +51,8 @@ pub(crate) struct Shared {
     /// (`worker::SLOT_AGE`; longer in unit tests that need it never to
     /// move).
     pub(crate) slot_age: Duration,
+    /// Deadlocks reported, and the root calls a deadlock may fail.
+    pub(crate) deadlock: DeadlockLatch,
 }
 
 impl Shared {

@@ -9,6 +9,8 @@ mod basics;
 mod channel_waits;
 mod child_processes;
 mod cross_thread_spawns;
+mod deadlock_reports;
+mod dump_stacks;
 mod handoffs;
 mod idle_workers;
 mod join_values;
@@ -24,4 +26,3 @@ mod sync;
 mod task_references;
 mod time;
 mod watchdog_reports;
-

@@ -65,6 +65,9 @@ pub(crate) struct Remote {
     /// The idle policy's state (whether it spins, where it runs): written
     /// by the owner at every spin, so not on the line of `stealer`.
     pub(crate) idle: CachePadded<Idle>,
+    /// Asleep with no timer (set by the owner before such a sleep, cleared
+    /// after it): what the deadlock check reads of the other workers.
+    pub(super) forever: AtomicBool,
 }
 
 impl Remote {
@@ -79,6 +82,7 @@ impl Remote {
             counters: Box::new(CachePadded::new(Counters::new())),
             newest: CachePadded::new(Newest::default()),
             idle: CachePadded::new(Idle::default()),
+            forever: AtomicBool::new(false),
         }
     }
 

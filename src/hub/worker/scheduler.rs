@@ -31,7 +31,9 @@
 //! drain.
 
 use std::cell::{Cell, RefCell};
+use std::collections::hash_map::DefaultHasher;
 use std::collections::VecDeque;
+use std::hash::{Hash, Hasher};
 use std::ptr;
 use std::rc::Rc;
 use std::sync::atomic::{fence, Ordering};
@@ -44,6 +46,7 @@ use crate::coroutine::getcurrent;
 use crate::diag::diag_warn;
 
 use super::super::counters::Counters;
+use super::super::deadlock::is_certain_wait;
 use super::super::idle::{self, Idle, Plan, Spun, SPIN_WINDOW};
 use super::super::ready::ReadyQueue;
 use super::super::shared::Shared;
@@ -252,11 +255,56 @@ impl Worker {
                 };
             }
             let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            let forever = timeout.is_none() && !self.shared.is_shutting_down();
+            if forever {
+                remote.forever.store(true, Ordering::SeqCst);
+                self.look_for_deadlock();
+            }
             self.poll_once(timeout);
+            if forever {
+                remote.forever.store(false, Ordering::Relaxed);
+            }
         }
         remote.sleeping.store(false, Ordering::SeqCst);
         self.shared.idle.fetch_sub(1, Ordering::SeqCst);
         remote.idle.note_cpu();
+    }
+
+    /// About to sleep with no timer: if every worker is asleep so, with
+    /// nothing queued anywhere, a root `Runtime::block_on` waits, and every
+    /// green thread of the runtime waits where only another can wake it
+    /// (`deadlock::is_certain_wait`), report
+    /// the deadlock (once for the same green threads in the same states).
+    /// Of two workers that go to sleep at once, each sets its `forever`
+    /// before it reads the other's (all `SeqCst`): at least one sees both.
+    #[cold]
+    #[inline(never)]
+    fn look_for_deadlock(&self) {
+        let shared = &self.shared;
+        let all_asleep = shared.workers.iter().all(|r| {
+            r.forever.load(Ordering::SeqCst)
+                && r.sleeping.load(Ordering::SeqCst)
+                && !r.inbox.has_work(Ordering::SeqCst)
+        });
+        if !all_asleep
+            || !shared.deadlock.has_roots()
+            || !shared.injector.is_empty()
+            || !shared.pending.may_sleep()
+            || self.others_have_unstarted()
+        {
+            return;
+        }
+        let tasks = shared.registry.snapshot(Task::info);
+        if tasks.is_empty() || !tasks.iter().all(|t| is_certain_wait(t.state)) {
+            return;
+        }
+        let mut fingerprint = DefaultHasher::new();
+        for t in &tasks {
+            (t.id, t.state).hash(&mut fingerprint);
+        }
+        if shared.deadlock.is_new(fingerprint.finish()) {
+            super::super::deadlock::report(shared, &tasks);
+        }
     }
 
     pub(super) fn poll_once(&self, timeout: Option<Duration>) {

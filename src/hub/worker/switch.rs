@@ -72,6 +72,18 @@ impl Worker {
         }
     }
 
+    /// The started green threads of this worker other than the running
+    /// one, with their greenlets (for a dump of their stacks).
+    pub(crate) fn suspended_greenlets(&self) -> Vec<(Arc<Task>, Greenlet)> {
+        let running = self.current.get();
+        self.live
+            .borrow()
+            .iter()
+            .filter(|(_, (t, _))| !ptr::eq(Arc::as_ptr(t), running))
+            .map(|(_, (t, g))| (Arc::clone(t), g.clone()))
+            .collect()
+    }
+
     /// Switch into a started task until it parks or ends, with this
     /// worker's `remote` at hand.
     pub(super) fn resume_on(&self, remote: &Remote, task: &Arc<Task>) {

@@ -1,0 +1,141 @@
+//! Seeing inside a running hub: a dump of every green thread with its
+//! stack where it waits, then a deadlock that the runtime reports (through
+//! the log facade, printed here to stderr) and, with `--fail`, turns into
+//! the root call's error.
+//!
+//! Run with `cargo run --release --example dump_stacks -- --help`.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use greenlet::hub::{self, Receiver, Runtime, Sender, TaskState, Wait};
+
+/// A dump with stacks, and a deadlock report.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// Worker OS threads.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+    workers: u16,
+    /// Green threads parked on a channel for the dump.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    waiters: u16,
+    /// Skip the deadlock part.
+    #[arg(long)]
+    no_deadlock: bool,
+}
+
+/// Prints error records to stderr.
+struct Stderr;
+
+impl log::Log for Stderr {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        m.level() <= log::Level::Warn
+    }
+    fn log(&self, r: &log::Record<'_>) {
+        if self.enabled(r.metadata()) {
+            eprintln!("[{}] {}", r.level(), r.args());
+        }
+    }
+    fn flush(&self) {}
+}
+
+#[inline(never)]
+fn waits_for_an_order(rx: &Receiver<u32>) -> u32 {
+    rx.recv().unwrap_or(0)
+}
+
+#[inline(never)]
+fn naps() {
+    hub::sleep(Duration::from_secs(3600));
+}
+
+#[inline(never)]
+fn waits_for_the_other(rx: Receiver<u8>, tx: Sender<u8>) {
+    if rx.recv().is_ok() {
+        let _ = tx.send(1);
+    }
+}
+
+fn dump_part(workers: usize, waiters: u16) -> Result<(), String> {
+    let rt = Runtime::builder()
+        .worker_threads(workers)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let mut handles = Vec::new();
+    let mut senders = Vec::new();
+    for i in 0..waiters {
+        let (tx, rx) = hub::channel::<u32>(1);
+        senders.push(tx);
+        handles.push(
+            rt.handle()
+                .spawn(move || waits_for_an_order(&rx) + u32::from(i)),
+        );
+    }
+    let napper = rt.handle().spawn(naps);
+    for h in &handles {
+        while h.state() != TaskState::Parked(Wait::Recv) {
+            std::thread::yield_now();
+        }
+    }
+    while napper.state() != TaskState::Parked(Wait::Sleep) {
+        std::thread::yield_now();
+    }
+    println!("== a dump with stacks ==\n{}", rt.handle().dump_stacks());
+    for tx in senders {
+        tx.send(1).map_err(|e| e.to_string())?;
+    }
+    for h in handles {
+        h.join().map_err(|e| e.to_string())?;
+    }
+    napper.cancel();
+    Ok(())
+}
+
+fn deadlock_part(workers: usize) -> Result<(), String> {
+    let rt = Runtime::builder()
+        .worker_threads(workers)
+        .fail_on_deadlock(true)
+        .build()
+        .map_err(|e| e.to_string())?;
+    println!("== a deadlock (its report goes to the log, here stderr) ==");
+    let out = rt.block_on(|| {
+        let (to_a, a_rx) = hub::channel::<u8>(1);
+        let (to_b, b_rx) = hub::channel::<u8>(1);
+        let a = hub::task()
+            .name("a")
+            .spawn(move || waits_for_the_other(a_rx, to_b));
+        let b = hub::task()
+            .name("b")
+            .spawn(move || waits_for_the_other(b_rx, to_a));
+        if let (Ok(a), Ok(b)) = (a, b) {
+            let _ = a.join();
+            let _ = b.join();
+        }
+    });
+    match out {
+        Err(e) => println!("block_on returned: {e}"),
+        Ok(()) => return Err("the deadlock was not reported".into()),
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if log::set_logger(&Stderr).is_ok() {
+        log::set_max_level(log::LevelFilter::Warn);
+    }
+    let workers = usize::from(args.workers);
+    let mut result = dump_part(workers, args.waiters);
+    if result.is_ok() && !args.no_deadlock {
+        result = deadlock_part(workers);
+    }
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("dump_stacks: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! The deadlock report: two green threads each waiting to receive from the
+//! other are reported through the log facade with both their stacks, and
+//! with `fail_on_deadlock` the root `block_on` returns the error naming
+//! them. Not timing-based: the report comes when the workers go to sleep
+//! with nothing to wake them; the watchdog only bounds a hang.
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::common;
+
+use greenlet::hub::{self, HubError, JoinError, Receiver, Sender};
+
+/// Bounds a test: fails it (the process exits) if it has not finished in
+/// `secs`.
+fn watchdog(secs: u64) -> mpsc::Sender<()> {
+    let (tx, rx) = mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(Duration::from_secs(secs)) {
+            eprintln!("test hung for {secs} s");
+            std::process::exit(101);
+        }
+    });
+    tx
+}
+
+/// The first library report (through the `log` facade, captured by the
+/// test binary's logger) that `wanted` picks, waited for a bounded time.
+fn report_where(wanted: impl Fn(&str) -> bool) -> String {
+    let start = Instant::now();
+    let mut seen = Vec::new();
+    loop {
+        seen.extend(common::take_diagnostics());
+        if let Some(line) = seen.iter().find(|l| wanted(l)) {
+            return line.clone();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no such report among {seen:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[inline(never)]
+fn first_waits_for_second(rx: Receiver<u8>, tx: Sender<u8>) {
+    if rx.recv().is_ok() {
+        let _ = tx.send(1);
+    }
+}
+
+#[inline(never)]
+fn second_waits_for_first(rx: Receiver<u8>, tx: Sender<u8>) {
+    if rx.recv().is_ok() {
+        let _ = tx.send(2);
+    }
+}
+
+/// Two green threads named `first` and `second`, each receiving from the
+/// other before it sends; the caller joins both.
+fn two_thread_deadlock() {
+    let (to_first, first_rx) = hub::channel::<u8>(1);
+    let (to_second, second_rx) = hub::channel::<u8>(1);
+    let a = hub::task()
+        .name("first")
+        .spawn(move || first_waits_for_second(first_rx, to_second))
+        .unwrap();
+    let b = hub::task()
+        .name("second")
+        .spawn(move || second_waits_for_first(second_rx, to_first))
+        .unwrap();
+    drop(a.join());
+    drop(b.join());
+}
+
+#[test]
+fn a_two_thread_channel_deadlock_is_reported_with_both_stacks_and_fails_the_root() {
+    let _dog = watchdog(120);
+    let _serial = common::serial();
+    common::take_diagnostics();
+    let rt = hub::Runtime::builder()
+        .worker_threads(2)
+        .fail_on_deadlock(true)
+        .build()
+        .unwrap();
+    let err = rt.block_on(two_thread_deadlock).unwrap_err();
+    let JoinError::Deadlock { green_threads, .. } = &err else {
+        panic!("expected a deadlock, got {err}");
+    };
+    for name in ["first", "second", "block_on"] {
+        assert!(
+            green_threads
+                .iter()
+                .any(|t| t.contains(&format!(" {name} ["))),
+            "{name} is named: {err}"
+        );
+    }
+    // (The binary's tests share the logger: this test's report is the one
+    // that names its green threads.)
+    let report = report_where(|r| r.contains("hub: deadlock") && r.contains(" first ["));
+    for frame in ["first_waits_for_second", "second_waits_for_first"] {
+        assert!(report.contains(frame), "{frame} is in the report: {report}");
+    }
+    // Shut down cleanly: the two green threads are cancelled.
+    assert!(rt
+        .shutdown_timeout(Duration::from_secs(10))
+        .refused
+        .is_empty());
+}
+
+#[test]
+fn a_lone_root_waiting_on_its_own_channel_is_failed_and_named() {
+    let _dog = watchdog(120);
+    let rt = hub::Runtime::builder()
+        .worker_threads(1)
+        .fail_on_deadlock(true)
+        .build()
+        .unwrap();
+    let err = rt
+        .block_on(|| {
+            let (_tx, rx) = hub::channel::<u8>(1);
+            let _ = rx.recv();
+        })
+        .unwrap_err();
+    assert!(matches!(err, JoinError::Deadlock { .. }), "{err}");
+    assert!(err.to_string().contains("block_on"), "{err}");
+    // As `hub::run` passes it on.
+    let as_hub: HubError = err.into();
+    assert!(as_hub.to_string().contains("deadlock"), "{as_hub}");
+}
+
+#[test]
+fn a_sleeping_green_thread_is_no_deadlock() {
+    let _dog = watchdog(120);
+    let rt = hub::Runtime::builder()
+        .worker_threads(1)
+        .fail_on_deadlock(true)
+        .build()
+        .unwrap();
+    let out = rt.block_on(|| {
+        let (tx, rx) = hub::channel::<u8>(1);
+        hub::spawn(move || {
+            hub::sleep(Duration::from_millis(50));
+            tx.send(7).unwrap();
+        });
+        rx.recv().unwrap()
+    });
+    assert_eq!(out.unwrap(), 7);
+}

@@ -1,0 +1,175 @@
+//! The stacks in a dump: a green thread parked in a function of its own
+//! shows that function's name; the wait is not disturbed (the value sent
+//! after the dump is the one received; a cancel still ends it); the
+//! capturing green threads are not listed.
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use greenlet::hub::{self, Receiver, TaskState, Wait};
+
+/// Bounds a test: fails it (the process exits) if it has not finished in
+/// `secs`.
+fn watchdog(secs: u64) -> mpsc::Sender<()> {
+    let (tx, rx) = mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(Duration::from_secs(secs)) {
+            eprintln!("test hung for {secs} s");
+            std::process::exit(101);
+        }
+    });
+    tx
+}
+
+#[inline(never)]
+fn parks_in_a_channel_receive(rx: &Receiver<u32>) -> u32 {
+    rx.recv().expect("a value")
+}
+
+fn wait_for(h: &hub::JoinHandle<u32>, state: TaskState) {
+    while h.state() != state {
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn the_parked_frame_appears_and_the_wait_goes_on_undisturbed() {
+    let _dog = watchdog(120);
+    let rt = hub::Runtime::builder().worker_threads(2).build().unwrap();
+    let (tx, rx) = hub::channel::<u32>(1);
+    let h = rt
+        .handle()
+        .spawn(move || parks_in_a_channel_receive(&rx) + 1);
+    wait_for(&h, TaskState::Parked(Wait::Recv));
+    let dump = rt.handle().dump_stacks();
+    let text = dump.to_string();
+    let t = dump
+        .tasks
+        .iter()
+        .find(|t| t.info.id == h.id())
+        .unwrap_or_else(|| panic!("the parked green thread is in the dump:\n{text}"));
+    assert_eq!(t.info.state, TaskState::Parked(Wait::Recv), "{text}");
+    assert!(
+        t.frames
+            .iter()
+            .any(|f| f.contains("parks_in_a_channel_receive")),
+        "the parking function's frame is in the dump:\n{text}"
+    );
+    assert!(
+        !t.frames.iter().any(|f| f.contains("park_then")),
+        "runtime frames are folded:\n{text}"
+    );
+    assert!(
+        dump.tasks
+            .iter()
+            .all(|t| t.info.name != "hub-stack-capture"),
+        "{text}"
+    );
+    assert!(dump.silent_workers.is_empty(), "{text}");
+    // Still parked in its receive, still registered there.
+    assert_eq!(h.state(), TaskState::Parked(Wait::Recv));
+    tx.send(41).unwrap();
+    assert_eq!(h.join().unwrap(), 42);
+}
+
+#[test]
+fn a_green_thread_dumped_twice_is_still_cancellable() {
+    let _dog = watchdog(120);
+    let rt = hub::Runtime::builder().worker_threads(1).build().unwrap();
+    let (_tx, rx) = hub::channel::<u32>(1);
+    let h = rt.handle().spawn(move || parks_in_a_channel_receive(&rx));
+    wait_for(&h, TaskState::Parked(Wait::Recv));
+    for _ in 0..2 {
+        let dump = rt.handle().dump_stacks();
+        assert!(
+            dump.to_string().contains("parks_in_a_channel_receive"),
+            "{dump}"
+        );
+    }
+    h.cancel();
+    assert!(h.join().unwrap_err().is_cancelled());
+}
+
+#[test]
+fn a_dump_from_a_green_thread_shows_its_siblings_and_itself() {
+    let _dog = watchdog(120);
+    let text = hub::run(|| {
+        let (tx, rx) = hub::channel::<u32>(1);
+        let h = hub::spawn(move || parks_in_a_channel_receive(&rx));
+        while h.state() != TaskState::Parked(Wait::Recv) {
+            hub::yield_now();
+        }
+        let dump = hub::dump_stacks().unwrap();
+        tx.send(1).unwrap();
+        assert_eq!(h.join().unwrap(), 1);
+        dump.to_string()
+    })
+    .unwrap();
+    assert!(text.contains("parks_in_a_channel_receive"), "{text}");
+    assert!(text.contains("block_on"), "{text}");
+}
+
+/// The child of [`a_signal_prints_the_dump_to_stderr`]: a runtime that
+/// dumps on `SIGUSR2`, one green thread parked in
+/// `parks_in_a_channel_receive`; says "ready" on stdout, then waits to be
+/// killed. Run only as that child (ignored otherwise).
+#[test]
+#[ignore = "the child process of a_signal_prints_the_dump_to_stderr"]
+fn signal_child() {
+    let rt = hub::Runtime::builder()
+        .worker_threads(1)
+        .dump_on_signal(libc::SIGUSR2)
+        .build()
+        .unwrap();
+    let (_tx, rx) = hub::channel::<u32>(1);
+    let h = rt.handle().spawn(move || parks_in_a_channel_receive(&rx));
+    wait_for(&h, TaskState::Parked(Wait::Recv));
+    println!("ready");
+    std::thread::sleep(Duration::from_secs(3600));
+}
+
+#[test]
+fn a_signal_prints_the_dump_to_stderr() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let _dog = watchdog(120);
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            &crate::common::test_path(module_path!(), "signal_child"),
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut ready = false;
+    for line in stdout.lines() {
+        if line.unwrap().contains("ready") {
+            ready = true;
+            break;
+        }
+    }
+    assert!(ready, "the child got ready");
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    // SAFETY: `kill` with our own child's pid and a signal it catches.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGUSR2) }, 0);
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    let mut found = false;
+    for line in stderr.lines() {
+        let line = line.unwrap();
+        found = line.contains("parks_in_a_channel_receive");
+        seen.push(line);
+        if found {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(found, "the dump on stderr names the parked frame: {seen:?}");
+}
