@@ -111,7 +111,8 @@
 //!   worker's ready queue), `inbox` (its remote wake queue), `spawn_slot`
 //!   (its newest-spawn slot), `idle` (its idle policy), `output` (a task's
 //!   value), `scopes` (`timeout` deadlines), `unwind` (the cancellation and
-//!   timeout payloads), `task_state`, `task_info`, `pending` (the
+//!   timeout payloads), `task_state`, `task_info`, `local_table` (a green
+//!   thread's task-local values), `pending` (the
 //!   pending-call slot's rules), `blocking_pool` (its state);
 //! - the task's data: `task_header` (the `Task` header), `unstarted` (its
 //!   closure until it starts, and the token that runs it), `registry`
@@ -122,9 +123,9 @@
 //!   placement and stealing, the switch into a green thread, hand-offs,
 //!   wakes, teardown);
 //! - what green threads call: `park`, `time`, `wait` (wait lists), `join`
-//!   ([`JoinHandle`]), `spawning` ([`spawn`], [`task()`]),
-//!   `pending_drain`, `channel`, `selecting` ([`select`]), `sync`,
-//!   `future`, `watchdog`, `runtime` ([`Runtime`], [`Handle`]),
+//!   ([`JoinHandle`]), `spawning` ([`spawn`], [`task()`]), `task_local`
+//!   ([`LocalKey`]), `pending_drain`, `channel`, `selecting` ([`select`]),
+//!   `sync`, `future`, `watchdog`, `runtime` ([`Runtime`], [`Handle`]),
 //!   `blocking`, `group`, `introspect` ([`dump`]), and the public [`net`]
 //!   (TCP, UDP and Unix sockets and any descriptor, parking), [`signal`]
 //!   (Unix signals received by parking) and [`process`] (child processes
@@ -145,6 +146,7 @@ mod idle;
 mod inbox;
 mod introspect;
 mod join;
+mod local_table;
 pub mod net;
 mod output;
 mod park;
@@ -164,6 +166,7 @@ mod spin_lock;
 mod sync;
 mod task_header;
 mod task_info;
+mod task_local;
 mod task_pool;
 mod task_state;
 mod time;
@@ -193,5 +196,8 @@ pub use self::selecting::{select, Selectable, Watch};
 pub use self::spawning::{spawn, spawn_local, task, TaskBuilder};
 pub use self::sync::{Event, Mutex, MutexGuard, Semaphore, SemaphorePermit};
 pub use self::task_info::TaskInfo;
+pub use self::task_local::LocalKey;
 pub use self::task_state::{TaskState, Wait};
 pub use self::time::{sleep, sleep_until, timeout, timeout_at, yield_now};
+/// Declare task-local keys: see [`LocalKey`].
+pub use crate::task_local;
