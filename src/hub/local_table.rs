@@ -114,7 +114,8 @@ impl Locals {
         // could get here meanwhile).
         let ptr = unsafe { &*self.0.get() }
             .as_ref()?
-            .0.get(index)?
+            .0
+            .get(index)?
             .as_ref()?
             .ptr;
         // SAFETY: as in `get_or_init`.

@@ -49,7 +49,8 @@
 //! The parking points are: [`sleep`], [`sleep_until`], [`yield_now`],
 //! [`JoinHandle::join`], [`TaskGroup::join_next`]/[`join_all`](TaskGroup::join_all),
 //! channel `recv`/`recv_timeout`/`send` (when a bounded channel is full),
-//! [`select`], [`Event::wait`], [`Mutex::lock`], [`Semaphore::acquire`],
+//! [`select`] (over channels, joins, events, semaphores, deadlines,
+//! signals and socket readiness), [`Event::wait`], [`Mutex::lock`], [`Semaphore::acquire`],
 //! [`block_on`] while its future is pending, every wait of a [`net`] socket
 //! or [`net::Fd`], [`signal::Signals::recv`], and [`process::Child::wait`]
 //! (with the `process` calls built on it). They are the **only**
@@ -124,12 +125,12 @@
 //!   wakes, teardown);
 //! - what green threads call: `park`, `time`, `wait` (wait lists), `join`
 //!   ([`JoinHandle`]), `spawning` ([`spawn`], [`task()`]), `task_local`
-//!   ([`LocalKey`]), `pending_drain`, `channel`, `selecting` ([`select`]),
-//!   `sync`, `future`, `watchdog`, `runtime` ([`Runtime`], [`Handle`]),
+//!   ([`LocalKey`]), `pending_drain`, `channel`, `sync`, `future`, `watchdog`, `runtime` ([`Runtime`], [`Handle`]),
 //!   `blocking`, `group`, `introspect` ([`dump`]), and the public [`net`]
 //!   (TCP, UDP and Unix sockets and any descriptor, parking), [`signal`]
 //!   (Unix signals received by parking) and [`process`] (child processes
-//!   waited for and read by parking).
+//!   waited for and read by parking);
+//! - `selecting` ([`select`] over every source above that parks).
 //!
 //! Uses [`crate::coroutine`] (its public API, and the crate-private lean
 //! switch of `coroutine::direct` and the closure storage of
@@ -198,6 +199,6 @@ pub use self::sync::{Event, Mutex, MutexGuard, Semaphore, SemaphorePermit};
 pub use self::task_info::TaskInfo;
 pub use self::task_local::LocalKey;
 pub use self::task_state::{TaskState, Wait};
-pub use self::time::{sleep, sleep_until, timeout, timeout_at, yield_now};
+pub use self::time::{sleep, sleep_until, timeout, timeout_at, yield_now, Deadline};
 /// Declare task-local keys: see [`LocalKey`].
 pub use crate::task_local;
