@@ -176,3 +176,15 @@ fn initialisers_and_destructors_may_use_other_keys() {
         assert_eq!(*saw.lock().unwrap(), Some(100));
     });
 }
+
+hub::task_local! {
+    static THROUGH_HUB: Cell<u8> = Cell::new(3);
+}
+
+#[test]
+fn the_macro_is_reachable_through_hub_too() {
+    let v = rt(1)
+        .block_on(|| hub::spawn(|| THROUGH_HUB.with(Cell::get)).join().unwrap())
+        .unwrap();
+    assert_eq!(v, 3);
+}
