@@ -1,14 +1,18 @@
 //! The typed [`JoinHandle`]: waiting for a green thread's result (parking
-//! a green thread, blocking a plain one), cancelling it, and giving its
-//! spent task to the worker's pool.
+//! a green thread, blocking a plain one, or as a [`Future`] polled by any
+//! executor), cancelling it, and giving its spent task to the worker's
+//! pool.
 //!
 //! Owns: [`JoinHandle`]. Uses the task header (its joiners and outcome),
 //! `park`, the current worker and the task pool's recycling.
 
 use std::fmt;
+use std::future::Future;
 use std::mem::ManuallyDrop;
+use std::pin::Pin;
 use std::ptr;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use super::error::JoinError;
 use super::park::{current_waker, park, park_green};
@@ -19,6 +23,11 @@ use super::worker;
 /// Owns the right to wait for a green thread's result (or a blocking call's).
 ///
 /// Dropping it detaches the green thread: it runs on, its result dropped.
+///
+/// It is also a [`Future`] of the same result, which any executor may poll
+/// (its waker joins the task's joiners): async code waits for a green
+/// thread without blocking its executor thread. See
+/// [`poll`](JoinHandle::poll).
 ///
 /// # Example
 /// ```
@@ -182,6 +191,60 @@ impl<T> JoinHandle<T> {
     /// ```
     pub fn state(&self) -> TaskState {
         self.task.state()
+    }
+}
+
+// Nothing in it is pinned: the handle is a reference-counted pointer to
+// the task and a type token.
+impl<T> Unpin for JoinHandle<T> {}
+
+/// Waiting for the green thread from async code: ready with what
+/// [`join`](JoinHandle::join) returns once it finishes; until then the
+/// waker of each poll is registered with the task's joiners (a waker that
+/// [`will_wake`](std::task::Waker::will_wake) as one registered already is
+/// not added again) and woken when it finishes. Polling never parks or
+/// blocks, so any executor may poll it, on any thread. Polled again after
+/// it returned `Ready`, it returns [`JoinError::Cancelled`] (the result is
+/// gone).
+///
+/// # Errors
+/// As [`join`](JoinHandle::join); [`JoinError::JoinedSelf`] when polled
+/// on the green thread it waits for (it would never finish).
+///
+/// # Example
+/// A tokio task waits for a green thread, and a green thread for a tokio
+/// task (through [`block_on`](super::block_on)):
+/// ```
+/// use greenlet::hub;
+/// let tokio_rt = tokio::runtime::Runtime::new().unwrap();
+/// let rt = hub::Runtime::new().unwrap();
+/// let green = rt.handle().spawn(|| {
+///     hub::sleep(std::time::Duration::from_millis(5));
+///     6 * 7
+/// });
+/// assert_eq!(tokio_rt.block_on(async { green.await }).unwrap(), 42);
+///
+/// let from_tokio = tokio_rt.spawn(async { "from tokio" });
+/// let green = rt.handle().spawn(move || hub::block_on(from_tokio).unwrap());
+/// assert_eq!(green.join().unwrap(), "from tokio");
+/// ```
+impl<T> Future for JoinHandle<T> {
+    type Output = Result<T, JoinError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        if !this.task.is_done() {
+            if worker::with_current_task(|_, me| Arc::ptr_eq(&this.task, me)) == Some(true) {
+                return Poll::Ready(Err(JoinError::JoinedSelf {
+                    name: this.task.name(),
+                }));
+            }
+            // `false`: it finished meanwhile, nothing registered.
+            if this.task.add_join_waiter(cx.waker().clone()) {
+                return Poll::Pending;
+            }
+        }
+        Poll::Ready(this.take_result())
     }
 }
 

@@ -49,7 +49,8 @@
 //! The parking points are: [`sleep`], [`sleep_until`], [`yield_now`],
 //! [`JoinHandle::join`], [`TaskGroup::join_next`]/[`join_all`](TaskGroup::join_all),
 //! channel `recv`/`recv_timeout`/`send` (when a bounded channel is full),
-//! [`select`], [`Event::wait`], [`Mutex::lock`], [`Semaphore::acquire`],
+//! [`select`] (over channels, joins, events, semaphores, deadlines,
+//! signals and socket readiness), [`Event::wait`], [`Mutex::lock`], [`Semaphore::acquire`],
 //! [`block_on`] while its future is pending, every wait of a [`net`] socket
 //! or [`net::Fd`], [`signal::Signals::recv`], and [`process::Child::wait`]
 //! (with the `process` calls built on it). They are the **only**
@@ -118,10 +119,10 @@
 //!   worker's ready queue), `inbox` (its remote wake queue), `spawn_slot`
 //!   (its newest-spawn slot), `idle` (its idle policy), `output` (a task's
 //!   value), `scopes` (`timeout` deadlines), `unwind` (the cancellation and
-//!   timeout payloads), `task_state`, `task_info`, `pending` (the
-//!   pending-call slot's rules), `blocking_pool` (its state), `counters`
-//!   (a worker's metric counters), `deadlock_latch` (what a runtime
-//!   remembers of deadlocks);
+//!   timeout payloads), `task_state`, `task_info`, `local_table` (a green
+//!   thread's task-local values), `pending` (the pending-call slot's
+//!   rules), `blocking_pool` (its state), `counters` (a worker's metric
+//!   counters), `deadlock_latch` (what a runtime remembers of deadlocks);
 //! - the task's data: `task_header` (the `Task` header), `unstarted` (its
 //!   closure until it starts, and the token that runs it), `registry`
 //!   (every task of a runtime), `shared` (what a runtime's workers, handles
@@ -132,17 +133,18 @@
 //!   wakes, teardown);
 //! - what green threads call: `stack_capture` (both sides of a dump's
 //!   capture of a parked stack), `park`, `time`, `wait` (wait lists), `join`
-//!   ([`JoinHandle`]), `spawning` ([`spawn`], [`task()`]),
-//!   `pending_drain`, `channel`, `selecting` ([`select`]), `sync`,
-//!   `future`, `stacks` (the [`Dump`] with stacks, and the dump on a
-//!   signal, which uses [`signal`], itself using only `future`),
-//!   `deadlock` (the deadlock report), `watchdog`, `panic_name` (the panic
-//!   hook), `runtime` ([`Runtime`], [`Handle`]), `blocking`, `group`,
-//!   `introspect` ([`dump`], [`dump_stacks`]), `metrics` ([`Metrics`]),
-//!   and the public [`net`]
+//!   ([`JoinHandle`]), `spawning` ([`spawn`], [`task()`]), `task_local`
+//!   ([`LocalKey`]), `pending_drain`, `channel`, `sync`, `future`, `stacks`
+//!   (the [`Dump`] with stacks, and the dump on a signal, which uses
+//!   [`signal`], itself using only `future`), `deadlock` (the deadlock
+//!   report), `watchdog`, `panic_name` (the panic hook), `runtime`
+//!   ([`Runtime`], [`Handle`]), `blocking`, `group`, `introspect`
+//!   ([`dump`], [`dump_stacks`]), `metrics` ([`Metrics`]), and the public
+//!   [`net`]
 //!   (TCP, UDP and Unix sockets and any descriptor, parking), [`signal`]
 //!   (Unix signals received by parking) and [`process`] (child processes
-//!   waited for and read by parking).
+//!   waited for and read by parking);
+//! - `selecting` ([`select`] over every source above that parks).
 //!
 //! Uses [`crate::coroutine`] (its public API, and the crate-private lean
 //! switch of `coroutine::direct` and the closure storage of
@@ -162,6 +164,7 @@ mod idle;
 mod inbox;
 mod introspect;
 mod join;
+mod local_table;
 mod metrics;
 pub mod net;
 mod output;
@@ -185,6 +188,7 @@ mod stacks;
 mod sync;
 mod task_header;
 mod task_info;
+mod task_local;
 mod task_pool;
 mod task_state;
 mod time;
@@ -216,5 +220,8 @@ pub use self::spawning::{spawn, spawn_local, task, TaskBuilder};
 pub use self::stacks::{Dump, TaskStack, DUMP_ANSWER_WITHIN};
 pub use self::sync::{Event, Mutex, MutexGuard, Semaphore, SemaphorePermit};
 pub use self::task_info::TaskInfo;
+pub use self::task_local::LocalKey;
 pub use self::task_state::{TaskState, Wait};
-pub use self::time::{sleep, sleep_until, timeout, timeout_at, yield_now};
+pub use self::time::{sleep, sleep_until, timeout, timeout_at, yield_now, Deadline};
+/// Declare task-local keys: see [`LocalKey`].
+pub use crate::task_local;

@@ -1,47 +1,101 @@
-//! [`select`]: wait until one of several receivers has something (a value or
-//! its end), or a deadline passes.
+//! [`select`]: wait until one of several sources is ready — a channel
+//! receiver, a [`JoinHandle`], an [`Event`], a [`Semaphore`], a
+//! [`Deadline`], a [`Signals`] receiver, or a socket's [`Readiness`] — or
+//! a deadline passes.
 //!
-//! Owns: [`select`] and the [`Selectable`] trait (sealed; implemented by
-//! [`Receiver`] and [`OneshotReceiver`]). Uses the receivers' watch hooks and
-//! `park`.
+//! Owns: [`select`], the [`Selectable`] trait (sealed) and its
+//! implementations. Uses each source's watch hook (a wait-list
+//! [`Watch`](super::wait::Watch), a join waiter, a signal waker, a poller
+//! registration), `park` and the caller's waker.
+//!
+//! A watch never takes what it watches: the caller takes it after
+//! `select` returns (`try_recv`, `join`, `try_acquire`, `try_recv` of a
+//! signal, the socket operation), so a source that did not win loses
+//! nothing.
 
 use std::time::Instant;
 
 use super::channel::{OneshotReceiver, Receiver};
 use super::error::Elapsed;
-use super::park::park;
+use super::join::JoinHandle;
+use super::net::Readiness;
+use super::park::{current_waker, park};
+use super::signal::Signals;
+use super::sync::{Event, Semaphore};
 use super::task_state::Wait;
+use super::time::Deadline;
 
 mod sealed {
     pub trait Sealed {}
     /// A registration of [`Watch::watch`](super::Watch::watch): dropping
     /// it ends it.
     pub trait Watching {}
+    impl<T> Watching for T {}
 }
 
-impl<W: super::wait::Site> sealed::Watching for super::wait::Watch<'_, W> {}
-
-/// A receiver [`select`] can wait on.
+/// A source [`select`] can wait on. Implemented by [`Receiver`],
+/// [`OneshotReceiver`], [`JoinHandle`], [`Event`], [`Semaphore`],
+/// [`Deadline`], [`Signals`] and [`Readiness`].
 pub trait Selectable: sealed::Sealed {
-    /// The channel behind it.
+    /// The watch hooks behind it.
     #[doc(hidden)]
     fn as_watch(&self) -> &dyn Watch;
 }
 
-/// What [`select`] needs of a receiver (not for use outside the crate).
+/// What [`select`] needs of a source (not for use outside the crate).
 #[doc(hidden)]
 pub trait Watch {
-    /// Whether a receive would return at once.
+    /// Whether taking from it would succeed at once.
     fn ready(&self) -> bool;
-    /// Register the caller to be woken when it becomes ready; dropping
-    /// the registration ends it (passing a notification on to the next
-    /// receiver).
+    /// Register the caller to be woken when it may have become ready;
+    /// dropping the registration ends it (passing a notification on to
+    /// the next waiter where the source hands one out).
     fn watch(&self) -> Box<dyn sealed::Watching + '_>;
+    /// A time by which the select must look again: a deadline arm's
+    /// instant, or a poll interval for a source that cannot wake the
+    /// caller.
+    fn wake_by(&self) -> Option<Instant> {
+        None
+    }
 }
 
-impl<T> sealed::Sealed for Receiver<T> {}
+macro_rules! selectable {
+    ($($ty:ty $(, $g:ident)?);* $(;)?) => {$(
+        impl$(<$g>)? sealed::Sealed for $ty {}
+        impl$(<$g>)? Selectable for $ty {
+            fn as_watch(&self) -> &dyn Watch {
+                self
+            }
+        }
+    )*};
+}
+
+selectable! {
+    Receiver<T>, T;
+    JoinHandle<T>, T;
+    Event;
+    Semaphore;
+    Deadline;
+    Signals;
+}
+
 impl<T> sealed::Sealed for OneshotReceiver<T> {}
 
+impl<T> Selectable for OneshotReceiver<T> {
+    fn as_watch(&self) -> &dyn Watch {
+        self.receiver()
+    }
+}
+
+impl sealed::Sealed for Readiness<'_> {}
+
+impl Selectable for Readiness<'_> {
+    fn as_watch(&self) -> &dyn Watch {
+        self
+    }
+}
+
+/// A channel: ready when a value is queued or every sender is gone.
 impl<T> Watch for Receiver<T> {
     fn ready(&self) -> bool {
         self.is_ready()
@@ -51,22 +105,101 @@ impl<T> Watch for Receiver<T> {
     }
 }
 
-impl<T> Selectable for Receiver<T> {
-    fn as_watch(&self) -> &dyn Watch {
-        self
+/// A green thread: ready when it finished (`join` returns at once). The
+/// caller's waker stays among its joiners until it finishes (one per
+/// waiter: a repeated select adds none).
+impl<T> Watch for JoinHandle<T> {
+    fn ready(&self) -> bool {
+        self.is_finished()
+    }
+    fn watch(&self) -> Box<dyn sealed::Watching + '_> {
+        self.task.add_join_waiter(current_waker());
+        Box::new(())
     }
 }
 
-impl<T> Selectable for OneshotReceiver<T> {
-    fn as_watch(&self) -> &dyn Watch {
-        self.receiver()
+/// An event: ready while it is set.
+impl Watch for Event {
+    fn ready(&self) -> bool {
+        self.is_set()
+    }
+    fn watch(&self) -> Box<dyn sealed::Watching + '_> {
+        Box::new(Event::watch(self))
     }
 }
 
-/// Park until one of `receivers` is ready (a value is queued, or all its
-/// senders are gone) and return its index (the first ready one, in order);
-/// then receive from it with `try_recv`. `deadline: None` waits for ever.
-/// A parking point.
+/// A semaphore: ready while a permit is free (`try_acquire` takes it).
+impl Watch for Semaphore {
+    fn ready(&self) -> bool {
+        self.available() > 0
+    }
+    fn watch(&self) -> Box<dyn sealed::Watching + '_> {
+        Box::new(Semaphore::watch(self))
+    }
+}
+
+/// A point in time: ready once it passed.
+impl Watch for Deadline {
+    fn ready(&self) -> bool {
+        self.is_elapsed()
+    }
+    fn watch(&self) -> Box<dyn sealed::Watching + '_> {
+        Box::new(())
+    }
+    fn wake_by(&self) -> Option<Instant> {
+        Some(self.instant())
+    }
+}
+
+/// Signals: ready when one of them came since the last `try_recv`/`recv`.
+impl Watch for Signals {
+    fn ready(&self) -> bool {
+        self.is_ready()
+    }
+    fn watch(&self) -> Box<dyn sealed::Watching + '_> {
+        Box::new(Signals::watch(self, current_waker()))
+    }
+}
+
+/// A socket's readiness: ready when an operation in its direction would
+/// not block.
+impl Watch for Readiness<'_> {
+    fn ready(&self) -> bool {
+        self.is_ready()
+    }
+    fn watch(&self) -> Box<dyn sealed::Watching + '_> {
+        Box::new(Readiness::watch(self))
+    }
+    fn wake_by(&self) -> Option<Instant> {
+        // Registered with a poller only on a green thread: elsewhere, look
+        // again after a while (decided at each look: cheap, no syscall).
+        match super::worker::with_current_task(|_, _| ()) {
+            Some(()) => None,
+            None => Some(Instant::now() + Readiness::PLAIN_THREAD_POLL),
+        }
+    }
+}
+
+/// Park until one of `sources` is ready and return its index (the first
+/// ready one, in order); then take from it without waiting (`try_recv`,
+/// `join`, `try_acquire`, the socket operation...). `deadline: None`
+/// waits for ever. A parking point.
+///
+/// | arm | ready when | then |
+/// |---|---|---|
+/// | [`Receiver`], [`OneshotReceiver`] | a value is queued, or every sender is gone | `try_recv` |
+/// | [`JoinHandle`] | the green thread finished | `join` (returns at once) |
+/// | [`Event`] | it is set | — |
+/// | [`Semaphore`] | a permit is free | `try_acquire` |
+/// | [`Deadline`] | its instant passed | — |
+/// | [`Signals`] | one of its signals came | `try_recv` |
+/// | [`Readiness`] (`select_readable` / `select_writable` of a [`net`](super::net) type) | the operation would not block | the operation |
+///
+/// Nothing is taken from a source by the select itself, so a source that
+/// did not win keeps its value, permit or signal. Between the return and
+/// the take another green thread may take it first (a value from a shared
+/// receiver, a permit): the `try_` call then finds nothing, and the caller
+/// selects again.
 ///
 /// # Errors
 /// [`Elapsed`] when `deadline` passes first.
@@ -83,20 +216,25 @@ impl<T> Selectable for OneshotReceiver<T> {
 /// assert!(none.is_err());
 /// # drop(tx_a);
 /// ```
-pub fn select(receivers: &[&dyn Selectable], deadline: Option<Instant>) -> Result<usize, Elapsed> {
+pub fn select(sources: &[&dyn Selectable], deadline: Option<Instant>) -> Result<usize, Elapsed> {
     loop {
-        if let Some(i) = receivers.iter().position(|r| r.as_watch().ready()) {
+        if let Some(i) = sources.iter().position(|r| r.as_watch().ready()) {
             return Ok(i);
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
             return Err(Elapsed);
         }
         // Dropped after the park, also when it unwinds: each passes a
-        // notification on (the caller receives from at most one of them,
+        // notification on (the caller takes from at most one of them,
         // and none if it unwinds).
-        let watches: Vec<_> = receivers.iter().map(|r| r.as_watch().watch()).collect();
-        if !receivers.iter().any(|r| r.as_watch().ready()) {
-            park(Wait::Select, deadline);
+        let watches: Vec<_> = sources.iter().map(|r| r.as_watch().watch()).collect();
+        if !sources.iter().any(|r| r.as_watch().ready()) {
+            let wake_by = sources
+                .iter()
+                .filter_map(|r| r.as_watch().wake_by())
+                .chain(deadline)
+                .min();
+            park(Wait::Select, wake_by);
         }
         drop(watches);
     }

@@ -340,6 +340,36 @@ impl Signals {
     }
 }
 
+impl Signals {
+    /// Whether one of its signals came since the last look (what
+    /// [`try_recv`](Self::try_recv) would return), without taking it.
+    pub(crate) fn is_ready(&self) -> bool {
+        self.signals
+            .iter()
+            .zip(&self.seen)
+            .any(|(&s, &seen)| count(s) != seen)
+    }
+
+    /// Watch it for [`select`](super::super::select): `waker` is woken
+    /// when one of its signals comes, until the watch drops.
+    pub(crate) fn watch(&self, waker: Waker) -> SignalWatch<'_> {
+        self.dispatch.waiters.lock().insert(self.id, waker);
+        SignalWatch { signals: self }
+    }
+}
+
+/// A [`Signals`] watched by `select`; dropping it ends the watch.
+pub(crate) struct SignalWatch<'a> {
+    signals: &'a Signals,
+}
+
+impl Drop for SignalWatch<'_> {
+    fn drop(&mut self) {
+        let s = self.signals;
+        s.dispatch.waiters.lock().remove(&s.id);
+    }
+}
+
 fn count(signal: i32) -> u64 {
     usize::try_from(signal)
         .ok()

@@ -216,11 +216,13 @@ impl NewTask<'_> {
         T: Send + 'static,
     {
         let slot = Slot::<T>::new();
-        let body = Body::new(move |task: &Task| match catch_unwind(AssertUnwindSafe(f)) {
-            Ok(v) => {
-                task.finish_with_output(slot, v);
+        let body = Body::new(move |task: &Task| {
+            let out = catch_unwind(AssertUnwindSafe(f));
+            task.locals.clear();
+            match out {
+                Ok(v) => task.finish_with_output(slot, v),
+                Err(payload) => fail(task, payload),
             }
-            Err(payload) => fail(task, payload),
         });
         let task = self.make(body, spent);
         // SAFETY: made just now, with a `Send` body; this is its only token.
@@ -236,11 +238,13 @@ impl NewTask<'_> {
         T: 'static,
     {
         let slot = Slot::<T>::new();
-        let run = move |task: &Task| match catch_unwind(AssertUnwindSafe(f)) {
-            Ok(v) => {
-                task.finish_with_local_output(slot, v);
+        let run = move |task: &Task| {
+            let out = catch_unwind(AssertUnwindSafe(f));
+            task.locals.clear();
+            match out {
+                Ok(v) => task.finish_with_local_output(slot, v),
+                Err(payload) => fail(task, payload),
             }
-            Err(payload) => fail(task, payload),
         };
         // SAFETY: its token is the `LocalUnstarted` made below.
         let body = unsafe { Body::local(run) };

@@ -14,16 +14,16 @@ use super::spin_lock::QuickMutex as Lock;
 
 use super::error::{Elapsed, HubError};
 use super::task_state::Wait;
-use super::wait::{wait_on, wake, wake_all, Site, WaitList, Wakeup};
+use super::wait::{wait_on, wake, wake_all, Site, WaitList, Wakeup, Watch};
 
-struct EventState {
+pub(crate) struct EventState {
     set: bool,
     waiters: WaitList<()>,
 }
 
 /// Waiting for an event: `set` wakes every waiter, so a waiter that
 /// unwinds has nothing to pass on.
-struct EventSite;
+pub(crate) struct EventSite;
 
 impl Site for EventSite {
     type State = EventState;
@@ -113,6 +113,12 @@ impl Event {
     /// ```
     pub fn is_set(&self) -> bool {
         self.state.lock().set
+    }
+
+    /// Watch it for [`select`](super::select): the caller is woken when
+    /// it is set.
+    pub(crate) fn watch(&self) -> Watch<'_, EventSite> {
+        Watch::new(&self.state)
     }
 
     /// Park until it is set.
@@ -341,7 +347,7 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for MutexGuard<'_, T> {
     }
 }
 
-struct SemState {
+pub(crate) struct SemState {
     /// Free permits.
     permits: usize,
     /// Free permits plus those held: at most [`Semaphore::MAX_PERMITS`],
@@ -352,7 +358,7 @@ struct SemState {
 
 /// Waiting for a permit: a waiter that unwinds after `add_permits`
 /// notified it passes the notification on while a permit is free.
-struct PermitSite;
+pub(crate) struct PermitSite;
 
 impl Site for PermitSite {
     type State = SemState;
@@ -524,6 +530,13 @@ impl Semaphore {
     /// ```
     pub fn available(&self) -> usize {
         self.state.lock().permits
+    }
+
+    /// Watch it for [`select`](super::select): the caller is woken when a
+    /// permit is freed (a watcher that goes without taking it passes the
+    /// notification on while a permit is free).
+    pub(crate) fn watch(&self) -> Watch<'_, PermitSite> {
+        Watch::new(&self.state)
     }
 }
 

@@ -6,7 +6,7 @@
 //! of the scheduler: a wake goes through the task's [`Wake`]
 //! implementation, which the worker provides (see `worker::wake`). Uses
 //! the registry to deregister a finished task, and the closure storage,
-//! output slot, spin lock and `timeout` scopes it holds.
+//! output slot, spin lock, `timeout` scopes and task-local table it holds.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::task::{Wake, Waker};
 
 use super::error::JoinError;
+use super::local_table::Locals;
 use super::output::Output;
 use super::registry::Links;
 use super::scopes::Scopes;
@@ -76,6 +77,8 @@ pub(crate) struct Task {
     pub(crate) scopes: Scopes,
     /// Its closure until it starts (reached through its `NotStarted`).
     pub(crate) body: Body,
+    /// Its task-local values (used and cleared by its body only).
+    pub(crate) locals: Locals,
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -113,6 +116,7 @@ impl Task {
             }),
             scopes: Scopes::default(),
             body,
+            locals: Locals::new(),
         }
     }
 
@@ -146,6 +150,7 @@ impl Task {
             && outcome.error.is_none()
             && self.body.is_empty()
             && self.scopes.earliest().is_none()
+            && self.locals.is_empty()
     }
 
     /// Make this spent task (see [`is_spent`](Self::is_spent)) a new one,

@@ -168,3 +168,73 @@ pub fn timeout_at<T>(deadline: Instant, f: impl FnOnce() -> T) -> Result<T, Elap
         },
     }
 }
+
+/// A point in time as an arm of [`select`](super::select): the arm wins
+/// once the instant has passed, so one select waits for several sources or
+/// a timer (several deadlines can be arms; the select's own `deadline`
+/// argument is the one that makes it return [`Elapsed`] instead).
+///
+/// ```
+/// use std::time::Duration;
+/// use greenlet::hub::{self, Deadline, Selectable};
+/// hub::run(|| {
+///     let (_tx, rx) = hub::unbounded::<u32>();
+///     let tick = Deadline::after(Duration::from_millis(5));
+///     let won = hub::select(&[&rx as &dyn Selectable, &tick], None).unwrap();
+///     assert_eq!(won, 1);
+///     assert!(tick.is_elapsed());
+/// })
+/// .unwrap();
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Deadline {
+    at: Instant,
+}
+
+impl Deadline {
+    /// The deadline `at`.
+    ///
+    /// ```
+    /// let now = std::time::Instant::now();
+    /// assert_eq!(greenlet::hub::Deadline::at(now).instant(), now);
+    /// ```
+    pub fn at(at: Instant) -> Deadline {
+        Deadline { at }
+    }
+
+    /// The deadline `d` from now (far in the future, about a century,
+    /// when `d` is too large to add to the clock).
+    ///
+    /// ```
+    /// let d = greenlet::hub::Deadline::after(std::time::Duration::MAX);
+    /// assert!(!d.is_elapsed());
+    /// ```
+    pub fn after(d: std::time::Duration) -> Deadline {
+        let now = Instant::now();
+        let at = now
+            .checked_add(d)
+            .or_else(|| now.checked_add(std::time::Duration::from_secs(100 * 365 * 86_400)))
+            .unwrap_or(now);
+        Deadline { at }
+    }
+
+    /// Its instant.
+    ///
+    /// ```
+    /// let d = greenlet::hub::Deadline::after(std::time::Duration::from_secs(1));
+    /// assert!(d.instant() > std::time::Instant::now());
+    /// ```
+    pub fn instant(&self) -> Instant {
+        self.at
+    }
+
+    /// Whether it has passed.
+    ///
+    /// ```
+    /// let d = greenlet::hub::Deadline::at(std::time::Instant::now());
+    /// assert!(d.is_elapsed());
+    /// ```
+    pub fn is_elapsed(&self) -> bool {
+        Instant::now() >= self.at
+    }
+}

@@ -498,7 +498,7 @@ fn a_started_green_thread_never_changes_thread_under_stealing_load() {
                             total.fetch_add(1, Ordering::Relaxed);
                             // Keep spawning so both workers keep stealing.
                             if k == 10 {
-                                let _ = hub::spawn(hub::yield_now);
+                                drop(hub::spawn(hub::yield_now));
                             }
                         }
                     })

@@ -13,6 +13,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 use super::error::NetError;
+use super::readiness::Readiness;
 use super::registration::{Direction, Source};
 
 /// A non-blocking file descriptor whose waits park the calling green
@@ -49,6 +50,28 @@ pub struct Fd<T: AsRawFd> {
 }
 
 impl<T: AsRawFd> Fd<T> {
+    /// Its readiness to read, as an arm of [`select`](crate::hub::select)
+    /// (see [`Readiness`]).
+    ///
+    /// ```
+    /// use std::io::Write;
+    /// use greenlet::hub::{self, Selectable};
+    /// let (r, mut w) = greenlet::hub::net::pipe().unwrap();
+    /// let now = Some(std::time::Instant::now());
+    /// assert!(hub::select(&[&r.select_readable() as &dyn Selectable], now).is_err());
+    /// w.write_all(b"x").unwrap();
+    /// assert_eq!(hub::select(&[&r.select_readable() as &dyn Selectable], now), Ok(0));
+    /// ```
+    pub fn select_readable(&self) -> Readiness<'_> {
+        Readiness::readable(&self.src)
+    }
+
+    /// Its readiness to write, as an arm of [`select`](crate::hub::select)
+    /// (see [`Readiness`] and [`select_readable`](Self::select_readable)).
+    pub fn select_writable(&self) -> Readiness<'_> {
+        Readiness::writable(&self.src)
+    }
+
     /// Wrap `inner`, switching its descriptor to non-blocking mode (it
     /// stays so: [`into_inner`](Self::into_inner) gives it back
     /// non-blocking).

@@ -78,6 +78,7 @@
 
 mod error;
 mod fd;
+mod readiness;
 mod registration;
 mod resolve;
 mod serve;
@@ -93,6 +94,7 @@ mod unix_stream;
 pub use self::error::NetError;
 pub(crate) use self::fd::set_nonblocking;
 pub use self::fd::{pipe, Fd};
+pub use self::readiness::Readiness;
 pub(crate) use self::registration::dispatch;
 pub use self::resolve::ToSocketAddrs;
 pub use self::serve::serve;

@@ -516,6 +516,32 @@ impl<S: AsRawFd> Source<S> {
         }
     }
 
+    /// Whether an operation in `dir` would not block now (ready, closed or
+    /// failed): asked of the kernel (`poll(2)` with no wait), since an
+    /// edge's number says only that readiness came, not that it is still
+    /// there. For `select`.
+    pub(crate) fn is_ready_now(&self, dir: Direction) -> io::Result<bool> {
+        poll_now(self.sock.as_raw_fd(), dir)
+    }
+
+    /// Register the calling green thread to be woken at the next `dir`
+    /// readiness edge (registering the socket with its worker's poller
+    /// first if it is not: that reports its current readiness as an
+    /// edge). `Ok(false)` on a plain thread, which has no poller: nothing
+    /// registered. A stale registration left after the caller stopped
+    /// waiting costs one spurious wake. For `select`.
+    pub(crate) fn watch(&self, dir: Direction) -> io::Result<bool> {
+        let watched = worker::with_current_task(|w, task| {
+            let reg = self.registration(w)?;
+            let d = dir as usize;
+            let mut waiters = reg.io.waiters.lock();
+            reg.io.waiting[d].store(true, Ordering::SeqCst);
+            waiters[d].add(Waker::from(Arc::clone(task)));
+            Ok(true)
+        });
+        watched.unwrap_or(Ok(false))
+    }
+
     /// Its registration, made now with `w`'s poller if it has none.
     fn registration(&self, w: &Worker) -> io::Result<&Registration> {
         if let Some(r) = self.reg.get() {
@@ -526,6 +552,30 @@ impl<S: AsRawFd> Source<S> {
         // then ours is dropped (deregistered) and theirs is used.
         Ok(self.reg.get_or_init(|| r))
     }
+}
+
+/// Whether `fd` is ready for `dir` now (or has hung up or failed).
+fn poll_now(fd: RawFd, dir: Direction) -> io::Result<bool> {
+    let events = match dir {
+        Direction::Read => libc::POLLIN,
+        Direction::Write => libc::POLLOUT,
+    };
+    let mut pfd = libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    };
+    // SAFETY: `pfd` is a valid, exclusively borrowed pollfd array of length
+    // 1 for the duration of the call, which does not wait (timeout 0).
+    let rc = unsafe { libc::poll(&mut pfd, 1, 0) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        return match e.kind() {
+            io::ErrorKind::Interrupted => Ok(false),
+            _ => Err(e),
+        };
+    }
+    Ok(pfd.revents != 0)
 }
 
 /// Block the calling plain thread until `fd` is ready for `dir` or

@@ -15,6 +15,7 @@ use crate::diag::diag_warn;
 
 use super::super::time::sleep;
 use super::error::NetError;
+use super::readiness::Readiness;
 use super::registration::{Direction, Source};
 use super::resolve::{addrs_of, ToSocketAddrs};
 use super::tcp_stream::TcpStream;
@@ -61,6 +62,21 @@ fn deepen_backlog(l: mio::net::TcpListener) -> io::Result<mio::net::TcpListener>
 }
 
 impl TcpListener {
+    /// Its readiness to accept a connection, as an arm of [`select`](crate::hub::select)
+    /// (see [`Readiness`]).
+    ///
+    /// ```
+    /// use greenlet::hub::{self, net::TcpListener, Selectable};
+    /// let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let now = Some(std::time::Instant::now());
+    /// assert!(hub::select(&[&l.select_readable() as &dyn Selectable], now).is_err());
+    /// let _c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    /// assert_eq!(hub::select(&[&l.select_readable() as &dyn Selectable], None), Ok(0));
+    /// ```
+    pub fn select_readable(&self) -> Readiness<'_> {
+        Readiness::readable(&self.src)
+    }
+
     /// Bind to `addr` (the first address it resolves to that binds), with
     /// `SO_REUSEADDR` and a backlog of 1024. A host name is resolved off
     /// the worker (see [`ToSocketAddrs`]).

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::error::NetError;
+use super::readiness::Readiness;
 use super::registration::{Deadline, Direction, Source};
 use super::resolve::{addrs_of, ToSocketAddrs};
 use super::sys;
@@ -62,6 +63,28 @@ const INQ_ON: u8 = 1;
 const INQ_UNAVAILABLE: u8 = 2;
 
 impl TcpStream {
+    /// Its readiness to read, as an arm of [`select`](crate::hub::select)
+    /// (see [`Readiness`]).
+    ///
+    /// ```
+    /// use greenlet::hub::{self, net::TcpListener, Selectable};
+    /// let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let s = greenlet::hub::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    /// let now = Some(std::time::Instant::now());
+    /// // Nothing sent yet: not readable; an empty send buffer: writable.
+    /// assert!(hub::select(&[&s.select_readable() as &dyn Selectable], now).is_err());
+    /// assert_eq!(hub::select(&[&s.select_writable() as &dyn Selectable], now), Ok(0));
+    /// ```
+    pub fn select_readable(&self) -> Readiness<'_> {
+        Readiness::readable(&self.src)
+    }
+
+    /// Its readiness to write, as an arm of [`select`](crate::hub::select)
+    /// (see [`Readiness`] and [`select_readable`](Self::select_readable)).
+    pub fn select_writable(&self) -> Readiness<'_> {
+        Readiness::writable(&self.src)
+    }
+
     pub(crate) fn from_mio(s: mio::net::TcpStream) -> TcpStream {
         TcpStream {
             src: Source::new(s),

@@ -10,6 +10,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
 use super::error::NetError;
+use super::readiness::Readiness;
 use super::registration::{Direction, Source};
 use super::resolve::{addrs_of, ToSocketAddrs};
 
@@ -52,6 +53,26 @@ fn first_addr(addr: &(impl ToSocketAddrs + ?Sized)) -> io::Result<SocketAddr> {
 }
 
 impl UdpSocket {
+    /// Its readiness to read, as an arm of [`select`](crate::hub::select)
+    /// (see [`Readiness`]).
+    ///
+    /// ```
+    /// use greenlet::hub::{self, Selectable};
+    /// let s = greenlet::hub::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    /// let now = Some(std::time::Instant::now());
+    /// assert!(hub::select(&[&s.select_readable() as &dyn Selectable], now).is_err());
+    /// assert_eq!(hub::select(&[&s.select_writable() as &dyn Selectable], now), Ok(0));
+    /// ```
+    pub fn select_readable(&self) -> Readiness<'_> {
+        Readiness::readable(&self.src)
+    }
+
+    /// Its readiness to write, as an arm of [`select`](crate::hub::select)
+    /// (see [`Readiness`] and [`select_readable`](Self::select_readable)).
+    pub fn select_writable(&self) -> Readiness<'_> {
+        Readiness::writable(&self.src)
+    }
+
     /// Bind to `addr` (its first address).
     ///
     /// # Errors

@@ -12,6 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::error::NetError;
+use super::readiness::Readiness;
 use super::registration::{Direction, Source};
 
 /// A Unix-domain datagram socket for green threads:
@@ -41,6 +42,26 @@ pub struct UnixDatagram {
 }
 
 impl UnixDatagram {
+    /// Its readiness to read, as an arm of [`select`](crate::hub::select)
+    /// (see [`Readiness`]).
+    ///
+    /// ```
+    /// use greenlet::hub::{self, Selectable};
+    /// let (s, _peer) = greenlet::hub::net::UnixDatagram::pair().unwrap();
+    /// let now = Some(std::time::Instant::now());
+    /// assert!(hub::select(&[&s.select_readable() as &dyn Selectable], now).is_err());
+    /// assert_eq!(hub::select(&[&s.select_writable() as &dyn Selectable], now), Ok(0));
+    /// ```
+    pub fn select_readable(&self) -> Readiness<'_> {
+        Readiness::readable(&self.src)
+    }
+
+    /// Its readiness to write, as an arm of [`select`](crate::hub::select)
+    /// (see [`Readiness`] and [`select_readable`](Self::select_readable)).
+    pub fn select_writable(&self) -> Readiness<'_> {
+        Readiness::writable(&self.src)
+    }
+
     fn from_mio(s: mio::net::UnixDatagram) -> UnixDatagram {
         UnixDatagram {
             src: Source::new(s),

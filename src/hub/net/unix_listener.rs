@@ -11,6 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::error::NetError;
+use super::readiness::Readiness;
 use super::registration::{Direction, Source};
 use super::unix_stream::UnixStream;
 
@@ -49,6 +50,22 @@ pub struct UnixListener {
 }
 
 impl UnixListener {
+    /// Its readiness to accept a connection, as an arm of [`select`](crate::hub::select)
+    /// (see [`Readiness`]).
+    ///
+    /// ```
+    /// use greenlet::hub::{self, net::UnixListener, Selectable};
+    /// let dir = std::env::temp_dir().join(format!("greenlet-sel-{}", std::process::id()));
+    /// let _ = std::fs::remove_file(&dir);
+    /// let l = UnixListener::bind(&dir).unwrap();
+    /// let now = Some(std::time::Instant::now());
+    /// assert!(hub::select(&[&l.select_readable() as &dyn Selectable], now).is_err());
+    /// std::fs::remove_file(&dir).unwrap();
+    /// ```
+    pub fn select_readable(&self) -> Readiness<'_> {
+        Readiness::readable(&self.src)
+    }
+
     /// Bind to `path` and listen.
     ///
     /// # Errors

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use super::super::time::sleep;
 use super::error::NetError;
+use super::readiness::Readiness;
 use super::registration::{Direction, Source};
 
 /// First pause when a listener's backlog is full at connect.
@@ -51,6 +52,26 @@ pub struct UnixStream {
 }
 
 impl UnixStream {
+    /// Its readiness to read, as an arm of [`select`](crate::hub::select)
+    /// (see [`Readiness`]).
+    ///
+    /// ```
+    /// use greenlet::hub::{self, Selectable};
+    /// let (s, _peer) = greenlet::hub::net::UnixStream::pair().unwrap();
+    /// let now = Some(std::time::Instant::now());
+    /// assert!(hub::select(&[&s.select_readable() as &dyn Selectable], now).is_err());
+    /// assert_eq!(hub::select(&[&s.select_writable() as &dyn Selectable], now), Ok(0));
+    /// ```
+    pub fn select_readable(&self) -> Readiness<'_> {
+        Readiness::readable(&self.src)
+    }
+
+    /// Its readiness to write, as an arm of [`select`](crate::hub::select)
+    /// (see [`Readiness`] and [`select_readable`](Self::select_readable)).
+    pub fn select_writable(&self) -> Readiness<'_> {
+        Readiness::writable(&self.src)
+    }
+
     pub(crate) fn from_mio(s: mio::net::UnixStream) -> UnixStream {
         UnixStream {
             src: Source::new(s),
