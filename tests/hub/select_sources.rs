@@ -15,6 +15,12 @@ use greenlet::hub::{self, net, Deadline, Elapsed, Event, Selectable, Semaphore, 
 
 const LATER: Duration = Duration::from_millis(5);
 
+/// The signal these tests raise: a real-time one that no other test of
+/// this binary raises (a receiver sees every delivery to the process).
+fn own_signal() -> i32 {
+    libc::SIGRTMIN() + 5
+}
+
 #[test]
 fn each_source_wakes_a_parked_select_and_nothing_is_taken_by_it() {
     bounded(60, || {
@@ -25,7 +31,7 @@ fn each_source_wakes_a_parked_select_and_nothing_is_taken_by_it() {
                 let sem = Arc::new(Semaphore::new(0));
                 let (gate_tx, gate_rx) = hub::oneshot::<()>();
                 let joined = hub::spawn(move || gate_rx.recv().unwrap());
-                let mut signals = Signals::new(&[libc::SIGUSR2]).unwrap();
+                let mut signals = Signals::new(&[own_signal()]).unwrap();
                 let (mut r, w) = net::pipe().unwrap();
                 let w = Arc::new(std::sync::Mutex::new(w));
                 let far = Deadline::after(Duration::from_secs(3600));
@@ -58,7 +64,7 @@ fn each_source_wakes_a_parked_select_and_nothing_is_taken_by_it() {
                         4 => Box::new(|| {}),
                         5 => Box::new(|| {
                             // SAFETY: raising a signal whose handler is ours.
-                            unsafe { libc::raise(libc::SIGUSR2) };
+                            unsafe { libc::raise(own_signal()) };
                         }),
                         _ => {
                             let w = Arc::clone(&w);
@@ -92,7 +98,7 @@ fn each_source_wakes_a_parked_select_and_nothing_is_taken_by_it() {
                             event.clear();
                         }
                         3 => std::mem::forget(sem.try_acquire().expect("the permit is still free")),
-                        5 => assert_eq!(signals.try_recv(), Some(libc::SIGUSR2)),
+                        5 => assert_eq!(signals.try_recv(), Some(own_signal())),
                         6 => {
                             let mut b = [0u8; 1];
                             r.read_exact(&mut b).unwrap();
@@ -110,7 +116,7 @@ fn each_source_wakes_a_parked_select_and_nothing_is_taken_by_it() {
                 event.set();
                 sem.add_permits(2);
                 // SAFETY: raising a signal whose handler is ours.
-                unsafe { libc::raise(libc::SIGUSR2) };
+                unsafe { libc::raise(own_signal()) };
                 w.lock().unwrap().write_all(b"yz").unwrap();
                 for _ in 0..3 {
                     let readable = r.select_readable();
@@ -127,7 +133,7 @@ fn each_source_wakes_a_parked_select_and_nothing_is_taken_by_it() {
                 assert_eq!(rx.try_recv(), Ok(2));
                 assert!(event.is_set());
                 assert_eq!(sem.available(), 2);
-                assert_eq!(signals.try_recv(), Some(libc::SIGUSR2));
+                assert_eq!(signals.try_recv(), Some(own_signal()));
                 let mut b = [0u8; 2];
                 r.read_exact(&mut b).unwrap();
                 assert_eq!(&b, b"yz");
