@@ -20,17 +20,16 @@ use parking_lot::MutexGuard;
 use crate::diag::diag_warn;
 
 use super::super::core::{CheckSite, RingFull, ThreadIdx};
+use super::c_calls::{blocking, c_function, foreign_function, Until};
 use super::error::{PyErr, PyResult};
 use super::event::PyEvent;
-use super::gil::{
-    add_pending_call_as, blocking, c_function, check, foreign_function, release_gil,
-    run_pending_calls, take_gil, Until,
-};
+use super::gil::{add_pending_call_as, check, release_gil, run_pending_calls, take_gil};
 use super::greenlets::{current_greenlet, new_greenlet, switch_to, sync_frames, PyGreenlet};
+use super::hook::{Hook, HookEvent};
 use super::signals::{handle_signals, trip_signal};
 use super::state::{Shared, State, MODEL_THREAD, REGISTRY};
 use super::threads::{spawn_thread, ThreadHandle};
-use super::tracing::{fire, Hook, HookEvent, TracingGuard};
+use super::tracing::{fire, TracingGuard};
 use super::Interpreter;
 
 /// The context of simulated Python code: one model thread of one runtime,
