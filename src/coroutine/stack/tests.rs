@@ -10,6 +10,14 @@ use std::process::Command;
 use corosensei::stack::{Stack, StackPointer};
 use corosensei::Coroutine;
 
+use std::cell::{Cell, RefCell};
+use std::io;
+
+use corosensei::stack::MIN_STACK_SIZE;
+use parking_lot::Mutex;
+
+use super::pool::{class_of, CACHE, GLOBAL, GLOBAL_POOL_CAP, LAST_CLASS, THREAD_CACHE_CAP};
+use super::size::mapping_len;
 use super::*;
 
 /// A pooled stack as corosensei's `Stack`, for these tests' raw coroutines.
