@@ -103,7 +103,7 @@ struct Header {
     region: usize,
     /// First address above the guard page: the lowest usable stack byte.
     guard_end: usize,
-    /// The initial stack pointer, coloured (see [`coloured_top`]).
+    /// The initial stack pointer, coloured (see `coloured_top` in `pool.rs`).
     top: StackPointer,
     /// Id valgrind gave the stack when it was registered (0 outside valgrind).
     valgrind_id: usize,

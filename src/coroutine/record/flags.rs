@@ -104,7 +104,7 @@ impl Flags {
     /// had no name, main's handle as its parent, a handle left and no
     /// killer's link, and was not being unwound; since, it stayed
     /// registered (`ThreadState::unregister` clears the mark) and its
-    /// parent main's ([`Record::replace_parent`] clears it otherwise). The
+    /// parent main's ([`Record::replace_parent`](super::Record::replace_parent) clears it otherwise). The
     /// rest holds for every dead greenlet with a handle whose body ended:
     /// not current, its closure gone at its start, its fiber right after
     /// its end (`switch::keep_finished`; a body that ended during its

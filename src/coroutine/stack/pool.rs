@@ -373,7 +373,7 @@ fn give_to_global(map_len: usize, mut stacks: Vec<RawStack>) {
 /// `InvalidInput` if `size` cannot be mapped at all; the OS error of mmap,
 /// madvise or mprotect (typically `ENOMEM`) with a message saying which
 /// resource ran out and what to change: the `vm.max_map_count` limit of
-/// kernel mappings (with [`StackGuard::Mprotect`] each stack is two), the
+/// kernel mappings (with [`StackGuard::Mprotect`](super::StackGuard::Mprotect) each stack is two), the
 /// address-space limit (`ulimit -v`), the commit limit
 /// (`vm.overcommit_memory = 2`), or virtual address space. The pool and the
 /// stacks already handed out are unaffected. Memory itself is committed

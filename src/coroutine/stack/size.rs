@@ -2,7 +2,7 @@
 //! length that holds a given size (also the pool's size class), the page
 //! size, and the `MAP_NORESERVE` mapping that slots are carved from.
 //!
-//! Uses the [`Header`](super::Header)'s size and the stack colours of the
+//! Uses the [`Header`]'s size and the stack colours of the
 //! parent module, and `libc`.
 
 use std::io;

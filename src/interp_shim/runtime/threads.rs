@@ -1,6 +1,6 @@
 //! Model threads and the order in which they end: the main thread's body,
 //! a started thread's body ([`ThreadHandle`]), the end of a dying thread's
-//! thread-local destructors ([`ExitOrder`]), and the interpreter's shutdown
+//! thread-local destructors ([`ExitOrder`](super::ExitOrder)), and the interpreter's shutdown
 //! (`threading._shutdown`, `_Py_FinishPendingCalls`, `Py_FinalizeEx`).
 //!
 //! Uses the shared state (`state.rs`) and the GIL and check sites
