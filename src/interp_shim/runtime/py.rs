@@ -6,6 +6,10 @@
 //! Each operation is built from the GIL and check-site functions of
 //! `gil.rs`, the trace events of `tracing.rs` and the thread start of
 //! `threads.rs`; `Py` holds only which runtime and which model thread.
+//!
+//! Longer than the crate's usual 800 lines because it is one type's methods,
+//! which the crate keeps in one file: each is a short sequence of the
+//! functions above, with the rustdoc example of a public operation.
 
 use std::cell::Cell;
 use std::fmt;
