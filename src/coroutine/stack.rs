@@ -58,6 +58,8 @@ mod batch;
 mod exhausted;
 mod guard;
 mod overflow;
+#[cfg(test)]
+mod overflow_tests;
 mod pool;
 mod region;
 mod size;
