@@ -46,6 +46,13 @@
 //! state's thread-local guard runs the teardown of `thread_exit.rs`. Types
 //! refer to each other more freely (a record holds its parent's handle and
 //! its thread's link).
+//! Two import circles remain because types name each other: `error.rs` and
+//! `value.rs` (a `GreenletExit` carries a [`Value`], whose downcast fails
+//! with a [`GreenletError`]), and the greenlet's core files (`handle`,
+//! `record`, `thread_link`, `thread_state`, `switch`, `lifecycle`, `trace`,
+//! `weak`, `thread_exit`), because a record holds its parent's [`Greenlet`]
+//! and its thread's link, the thread state and its link hold records, and
+//! every operation on a handle reaches its record and its thread's state.
 //!
 //! # When finalizers run
 //! A greenlet is finalized once, and its [`Greenlet::on_finalize`] callbacks

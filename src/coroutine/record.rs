@@ -5,332 +5,41 @@
 //! finalizers, and the owner-only [`Local`] part: the closure, the
 //! coroutine and its stack), its reset for reuse and the thread's [`Spare`]
 //! list of reusable records, greenlet ids ([`IdBlock`]) and the record
-//! counts behind [`live_greenlets`] ([`RecordCount`]).
+//! counts behind [`live_greenlets`] ([`RecordCount`]). This file holds the
+//! record, its [`Local`] part and the [`Spare`] list; submodules: `flags`
+//! (the state bits), `finalizers` (the list and running it), `ids` (greenlet
+//! ids) and `counts` (the record counts).
 //!
 //! Uses the stored closure ([`Run`]), the stack pool, and, as field types
 //! only, the handle ([`Greenlet`], a record holds its parent's) and the
 //! [`ThreadLink`] of its owner thread. Calls nothing above it: the thread
 //! state, the switch and the lifecycle use records, not the reverse.
 
-use std::cell::{Cell, UnsafeCell};
+use std::cell::UnsafeCell;
 use std::mem::{self, ManuallyDrop};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+mod counts;
+mod finalizers;
+mod flags;
+mod ids;
+
+use self::counts::count_records;
+pub use self::counts::live_greenlets;
+pub(crate) use self::counts::RecordCount;
+pub(crate) use self::finalizers::{run_finalizers, Finalizer, Finalizers};
+pub(crate) use self::flags::Flags;
+pub(crate) use self::ids::{global_id, IdBlock};
+
 use super::arch::Top;
-use super::error::panic_message;
 use super::fiber::Fiber;
 use super::handle::Greenlet;
 use super::run::Run;
 use super::thread_link::ThreadLink;
-use crate::diag::diag_error;
-
-/// A record's state bits, as one value with named queries.
-///
-/// A greenlet is unstarted, then started (its body runs or is suspended),
-/// then dead; a main greenlet is started from its creation and dies with its
-/// thread. `killing` is set while a greenlet is being killed on drop (so that
-/// a handle made and dropped again meanwhile starts no second kill); `leaked`
-/// on one that survived that kill with no handle made meanwhile: it is left
-/// alone by further kills on drop and stays suspended until its thread exits.
-/// `reusable` on a dead greenlet whose record is ready for reuse as it is
-/// (see [`Flags::is_reusable`]). `active` is `started` and not `dead`, kept
-/// as a bit of its own (every write of the flags derives it) so that the
-/// test every switch makes of its target is one bit test.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Flags(u8);
-
-impl Flags {
-    const STARTED: u8 = 1;
-    const DEAD: u8 = 2;
-    const MAIN: u8 = 4;
-    const LEAKED: u8 = 8;
-    const KILLING: u8 = 16;
-    const REUSABLE: u8 = 32;
-    const ACTIVE: u8 = 64;
-
-    /// `bits` with [`ACTIVE`](Self::ACTIVE) derived from the others: set
-    /// when `STARTED` and not `DEAD`.
-    const fn derive_active(bits: u8) -> u8 {
-        if bits & (Flags::STARTED | Flags::DEAD) == Flags::STARTED {
-            bits | Flags::ACTIVE
-        } else {
-            bits & !Flags::ACTIVE
-        }
-    }
-
-    /// A new greenlet, not yet switched into.
-    pub(crate) const UNSTARTED: Flags = Flags(0);
-
-    /// A greenlet that can never run (made after its thread's state went).
-    pub(crate) const BORN_DEAD: Flags = Flags(Flags::STARTED | Flags::DEAD);
-
-    /// A main greenlet (dead when made for a thread that is gone).
-    pub(crate) const fn main(alive: bool) -> Flags {
-        let dead = if alive { 0 } else { Flags::DEAD };
-        Flags(Flags::derive_active(Flags::STARTED | Flags::MAIN | dead))
-    }
-
-    /// It has been switched into (main greenlets always have).
-    #[inline(always)]
-    pub(crate) const fn is_started(self) -> bool {
-        self.0 & Flags::STARTED != 0
-    }
-
-    /// It finished or was killed (a main greenlet: its thread exited).
-    #[inline(always)]
-    pub(crate) const fn is_dead(self) -> bool {
-        self.0 & Flags::DEAD != 0
-    }
-
-    /// It is a thread's main greenlet.
-    #[inline(always)]
-    pub(crate) const fn is_main(self) -> bool {
-        self.0 & Flags::MAIN != 0
-    }
-
-    /// It ignored the kill of its last handle's drop (or could not be
-    /// killed then), and is left alone until its thread exits.
-    #[inline(always)]
-    pub(crate) const fn is_leaked(self) -> bool {
-        self.0 & Flags::LEAKED != 0
-    }
-
-    /// It is being killed because its last handle was dropped.
-    #[inline(always)]
-    pub(crate) const fn is_killing(self) -> bool {
-        self.0 & Flags::KILLING != 0
-    }
-
-    /// Started and not dead: a switch resumes it as it is.
-    #[inline(always)]
-    pub(crate) const fn is_active(self) -> bool {
-        self.0 & Flags::ACTIVE != 0
-    }
-
-    /// A dead greenlet other than a main one: its run ended.
-    #[inline(always)]
-    pub(crate) const fn is_finished(self) -> bool {
-        self.0 & (Flags::DEAD | Flags::MAIN) == Flags::DEAD
-    }
-
-    /// [`is_finished`](Self::is_finished), and neither being killed on drop
-    /// nor leaked by such a kill: its last handle going only finalizes it.
-    #[inline(always)]
-    pub(crate) const fn is_simply_finished(self) -> bool {
-        self.0 & (Flags::DEAD | Flags::MAIN | Flags::LEAKED | Flags::KILLING) == Flags::DEAD
-    }
-
-    /// [`is_simply_finished`](Self::is_simply_finished), and its record is
-    /// ready for reuse as it is: when its body ended (`switch::finish`) it
-    /// had no name, main's handle as its parent, a handle left and no
-    /// killer's link, and was not being unwound; since, it stayed
-    /// registered (`ThreadState::unregister` clears the mark) and its
-    /// parent main's ([`Record::replace_parent`] clears it otherwise). The
-    /// rest holds for every dead greenlet with a handle whose body ended:
-    /// not current, its closure gone at its start, its fiber right after
-    /// its end (`switch::keep_finished`; a body that ended during its
-    /// forced unwind keeps its fiber, and is not marked). So its only
-    /// handle's drop tests this instead of each of them
-    /// (`ThreadState::recycle_finished`).
-    #[inline(always)]
-    pub(crate) const fn is_reusable(self) -> bool {
-        self.0 & (Flags::DEAD | Flags::MAIN | Flags::LEAKED | Flags::KILLING | Flags::REUSABLE)
-            == Flags::DEAD | Flags::REUSABLE
-    }
-
-    /// `dead`, `active` or `unstarted`, for `Debug`.
-    pub(crate) const fn state_name(self) -> &'static str {
-        if self.is_dead() {
-            "dead"
-        } else if self.is_started() {
-            "active"
-        } else {
-            "unstarted"
-        }
-    }
-}
-
-/// A callback run when a greenlet is finalized.
-pub(crate) type Finalizer = Box<dyn FnOnce() + Send + 'static>;
-
-/// A greenlet's finalizers, in the order they were registered: the first
-/// kept inline, so that the usual one finalizer allocates no list.
-#[derive(Default)]
-pub(crate) struct Finalizers {
-    first: Option<Finalizer>,
-    rest: Vec<Finalizer>,
-}
-
-impl Finalizers {
-    /// No finalizer.
-    const fn new() -> Finalizers {
-        Finalizers {
-            first: None,
-            rest: Vec::new(),
-        }
-    }
-
-    /// Whether there is none.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.first.is_none()
-    }
-
-    fn push(&mut self, finalizer: Finalizer) {
-        if self.first.is_none() {
-            self.first = Some(finalizer);
-        } else {
-            self.rest.push(finalizer);
-        }
-    }
-}
-
-impl IntoIterator for Finalizers {
-    type Item = Finalizer;
-    type IntoIter =
-        std::iter::Chain<std::option::IntoIter<Finalizer>, std::vec::IntoIter<Finalizer>>;
-
-    fn into_iter(self) -> Self::IntoIter {
-        self.first.into_iter().chain(self.rest)
-    }
-}
-
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-
-/// How many ids a thread takes from [`NEXT_ID`] at once, so that creating a
-/// greenlet costs no shared atomic operation for its id.
-const ID_BLOCK: u64 = 1024;
-
-/// A fresh process-unique id from the process-wide counter.
-pub(crate) fn global_id() -> u64 {
-    NEXT_ID.fetch_add(1, Ordering::Relaxed)
-}
-
-/// A thread's block of greenlet ids, refilled from the process-wide counter.
-pub(crate) struct IdBlock {
-    next: u64,
-    end: u64,
-}
-
-impl IdBlock {
-    /// An empty block (the first id refills it).
-    pub(crate) const fn new() -> IdBlock {
-        IdBlock { next: 0, end: 0 }
-    }
-
-    /// A process-unique id.
-    #[inline]
-    pub(crate) fn take(&mut self) -> u64 {
-        if self.next == self.end {
-            self.next = NEXT_ID.fetch_add(ID_BLOCK, Ordering::Relaxed);
-            self.end = self.next + ID_BLOCK;
-        }
-        let id = self.next;
-        self.next += 1;
-        id
-    }
-}
-
-/// Records made minus records dropped on threads without a record count,
-/// plus the final counts of the thread states that were torn down.
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-/// The record count of every live thread state (records made minus records
-/// dropped or kept for reuse on that thread; written only by that thread,
-/// so that creating a greenlet costs no shared atomic operation).
-static THREAD_COUNTS: Mutex<Vec<Arc<AtomicIsize>>> = Mutex::new(Vec::new());
-
-thread_local! {
-    /// The calling thread's [`RecordCount`] while it is registered, else
-    /// null. No destructor: readable during thread-local teardown.
-    static THREAD_COUNT: Cell<*const AtomicIsize> = const { Cell::new(ptr::null()) };
-}
-
-/// How many greenlet records (main greenlets included) are in use in the
-/// process: a record counts while a handle, a child, or its thread refers
-/// to it, except the dead records a thread keeps for reuse, and a dead
-/// greenlet whose last handle went on another thread (no longer counted,
-/// though its owner may not have released it yet). For leak checks: exact
-/// while no other thread makes or drops greenlets (each thread keeps its
-/// own count, summed here).
-///
-/// # Example
-/// ```
-/// let g = greenlet::Greenlet::new(|v| Ok(v));
-/// assert!(greenlet::live_greenlets() >= 1);
-/// drop(g);
-/// ```
-pub fn live_greenlets() -> usize {
-    let counts = THREAD_COUNTS.lock();
-    let sum = counts
-        .iter()
-        .map(|count| count.load(Ordering::Relaxed))
-        .fold(LIVE.load(Ordering::Relaxed), isize::wrapping_add);
-    usize::try_from(sum).unwrap_or(0)
-}
-
-/// One thread's part of [`live_greenlets`], held by its thread state.
-pub(crate) struct RecordCount(Arc<AtomicIsize>);
-
-impl RecordCount {
-    /// A new count for the calling thread, registered for
-    /// [`live_greenlets`]; records made or dropped on this thread count in it
-    /// until [`retire`](Self::retire).
-    pub(crate) fn register() -> RecordCount {
-        let count = Arc::new(AtomicIsize::new(0));
-        THREAD_COUNTS.lock().push(Arc::clone(&count));
-        THREAD_COUNT.with(|c| c.set(Arc::as_ptr(&count)));
-        RecordCount(count)
-    }
-
-    /// Add `delta` (only this thread writes it).
-    #[inline]
-    pub(crate) fn add(&self, delta: isize) {
-        add_to(&self.0, delta);
-    }
-
-    /// The count now.
-    #[cfg(test)]
-    pub(crate) fn get(&self) -> isize {
-        self.0.load(Ordering::Relaxed)
-    }
-
-    /// The thread state goes: fold the count into the global one, in one
-    /// step for [`live_greenlets`]; later records count there.
-    pub(crate) fn retire(&self) {
-        THREAD_COUNT.with(|c| c.set(ptr::null()));
-        let mut counts = THREAD_COUNTS.lock();
-        counts.retain(|c| !Arc::ptr_eq(c, &self.0));
-        LIVE.fetch_add(self.0.swap(0, Ordering::Relaxed), Ordering::Relaxed);
-    }
-}
-
-/// Add `delta` to a count only the calling thread writes.
-#[inline]
-fn add_to(count: &AtomicIsize, delta: isize) {
-    count.store(
-        count.load(Ordering::Relaxed).wrapping_add(delta),
-        Ordering::Relaxed,
-    );
-}
-
-/// Count records made (`delta > 0`) or gone: in the calling thread's count
-/// if it has one, else in the global count.
-fn count_records(delta: isize) {
-    let count = THREAD_COUNT.with(Cell::get);
-    if count.is_null() {
-        LIVE.fetch_add(delta, Ordering::Relaxed);
-    } else {
-        // SAFETY: a non-null pointer is the calling thread's registered
-        // count, which `THREAD_COUNTS` keeps alive until `retire` clears the
-        // pointer first.
-        add_to(unsafe { &*count }, delta);
-    }
-}
 
 /// The owner-thread-only part of a greenlet.
 pub(crate) struct Local {
@@ -983,29 +692,6 @@ impl Drop for Record {
             std::mem::forget(local.fiber.take());
         }
     }
-}
-
-/// Run finalizers, each isolated: a panicking one is reported (`diag_error!`)
-/// and the others still run. Returns the first panic's payload, for a caller
-/// that wants to re-raise it (the cleanup queue counts finalizer panics).
-/// `label` names the greenlet in that report; it is called only then (a
-/// label is formatted, ~2,000 instructions, and most finalizers never panic).
-pub(crate) fn run_finalizers(
-    finalizers: impl IntoIterator<Item = Finalizer>,
-    label: impl Fn() -> String,
-) -> Option<Box<dyn std::any::Any + Send>> {
-    let mut first_panic = None;
-    for finalizer in finalizers {
-        if let Err(payload) = catch_unwind(AssertUnwindSafe(finalizer)) {
-            diag_error!(
-                "greenlet: a finalizer of {} panicked: {}",
-                label(),
-                panic_message(&*payload)
-            );
-            first_panic.get_or_insert(payload);
-        }
-    }
-    first_panic
 }
 
 #[cfg(test)]

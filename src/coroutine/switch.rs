@@ -26,6 +26,13 @@
 //! lifecycle: settling runs the deferred kills, and a greenlet that must die
 //! unstarted is killed there. The lifecycle calls back into [`transfer`]
 //! (a kill is a throw): this is the one pair of files that call each other.
+//!
+//! Longer than the crate's usual 800 lines because the protocol is one piece:
+//! its parts call each other in a ring (a new coroutine's entry runs
+//! [`run_bodies`], which runs [`root`], whose [`finish`] resolves the next
+//! greenlet with [`resolve`] and prepares it with [`prepare`]), and nearly
+//! all of them are `#[inline(always)]` into [`transfer`]; split into files,
+//! each part would import the others back.
 
 use std::convert::Infallible;
 use std::mem::{self, MaybeUninit};

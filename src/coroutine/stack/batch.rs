@@ -27,6 +27,10 @@ use std::sync::Once;
 /// whose address space is the process's. `libc` does not name it yet.
 const PIDFD_SELF_THREAD: libc::c_int = -10000;
 
+/// `MADV_GUARD_INSTALL` (Linux 6.13, `include/uapi/asm-generic/mman-common.h`);
+/// `libc` does not name it yet.
+pub(super) const MADV_GUARD_INSTALL: libc::c_int = 102;
+
 /// Ranges per call (well below the kernel's `UIO_MAXIOV` of 1024), kept on
 /// the stack: a greenlet's small stack may be the one calling.
 const CHUNK: usize = 64;
@@ -79,8 +83,7 @@ pub(super) unsafe fn advise(ranges: &[(usize, usize)], advice: libc::c_int) -> u
             // Nor does a guard install refused with EINVAL: the kernel
             // refuses guard regions on locked memory (`mlockall`), and the
             // caller's one-by-one installs fall back to mprotect there.
-            let locked_guard =
-                advice == super::guard::MADV_GUARD_INSTALL && error == Some(libc::EINVAL);
+            let locked_guard = advice == MADV_GUARD_INSTALL && error == Some(libc::EINVAL);
             if advice != libc::MADV_POPULATE_WRITE
                 && !locked_guard
                 && error != Some(libc::ENOMEM)

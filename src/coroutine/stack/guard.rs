@@ -22,11 +22,8 @@ use std::io;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Once;
 
-use super::{batch, map_noreserve, page_size};
-
-/// `MADV_GUARD_INSTALL` (Linux 6.13, `include/uapi/asm-generic/mman-common.h`);
-/// `libc` does not name it yet.
-pub(super) const MADV_GUARD_INSTALL: libc::c_int = 102;
+use super::batch::{self, MADV_GUARD_INSTALL};
+use super::{map_noreserve, page_size};
 
 /// The environment variable that chooses the guard strategy: `mprotect`,
 /// `guard-region` or `auto` (the default: guard regions where the kernel

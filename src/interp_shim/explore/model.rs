@@ -12,6 +12,11 @@
 //! the frame machine it shares with the hub's host ([`super::frames`]:
 //! programs, conditions, the cleanup queue's drain, a dying thread's push),
 //! and the scenarios' operations ([`super::scenario`]).
+//!
+//! Slightly longer than the crate's usual 800 lines because it is one
+//! type's cohesive logic: [`Model`]'s successor function (the main
+//! thread's and the dying threads' steps, one match arm per frame or
+//! operation kind), read together.
 
 mod text;
 

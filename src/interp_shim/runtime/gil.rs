@@ -1,32 +1,26 @@
 //! The GIL and the eval breaker's check sites of a model thread: `drop_gil`
-//! / `take_gil` with the switch interval and drop requests, C calls that
-//! release the GIL, `CHECK_EVAL_BREAKER` and the handling sequence (signals,
+//! / `take_gil` with the switch interval and drop requests,
+//! `CHECK_EVAL_BREAKER` and the handling sequence (signals,
 //! `make_pending_calls`, the drop request), and `Py_AddPendingCall`.
 //!
-//! Functions of a model thread's [`Py`], used by its operations in `py.rs`
-//! and by `threads.rs`; each is a sequence of the core's steps
+//! Functions of a model thread's [`Py`], used by its operations in `py.rs`,
+//! by `c_calls.rs` and by `threads.rs`; each is a sequence of the core's steps
 //! (`core::InterpCore`) under the runtime's lock, and decides no rule itself.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::super::core::{CheckSite, Continuation, MakeBegin, RingFull, ThreadIdx};
 use super::super::MAIN_THREAD;
+use super::callbacks::PendingCall;
 use super::error::{PyErr, PyResult};
 use super::signals::handle_signals;
-use super::state::{BlockedOn, Shared, State};
-use super::tracing::{fire, HookEvent};
+use super::state::{Shared, State};
 use super::Py;
 
 /// CPython's default switch interval (`sys.getswitchinterval()`): a thread
 /// waiting this long for the GIL asks the holder to drop it.
 pub const SWITCH_INTERVAL: Duration = Duration::from_millis(5);
-
-/// A pending call: simulated Python code run by `make_pending_calls` on the
-/// main thread with the GIL held. An `Err` is the callback's `-1`.
-pub type PendingCall = Box<dyn FnOnce(&Py) -> PyResult<()> + Send>;
 
 pub(super) fn add_pending_call_as(
     shared: &Shared,
@@ -56,93 +50,6 @@ pub(super) fn add_pending_call_as(
         drop(call); // outside the lock: it may own user state
         full
     })
-}
-
-/// A call of a builtin C function (`C_TRACE`): the `c_call` event, the call,
-/// the `c_return` event, then the check site after the `CALL`.
-pub(super) fn c_function<R>(py: &Py, f: impl FnOnce() -> PyResult<R>) -> PyResult<R> {
-    fire(py, HookEvent::CFunction)?;
-    let value = f()?;
-    fire(py, HookEvent::CFunction)?;
-    check(py, CheckSite::AfterCall)?;
-    Ok(value)
-}
-
-/// A C function called through `ctypes` (a `PyCFuncPtr`, not a
-/// `PyCFunction`): 3.11's `trace_call_function` wraps only `PyCFunction`,
-/// `PyCMethod` and method descriptors in `C_TRACE`, and 3.12+'s
-/// `sys.monitoring` C events map to `c_call`/`c_return` only for those, so
-/// no profile event fires; the only check site is the one after the `CALL`.
-pub(super) fn foreign_function<R>(py: &Py, f: impl FnOnce() -> PyResult<R>) -> PyResult<R> {
-    let value = f()?;
-    check(py, CheckSite::AfterCall)?;
-    Ok(value)
-}
-
-/// What a C call that releases the GIL blocks until.
-pub(super) enum Until {
-    /// `time.sleep`: a deadline.
-    Deadline(Instant),
-    /// `Event.wait()`: the event's flag.
-    Event(Arc<AtomicBool>),
-    /// `Thread.join()`: the thread's state is deleted.
-    Thread(ThreadIdx),
-}
-
-impl Until {
-    fn ready(&self, st: &State) -> bool {
-        match self {
-            Until::Deadline(_) => st.cancelled,
-            Until::Event(flag) => flag.load(Ordering::SeqCst),
-            // Thread.join: 3.11/3.12 return at the tstate lock's release,
-            // 3.13 after the OS thread ended (VersionSpec docs).
-            Until::Thread(idx) => {
-                let t = &st.threads[*idx];
-                t.finished && !(st.core.spec().join_waits_for_thread_exit && t.exiting)
-            }
-        }
-    }
-
-    fn blocked_on(&self) -> Option<BlockedOn> {
-        match self {
-            Until::Deadline(_) => None,
-            Until::Event(flag) => Some(BlockedOn::Event(Arc::clone(flag))),
-            Until::Thread(idx) => Some(BlockedOn::Thread(*idx)),
-        }
-    }
-}
-
-/// A C call that releases the GIL (`Py_BEGIN_ALLOW_THREADS`) and blocks
-/// until `until`, then takes the GIL back (`Py_END_ALLOW_THREADS`) and
-/// reaches the check site after the call.
-pub(super) fn blocking(py: &Py, until: Until) -> PyResult<()> {
-    c_function(py, || block_without_gil(py, &until))
-}
-
-fn block_without_gil(py: &Py, until: &Until) -> PyResult<()> {
-    release_gil(py);
-    {
-        let mut st = py.lock();
-        st.threads[py.idx].blocked_on = until.blocked_on();
-        // A daemon thread stops blocking once finalization began: its
-        // take_gil below ends it, as CPython's would when it woke.
-        loop {
-            let daemon_must_exit = st.core.is_finalizing() && py.idx != MAIN_THREAD;
-            if until.ready(&st) || st.cancelled || daemon_must_exit {
-                break;
-            }
-            match until {
-                Until::Deadline(deadline) => {
-                    if py.shared.cond.wait_until(&mut st, *deadline).timed_out() {
-                        break;
-                    }
-                }
-                _ => py.shared.cond.wait(&mut st),
-            }
-        }
-        st.threads[py.idx].blocked_on = None;
-    }
-    take_gil(py)
 }
 
 /// `drop_gil` (a no-op if this thread does not hold it).

@@ -3,18 +3,28 @@
 //! code as Rust closures on a [`Py`] context handle.
 //!
 //! Owns, one concern per file: the [`Interpreter`] (one interpreter of one
-//! [`PyVersion`](super::PyVersion)), its counters, running it under the [`Watchdog`](super::Watchdog) and
-//! building its [`HangReport`](super::HangReport) (`interpreter.rs`); the [`Py`] handle of a
+//! [`PyVersion`](super::PyVersion)), running it under the [`Watchdog`](super::Watchdog) and
+//! building its [`HangReport`](super::HangReport) (`interpreter.rs`); its counters
+//! ([`InterpreterStats`], `stats.rs`); the [`Py`] handle of a
 //! model thread and its operations (`py.rs`); the GIL, the eval breaker's
 //! check sites, `Py_AddPendingCall` and `make_pending_calls` (`gil.rs`);
-//! trace and profile functions (`tracing.rs`); signal dispositions and
-//! `handle_signals` (`signals.rs`); model threads, their start,
-//! their exit and the interpreter's shutdown order (`threads.rs`);
+//! builtin, foreign and blocking C calls (`c_calls.rs`); the kinds of trace
+//! and profile function ([`Hook`], `hook.rs`) and running them
+//! (`tracing.rs`); the stored callables, pending calls and signal
+//! dispositions (`callbacks.rs`); `handle_signals` (`signals.rs`); model
+//! threads, their start, their exit and the interpreter's shutdown
+//! (`threads.rs`) in the chosen [`ExitOrder`] (`exit_order.rs`);
 //! [`PyEvent`] (`threading.Event`, `event.rs`); greenlets with their own
 //! frame stacks ([`PyGreenlet`], `greenlets.rs`); the errors and outcomes
 //! (`error.rs`); and the state all of them share under one lock, with the
 //! thread-local that records which model thread the calling OS thread is
-//! (`state.rs`). State that CPython
+//! (`state.rs`).
+//!
+//! The types the shared state holds live in leaf files (`hook.rs`,
+//! `exit_order.rs`, `stats.rs`, `callbacks.rs`), so `state.rs` imports none of
+//! the files that use it. One tie remains by nature: the operations take the
+//! [`Py`] handle and `py.rs` calls them, and a stored callable receives a
+//! `&Py`. State that CPython
 //! keeps outside ceval also lives here, not in the core: the signal module's
 //! tripped flag, and whether a trace or profile function is written in C or
 //! in Python ([`Hook`]; a Python one runs as a simulated frame at each event,
@@ -67,25 +77,32 @@
 //! other orders with gates in the destructors does, and runs with
 //! [`ExitOrder::Racing`].
 
+mod c_calls;
+mod callbacks;
 mod error;
 mod event;
+mod exit_order;
 mod gil;
 mod greenlets;
+mod hook;
 mod interpreter;
 mod py;
 mod signals;
 mod state;
+mod stats;
 mod threads;
 mod tracing;
 
+pub use self::callbacks::{PendingCall, SignalDisposition, SignalHandler};
 pub use self::error::{Outcome, PyErr, PyResult, RunError};
 pub use self::event::PyEvent;
-pub use self::gil::{PendingCall, SWITCH_INTERVAL};
+pub use self::exit_order::{ExitOrder, UnknownExitOrder};
+pub use self::gil::SWITCH_INTERVAL;
 pub use self::greenlets::PyGreenlet;
-pub use self::interpreter::{Interpreter, InterpreterStats, EARLY_VERDICT_REDISPATCHES};
+pub use self::hook::Hook;
+pub use self::interpreter::{Interpreter, EARLY_VERDICT_REDISPATCHES};
 pub use self::py::Py;
-pub use self::signals::{SignalDisposition, SignalHandler};
 
 pub(crate) use self::state::Shared;
-pub use self::threads::{ExitOrder, ThreadHandle, UnknownExitOrder};
-pub use self::tracing::Hook;
+pub use self::stats::InterpreterStats;
+pub use self::threads::ThreadHandle;

@@ -6,6 +6,10 @@
 //! Each operation is built from the GIL and check-site functions of
 //! `gil.rs`, the trace events of `tracing.rs` and the thread start of
 //! `threads.rs`; `Py` holds only which runtime and which model thread.
+//!
+//! Longer than the crate's usual 800 lines because it is one type's methods,
+//! which the crate keeps in one file: each is a short sequence of the
+//! functions above, with the rustdoc example of a public operation.
 
 use std::cell::Cell;
 use std::fmt;
@@ -20,17 +24,16 @@ use parking_lot::MutexGuard;
 use crate::diag::diag_warn;
 
 use super::super::core::{CheckSite, RingFull, ThreadIdx};
+use super::c_calls::{blocking, c_function, foreign_function, Until};
 use super::error::{PyErr, PyResult};
 use super::event::PyEvent;
-use super::gil::{
-    add_pending_call_as, blocking, c_function, check, foreign_function, release_gil,
-    run_pending_calls, take_gil, Until,
-};
+use super::gil::{add_pending_call_as, check, release_gil, run_pending_calls, take_gil};
 use super::greenlets::{current_greenlet, new_greenlet, switch_to, sync_frames, PyGreenlet};
+use super::hook::{Hook, HookEvent};
 use super::signals::{handle_signals, trip_signal};
 use super::state::{Shared, State, MODEL_THREAD, REGISTRY};
 use super::threads::{spawn_thread, ThreadHandle};
-use super::tracing::{fire, Hook, HookEvent, TracingGuard};
+use super::tracing::{fire, TracingGuard};
 use super::Interpreter;
 
 /// The context of simulated Python code: one model thread of one runtime,

@@ -19,11 +19,10 @@ use crate::cleanup::CleanupQueue;
 
 use super::super::core::{InterpCore, ThreadIdx, MAIN_THREAD};
 use super::super::version::PyVersion;
-use super::gil::PendingCall;
-use super::interpreter::InterpreterStats;
-use super::signals::SignalDisposition;
-use super::threads::ExitOrder;
-use super::tracing::Hook;
+use super::callbacks::{PendingCall, SignalDisposition};
+use super::exit_order::ExitOrder;
+use super::hook::Hook;
+use super::stats::InterpreterStats;
 
 /// The id of a queued pending call (what the core's ring holds).
 pub(crate) type CallId = u64;
