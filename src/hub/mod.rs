@@ -187,7 +187,7 @@ pub use self::join::JoinHandle;
 pub use self::pending_drain::HubScheduler;
 pub use self::runtime::{
     run, Builder, Handle, Runtime, ShutdownReport, DROP_SHUTDOWN_TIMEOUT,
-    MAX_PENDING_CALL_CAPACITY, MAX_WORKER_THREADS,
+    MAX_PENDING_CALL_CAPACITY, MAX_WORKER_THREADS, TEARDOWN_GRACE,
 };
 pub use self::selecting::{select, Selectable, Watch};
 pub use self::spawning::{spawn, spawn_local, task, TaskBuilder};

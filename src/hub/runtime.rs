@@ -16,7 +16,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_deque::{Injector, Steal};
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 use crate::cleanup::{CleanupQueue, Policy};
 use crate::coroutine::default_stack_size;
@@ -35,6 +35,15 @@ use super::worker::{self, Remote, Seed, WAKE_TOKEN};
 
 /// How long dropping a [`Runtime`] waits for cancelled green threads.
 pub const DROP_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long past the shutdown deadline the shutdown waits for a worker's
+/// teardown (the kills of what is left, their unwinds) before it leaves
+/// that worker's OS thread running on, detached, and reports it. Longer
+/// lets a refusing green thread's last unwind finish; shorter bounds how
+/// far [`Runtime::shutdown_timeout`] may overshoot its timeout (the
+/// `hub_faults2` tests measure both refusal shapes against a 500 ms
+/// timeout).
+pub const TEARDOWN_GRACE: Duration = Duration::from_secs(1);
 
 /// The most worker threads a runtime runs: each has its own poller, queues
 /// and OS thread, so a count past this is a mistake, not a machine.
@@ -201,14 +210,20 @@ impl Builder {
                 shared: Arc::clone(&shared),
             },
             threads: Vec::with_capacity(self.workers),
+            exited: Arc::new(Exited::default()),
             watchdog: None,
             done: false,
         };
         for seed in seeds {
             let s = Arc::clone(&shared);
+            let exited = Arc::clone(&rt.exited);
             let t = thread::Builder::new()
                 .name(format!("hub-worker-{}", seed.index))
-                .spawn(move || worker::main(s, seed))
+                .spawn(move || {
+                    let index = seed.index;
+                    worker::main(s, seed);
+                    exited.note(index);
+                })
                 .map_err(os("start a worker thread"))?;
             rt.threads.push(t);
         }
@@ -242,6 +257,7 @@ impl Builder {
 pub struct Runtime {
     handle: Handle,
     threads: Vec<thread::JoinHandle<()>>,
+    exited: Arc<Exited>,
     watchdog: Option<Watchdog>,
     done: bool,
 }
@@ -264,6 +280,34 @@ pub struct ShutdownReport {
     pub blocking_still_running: usize,
     /// Pending calls left in the slot, run on the shutting-down thread.
     pub pending_calls_run_at_shutdown: usize,
+    /// Worker threads still held by a green thread [`TEARDOWN_GRACE`]
+    /// after the deadline (it catches every cancellation in an endless
+    /// loop): left running, detached (also reported through the log
+    /// facade).
+    pub workers_detached: usize,
+}
+
+/// The worker threads whose loop and teardown are over (set by each
+/// thread as its last step, before its thread-locals go).
+#[derive(Default)]
+struct Exited {
+    done: Mutex<Vec<usize>>,
+    changed: Condvar,
+}
+
+impl Exited {
+    fn note(&self, index: usize) {
+        self.done.lock().push(index);
+        self.changed.notify_all();
+    }
+
+    /// Wait until all of `count` workers are done or `until` passes;
+    /// which are done.
+    fn wait(&self, count: usize, until: Instant) -> Vec<usize> {
+        let mut done = self.done.lock();
+        while done.len() < count && !self.changed.wait_until(&mut done, until).timed_out() {}
+        done.clone()
+    }
 }
 
 impl Runtime {
@@ -368,28 +412,43 @@ impl Runtime {
             // others at its next parking point.
             let threads = std::mem::take(&mut self.threads);
             let watchdog = self.watchdog.take();
+            let exited = Arc::clone(&self.exited);
             let spawned = thread::Builder::new()
                 .name("hub-shutdown".into())
-                .spawn(move || finish_shutdown(&shared, threads, watchdog));
+                .spawn(move || finish_shutdown(&shared, threads, &exited, watchdog));
             if let Err(e) = spawned {
                 diag_error!("hub: could not start the thread that finishes a shutdown begun on a worker: {e}");
             }
             return ShutdownReport::default();
         }
         let threads = std::mem::take(&mut self.threads);
-        finish_shutdown(&shared, threads, self.watchdog.take())
+        finish_shutdown(&shared, threads, &self.exited, self.watchdog.take())
     }
 }
 
-/// Join the workers and settle what they left: queued tasks, blocking
-/// calls, pending calls, the cleanup queue.
+/// Join the workers (those done by [`TEARDOWN_GRACE`] past the deadline;
+/// the others are detached) and settle what they left: queued tasks,
+/// blocking calls, pending calls, the cleanup queue.
 fn finish_shutdown(
     shared: &Arc<Shared>,
     threads: Vec<thread::JoinHandle<()>>,
+    exited: &Exited,
     watchdog: Option<Watchdog>,
 ) -> ShutdownReport {
-    for t in threads {
+    let deadline = shared.shutdown_deadline().unwrap_or_else(Instant::now);
+    let done = exited.wait(threads.len(), deadline + TEARDOWN_GRACE);
+    let mut workers_detached = 0;
+    for (index, t) in threads.into_iter().enumerate() {
         let name = t.thread().name().unwrap_or("hub-worker").to_string();
+        if !done.contains(&index) && !t.is_finished() {
+            diag_error!(
+                "hub: worker thread {name} is still held {TEARDOWN_GRACE:?} after the shutdown \
+                 deadline by a green thread that catches every cancellation; it is left running, \
+                 detached (let `GreenletExit` and the hub's cancellation unwind)"
+            );
+            workers_detached += 1;
+            continue;
+        }
         if t.join().is_err() {
             diag_error!("hub: worker thread {name} panicked; its green threads are lost");
         }
@@ -416,6 +475,7 @@ fn finish_shutdown(
         refused: std::mem::take(&mut *shared.refused.lock()),
         blocking_still_running,
         pending_calls_run_at_shutdown,
+        workers_detached,
     }
 }
 

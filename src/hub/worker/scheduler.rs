@@ -91,6 +91,7 @@ pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
     });
     let running = MarkRunning::new(&w);
     w.run();
+    super::current::mark_ended();
     w.teardown();
     drop(running);
 }
