@@ -79,3 +79,31 @@ fn shutdown_timeout_holds_for_an_endless_refusal() {
         "the worker held by the endless refusal is detached"
     );
 }
+
+/// `task().stack_size(0)` was accepted (the task ran on a few KiB, and a
+/// panic there could overflow and abort): the spawn is a setting error, as
+/// the runtime builder's is.
+#[test]
+fn task_stack_size_below_the_minimum_is_invalid_config() {
+    let rt = rt(1);
+    rt.block_on(|| {
+        for bytes in [0, 1, hub::MIN_STACK_SIZE - 1] {
+            let err = hub::task().stack_size(bytes).spawn(|| ()).unwrap_err();
+            assert!(matches!(err, hub::HubError::InvalidConfig(_)), "{err:?}");
+            let text = err.to_string();
+            assert!(text.contains(&format!("stack_size {bytes} ")), "{text}");
+            assert!(text.contains(&hub::MIN_STACK_SIZE.to_string()), "{text}");
+            let err = hub::task()
+                .stack_size(bytes)
+                .spawn_local(|| ())
+                .unwrap_err();
+            assert!(matches!(err, hub::HubError::InvalidConfig(_)), "{err:?}");
+        }
+        let h = hub::task()
+            .stack_size(hub::MIN_STACK_SIZE)
+            .spawn(|| 3)
+            .unwrap();
+        assert_eq!(h.join().unwrap(), 3);
+    })
+    .unwrap();
+}

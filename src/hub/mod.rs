@@ -190,7 +190,7 @@ pub use self::runtime::{
     MAX_PENDING_CALL_CAPACITY, MAX_WORKER_THREADS, TEARDOWN_GRACE,
 };
 pub use self::selecting::{select, Selectable, Watch};
-pub use self::spawning::{spawn, spawn_local, task, TaskBuilder};
+pub use self::spawning::{spawn, spawn_local, task, TaskBuilder, MIN_STACK_SIZE};
 pub use self::sync::{Event, Mutex, MutexGuard, Semaphore, SemaphorePermit};
 pub use self::task_info::TaskInfo;
 pub use self::task_state::{TaskState, Wait};

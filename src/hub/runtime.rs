@@ -29,6 +29,7 @@ use super::pending::PendingCalls;
 use super::pending_drain::{add_call, HubScheduler};
 use super::registry::Registry;
 use super::shared::Shared;
+use super::spawning::{check_stack_size, MIN_STACK_SIZE};
 use super::task_info::TaskInfo;
 use super::watchdog::Watchdog;
 use super::worker::{self, Remote, Seed, WAKE_TOKEN};
@@ -138,7 +139,7 @@ impl Builder {
     /// # Errors
     /// [`HubError::InvalidConfig`] for zero workers, blocking threads or
     /// pending-call capacity, more than [`MAX_WORKER_THREADS`] workers or
-    /// [`MAX_PENDING_CALL_CAPACITY`] pending calls, or a stack under 16 KiB;
+    /// [`MAX_PENDING_CALL_CAPACITY`] pending calls, or a stack under [`MIN_STACK_SIZE`];
     /// [`HubError::Os`] when a poller or thread cannot be created.
     ///
     /// ```
@@ -168,12 +169,7 @@ impl Builder {
                 self.pending_capacity
             )));
         }
-        if self.stack_size < 16 * 1024 {
-            return Err(HubError::InvalidConfig(format!(
-                "stack_size {} is below the 16 KiB minimum",
-                self.stack_size
-            )));
-        }
+        check_stack_size(self.stack_size)?;
         let os = |what| move |source| HubError::Os { what, source };
         let mut seeds = Vec::with_capacity(self.workers);
         let mut remotes = Vec::with_capacity(self.workers);
