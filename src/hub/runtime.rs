@@ -29,7 +29,7 @@ use super::pending::PendingCalls;
 use super::pending_drain::{add_call, HubScheduler};
 use super::registry::Registry;
 use super::shared::Shared;
-use super::spawning::{check_stack_size, MIN_STACK_SIZE};
+use super::spawning::check_stack_size;
 use super::task_info::TaskInfo;
 use super::watchdog::Watchdog;
 use super::worker::{self, Remote, Seed, WAKE_TOKEN};
@@ -139,7 +139,7 @@ impl Builder {
     /// # Errors
     /// [`HubError::InvalidConfig`] for zero workers, blocking threads or
     /// pending-call capacity, more than [`MAX_WORKER_THREADS`] workers or
-    /// [`MAX_PENDING_CALL_CAPACITY`] pending calls, or a stack under [`MIN_STACK_SIZE`];
+    /// [`MAX_PENDING_CALL_CAPACITY`] pending calls, or a stack under [`MIN_STACK_SIZE`](super::MIN_STACK_SIZE);
     /// [`HubError::Os`] when a poller or thread cannot be created.
     ///
     /// ```
@@ -396,11 +396,7 @@ impl Runtime {
     fn shutdown(&mut self, timeout: Duration) -> ShutdownReport {
         self.done = true;
         let shared = Arc::clone(&self.handle.shared);
-        *shared.deadline.lock() = Some(Instant::now() + timeout);
-        shared.shutdown.store(true, Ordering::SeqCst);
-        for r in shared.workers.iter() {
-            r.unpark();
-        }
+        begin_shutdown(&shared, timeout);
         let on_own_worker = worker::current().is_some_and(|w| Arc::ptr_eq(&w.shared, &shared));
         if on_own_worker {
             // A worker cannot join itself: finish the shutdown on a thread
@@ -419,6 +415,20 @@ impl Runtime {
         }
         let threads = std::mem::take(&mut self.threads);
         finish_shutdown(&shared, threads, &self.exited, self.watchdog.take())
+    }
+}
+
+/// Set the shutdown's deadline (the earlier one if it began already) and
+/// its flag, and wake every worker to cancel its green threads.
+fn begin_shutdown(shared: &Shared, timeout: Duration) {
+    let at = Instant::now() + timeout;
+    {
+        let mut deadline = shared.deadline.lock();
+        *deadline = Some(deadline.map_or(at, |d| d.min(at)));
+    }
+    shared.shutdown.store(true, Ordering::SeqCst);
+    for r in shared.workers.iter() {
+        r.unpark();
     }
 }
 
@@ -535,6 +545,50 @@ impl Handle {
         T: Send + 'static,
     {
         self.shared.spawn_at(f, None, None, Location::caller())
+    }
+
+    /// Stop the runtime from anywhere, a green thread of its own
+    /// included, without waiting: its shutdown begins as
+    /// [`Runtime::shutdown_timeout`]`(timeout)` begins it (every green
+    /// thread is cancelled at its next parking point, unstarted ones never
+    /// start, spawns from now on end with
+    /// [`JoinError::RuntimeShutDown`]), and [`net::serve`](super::net::serve)
+    /// loops return `Ok(())`. Whoever owns the [`Runtime`] finishes it: its
+    /// [`block_on`](Runtime::block_on) returns (its green thread cancelled
+    /// too, unless it returned first), and dropping it or
+    /// [`Runtime::shutdown_timeout`] joins the workers, keeping the earlier
+    /// of the two deadlines. Calling it again only keeps the earlier
+    /// deadline.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use greenlet::hub::{self, Handle};
+    /// let rt = hub::Runtime::new().unwrap();
+    /// let out = rt.block_on(|| {
+    ///     hub::spawn(|| Handle::current().unwrap().shutdown(Duration::from_secs(5)));
+    ///     hub::sleep(Duration::from_secs(3600)); // cancelled by the shutdown
+    /// });
+    /// assert!(out.unwrap_err().is_cancelled());
+    /// assert!(rt.handle().is_shutting_down());
+    /// let report = rt.shutdown_timeout(Duration::from_secs(5));
+    /// assert!(report.refused.is_empty());
+    /// ```
+    pub fn shutdown(&self, timeout: Duration) {
+        begin_shutdown(&self.shared, timeout);
+    }
+
+    /// Whether this runtime's shutdown has begun ([`Handle::shutdown`],
+    /// [`Runtime::shutdown_timeout`], or the runtime dropped).
+    ///
+    /// ```
+    /// let rt = greenlet::hub::Runtime::new().unwrap();
+    /// let h = rt.handle().clone();
+    /// assert!(!h.is_shutting_down());
+    /// drop(rt);
+    /// assert!(h.is_shutting_down());
+    /// ```
+    pub fn is_shutting_down(&self) -> bool {
+        self.shared.is_shutting_down()
     }
 
     /// How many worker threads it has.

@@ -325,11 +325,20 @@ where
     }
     .build_from(f, w.pool.take());
     if w.shared.is_shutting_down() {
-        drop(u);
+        refuse_at_shutdown(u);
     } else {
         w.push_unstarted(u);
     }
     handle
+}
+
+/// A task spawned once its runtime's shutdown began: it never starts, and
+/// its handle says why.
+#[cold]
+pub(crate) fn refuse_at_shutdown(u: Unstarted) {
+    let task = u.task();
+    task.finish(Some(JoinError::RuntimeShutDown { name: task.name() }));
+    drop(u);
 }
 
 /// The body panicked or was cancelled: that is its outcome.
@@ -383,7 +392,7 @@ impl Shared {
                 }
                 .build_from(f, None);
                 if self.is_shutting_down() {
-                    drop(u);
+                    refuse_at_shutdown(u);
                 } else {
                     self.injector.push(u);
                     self.notify_idle();
