@@ -39,9 +39,10 @@
 //! `crossbeam-deque`, where idle workers steal in batches, and an idle
 //! worker takes the slot's task too once the spawner has not come back to
 //! its hub for a few tens of microseconds (it spins or computes; about a
-//! millisecond on a crowded machine). So a loop that accepts connections
-//! and spawns a handler for each keeps them on its worker:
-//! [`net::serve`] deals them out. From outside the runtime a spawn goes to
+//! millisecond on a crowded machine). Except a spawn after an accept: the
+//! first spawn of a green thread after it accepted a connection is dealt
+//! out over the workers in turn (as [`net::serve`] deals its
+//! connections), so an accept loop spreads its handlers. From outside the runtime a spawn goes to
 //! the runtime's injector.
 //! [`spawn_local`] takes any closure and starts it on the calling worker.
 //!
