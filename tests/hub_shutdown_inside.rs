@@ -97,3 +97,27 @@ fn the_earlier_deadline_holds() {
         assert_eq!(report.refused.len(), 1);
     });
 }
+
+/// The graceful-shutdown example stops on its timer as on Ctrl-C: `serve`
+/// returned `Ok(())`, every open connection got its goodbye (its handler's
+/// destructors ran), nothing was refused.
+#[test]
+fn the_graceful_shutdown_example_says_goodbye_to_every_client() {
+    let out = bounded(120, || {
+        std::process::Command::new(common::example("graceful_shutdown"))
+            .args(["--stop-after-ms", "300", "--clients", "3", "--workers", "2"])
+            .output()
+            .unwrap()
+    });
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result = stdout.lines().last().unwrap_or_default();
+    assert_eq!(
+        result, "RESULT served=3 goodbyes=3 clients_ok=3 refused=0 serve_ok=true",
+        "{stdout}"
+    );
+}

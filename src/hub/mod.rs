@@ -93,6 +93,12 @@
 //! [`Runtime::shutdown_timeout`] (and dropping the runtime) cancels every
 //! green thread, waits for them to unwind, kills what is left after the
 //! timeout (reported, not dropped silently), and joins the workers.
+//! The timeout holds whatever a green thread does at a parking point (a
+//! park on a worker whose loop has ended raises the cancellation at once;
+//! a worker still held [`TEARDOWN_GRACE`] past the deadline is detached
+//! and reported). [`Handle::shutdown`] begins the same shutdown from
+//! inside, without waiting: [`net::serve`] then returns `Ok(())`, and the
+//! runtime's owner finishes it.
 //!
 //! # The pending-call slot
 //! [`Handle::add_pending_call`] queues a call from any thread to run at a
