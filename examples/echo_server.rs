@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use clap::Parser;
+use greenlet::hub;
 use greenlet::hub::net::{serve, TcpListener};
 use greenlet::hub::Runtime;
 
@@ -28,6 +29,11 @@ struct Args {
     /// Each connection's green-thread stack, in KiB.
     #[arg(long, default_value_t = 64)]
     stack_kib: usize,
+    /// Accept with the loop written the `std` way (`loop { accept; spawn
+    /// }`) instead of `net::serve` (both spread the connections over the
+    /// workers).
+    #[arg(long)]
+    accept_loop: bool,
 }
 
 fn main() -> ExitCode {
@@ -50,11 +56,17 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let addr = args.addr;
+    let (addr, accept_loop) = (args.addr, args.accept_loop);
     let out = rt.block_on(move || {
         let l = TcpListener::bind(addr)?;
         println!("echo_server listening on {}", l.local_addr()?);
-        serve(l, |s| net_echo::echo(s, 4096))
+        if !accept_loop {
+            return serve(l, |s| net_echo::echo(s, 4096));
+        }
+        loop {
+            let (s, _) = l.accept()?;
+            hub::spawn(move || net_echo::echo(s, 4096));
+        }
     });
     match out {
         Ok(Ok(())) => ExitCode::SUCCESS,

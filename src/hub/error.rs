@@ -34,6 +34,15 @@ pub enum JoinError {
         /// The green thread's name.
         name: String,
     },
+    /// It was spawned after its runtime's shutdown began, so it never ran.
+    #[error(
+        "green thread '{name}' never ran: the hub runtime has shut down (or is shutting down) and \
+         starts no new green threads; spawn it on a running runtime"
+    )]
+    RuntimeShutDown {
+        /// The green thread's name.
+        name: String,
+    },
     /// No stack could be mapped for it, so it never ran.
     #[error(
         "green thread '{name}' could not start: no {size}-byte stack could be mapped ({reason}); each \
@@ -92,6 +101,18 @@ impl JoinError {
     /// ```
     pub fn is_cancelled(&self) -> bool {
         matches!(self, JoinError::Cancelled { .. })
+    }
+
+    /// Whether it never ran because its runtime had shut down.
+    ///
+    /// ```
+    /// let rt = greenlet::hub::Runtime::new().unwrap();
+    /// let handle = rt.handle().clone();
+    /// drop(rt);
+    /// assert!(handle.spawn(|| ()).join().unwrap_err().is_runtime_shut_down());
+    /// ```
+    pub fn is_runtime_shut_down(&self) -> bool {
+        matches!(self, JoinError::RuntimeShutDown { .. })
     }
 
     /// Whether the green thread panicked.

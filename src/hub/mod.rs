@@ -39,9 +39,10 @@
 //! `crossbeam-deque`, where idle workers steal in batches, and an idle
 //! worker takes the slot's task too once the spawner has not come back to
 //! its hub for a few tens of microseconds (it spins or computes; about a
-//! millisecond on a crowded machine). So a loop that accepts connections
-//! and spawns a handler for each keeps them on its worker:
-//! [`net::serve`] deals them out. From outside the runtime a spawn goes to
+//! millisecond on a crowded machine). Except a spawn after an accept: the
+//! first spawn of a green thread after it accepted a connection is dealt
+//! out over the workers in turn (as [`net::serve`] deals its
+//! connections), so an accept loop spreads its handlers. From outside the runtime a spawn goes to
 //! the runtime's injector.
 //! [`spawn_local`] takes any closure and starts it on the calling worker.
 //!
@@ -98,6 +99,12 @@
 //! [`Runtime::shutdown_timeout`] (and dropping the runtime) cancels every
 //! green thread, waits for them to unwind, kills what is left after the
 //! timeout (reported, not dropped silently), and joins the workers.
+//! The timeout holds whatever a green thread does at a parking point (a
+//! park on a worker whose loop has ended raises the cancellation at once;
+//! a worker still held [`TEARDOWN_GRACE`] past the deadline is detached
+//! and reported). [`Handle::shutdown`] begins the same shutdown from
+//! inside, without waiting: [`net::serve`] then returns `Ok(())`, and the
+//! runtime's owner finishes it.
 //!
 //! # The pending-call slot
 //! [`Handle::add_pending_call`] queues a call from any thread to run at a
@@ -213,10 +220,10 @@ pub use self::metrics::{metrics, Metrics, WorkerMetrics};
 pub use self::pending_drain::HubScheduler;
 pub use self::runtime::{
     run, Builder, Handle, Runtime, ShutdownReport, DROP_SHUTDOWN_TIMEOUT,
-    MAX_PENDING_CALL_CAPACITY, MAX_WORKER_THREADS,
+    MAX_PENDING_CALL_CAPACITY, MAX_WORKER_THREADS, TEARDOWN_GRACE,
 };
 pub use self::selecting::{select, Selectable, Watch};
-pub use self::spawning::{spawn, spawn_local, task, TaskBuilder};
+pub use self::spawning::{spawn, spawn_local, task, TaskBuilder, MIN_STACK_SIZE};
 pub use self::stacks::{Dump, TaskStack, DUMP_ANSWER_WITHIN};
 pub use self::sync::{Event, Mutex, MutexGuard, Semaphore, SemaphorePermit};
 pub use self::task_info::TaskInfo;

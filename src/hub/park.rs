@@ -3,7 +3,8 @@
 //! next ready green thread when the hub would only resume that one (see
 //! `Worker::next_after_park`), a plain thread by `std::thread::park`.
 //! Also the unwinds that deliver a cancellation or an elapsed `timeout` at
-//! a parking point.
+//! a parking point, and at every park on a worker whose loop has ended
+//! (its teardown's kills): such a park never waits.
 //!
 //! Owns: [`park`], [`current_waker`], [`with_scopes`] (the caller's
 //! `timeout` scopes) and the raising of the unwinds of `unwind`. Uses the
@@ -33,6 +34,13 @@ use crate::coroutine::direct;
 pub(crate) fn park(wait: Wait, deadline: Option<Instant>) {
     let parked = worker::with_current_task(|w, task| park_green(w, task, wait, deadline));
     if parked.is_none() {
+        if worker::hub_ended() {
+            // A green thread killed after its worker's loop ended (it
+            // caught the kill and parked again): nothing would wake it, and
+            // a wait here would hold the worker's OS thread, so the shutdown,
+            // past its timeout. The cancellation again, at once.
+            return raise(CancelUnwind);
+        }
         with_scopes(|scopes| {
             check_scopes(scopes);
             match earliest(deadline, scopes.earliest()) {

@@ -16,7 +16,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_deque::{Injector, Steal};
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 use crate::cleanup::{CleanupQueue, Policy};
 use crate::coroutine::default_stack_size;
@@ -30,6 +30,7 @@ use super::pending::PendingCalls;
 use super::pending_drain::{add_call, HubScheduler};
 use super::registry::Registry;
 use super::shared::Shared;
+use super::spawning::check_stack_size;
 use super::stacks;
 use super::task_info::TaskInfo;
 use super::watchdog::Watchdog;
@@ -37,6 +38,15 @@ use super::worker::{self, Remote, Seed, WAKE_TOKEN};
 
 /// How long dropping a [`Runtime`] waits for cancelled green threads.
 pub const DROP_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long past the shutdown deadline the shutdown waits for a worker's
+/// teardown (the kills of what is left, their unwinds) before it leaves
+/// that worker's OS thread running on, detached, and reports it. Longer
+/// lets a refusing green thread's last unwind finish; shorter bounds how
+/// far [`Runtime::shutdown_timeout`] may overshoot its timeout (the
+/// `hub_faults2` tests measure both refusal shapes against a 500 ms
+/// timeout).
+pub const TEARDOWN_GRACE: Duration = Duration::from_secs(1);
 
 /// The most worker threads a runtime runs: each has its own poller, queues
 /// and OS thread, so a count past this is a mistake, not a machine.
@@ -188,7 +198,7 @@ impl Builder {
     /// # Errors
     /// [`HubError::InvalidConfig`] for zero workers, blocking threads or
     /// pending-call capacity, more than [`MAX_WORKER_THREADS`] workers or
-    /// [`MAX_PENDING_CALL_CAPACITY`] pending calls, or a stack under 16 KiB;
+    /// [`MAX_PENDING_CALL_CAPACITY`] pending calls, or a stack under [`MIN_STACK_SIZE`](super::MIN_STACK_SIZE);
     /// [`HubError::Os`] when a poller or thread cannot be created.
     ///
     /// ```
@@ -218,12 +228,7 @@ impl Builder {
                 self.pending_capacity
             )));
         }
-        if self.stack_size < 16 * 1024 {
-            return Err(HubError::InvalidConfig(format!(
-                "stack_size {} is below the 16 KiB minimum",
-                self.stack_size
-            )));
-        }
+        check_stack_size(self.stack_size)?;
         let os = |what| move |source| HubError::Os { what, source };
         let mut seeds = Vec::with_capacity(self.workers);
         let mut remotes = Vec::with_capacity(self.workers);
@@ -261,15 +266,21 @@ impl Builder {
                 shared: Arc::clone(&shared),
             },
             threads: Vec::with_capacity(self.workers),
+            exited: Arc::new(Exited::default()),
             watchdog: None,
             done: false,
         };
         super::panic_name::install();
         for seed in seeds {
             let s = Arc::clone(&shared);
+            let exited = Arc::clone(&rt.exited);
             let t = thread::Builder::new()
                 .name(format!("hub-worker-{}", seed.index))
-                .spawn(move || worker::main(s, seed))
+                .spawn(move || {
+                    let index = seed.index;
+                    worker::main(s, seed);
+                    exited.note(index);
+                })
                 .map_err(os("start a worker thread"))?;
             rt.threads.push(t);
         }
@@ -306,6 +317,7 @@ impl Builder {
 pub struct Runtime {
     handle: Handle,
     threads: Vec<thread::JoinHandle<()>>,
+    exited: Arc<Exited>,
     watchdog: Option<Watchdog>,
     done: bool,
 }
@@ -328,6 +340,34 @@ pub struct ShutdownReport {
     pub blocking_still_running: usize,
     /// Pending calls left in the slot, run on the shutting-down thread.
     pub pending_calls_run_at_shutdown: usize,
+    /// Worker threads still held by a green thread [`TEARDOWN_GRACE`]
+    /// after the deadline (it catches every cancellation in an endless
+    /// loop): left running, detached (also reported through the log
+    /// facade).
+    pub workers_detached: usize,
+}
+
+/// The worker threads whose loop and teardown are over (set by each
+/// thread as its last step, before its thread-locals go).
+#[derive(Default)]
+struct Exited {
+    done: Mutex<Vec<usize>>,
+    changed: Condvar,
+}
+
+impl Exited {
+    fn note(&self, index: usize) {
+        self.done.lock().push(index);
+        self.changed.notify_all();
+    }
+
+    /// Wait until all of `count` workers are done or `until` passes;
+    /// which are done.
+    fn wait(&self, count: usize, until: Instant) -> Vec<usize> {
+        let mut done = self.done.lock();
+        while done.len() < count && !self.changed.wait_until(&mut done, until).timed_out() {}
+        done.clone()
+    }
 }
 
 impl Runtime {
@@ -432,11 +472,7 @@ impl Runtime {
     fn shutdown(&mut self, timeout: Duration) -> ShutdownReport {
         self.done = true;
         let shared = Arc::clone(&self.handle.shared);
-        *shared.deadline.lock() = Some(Instant::now() + timeout);
-        shared.shutdown.store(true, Ordering::SeqCst);
-        for r in shared.workers.iter() {
-            r.unpark();
-        }
+        begin_shutdown(&shared, timeout);
         let on_own_worker = worker::current().is_some_and(|w| Arc::ptr_eq(&w.shared, &shared));
         if on_own_worker {
             // A worker cannot join itself: finish the shutdown on a thread
@@ -444,28 +480,57 @@ impl Runtime {
             // others at its next parking point.
             let threads = std::mem::take(&mut self.threads);
             let watchdog = self.watchdog.take();
+            let exited = Arc::clone(&self.exited);
             let spawned = thread::Builder::new()
                 .name("hub-shutdown".into())
-                .spawn(move || finish_shutdown(&shared, threads, watchdog));
+                .spawn(move || finish_shutdown(&shared, threads, &exited, watchdog));
             if let Err(e) = spawned {
                 diag_error!("hub: could not start the thread that finishes a shutdown begun on a worker: {e}");
             }
             return ShutdownReport::default();
         }
         let threads = std::mem::take(&mut self.threads);
-        finish_shutdown(&shared, threads, self.watchdog.take())
+        finish_shutdown(&shared, threads, &self.exited, self.watchdog.take())
     }
 }
 
-/// Join the workers and settle what they left: queued tasks, blocking
-/// calls, pending calls, the cleanup queue.
+/// Set the shutdown's deadline (the earlier one if it began already) and
+/// its flag, and wake every worker to cancel its green threads.
+fn begin_shutdown(shared: &Shared, timeout: Duration) {
+    let at = Instant::now() + timeout;
+    {
+        let mut deadline = shared.deadline.lock();
+        *deadline = Some(deadline.map_or(at, |d| d.min(at)));
+    }
+    shared.shutdown.store(true, Ordering::SeqCst);
+    for r in shared.workers.iter() {
+        r.unpark();
+    }
+}
+
+/// Join the workers (those done by [`TEARDOWN_GRACE`] past the deadline;
+/// the others are detached) and settle what they left: queued tasks,
+/// blocking calls, pending calls, the cleanup queue.
 fn finish_shutdown(
     shared: &Arc<Shared>,
     threads: Vec<thread::JoinHandle<()>>,
+    exited: &Exited,
     watchdog: Option<Watchdog>,
 ) -> ShutdownReport {
-    for t in threads {
+    let deadline = shared.shutdown_deadline().unwrap_or_else(Instant::now);
+    let done = exited.wait(threads.len(), deadline + TEARDOWN_GRACE);
+    let mut workers_detached = 0;
+    for (index, t) in threads.into_iter().enumerate() {
         let name = t.thread().name().unwrap_or("hub-worker").to_string();
+        if !done.contains(&index) && !t.is_finished() {
+            diag_error!(
+                "hub: worker thread {name} is still held {TEARDOWN_GRACE:?} after the shutdown \
+                 deadline by a green thread that catches every cancellation; it is left running, \
+                 detached (let `GreenletExit` and the hub's cancellation unwind)"
+            );
+            workers_detached += 1;
+            continue;
+        }
         if t.join().is_err() {
             diag_error!("hub: worker thread {name} panicked; its green threads are lost");
         }
@@ -492,6 +557,7 @@ fn finish_shutdown(
         refused: std::mem::take(&mut *shared.refused.lock()),
         blocking_still_running,
         pending_calls_run_at_shutdown,
+        workers_detached,
     }
 }
 
@@ -555,6 +621,50 @@ impl Handle {
         T: Send + 'static,
     {
         self.shared.spawn_at(f, None, None, Location::caller())
+    }
+
+    /// Stop the runtime from anywhere, a green thread of its own
+    /// included, without waiting: its shutdown begins as
+    /// [`Runtime::shutdown_timeout`]`(timeout)` begins it (every green
+    /// thread is cancelled at its next parking point, unstarted ones never
+    /// start, spawns from now on end with
+    /// [`JoinError::RuntimeShutDown`]), and [`net::serve`](super::net::serve)
+    /// loops return `Ok(())`. Whoever owns the [`Runtime`] finishes it: its
+    /// [`block_on`](Runtime::block_on) returns (its green thread cancelled
+    /// too, unless it returned first), and dropping it or
+    /// [`Runtime::shutdown_timeout`] joins the workers, keeping the earlier
+    /// of the two deadlines. Calling it again only keeps the earlier
+    /// deadline.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use greenlet::hub::{self, Handle};
+    /// let rt = hub::Runtime::new().unwrap();
+    /// let out = rt.block_on(|| {
+    ///     hub::spawn(|| Handle::current().unwrap().shutdown(Duration::from_secs(5)));
+    ///     hub::sleep(Duration::from_secs(3600)); // cancelled by the shutdown
+    /// });
+    /// assert!(out.unwrap_err().is_cancelled());
+    /// assert!(rt.handle().is_shutting_down());
+    /// let report = rt.shutdown_timeout(Duration::from_secs(5));
+    /// assert!(report.refused.is_empty());
+    /// ```
+    pub fn shutdown(&self, timeout: Duration) {
+        begin_shutdown(&self.shared, timeout);
+    }
+
+    /// Whether this runtime's shutdown has begun ([`Handle::shutdown`],
+    /// [`Runtime::shutdown_timeout`], or the runtime dropped).
+    ///
+    /// ```
+    /// let rt = greenlet::hub::Runtime::new().unwrap();
+    /// let h = rt.handle().clone();
+    /// assert!(!h.is_shutting_down());
+    /// drop(rt);
+    /// assert!(h.is_shutting_down());
+    /// ```
+    pub fn is_shutting_down(&self) -> bool {
+        self.shared.is_shutting_down()
     }
 
     /// How many worker threads it has.

@@ -90,6 +90,22 @@ where
     }
 }
 
+/// The smallest stack a green thread runs on, in bytes: a panic's
+/// unwinding (with `RUST_BACKTRACE` set, its backtrace) needs about this
+/// much, so a smaller stack overflows in the panic handler and aborts.
+pub const MIN_STACK_SIZE: usize = 16 * 1024;
+
+/// A stack size below [`MIN_STACK_SIZE`], as the setting error.
+pub(crate) fn check_stack_size(bytes: usize) -> Result<(), HubError> {
+    if bytes < MIN_STACK_SIZE {
+        return Err(HubError::InvalidConfig(format!(
+            "stack_size {bytes} is below the minimum of {MIN_STACK_SIZE} bytes (16 KiB); ask for at \
+             least that much"
+        )));
+    }
+    Ok(())
+}
+
 /// Options for one green thread: see [`task()`].
 #[derive(Debug, Default, Clone)]
 pub struct TaskBuilder {
@@ -123,11 +139,16 @@ impl TaskBuilder {
         self
     }
 
-    /// Its stack size in bytes (default: the runtime's).
+    /// Its stack size in bytes (default: the runtime's); at least
+    /// [`MIN_STACK_SIZE`], or the spawn fails with
+    /// [`HubError::InvalidConfig`].
     ///
     /// ```
-    /// let b = greenlet::hub::task().stack_size(32 * 1024);
-    /// # drop(b);
+    /// greenlet::hub::run(|| {
+    ///     let err = greenlet::hub::task().stack_size(0).spawn(|| ()).unwrap_err();
+    ///     assert!(err.to_string().contains("stack_size 0"));
+    /// })
+    /// .unwrap();
     /// ```
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = Some(bytes);
@@ -137,7 +158,8 @@ impl TaskBuilder {
     /// Spawn `f` on the current runtime, like [`spawn`].
     ///
     /// # Errors
-    /// [`HubError::NoRuntime`] outside a runtime.
+    /// [`HubError::NoRuntime`] outside a runtime; [`HubError::InvalidConfig`]
+    /// for a stack size below [`MIN_STACK_SIZE`].
     ///
     /// ```
     /// // Outside a runtime the error says what to do instead of panicking.
@@ -152,13 +174,16 @@ impl TaskBuilder {
     {
         let site = Location::caller();
         let shared = worker::current_runtime().ok_or(HubError::NoRuntime)?;
+        self.stack_size.map_or(Ok(()), check_stack_size)?;
         Ok(shared.spawn_at(f, self.name, self.stack_size, site))
     }
 
     /// Spawn `f` on the calling worker thread, like [`spawn_local`].
     ///
     /// # Errors
-    /// [`HubError::NotOnWorker`] when not called on a worker thread.
+    /// [`HubError::NotOnWorker`] when not called on a worker thread;
+    /// [`HubError::InvalidConfig`] for a stack size below
+    /// [`MIN_STACK_SIZE`].
     ///
     /// ```
     /// let err = greenlet::hub::task().spawn_local(|| ()).unwrap_err();
@@ -172,6 +197,7 @@ impl TaskBuilder {
     {
         let site = Location::caller();
         let w = worker::current().ok_or(HubError::NotOnWorker)?;
+        self.stack_size.map_or(Ok(()), check_stack_size)?;
         let (u, handle) = NewTask {
             shared: &w.shared,
             name: self.name,
@@ -303,11 +329,20 @@ where
     }
     .build_from(f, w.pool.take());
     if w.shared.is_shutting_down() {
-        drop(u);
+        refuse_at_shutdown(u);
     } else {
         w.push_unstarted(u);
     }
     handle
+}
+
+/// A task spawned once its runtime's shutdown began: it never starts, and
+/// its handle says why.
+#[cold]
+pub(crate) fn refuse_at_shutdown(u: Unstarted) {
+    let task = u.task();
+    task.finish(Some(JoinError::RuntimeShutDown { name: task.name() }));
+    drop(u);
 }
 
 /// The body panicked or was cancelled: that is its outcome.
@@ -361,7 +396,7 @@ impl Shared {
                 }
                 .build_from(f, None);
                 if self.is_shutting_down() {
-                    drop(u);
+                    refuse_at_shutdown(u);
                 } else {
                     self.injector.push(u);
                     self.notify_idle();

@@ -22,6 +22,8 @@ mod panic_names;
 mod remote_wakes;
 mod runtime_services;
 mod select_sources;
+mod shutdown_from_inside;
+mod shutdown_timeouts;
 mod signals;
 mod spawn_placement;
 mod sync;

@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod accept_spread;
 mod descriptors;
 mod faults;
 mod name_resolution;

@@ -52,6 +52,15 @@
 //! thread in `poll(2)`, honouring the same deadlines, as the hub's other
 //! parking functions do.
 //!
+//! # An accept loop spreads its connections
+//! On a runtime of several workers, the first green thread a green thread
+//! spawns after an `accept` (of a [`TcpListener`] or a [`UnixListener`])
+//! is dealt out over the workers in turn, as [`serve`] deals its
+//! connections, so the accept loop written the `std` way spreads its
+//! handlers: `loop { let (s, _) = l.accept()?; hub::spawn(move ||
+//! handle(s)); }`. Other spawns start beside their spawner (see the hub's
+//! module doc).
+//!
 //! # Deadlines
 //! `set_read_timeout` / `set_write_timeout` bound each single operation
 //! (one `read`, one `write`, one `accept`, one `recv`) like `std::net`'s:
@@ -105,3 +114,13 @@ pub use self::udp::UdpSocket;
 pub use self::unix_datagram::UnixDatagram;
 pub use self::unix_listener::UnixListener;
 pub use self::unix_stream::UnixStream;
+
+/// An accept succeeded on the calling green thread: its next spawn is
+/// dealt out over the workers (see the module doc).
+fn note_accepted() {
+    super::worker::with_current(|w| {
+        if let Some(w) = w {
+            w.note_accepted();
+        }
+    });
+}

@@ -4,7 +4,7 @@
 //!
 //! Owns that loop, the placement of each connection's green thread on a
 //! worker, and the guard that reports a connection whose green thread
-//! never ran. Uses the listener, the hub's task making (`NewTask`), the
+//! never ran. Uses the listener, the cancellation payload, the hub's task making (`NewTask`), the
 //! workers' placement queue (`Remote::place`) and own line of new tasks,
 //! the worker (is the runtime shutting down) and the log facade.
 //!
@@ -19,16 +19,18 @@
 //! line of new tasks (no other worker steals from it), so the dealing is
 //! exact: it does not depend on who wakes first.
 
+use std::any::Any;
 use std::io;
 use std::net::SocketAddr;
-use std::panic::Location;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe, Location};
 use std::sync::Arc;
 
 use crate::diag::diag_warn;
 
 use super::super::runtime::Handle;
 use super::super::shared::Shared;
-use super::super::spawning::NewTask;
+use super::super::spawning::{refuse_at_shutdown, NewTask};
+use super::super::unwind::CancelUnwind;
 use super::super::worker;
 use super::tcp_listener::TcpListener;
 use super::tcp_stream::TcpStream;
@@ -41,9 +43,13 @@ use super::tcp_stream::TcpStream;
 /// `vm.max_map_count` limit on guarded stacks, or memory) is closed and
 /// reported through the log facade with its peer address; the loop goes
 /// on. Out of descriptors, `accept` backs off (see
-/// [`TcpListener::accept`]). Ends when the calling green thread is
-/// cancelled (the runtime's shutdown cancels the handlers too, so their
-/// destructors run).
+/// [`TcpListener::accept`]). Returns `Ok(())` when the runtime shuts down
+/// ([`Handle::shutdown`], [`Runtime::shutdown_timeout`](super::super::Runtime::shutdown_timeout),
+/// the runtime dropped): a stop on purpose; the calling green thread is
+/// still cancelled at its next parking point, and the handlers are
+/// cancelled too, so their destructors run. Cancelled otherwise
+/// ([`JoinHandle::cancel`](super::super::JoinHandle::cancel)), it unwinds
+/// as any parking point does.
 ///
 /// # Errors
 /// An `accept` error that is not transient, or [`HubError::NoRuntime`](super::super::HubError::NoRuntime)
@@ -80,7 +86,10 @@ where
     let handler = Arc::new(handler);
     let mut turn = 0;
     loop {
-        let (stream, peer) = listener.accept()?;
+        let (stream, peer) = match catch_unwind(AssertUnwindSafe(|| listener.accept())) {
+            Ok(accepted) => accepted?,
+            Err(payload) => return stopped(&handle.shared, payload),
+        };
         let conn = Unstarted {
             stream: Some(stream),
             peer,
@@ -99,6 +108,21 @@ where
             turn = (turn + 1) % workers;
         }
     }
+}
+
+/// The accept loop was unwound by `payload`: a cancellation during the
+/// runtime's shutdown is a stop on purpose, `Ok(())` (asked for again, so
+/// the caller's next parking point goes on with the shutdown); anything
+/// else unwinds on.
+#[cold]
+fn stopped(shared: &Shared, payload: Box<dyn Any + Send>) -> io::Result<()> {
+    if payload.is::<CancelUnwind>() && shared.is_shutting_down() {
+        if let Some((_, task)) = worker::current_task() {
+            task.request_cancel();
+        }
+        return Ok(());
+    }
+    resume_unwind(payload)
 }
 
 /// Spawn `run` so that it starts on worker `index` of `shared`'s runtime:
@@ -122,7 +146,7 @@ fn spawn_placed(
         .build(run);
         drop(join);
         match here {
-            _ if shared.is_shutting_down() => drop(u),
+            _ if shared.is_shutting_down() => refuse_at_shutdown(u),
             Some(w) if w.index == index => w.push_local(u.into_local()),
             _ => {
                 if let Err(u) = shared.workers[index].place(u) {

@@ -15,6 +15,7 @@ use crate::diag::diag_warn;
 
 use super::super::time::sleep;
 use super::error::NetError;
+use super::note_accepted;
 use super::readiness::Readiness;
 use super::registration::{Direction, Source};
 use super::resolve::{addrs_of, ToSocketAddrs};
@@ -145,6 +146,7 @@ impl TcpListener {
                             self.addr_text()
                         );
                     }
+                    note_accepted();
                     return Ok((TcpStream::from_mio(s), peer));
                 }
                 Err(e) if is_exhaustion(&e) => {

@@ -3,7 +3,9 @@
 //! one green thread reads while another writes (on any worker), and
 //! [`ReuniteError`] for halves of two different streams.
 //!
-//! Owns the three types and their methods. Uses [`TcpStream`]'s `Read`
+//! Owns the three types and their methods, and [`TcpStream::into_split`],
+//! the one method of the stream that makes them (kept here so that the
+//! stream's file knows nothing of its halves). Uses [`TcpStream`]'s `Read`
 //! and `Write` for `&TcpStream`, shared through an `Arc`.
 
 use std::fmt;
@@ -13,6 +15,45 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::tcp_stream::TcpStream;
+
+impl TcpStream {
+    /// Split into a read half and a write half that are each `Send` and
+    /// owned, for a reader and a writer green thread (on any workers).
+    /// Dropping the write half shuts the write direction down;
+    /// [`OwnedReadHalf::reunite`] puts the two back together.
+    ///
+    /// ```
+    /// use std::io::{Read, Write};
+    /// use greenlet::hub::{self, net::{TcpListener, TcpStream}};
+    /// hub::run(|| {
+    ///     let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    ///     let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    ///     let (s, _) = l.accept().unwrap();
+    ///     let (mut r, mut w) = s.into_split();
+    ///     // Echo: one green thread copies what the other reads.
+    ///     let copier = hub::spawn(move || std::io::copy(&mut r, &mut w).unwrap());
+    ///     (&c).write_all(b"split").unwrap();
+    ///     c.shutdown(std::net::Shutdown::Write).unwrap();
+    ///     let mut back = String::new();
+    ///     (&c).read_to_string(&mut back).unwrap();
+    ///     assert_eq!(back, "split");
+    ///     assert_eq!(copier.join().unwrap(), 5);
+    /// })
+    /// .unwrap();
+    /// ```
+    pub fn into_split(self) -> (OwnedReadHalf, OwnedWriteHalf) {
+        let stream = Arc::new(self);
+        (
+            OwnedReadHalf {
+                stream: Arc::clone(&stream),
+            },
+            OwnedWriteHalf {
+                stream,
+                shutdown_on_drop: true,
+            },
+        )
+    }
+}
 
 /// The read half of a [`TcpStream`] (see [`TcpStream::into_split`]).
 pub struct OwnedReadHalf {

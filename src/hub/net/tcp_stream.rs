@@ -10,7 +10,6 @@ use std::io::{self, IoSlice, IoSliceMut, Read, Write};
 use std::net::{Shutdown, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::error::NetError;
@@ -18,7 +17,6 @@ use super::readiness::Readiness;
 use super::registration::{Deadline, Direction, Source};
 use super::resolve::{addrs_of, ToSocketAddrs};
 use super::sys;
-use super::tcp_split::{OwnedReadHalf, OwnedWriteHalf};
 
 /// A TCP connection for green threads: `std::net::TcpStream`'s interface,
 /// parking instead of blocking (see the [module docs](super)).
@@ -255,43 +253,6 @@ impl TcpStream {
         Ok(TcpStream::from_mio(mio::net::TcpStream::from_std(
             std::net::TcpStream::from(fd),
         )))
-    }
-
-    /// Split into a read half and a write half that are each `Send` and
-    /// owned, for a reader and a writer green thread (on any workers).
-    /// Dropping the write half shuts the write direction down;
-    /// [`OwnedReadHalf::reunite`] puts the two back together.
-    ///
-    /// ```
-    /// use std::io::{Read, Write};
-    /// use greenlet::hub::{self, net::{TcpListener, TcpStream}};
-    /// hub::run(|| {
-    ///     let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    ///     let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-    ///     let (s, _) = l.accept().unwrap();
-    ///     let (mut r, mut w) = s.into_split();
-    ///     // Echo: one green thread copies what the other reads.
-    ///     let copier = hub::spawn(move || std::io::copy(&mut r, &mut w).unwrap());
-    ///     (&c).write_all(b"split").unwrap();
-    ///     c.shutdown(std::net::Shutdown::Write).unwrap();
-    ///     let mut back = String::new();
-    ///     (&c).read_to_string(&mut back).unwrap();
-    ///     assert_eq!(back, "split");
-    ///     assert_eq!(copier.join().unwrap(), 5);
-    /// })
-    /// .unwrap();
-    /// ```
-    pub fn into_split(self) -> (OwnedReadHalf, OwnedWriteHalf) {
-        let stream = Arc::new(self);
-        (
-            OwnedReadHalf {
-                stream: Arc::clone(&stream),
-            },
-            OwnedWriteHalf {
-                stream,
-                shutdown_on_drop: true,
-            },
-        )
     }
 
     /// The remote address.

@@ -11,6 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::error::NetError;
+use super::note_accepted;
 use super::readiness::Readiness;
 use super::registration::{Direction, Source};
 use super::unix_stream::UnixStream;
@@ -118,6 +119,7 @@ impl UnixListener {
     pub fn accept(&self) -> io::Result<(UnixStream, SocketAddr)> {
         let deadline = self.src.read_deadline("accept");
         let (s, peer) = self.src.io(Direction::Read, deadline, |l| l.accept())?;
+        note_accepted();
         Ok((UnixStream::from_mio(s), peer))
     }
 

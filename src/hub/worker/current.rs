@@ -4,7 +4,7 @@
 //!
 //! Owns: that thread-local and its accessors ([`with_current`],
 //! [`current`], [`current_task`], [`with_current_task`],
-//! [`current_runtime`]). Uses the worker's state (its `current` task) and
+//! [`current_runtime`], [`hub_ended`]). Uses the worker's state (its `current` task) and
 //! the blocking-pool thread's runtime (`shared::CONTEXT`).
 
 use std::cell::Cell;
@@ -22,6 +22,22 @@ thread_local! {
     /// run (the only time green threads run on it), else null. No
     /// destructor, so a park reads it in one load.
     static RUNNING: Cell<*const Worker> = const { Cell::new(ptr::null()) };
+    /// Set when this thread's worker loop has ended (its teardown kills
+    /// what is left, and the thread exits): a park here cannot wait.
+    static ENDED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether the calling thread is a worker whose loop has ended: a green
+/// thread that parks there is being killed (by the teardown, or by the
+/// thread's exit), and nothing would wake it.
+#[cold]
+pub(crate) fn hub_ended() -> bool {
+    ENDED.with(Cell::get)
+}
+
+/// Mark this worker thread's loop as ended, for good.
+pub(super) fn mark_ended() {
+    ENDED.with(|e| e.set(true));
 }
 
 /// Run `f` with this thread's worker, borrowed, while its loop or teardown

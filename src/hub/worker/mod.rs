@@ -44,7 +44,7 @@ pub(crate) mod tests;
 mod wake;
 
 pub(crate) use self::current::{
-    current, current_runtime, current_task, with_current, with_current_task,
+    current, current_runtime, current_task, hub_ended, with_current, with_current_task,
 };
 pub(crate) use self::handoff::Next;
 pub(crate) use self::placement::SLOT_AGE;

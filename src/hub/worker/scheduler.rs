@@ -90,11 +90,14 @@ pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
         events: RefCell::new(mio::Events::with_capacity(256)),
         until_poll: Cell::new(POLL_EVERY),
         cancelled_all: Cell::new(false),
+        accepted: Cell::new(ptr::null()),
+        deal_turn: Cell::new(seed.index),
         pool: TaskPool::new(),
         watch,
     });
     let running = MarkRunning::new(&w);
     w.run();
+    super::current::mark_ended();
     w.teardown();
     drop(running);
 }

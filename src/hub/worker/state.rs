@@ -86,6 +86,12 @@ pub(crate) struct Worker {
     pub(super) cancelled_all: Cell<bool>,
     /// Spent tasks, for spawns on this worker to reuse.
     pub(crate) pool: TaskPool,
+    /// The green thread (`Arc::as_ptr`) that accepted a connection last
+    /// and has not spawned since, or null: its next spawn is dealt out over
+    /// the workers (see [`note_accepted`](Self::note_accepted)).
+    pub(super) accepted: Cell<*const Task>,
+    /// The worker the next dealt-out spawn starts on (a turn over all).
+    pub(super) deal_turn: Cell<usize>,
     /// What this worker last saw of each other worker's newest-spawn slot
     /// while it was occupied (see [`aged_slot`](Self::aged_slot)).
     pub(super) watch: Box<[Cell<Option<Watch>>]>,
