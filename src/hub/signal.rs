@@ -350,7 +350,7 @@ impl Signals {
             .any(|(&s, &seen)| count(s) != seen)
     }
 
-    /// Watch it for [`select`](super::super::select): `waker` is woken
+    /// Watch it for [`select`](crate::hub::select()): `waker` is woken
     /// when one of its signals comes, until the watch drops.
     pub(crate) fn watch(&self, waker: Waker) -> SignalWatch<'_> {
         self.dispatch.waiters.lock().insert(self.id, waker);

@@ -10,7 +10,7 @@
 //! capturing green thread on each worker (through the worker's inbox,
 //! as `net::serve` places connections). Running there, that green thread
 //! throws a capture request (a `GreenletError` whose user error is
-//! [`CaptureRequest`]) into each other started green thread of its worker,
+//! `stack_capture::CaptureRequest`) into each other started green thread of its worker,
 //! through the coroutine API's `throw` (`stack_capture`). Every one of them is suspended in
 //! the hub's park; its park sees the thrown error on its slow path (the
 //! branch a cancellation takes, off the switch path: nothing is added to a
