@@ -2,22 +2,21 @@
 //! connection, spread over the runtime's workers, that keeps serving when
 //! one connection's green thread cannot start.
 //!
-//! Owns that loop, the placement of each connection's green thread on a
-//! worker, and the guard that reports a connection whose green thread
-//! never ran. Uses the listener, the cancellation payload, the hub's task making (`NewTask`), the
-//! workers' placement queue (`Remote::place`) and own line of new tasks,
-//! the worker (is the runtime shutting down) and the log facade.
+//! Owns that loop and the guard that reports a connection whose green
+//! thread never ran. Uses the listener, the cancellation payload, the
+//! runtime's spawn (`Shared::spawn_at`, with the caller's site), the
+//! worker (is the runtime shutting down) and the log facade.
 //!
 //! # Placement
-//! With several workers, the loop deals the connections out in turn: the
-//! k-th accepted one starts on worker k mod n. Spawned onto the accepting
-//! worker's deque instead, nearly all of them started there: that worker
-//! accepts a burst and starts each new task before a sleeping worker has
-//! woken to steal it, and a socket's waits stay with the poller of the
-//! worker its green thread runs on (green threads never migrate), so one
-//! worker served the whole server. A placed task goes on its worker's own
-//! line of new tasks (no other worker steals from it), so the dealing is
-//! exact: it does not depend on who wakes first.
+//! The loop is the plain accept-then-spawn loop: with several workers, a
+//! green thread's first spawn after an accept is dealt out over the
+//! workers in turn (`Worker::push_unstarted`, see `hub::net`'s module
+//! doc), so the connections are spread evenly and exactly. Spawned onto
+//! the accepting worker's deque instead, nearly all of them started there:
+//! that worker accepts a burst and starts each new task before a sleeping
+//! worker has woken to steal it, and a socket's waits stay with the poller
+//! of the worker its green thread runs on (green threads never migrate),
+//! so one worker served the whole server.
 
 use std::any::Any;
 use std::io;
@@ -29,7 +28,6 @@ use crate::diag::diag_warn;
 
 use super::super::runtime::Handle;
 use super::super::shared::Shared;
-use super::super::spawning::{refuse_at_shutdown, NewTask};
 use super::super::unwind::CancelUnwind;
 use super::super::worker;
 use super::tcp_listener::TcpListener;
@@ -37,8 +35,8 @@ use super::tcp_stream::TcpStream;
 
 /// Accept connections on `listener` for ever, running `handler` on a new
 /// green thread for each. With several workers the connections are dealt
-/// out in turn (the k-th accepted starts on worker k mod n, and stays
-/// there). A connection whose
+/// out over the workers in turn (each stays on the worker it starts on).
+/// A connection whose
 /// green thread cannot start (no stack could be mapped: the
 /// `vm.max_map_count` limit on guarded stacks, or memory) is closed and
 /// reported through the log facade with its peer address; the loop goes
@@ -82,9 +80,7 @@ where
 {
     let site = Location::caller();
     let handle = Handle::current().map_err(io::Error::other)?;
-    let workers = handle.shared.workers.len();
     let handler = Arc::new(handler);
-    let mut turn = 0;
     loop {
         let (stream, peer) = match catch_unwind(AssertUnwindSafe(|| listener.accept())) {
             Ok(accepted) => accepted?,
@@ -101,12 +97,7 @@ where
                 h(s);
             }
         };
-        if workers == 1 {
-            drop(handle.spawn(run));
-        } else {
-            spawn_placed(&handle.shared, turn, run, site);
-            turn = (turn + 1) % workers;
-        }
+        drop(handle.shared.spawn_at(run, None, None, site));
     }
 }
 
@@ -123,40 +114,6 @@ fn stopped(shared: &Shared, payload: Box<dyn Any + Send>) -> io::Result<()> {
         return Ok(());
     }
     resume_unwind(payload)
-}
-
-/// Spawn `run` so that it starts on worker `index` of `shared`'s runtime:
-/// on this worker's own line of new tasks when it is that worker, else
-/// through that worker's placement queue. Dropped unstarted at shutdown.
-fn spawn_placed(
-    shared: &Arc<Shared>,
-    index: usize,
-    run: impl FnOnce() + Send + 'static,
-    site: &'static Location<'static>,
-) {
-    worker::with_current(|here| {
-        let here = here.filter(|w| Arc::ptr_eq(&w.shared, shared));
-        let (u, join) = NewTask {
-            shared,
-            name: None,
-            stack_size: None,
-            site,
-            shard: here.map_or(shared.workers.len(), |w| w.index),
-        }
-        .build(run);
-        drop(join);
-        match here {
-            _ if shared.is_shutting_down() => refuse_at_shutdown(u),
-            Some(w) if w.index == index => w.push_local(u.into_local()),
-            _ => {
-                if let Err(u) = shared.workers[index].place(u) {
-                    // That worker has ended (the runtime is shutting down):
-                    // dropped here, it finishes as cancelled.
-                    drop(u);
-                }
-            }
-        }
-    });
 }
 
 /// A connection not yet handed to its handler. Dropped with the stream

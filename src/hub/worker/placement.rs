@@ -21,8 +21,8 @@
 //! # A spawn after an accept
 //! A green thread that accepted a connection (`net`'s listeners call
 //! [`Worker::note_accepted`]) has its next spawn dealt out over the
-//! workers in turn, as `net::serve` deals its connections: that spawn is
-//! the connection's handler (the accept loop written as `loop { let (s,
+//! workers in turn (`net::serve` is such a loop): that spawn is the
+//! connection's handler (the accept loop written as `loop { let (s,
 //! _) = l.accept()?; hub::spawn(move || handle(s)); }`), whose socket's
 //! waits stay with the worker it starts on. Left to the newest-spawn slot,
 //! every handler started on the accepting worker (it accepts a burst and
