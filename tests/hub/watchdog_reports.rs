@@ -28,6 +28,26 @@ fn wait_for_line(needle: &str) -> String {
     }
 }
 
+/// A green thread named `name`, spawned from another on `rt`, that holds
+/// its worker without parking until `release` is set (or `HANG` passes);
+/// the handle of the green thread that joins it.
+fn spawn_hog(rt: &Runtime, name: &'static str, release: &Arc<AtomicBool>) -> hub::JoinHandle<()> {
+    let r = Arc::clone(release);
+    rt.handle().spawn(move || {
+        hub::task()
+            .name(name)
+            .spawn(move || {
+                let start = Instant::now();
+                while !r.load(Ordering::SeqCst) && start.elapsed() < HANG {
+                    std::hint::spin_loop();
+                }
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    })
+}
+
 #[test]
 fn the_watchdog_names_the_blocker_and_logs_its_recovery() {
     let _serial = common::serial();
@@ -38,21 +58,7 @@ fn the_watchdog_names_the_blocker_and_logs_its_recovery() {
         .build()
         .unwrap();
     let release = Arc::new(AtomicBool::new(false));
-    let r = Arc::clone(&release);
-    let hog = rt.handle().spawn(move || {
-        hub::task()
-            .name("spinning-hog")
-            .spawn(move || {
-                // Holds the worker without parking until the report is seen.
-                let start = Instant::now();
-                while !r.load(Ordering::SeqCst) && start.elapsed() < HANG {
-                    std::hint::spin_loop();
-                }
-            })
-            .unwrap()
-            .join()
-            .unwrap();
-    });
+    let hog = spawn_hog(&rt, "spinning-hog", &release);
     let report = wait_for_line("has not come back");
     assert!(
         report.starts_with("WARN greenlet::hub::watchdog"),
@@ -87,20 +93,7 @@ fn the_default_threshold_is_100_ms() {
     common::take_diagnostics();
     let rt = Runtime::builder().worker_threads(1).build().unwrap();
     let release = Arc::new(AtomicBool::new(false));
-    let r = Arc::clone(&release);
-    let hog = rt.handle().spawn(move || {
-        hub::task()
-            .name("default-hog")
-            .spawn(move || {
-                let start = Instant::now();
-                while !r.load(Ordering::SeqCst) && start.elapsed() < HANG {
-                    std::hint::spin_loop();
-                }
-            })
-            .unwrap()
-            .join()
-            .unwrap();
-    });
+    let hog = spawn_hog(&rt, "default-hog", &release);
     let report = wait_for_line("has not come back");
     assert!(report.contains("for over 100 ms"), "{report}");
     assert!(report.contains("'default-hog'"), "{report}");
