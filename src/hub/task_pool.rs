@@ -65,8 +65,13 @@ impl Spent {
 }
 
 /// Bytes of one task's allocation at most (its header, body and `Arc`
-/// counts; a test holds it to that), for the pool's bound.
+/// counts; the build fails when a task outgrows it), for the pool's bound.
 pub(crate) const TASK_BYTES: usize = 512;
+
+const _: () = assert!(
+    2 * std::mem::size_of::<usize>() + std::mem::size_of::<Task>() <= TASK_BYTES,
+    "a task outgrew TASK_BYTES: raise it and the bound TaskPool's doc states"
+);
 
 impl TaskPool {
     /// Spent tasks kept at most while the worker is busy. It trades
@@ -177,17 +182,8 @@ fn is_only_and_spent(task: &Arc<Task>) -> bool {
 mod tests {
     use std::time::Duration;
 
-    use super::{TaskPool, TASK_BYTES};
-    use crate::hub::task_header::Task;
+    use super::TaskPool;
     use crate::hub::{self, worker, Runtime};
-
-    /// The bound the docs state rests on this: a task's allocation (its
-    /// two `Arc` counts and the task) fits in `TASK_BYTES`.
-    #[test]
-    fn a_task_allocation_fits_the_stated_bound() {
-        let bytes = 2 * std::mem::size_of::<usize>() + std::mem::size_of::<Task>();
-        assert!(bytes <= TASK_BYTES, "a task takes {bytes} bytes");
-    }
 
     /// A burst's spent tasks are kept (up to `KEEP`) for the next burst,
     /// and all but `KEEP_ASLEEP` go when the worker sleeps.

@@ -69,6 +69,9 @@ impl Worker {
 }
 
 impl Wake for Task {
+    /// Inline: a channel's or a lock's hand-over wakes through it, in the
+    /// caller's crate, without a call.
+    #[inline]
     fn wake(self: Arc<Self>) {
         if let Some(owner) = self.mark_scheduled() {
             push_ready(self, owner);
