@@ -27,8 +27,8 @@ use super::unstarted::Body;
 ///
 /// Its memory is bounded by [`TaskPool::KEEP`] allocations of a task
 /// (at most [`TASK_BYTES`] each, with its name, if it had one, until the
-/// allocation is reused): 8 MiB per worker at most while busy, 32 KiB
-/// across a sleep.
+/// allocation is reused) and their list (a pointer each): 8 MiB per
+/// worker at most while busy, 32 KiB across a sleep.
 pub(crate) struct TaskPool {
     spent: RefCell<Vec<Spent>>,
 }
@@ -79,9 +79,10 @@ impl TaskPool {
     /// next sleeps) for a `malloc` and a `free` per task of a burst:
     /// spawning a batch of N tasks and then joining them all allocates
     /// afresh the N - `KEEP` beyond it, each batch again (some 450
-    /// instructions a task). Re-measure with the peers' batched spawn +
-    /// join (`benches/peers/run.sh hub --callgrind`, its
-    /// `spawn-join-batch` row) after changing it.
+    /// instructions a task). Re-measure after changing it: instructions
+    /// per task of `hub_hot_loops --op spawn-batch` under callgrind, and
+    /// the `spawn-join-batch` row of `benches/peers/run.sh hub
+    /// --callgrind` beside tokio.
     pub(crate) const KEEP: usize = 16_384;
 
     /// Spent tasks kept at most across a sleep of the worker: what a
