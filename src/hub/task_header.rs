@@ -208,6 +208,7 @@ impl Task {
         self.name.as_deref()
     }
 
+    #[inline]
     pub(crate) fn owner(&self) -> usize {
         self.owner.load(Ordering::Acquire)
     }
@@ -268,7 +269,8 @@ impl Task {
 
     /// Mark it scheduled and ready; the owner worker the caller must queue
     /// it on (see the worker's `push_ready`), unless it was scheduled
-    /// already, is not started or is done.
+    /// already, is not started or is done. Inline: part of every wake.
+    #[inline]
     pub(crate) fn mark_scheduled(&self) -> Option<usize> {
         if self.scheduled.swap(true, Ordering::AcqRel) {
             return None;

@@ -69,6 +69,10 @@ impl Worker {
 }
 
 impl Wake for Task {
+    /// Inline: made in the crate of its caller (a channel's or a lock's
+    /// hand-over, generic code), with `mark_scheduled` and the local
+    /// queueing inlined into it: one call per wake.
+    #[inline]
     fn wake(self: Arc<Self>) {
         if let Some(owner) = self.mark_scheduled() {
             push_ready(self, owner);
