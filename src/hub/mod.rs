@@ -130,8 +130,8 @@
 //!   thread's task-local values), `pending` (the pending-call slot's
 //!   rules), `blocking_pool` (its state), `counters` (a worker's metric
 //!   counters), `deadlock_latch` (what a runtime remembers of deadlocks);
-//! - the task's data: `task_header` (the `Task` header), `unstarted` (its
-//!   closure until it starts, and the token that runs it), `registry`
+//! - the task's data: `task_header` (the `Task` header), `task_body` (its
+//!   closure until it starts), `unstarted` (the token that runs it), `registry`
 //!   (every task of a runtime), `shared` (what a runtime's workers, handles
 //!   and tasks share) and `worker::remote` (the part of a worker other
 //!   threads reach);
@@ -193,6 +193,7 @@ mod spin_lock;
 mod stack_capture;
 mod stacks;
 mod sync;
+mod task_body;
 mod task_header;
 mod task_info;
 mod task_local;

@@ -15,9 +15,10 @@ use std::sync::Arc;
 use super::error::{HubError, JoinError};
 use super::join::JoinHandle;
 use super::shared::Shared;
+use super::task_body::Body;
 use super::task_header::{Slot, Task};
 use super::task_pool::Spent;
-use super::unstarted::{Body, LocalUnstarted, Unstarted};
+use super::unstarted::{LocalUnstarted, Unstarted};
 use super::unwind::CancelUnwind;
 use super::worker;
 

@@ -22,9 +22,9 @@ use super::registry::Links;
 use super::scopes::Scopes;
 use super::shared::Shared;
 use super::spin_lock::{QuickGuard, QuickMutex};
+use super::task_body::Body;
 use super::task_info::TaskInfo;
 use super::task_state::{TaskState, Wait};
-use super::unstarted::Body;
 
 /// `owner` of a task that has not started on any worker.
 pub(crate) const NO_OWNER: usize = usize::MAX;

@@ -10,8 +10,8 @@ use std::panic::Location;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
+use super::task_body::Body;
 use super::task_header::Task;
-use super::unstarted::Body;
 
 /// A worker's spent tasks (finished, their values taken, nothing else
 /// referring to them), kept so that a spawn on that worker makes its task
