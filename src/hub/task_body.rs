@@ -5,14 +5,14 @@
 //! Owns the storage and its vtable. Only the holder of the task's token
 //! (`unstarted::NotStarted`, or the `Launch` made of it) runs or drops the
 //! closure. Uses the crate's closure store ([`Erased`], which keeps a
-//! greenlet's closure too) and, as the closure's argument, the task.
+//! greenlet's closure too), and nothing of the hub: the closure's argument
+//! is a type parameter (the task, in the task header that holds the body),
+//! so that this file sits below the header.
 
 use std::cell::UnsafeCell;
 use std::ptr;
 
 use crate::erased::Erased;
-
-use super::task_header::Task;
 
 /// Words of closure kept in place (a closure capturing a few numbers,
 /// handles or `Arc`s); each word more makes every task a word larger.
@@ -20,30 +20,31 @@ const WORDS: usize = 3;
 
 type Storage = Erased<WORDS>;
 
-struct Vtable {
+struct Vtable<T> {
     /// Moves the closure out of the storage and calls it.
-    call: unsafe fn(*mut Storage, &Task),
+    call: unsafe fn(*mut Storage, &T),
     /// Drops the closure in the storage without calling it.
     drop: unsafe fn(*mut Storage),
 }
 
 /// # Safety
 /// `storage` holds a `G` put there, which the call consumes.
-unsafe fn call_stored<G: FnOnce(&Task)>(storage: *mut Storage, task: &Task) {
+unsafe fn call_stored<T, G: FnOnce(&T)>(storage: *mut Storage, task: &T) {
     // SAFETY: guaranteed by the caller; moved out exactly once, first.
     let g = unsafe { Storage::take::<G>(storage) };
     g(task);
 }
 
-struct Stored {
+struct Stored<T: 'static> {
     storage: Storage,
     /// How to call or drop what `storage` holds; `None`: it holds nothing.
-    vtable: Option<&'static Vtable>,
+    vtable: Option<&'static Vtable<T>>,
 }
 
-/// A task's closure until it starts (see the module doc).
-pub(crate) struct Body {
-    cell: UnsafeCell<Stored>,
+/// A task's closure until it starts (see the module doc), called with the
+/// task, a `&T`.
+pub(crate) struct Body<T: 'static> {
+    cell: UnsafeCell<Stored<T>>,
 }
 
 // SAFETY: the storage is only reached through the task's `NotStarted`
@@ -53,13 +54,13 @@ pub(crate) struct Body {
 // whose token is not `Send` either and so runs or drops it on the thread
 // that made it. Left unconsumed (a leaked token), the closure is leaked:
 // `Body` has no destructor.
-unsafe impl Sync for Body {}
+unsafe impl<T> Sync for Body<T> {}
 // SAFETY: as for `Sync`.
-unsafe impl Send for Body {}
+unsafe impl<T> Send for Body<T> {}
 
-impl Body {
+impl<T> Body<T> {
     /// The body of a `Send` closure `g`, run on whichever thread starts it.
-    pub(crate) fn new<G: FnOnce(&Task) + Send + 'static>(g: G) -> Body {
+    pub(crate) fn new<G: FnOnce(&T) + Send + 'static>(g: G) -> Body<T> {
         Body::store(g)
     }
 
@@ -68,11 +69,11 @@ impl Body {
     /// # Safety
     /// Its token is a [`LocalUnstarted`](super::unstarted::LocalUnstarted)
     /// (which stays on this thread).
-    pub(crate) unsafe fn local<G: FnOnce(&Task) + 'static>(g: G) -> Body {
+    pub(crate) unsafe fn local<G: FnOnce(&T) + 'static>(g: G) -> Body<T> {
         Body::store(g)
     }
 
-    fn store<G: FnOnce(&Task) + 'static>(g: G) -> Body {
+    fn store<G: FnOnce(&T) + 'static>(g: G) -> Body<T> {
         let mut storage = Storage::empty();
         storage.put(g);
         Body {
@@ -81,7 +82,7 @@ impl Body {
                 vtable: Some(
                     const {
                         &Vtable {
-                            call: call_stored::<G>,
+                            call: call_stored::<T, G>,
                             drop: Storage::drop_value::<G>,
                         }
                     },
@@ -101,7 +102,7 @@ impl Body {
     /// # Safety
     /// The caller holds the task's token; the storage is consumed with the
     /// vtable returned (called or dropped) before anything else reads it.
-    unsafe fn take(&self) -> Option<(&'static Vtable, *mut Storage)> {
+    unsafe fn take(&self) -> Option<(&'static Vtable<T>, *mut Storage)> {
         let stored = self.cell.get();
         // SAFETY: only the token's holder (the caller) reaches the cell.
         unsafe {
@@ -109,14 +110,12 @@ impl Body {
             Some((vtable, ptr::addr_of_mut!((*stored).storage)))
         }
     }
-}
 
-impl Body {
     /// Run the closure, if there is one, with `task` (its task).
     ///
     /// # Safety
     /// The caller consumed the task's token just now.
-    pub(crate) unsafe fn run(&self, task: &Task) {
+    pub(crate) unsafe fn run(&self, task: &T) {
         // SAFETY: the token was the only way to the body (the caller's
         // contract); its vtable and storage are used once, here.
         if let Some((vtable, storage)) = unsafe { self.take() } {

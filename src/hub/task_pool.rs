@@ -39,7 +39,7 @@ impl Spent {
         site: &'static Location<'static>,
         stack_size: usize,
         shard: usize,
-        body: Body,
+        body: Body<Task>,
     ) -> Arc<Task> {
         let raw = Arc::into_raw(self.0).cast_mut();
         // SAFETY: `raw` is the only reference to the task (see `Spent`):
