@@ -1,6 +1,6 @@
 //! [`NotStarted`], the one token that may run or drop an unstarted task's
 //! closure (its [`Body`](super::task_body::Body)), and [`Launch`], the
-//! token moved into the task's greenlet.
+//! token moved into the task's greenlet, as that greenlet's body.
 //!
 //! Owns the token's rules: the token is made with the task, only its
 //! holder touches the body, and it either runs the closure
@@ -8,12 +8,15 @@
 //! (dropped unstarted), or gives it up to an error the caller records
 //! ([`NotStarted::into_task`]). A `Send` closure's token is `Send` (it
 //! moves between workers); a `spawn_local` one's is not. Uses the task's
-//! body and `finish`.
+//! body and `finish`, and the coroutine's value and error types (the
+//! greenlet body's signature).
 
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::ptr;
 use std::sync::Arc;
+
+use crate::coroutine::{GreenletError, Value};
 
 use super::error::JoinError;
 use super::spawn_slot::Token;
@@ -149,8 +152,20 @@ impl<K> Launch<K> {
         (launch, task)
     }
 
+    /// The body of the task's greenlet: it runs the closure (which records
+    /// the task's outcome) and ends with the unit value.
+    pub(crate) fn greenlet_body(self) -> impl FnOnce(Value) -> Result<Value, GreenletError>
+    where
+        K: 'static,
+    {
+        move |_| {
+            self.run();
+            Ok(Value::unit())
+        }
+    }
+
     /// Run the closure (it records the task's outcome).
-    pub(crate) fn run(self) {
+    fn run(self) {
         let this = ManuallyDrop::new(self);
         // SAFETY: the entry's count keeps the task alive while the greenlet
         // runs this (`new`'s contract).

@@ -50,10 +50,7 @@ impl Worker {
             Some(name) => (builder.name(name), true),
             None => (builder, false),
         };
-        let g = match builder.spawn(move |_| {
-            launch.run();
-            Ok(Value::unit())
-        }) {
+        let g = match builder.spawn(launch.greenlet_body()) {
             Ok(g) => {
                 if !named {
                     g.name_after_task(task.id);
