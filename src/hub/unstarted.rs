@@ -51,7 +51,7 @@ impl<K> NotStarted<K> {
     ///
     /// # Safety
     /// `task` was made just now with its body, and no other token of it
-    /// exists; for a [`Sendable`] token, with [`Body::new`].
+    /// exists; for a [`Sendable`] token, with [`Body::new`](super::task_body::Body::new).
     pub(crate) unsafe fn new(task: Arc<Task>) -> Self {
         NotStarted {
             task,
