@@ -11,8 +11,8 @@ use std::panic::Location;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
+use super::task_body::Body;
 use super::task_header::Task;
-use super::unstarted::Body;
 
 /// A worker's spent tasks (finished, their values taken, nothing else
 /// referring to them), kept so that a spawn on that worker makes its task
@@ -47,7 +47,7 @@ impl Spent {
         site: &'static Location<'static>,
         stack_size: usize,
         shard: usize,
-        body: Body,
+        body: Body<Task>,
     ) -> Arc<Task> {
         let raw = Arc::into_raw(self.0).cast_mut();
         // SAFETY: `raw` is the only reference to the task (see `Spent`):
