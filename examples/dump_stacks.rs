@@ -1,6 +1,7 @@
 //! Seeing inside a running hub: a dump of every green thread with its
-//! stack where it waits, then a deadlock that the runtime reports (through
-//! the log facade, printed here to stderr) and, with `--fail`, turns into
+//! stack where it waits (taken from a green thread, which is listed too,
+//! running), the runtime's metrics, then a deadlock that the runtime
+//! reports (through the log facade, printed here to stderr) and turns into
 //! the root call's error.
 //!
 //! Run with `cargo run --release --example dump_stacks -- --help`.
@@ -46,9 +47,11 @@ fn waits_for_an_order(rx: &Receiver<u32>) -> u32 {
     rx.recv().unwrap_or(0)
 }
 
+/// Sleeps, then returns (not a tail call: its frame stays on the stack).
 #[inline(never)]
-fn naps() {
+fn naps() -> bool {
     hub::sleep(Duration::from_secs(3600));
+    std::hint::black_box(true)
 }
 
 #[inline(never)]
@@ -56,6 +59,12 @@ fn waits_for_the_other(rx: Receiver<u8>, tx: Sender<u8>) {
     if rx.recv().is_ok() {
         let _ = tx.send(1);
     }
+}
+
+/// Takes the dump from a green thread: it shows this frame too.
+#[inline(never)]
+fn looks_around() -> hub::Dump {
+    hub::dump().unwrap_or_default()
 }
 
 fn dump_part(workers: usize, waiters: u16) -> Result<(), String> {
@@ -82,7 +91,9 @@ fn dump_part(workers: usize, waiters: u16) -> Result<(), String> {
     while napper.state() != TaskState::Parked(Wait::Sleep) {
         std::thread::yield_now();
     }
-    println!("== a dump with stacks ==\n{}", rt.handle().dump_stacks());
+    let dump = rt.block_on(looks_around).map_err(|e| e.to_string())?;
+    println!("== a dump with stacks ==\n{dump}");
+    println!("== the runtime's metrics ==\n{}", rt.handle().metrics());
     for tx in senders {
         tx.send(1).map_err(|e| e.to_string())?;
     }

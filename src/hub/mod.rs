@@ -146,7 +146,7 @@
 //!   [`signal`], itself using only `future`), `deadlock` (the deadlock
 //!   report), `watchdog`, `panic_name` (the panic hook), `runtime`
 //!   ([`Runtime`], [`Handle`]), `blocking`, `group`, `introspect`
-//!   ([`dump`], [`dump_stacks`]), `metrics` ([`Metrics`]), and the public
+//!   ([`dump`], [`tasks`]), `metrics` ([`Metrics`]), and the public
 //!   [`net`]
 //!   (TCP, UDP and Unix sockets and any descriptor, parking), [`signal`]
 //!   (Unix signals received by parking) and [`process`] (child processes
@@ -214,7 +214,7 @@ pub use self::channel::{
 pub use self::error::{Elapsed, HubError, JoinError};
 pub use self::future::block_on;
 pub use self::group::TaskGroup;
-pub use self::introspect::{dump, dump_stacks};
+pub use self::introspect::{dump, tasks};
 pub use self::join::JoinHandle;
 pub use self::metrics::{metrics, Metrics, WorkerMetrics};
 pub use self::pending_drain::HubScheduler;

@@ -1,8 +1,9 @@
 //! Every green thread's call stack where it waits: the [`Dump`] that
-//! `Handle::dump_stacks` and `hub::dump_stacks` return ([`dump_of`]), the
-//! states of `Handle::dump` with each suspended green thread's backtrace
-//! from its parking point, symbolised, the runtime's own frames folded
-//! away; and the thread that prints it at a signal ([`dump_on_signal`]).
+//! `Handle::dump` and `hub::dump` return ([`dump_of`]), the states of
+//! `Handle::tasks` with each suspended green thread's backtrace from its
+//! parking point, symbolised, the runtime's own frames folded away (and the
+//! calling green thread's own, marked as the one running); and the thread
+//! that prints it at a signal ([`dump_on_signal`]).
 //!
 //! # How a stack is captured
 //! A green thread never leaves its worker, and a backtrace can only be
@@ -21,6 +22,10 @@
 //! touch its state, its wait-list entries, its timer or its wake sequence:
 //! a wake or a cancellation that comes meanwhile is queued as it would
 //! have been, and the next real resume ends its park as before.
+//! A dump called from a green thread takes that green thread's own
+//! backtrace first, on its own stack, before it parks to wait for the
+//! capturers; it is listed as running, with that stack, and marked as the
+//! current one.
 //! Symbols are resolved afterwards on the dumping thread (on a thread of
 //! its own when the dump is called from a green thread: the resolution
 //! needs more stack than a green thread may have).
@@ -75,11 +80,15 @@ pub struct TaskStack {
     pub frames: Vec<String>,
     /// Why there are no frames, when there are none.
     pub note: Option<String>,
+    /// Whether this is the green thread that took the dump (listed as
+    /// running, with its stack where it called the dump).
+    pub current: bool,
 }
 
 /// Every green thread of a runtime with its stack: what
-/// [`Handle::dump_stacks`](super::Handle::dump_stacks) returns. Its `Display` prints one block per green
-/// thread, as Go prints goroutines.
+/// [`Handle::dump`](super::Handle::dump) returns. Its `Display` prints one
+/// block per green thread, as Go prints goroutines, the current one marked
+/// `(this one, taking the dump)`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct Dump {
@@ -92,7 +101,12 @@ pub struct Dump {
 impl fmt::Display for Dump {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for t in &self.tasks {
-            writeln!(f, "green thread {}:", t.info)?;
+            let marker = if t.current {
+                " (this one, taking the dump)"
+            } else {
+                ""
+            };
+            writeln!(f, "green thread {}{marker}:", t.info)?;
             for frame in &t.frames {
                 writeln!(f, "    {frame}")?;
             }
@@ -113,10 +127,12 @@ impl fmt::Display for Dump {
 }
 
 /// Every green thread of `shared`'s runtime with its stack (see
-/// [`Handle::dump_stacks`](super::Handle::dump_stacks), which documents
-/// it).
+/// [`Handle::dump`](super::Handle::dump), which documents it).
 #[track_caller]
 pub(crate) fn dump_of(shared: &Arc<Shared>) -> Dump {
+    // The calling green thread's own stack, taken here on that stack
+    // (capture only: symbols are resolved off it).
+    let own = worker::with_current_task(|_, t| t.id).map(|id| (id, Backtrace::force_capture()));
     let (tx, rx) = unbounded();
     let mut capturers = Vec::new();
     let mut asked = Vec::new();
@@ -164,7 +180,7 @@ pub(crate) fn dump_of(shared: &Arc<Shared>) -> Dump {
         .filter(|t| !capturers.contains(&t.id))
         .collect();
     if worker::current().is_none() {
-        return assemble(infos, stacks, silent);
+        return assemble(infos, stacks, own, silent);
     }
     // On a green thread: symbols are resolved on a thread of its own
     // (their resolution needs more stack than a green thread may have),
@@ -173,10 +189,10 @@ pub(crate) fn dump_of(shared: &Arc<Shared>) -> Dump {
     let (tx, rx) = oneshot();
     let resolver = std::thread::Builder::new()
         .name("hub-stack-symbols".into())
-        .spawn(move || drop(tx.send(assemble(infos, stacks, silent))));
+        .spawn(move || drop(tx.send(assemble(infos, stacks, own, silent))));
     match resolver.map(|_| rx.recv()) {
         Ok(Ok(dump)) => dump,
-        _ => assemble(kept.0, HashMap::new(), kept.1),
+        _ => assemble(kept.0, HashMap::new(), None, kept.1),
     }
 }
 
@@ -204,16 +220,27 @@ pub(crate) fn dump_on_signal(shared: Weak<Shared>, signal: i32) -> Result<(), Hu
     Ok(())
 }
 
-/// The dump from the registry's `infos` and the captured `stacks`,
-/// symbolised.
+/// The dump from the registry's `infos`, the captured `stacks` and the
+/// calling green thread's `own` stack, symbolised.
 fn assemble(
     infos: Vec<TaskInfo>,
     mut stacks: HashMap<u64, Backtrace>,
+    own: Option<(u64, Backtrace)>,
     silent_workers: Vec<usize>,
 ) -> Dump {
+    let current = own.as_ref().map(|(id, _)| *id);
+    if let Some((id, bt)) = own {
+        stacks.insert(id, bt);
+    }
     let tasks = infos
         .into_iter()
-        .map(|info| {
+        .map(|mut info| {
+            let current = current == Some(info.id);
+            if current {
+                // Parked in this dump while the workers captured: running
+                // as far as its own code can tell.
+                info.state = TaskState::Running;
+            }
             let (frames, note) = match stacks.remove(&info.id) {
                 Some(bt) => {
                     let frames = fold(&bt.to_string());
@@ -226,7 +253,12 @@ fn assemble(
                 }
                 None => (Vec::new(), Some(no_stack(&info, &silent_workers))),
             };
-            TaskStack { info, frames, note }
+            TaskStack {
+                info,
+                frames,
+                note,
+                current,
+            }
         })
         .collect();
     Dump {
