@@ -4,6 +4,10 @@
 //! ([`park`], [`sibling`], [`observed`]), with nothing crossing the switch:
 //! no `Value`, no `Result`, the slot left empty.
 //!
+//! Also, for the watchdog's stacks of a stalled worker's green threads:
+//! where a started greenlet's coroutine state lies ([`stack_top`]) and the
+//! registers its saved context goes on with ([`saved_registers`]).
+//!
 //! Owns those functions, [`Resumed`] and [`Sibling`]. Uses the switch protocol's
 //! pieces (`prepare`, `resume`, the dispatcher loop, settling) and the
 //! thread state; `pub(crate)` only, for [`crate::hub`].
@@ -34,6 +38,7 @@
 use std::ptr;
 use std::sync::Arc;
 
+use super::arch;
 use super::error::GreenletError;
 use super::handle::Greenlet;
 use super::record::{Flags, Record};
@@ -481,4 +486,36 @@ mod tests {
         back_tx.send(carried).expect("the other thread");
         other.join().expect("the other thread");
     }
+}
+
+/// The address of `g`'s coroutine state (its `Top`, in the top slot of its
+/// stack, where its context is saved while it is suspended; its frames lie
+/// below it), when `g` is a started, live greenlet of this thread; `None`
+/// otherwise. It stays put while `g` lives.
+pub(crate) fn stack_top(g: &Greenlet) -> Option<usize> {
+    let ts = thread_state::existing_state()?;
+    // SAFETY: `ts` is this thread's live state (a short read). `g` belongs
+    // to this thread (its thread link is the state's), so this is its
+    // owner thread, and no other reference into its `Local` is held here
+    // (a plain read of one field, no user code, no switch).
+    unsafe {
+        if !ptr::eq(Arc::as_ptr(&g.record.thread), Arc::as_ptr(&(*ts).link))
+            || !g.record.flags().is_active()
+        {
+            return None;
+        }
+        let top = (*g.record.local()).top;
+        (!top.is_null()).then_some(top as usize)
+    }
+}
+
+/// The registers `[pc, sp, rbp]` the suspended coroutine whose state is at
+/// `top` (see [`stack_top`]) goes on with, each word read through `read`
+/// (see `arch::saved_registers`); `None` where the backend does not say or
+/// a read fails.
+pub(crate) fn saved_registers(
+    top: usize,
+    read: impl FnMut(usize) -> Option<u64>,
+) -> Option<[u64; 3]> {
+    arch::saved_registers(top, read)
 }

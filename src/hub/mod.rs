@@ -144,7 +144,10 @@
 //!   ([`LocalKey`]), `pending_drain`, `channel`, `sync`, `future`, `stacks`
 //!   (the [`Dump`] with stacks, and the dump on a signal, which uses
 //!   [`signal`], itself using only `future`), `deadlock` (the deadlock
-//!   report), `watchdog`, `panic_name` (the panic hook), `runtime`
+//!   report), `watchdog` (with `stall_stacks`, the stacks of a stalled
+//!   worker's green threads, read off its thread by `stall_sample`, a
+//!   signal taking its registers, and `stall_unwind`, an unwinder reading
+//!   this process's memory through the kernel), `panic_name` (the panic hook), `runtime`
 //!   ([`Runtime`], [`Handle`]), `blocking`, `group`, `introspect`
 //!   ([`dump`], [`tasks`]), `metrics` ([`Metrics`]), and the public
 //!   [`net`]
@@ -192,6 +195,12 @@ mod spawning;
 mod spin_lock;
 mod stack_capture;
 mod stacks;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod stall_sample;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod stall_stacks;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod stall_unwind;
 mod sync;
 mod task_header;
 mod task_info;

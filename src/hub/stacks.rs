@@ -63,6 +63,10 @@ use super::worker;
 /// worker that runs a long slice of a busy green thread.
 pub const DUMP_ANSWER_WITHIN: Duration = Duration::from_secs(1);
 
+/// Why a stack has no frames when every frame is the runtime's.
+pub(crate) const ONLY_RUNTIME: &str = "only runtime frames: its own code was inlined into them \
+     (mark a function #[inline(never)] to see it)";
+
 /// The name of the capturing green threads (left out of the dump).
 const CAPTURER: &str = "hub-stack-capture";
 
@@ -83,6 +87,19 @@ pub struct TaskStack {
     /// Whether this is the green thread that took the dump (listed as
     /// running, with its stack where it called the dump).
     pub current: bool,
+}
+
+impl TaskStack {
+    /// `info` with `frames` (folded) and why there are none (`note`), not
+    /// the green thread taking a dump.
+    pub(crate) fn new(info: TaskInfo, frames: Vec<String>, note: Option<String>) -> TaskStack {
+        TaskStack {
+            info,
+            frames,
+            note,
+            current: false,
+        }
+    }
 }
 
 /// Every green thread of a runtime with its stack: what
@@ -244,11 +261,7 @@ fn assemble(
             let (frames, note) = match stacks.remove(&info.id) {
                 Some(bt) => {
                     let frames = fold(&bt.to_string());
-                    let note = frames.is_empty().then(|| {
-                        "only runtime frames: its own code was inlined into them (mark a \
-                         function #[inline(never)] to see it)"
-                            .to_string()
-                    });
+                    let note = frames.is_empty().then(|| ONLY_RUNTIME.to_string());
                     (frames, note)
                 }
                 None => (Vec::new(), Some(no_stack(&info, &silent_workers))),
@@ -302,7 +315,7 @@ fn is_runtime(name: &str) -> bool {
 
 /// The frames of a backtrace's text (`N: function` lines, each followed by
 /// an `at file:line:column` line where known), innermost first, each run
-/// of runtime frames folded into its outermost one.
+/// of runtime frames folded into its outermost one (see [`fold_frames`]).
 fn fold(text: &str) -> Vec<String> {
     let mut frames: Vec<(String, Option<String>)> = Vec::new();
     for line in text.lines() {
@@ -319,6 +332,14 @@ fn fold(text: &str) -> Vec<String> {
             }
         }
     }
+    fold_frames(&frames)
+}
+
+/// `frames` (function and `file:line:column` where known, innermost
+/// first), each run of runtime frames folded into its outermost one (the
+/// call the green thread's code made), a run at the outer end (the green
+/// thread's start) dropped; each rendered as `function at file:line:column`.
+pub(crate) fn fold_frames(frames: &[(String, Option<String>)]) -> Vec<String> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < frames.len() {

@@ -41,7 +41,9 @@ mod x86_64;
     not(target_vendor = "apple"),
     not(greenlet_portable_switch)
 ))]
-pub(crate) use self::x86_64::{hand_off, inherit_fp_control, resume_with, start, suspend, Top};
+pub(crate) use self::x86_64::{
+    hand_off, inherit_fp_control, resume_with, saved_registers, start, suspend, Top,
+};
 
 #[cfg(not(all(
     target_arch = "x86_64",
@@ -56,4 +58,6 @@ mod portable;
     not(target_vendor = "apple"),
     not(greenlet_portable_switch)
 )))]
-pub(crate) use self::portable::{inherit_fp_control, resume_with, start, suspend, Top};
+pub(crate) use self::portable::{
+    inherit_fp_control, resume_with, saved_registers, start, suspend, Top,
+};

@@ -66,6 +66,13 @@ impl Worker {
         let task = &live[key].0;
         task.live_key.store(key, Ordering::Relaxed);
         let full = self.switch_into(self.remote(), &live, task, direct::start);
+        // Its coroutine exists now (unless it ended): where the watchdog
+        // finds its saved context.
+        if let Some((task, g)) = live.get(key) {
+            if let Some(top) = direct::stack_top(g) {
+                task.stack_top.store(top, Ordering::Relaxed);
+            }
+        }
         drop(live);
         if let Some((key, result, dead)) = full {
             self.after_full_switch(key, result, dead);
