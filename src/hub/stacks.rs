@@ -32,12 +32,15 @@
 //!
 //! A worker that does not reach a scheduling point within
 //! [`DUMP_ANSWER_WITHIN`] (one held by a green thread that does not park) is
-//! reported as such; its green threads have no stack in the dump.
+//! reported as such; its green threads' stacks are then read off its thread
+//! as the watchdog reads them (`stall_stacks`, on x86_64 Linux: the one
+//! holding it from the registers a signal takes, the others from their
+//! saved contexts).
 //!
 //! Owns: [`Dump`], [`TaskStack`], the dump's gathering and the folding of
 //! runtime frames, the dump-on-signal thread. Uses `stack_capture` (both
 //! sides of a capture), the placement of a task on a given worker, the
-//! registry, the channels and [`Signals`].
+//! registry, the channels, [`Signals`] and `stall_stacks`.
 
 use std::backtrace::Backtrace;
 use std::collections::HashMap;
@@ -197,16 +200,20 @@ pub(crate) fn dump_of(shared: &Arc<Shared>) -> Dump {
         .filter(|t| !capturers.contains(&t.id))
         .collect();
     if worker::current().is_none() {
-        return assemble(infos, stacks, own, silent);
+        return with_stalled(shared, assemble(infos, stacks, own, silent));
     }
     // On a green thread: symbols are resolved on a thread of its own
     // (their resolution needs more stack than a green thread may have),
     // while this green thread parks.
     let kept = (infos.clone(), silent.clone());
+    let held = Arc::clone(shared);
     let (tx, rx) = oneshot();
     let resolver = std::thread::Builder::new()
         .name("hub-stack-symbols".into())
-        .spawn(move || drop(tx.send(assemble(infos, stacks, own, silent))));
+        .spawn(move || {
+            let dump = with_stalled(&held, assemble(infos, stacks, own, silent));
+            drop(tx.send(dump));
+        });
     match resolver.map(|_| rx.recv()) {
         Ok(Ok(dump)) => dump,
         _ => assemble(kept.0, HashMap::new(), None, kept.1),
@@ -235,6 +242,31 @@ pub(crate) fn dump_on_signal(shared: Weak<Shared>, signal: i32) -> Result<(), Hu
             source,
         })?;
     Ok(())
+}
+
+/// `dump` with the stacks of the green threads of its silent workers, read
+/// off those workers' threads as the watchdog reads them (`stall_stacks`),
+/// where this platform allows.
+fn with_stalled(shared: &Shared, mut dump: Dump) -> Dump {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    for &w in &dump.silent_workers {
+        let running = shared.workers[w]
+            .running
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if running == 0 {
+            continue;
+        }
+        let stalled = super::stall_stacks::stalled_worker(shared, w, running);
+        for s in stalled.tasks {
+            if let Some(t) = dump.tasks.iter_mut().find(|t| t.info.id == s.info.id) {
+                t.frames = s.frames;
+                t.note = s.note;
+            }
+        }
+    }
+    #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+    let _ = shared;
+    dump
 }
 
 /// The dump from the registry's `infos`, the captured `stacks` and the

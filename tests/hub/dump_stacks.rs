@@ -1,7 +1,9 @@
 //! The stacks in a dump: a green thread parked in a function of its own
 //! shows that function's name; the wait is not disturbed (the value sent
 //! after the dump is the one received; a cancel still ends it); the
-//! capturing green threads are not listed.
+//! capturing green threads are not listed; the green thread taking the
+//! dump is in it, running, with its own frame; the green threads of a
+//! worker that does not answer are read off its thread.
 
 use std::sync::mpsc;
 use std::time::Duration;
@@ -138,6 +140,60 @@ fn a_dump_from_a_green_thread_shows_its_siblings_and_itself_running() {
             && text.contains("(this one, taking the dump)"),
         "{text}"
     );
+}
+
+/// Holds its worker without parking until `release` is set.
+#[inline(never)]
+fn spins_on_its_worker(release: &std::sync::atomic::AtomicBool) {
+    while !release.load(std::sync::atomic::Ordering::SeqCst) {
+        std::hint::spin_loop();
+    }
+}
+
+#[test]
+fn a_silent_workers_green_threads_are_read_off_its_thread() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let _dog = watchdog(120);
+    let rt = hub::Runtime::builder()
+        .worker_threads(1)
+        .watchdog(None)
+        .build()
+        .unwrap();
+    let (tx, rx) = hub::channel::<u32>(1);
+    let parked = rt.handle().spawn(move || parks_in_a_channel_receive(&rx));
+    wait_for(&parked, TaskState::Parked(Wait::Recv));
+    let release = Arc::new(AtomicBool::new(false));
+    let r = Arc::clone(&release);
+    let spinner = rt.handle().spawn(move || spins_on_its_worker(&r));
+    while spinner.state() != TaskState::Running {
+        std::thread::yield_now();
+    }
+    let dump = rt.handle().dump();
+    release.store(true, Ordering::SeqCst);
+    let text = dump.to_string();
+    assert_eq!(dump.silent_workers, vec![0], "{text}");
+    if cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+        let of = |id: u64| dump.tasks.iter().find(|t| t.info.id == id).unwrap();
+        assert!(
+            of(spinner.id())
+                .frames
+                .iter()
+                .any(|f| f.contains("spins_on_its_worker")),
+            "{text}"
+        );
+        assert!(
+            of(parked.id())
+                .frames
+                .iter()
+                .any(|f| f.contains("parks_in_a_channel_receive")),
+            "{text}"
+        );
+    }
+    spinner.join().unwrap();
+    tx.send(1).unwrap();
+    assert_eq!(parked.join().unwrap(), 1);
 }
 
 /// The child of [`a_signal_prints_the_dump_to_stderr`]: a runtime that
