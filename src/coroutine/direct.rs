@@ -263,6 +263,37 @@ pub(crate) unsafe fn sibling(g: &Greenlet) -> Option<Sibling> {
     plain.then_some(Sibling { ts, to })
 }
 
+/// The address of `g`'s coroutine state (its `Top`, in the top slot of its
+/// stack, where its context is saved while it is suspended; its frames lie
+/// below it), when `g` is started and not dead; `None` otherwise. It stays
+/// put while `g` lives. A few instructions: called once per green thread.
+///
+/// # Safety
+/// The caller runs on `g`'s owner thread (the thread that created it) and
+/// holds no reference into `g`'s owner-only part.
+#[inline]
+pub(crate) unsafe fn stack_top(g: &Greenlet) -> Option<usize> {
+    if !g.record.flags().is_active() {
+        return None;
+    }
+    // SAFETY: guaranteed by the caller: this is the owner thread and no
+    // other reference into the `Local` is held (a plain read of one field,
+    // no user code, no switch).
+    let top = unsafe { (*g.record.local()).top };
+    (!top.is_null()).then_some(top as usize)
+}
+
+/// The registers `[pc, sp, rbp]` the suspended coroutine whose state is at
+/// `top` (see [`stack_top`]) goes on with, each word read through `read`
+/// (see `arch::saved_registers`); `None` where the backend does not say or
+/// a read fails.
+pub(crate) fn saved_registers(
+    top: usize,
+    read: impl FnMut(usize) -> Option<u64>,
+) -> Option<[u64; 3]> {
+    arch::saved_registers(top, read)
+}
+
 #[cfg(test)]
 mod tests {
     use std::cell::{Cell, RefCell};
@@ -486,36 +517,4 @@ mod tests {
         back_tx.send(carried).expect("the other thread");
         other.join().expect("the other thread");
     }
-}
-
-/// The address of `g`'s coroutine state (its `Top`, in the top slot of its
-/// stack, where its context is saved while it is suspended; its frames lie
-/// below it), when `g` is a started, live greenlet of this thread; `None`
-/// otherwise. It stays put while `g` lives.
-pub(crate) fn stack_top(g: &Greenlet) -> Option<usize> {
-    let ts = thread_state::existing_state()?;
-    // SAFETY: `ts` is this thread's live state (a short read). `g` belongs
-    // to this thread (its thread link is the state's), so this is its
-    // owner thread, and no other reference into its `Local` is held here
-    // (a plain read of one field, no user code, no switch).
-    unsafe {
-        if !ptr::eq(Arc::as_ptr(&g.record.thread), Arc::as_ptr(&(*ts).link))
-            || !g.record.flags().is_active()
-        {
-            return None;
-        }
-        let top = (*g.record.local()).top;
-        (!top.is_null()).then_some(top as usize)
-    }
-}
-
-/// The registers `[pc, sp, rbp]` the suspended coroutine whose state is at
-/// `top` (see [`stack_top`]) goes on with, each word read through `read`
-/// (see `arch::saved_registers`); `None` where the backend does not say or
-/// a read fails.
-pub(crate) fn saved_registers(
-    top: usize,
-    read: impl FnMut(usize) -> Option<u64>,
-) -> Option<[u64; 3]> {
-    arch::saved_registers(top, read)
 }

@@ -236,7 +236,7 @@ impl StackReader {
         let mut cache = CacheX86_64::<MayAllocateDuringUnwind>::new();
         let floor = regs.sp;
         let mut read = |addr: u64| {
-            if addr < floor || addr.checked_add(8).is_none_or(|end| end > top) {
+            if addr < floor || !matches!(addr.checked_add(8), Some(end) if end <= top) {
                 return Err(());
             }
             read_word(addr).ok_or(())

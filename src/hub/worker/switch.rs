@@ -63,15 +63,16 @@ impl Worker {
         };
         let key = self.live.borrow_mut().insert((task, g));
         let live = self.live.borrow();
-        let task = &live[key].0;
+        let (task, g) = &live[key];
         task.live_key.store(key, Ordering::Relaxed);
         let full = self.switch_into(self.remote(), &live, task, direct::start);
         // Its coroutine exists now (unless it ended): where the watchdog
         // finds its saved context.
-        if let Some((task, g)) = live.get(key) {
-            if let Some(top) = direct::stack_top(g) {
-                task.stack_top.store(top, Ordering::Relaxed);
-            }
+        // SAFETY: this worker's thread made `g` (above), so it is its
+        // owner; between switches, on the hub, nothing of its owner-only
+        // part is borrowed.
+        if let Some(top) = unsafe { direct::stack_top(g) } {
+            task.stack_top.store(top, Ordering::Relaxed);
         }
         drop(live);
         if let Some((key, result, dead)) = full {
