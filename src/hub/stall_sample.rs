@@ -188,6 +188,8 @@ struct QueuedInfo {
     rest: [u8; 96],
 }
 
+const _: () = assert!(std::mem::size_of::<QueuedInfo>() == 128);
+
 /// The registers of kernel thread `tid` of this process, interrupted by
 /// the signal; `Err` says why there are none.
 pub(crate) fn sample(tid: i32) -> Result<Regs, String> {

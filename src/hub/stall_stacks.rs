@@ -23,7 +23,7 @@ use crate::coroutine::direct;
 use super::shared::Shared;
 use super::stacks::{fold_frames, Dump, TaskStack, ONLY_RUNTIME};
 use super::stall_sample::{sample, Regs};
-use super::stall_unwind::{read_word, symbolise, StackReader};
+use super::stall_unwind::{read_word, symbolise, StackReader, Walk};
 use super::task_info::TaskInfo;
 use super::task_state::TaskState;
 
@@ -39,19 +39,27 @@ fn mapping_end(maps: &str, addr: u64) -> Option<u64> {
     })
 }
 
-/// The frames of the stack `regs` were taken on, folded, and a note when
-/// the walk may have missed some.
-fn frames_of(reader: &StackReader, maps: &str, regs: Regs) -> (Vec<String>, Option<String>) {
-    let Some(top) = mapping_end(maps, regs.sp) else {
-        return (
-            Vec::new(),
-            Some(format!(
-                "its stack pointer {:#x} is in no mapping: not read",
-                regs.sp
-            )),
-        );
+/// A stack walked (its frames' addresses), or why it was not.
+type Walked = Result<Walk, String>;
+
+/// The stack `regs` were taken on, walked.
+fn walk(reader: &StackReader, maps: &str, regs: Regs) -> Walked {
+    let top = mapping_end(maps, regs.sp).ok_or_else(|| {
+        format!(
+            "its stack pointer {:#x} is in no mapping: not read",
+            regs.sp
+        )
+    })?;
+    Ok(reader.unwind(regs, top))
+}
+
+/// The frames of `walked`, named and folded, and a note when there are
+/// none or the walk may have missed some.
+fn frames_of(walked: Walked) -> (Vec<String>, Option<String>) {
+    let walk = match walked {
+        Ok(walk) => walk,
+        Err(why) => return (Vec::new(), Some(why)),
     };
-    let walk = reader.unwind(regs, top);
     let frames = fold_frames(&symbolise(&walk.addresses));
     let note = if !walk.complete {
         Some(
@@ -87,45 +95,41 @@ pub(crate) fn stalled_worker(shared: &Shared, worker: usize, running: u64) -> Du
     };
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
     let reader = StackReader::new();
-    let mut out = Vec::new();
+    let mut walked = Vec::new();
     for (info, top) in tasks {
-        let (frames, note) = if info.id == running {
+        let w = if info.id == running {
             match sampled {
-                Ok(regs) => frames_of(&reader, &maps, regs),
-                Err(ref why) => (Vec::new(), Some(format!("no stack: {why}"))),
+                Ok(regs) => walk(&reader, &maps, regs),
+                Err(ref why) => Err(format!("no stack: {why}")),
             }
         } else {
             match info.state {
                 TaskState::Queued | TaskState::Blocking | TaskState::Finished => continue,
-                _ if top == 0 => (
-                    Vec::new(),
-                    Some(
-                        "no saved context known: it has not been back in its worker's loop since \
-                         it started"
-                            .to_string(),
-                    ),
-                ),
+                _ if top == 0 => Err("no saved context known: it has not been back in its \
+                                      worker's loop since it started"
+                    .to_string()),
                 _ => match direct::saved_registers(top, |a| read_word(a as u64)) {
-                    Some([pc, sp, bp]) => frames_of(&reader, &maps, Regs { pc, sp, bp }),
-                    None => (
-                        Vec::new(),
-                        Some("its saved context could not be read".to_string()),
-                    ),
+                    Some([pc, sp, bp]) => walk(&reader, &maps, Regs { pc, sp, bp }),
+                    None => Err("its saved context could not be read".to_string()),
                 },
             }
         };
-        out.push(TaskStack::new(info, frames, note));
+        walked.push((info, w));
     }
+    // The stacks are read; naming their frames reads nothing of them.
+    let moved = remote.tick.load(Ordering::Relaxed) != tick
+        || remote.running.load(Ordering::Relaxed) != running;
     // The green thread holding the worker first.
-    out.sort_by_key(|t| t.info.id != running);
-    if remote.tick.load(Ordering::Relaxed) != tick
-        || remote.running.load(Ordering::Relaxed) != running
-    {
-        for t in &mut out {
-            t.note = Some(
+    walked.sort_by_key(|(info, _)| info.id != running);
+    let mut out = Vec::new();
+    for (info, w) in walked {
+        let (frames, mut note) = frames_of(w);
+        if moved {
+            note = Some(
                 "its worker came back while the stacks were read: frames may be mixed".to_string(),
             );
         }
+        out.push(TaskStack::new(info, frames, note));
     }
     Dump {
         tasks: out,

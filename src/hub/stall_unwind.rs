@@ -282,6 +282,32 @@ impl Default for StackReader {
     }
 }
 
+/// The exported symbol `addr` lies in (what `dladdr(3)` finds in the
+/// objects' dynamic symbol tables: the only ones the vDSO has), as
+/// `name in object`.
+fn dynamic_symbol(addr: u64) -> Option<String> {
+    let mut info = std::mem::MaybeUninit::<libc::Dl_info>::zeroed();
+    // SAFETY: dladdr(3) with any address and a writable `Dl_info`; on
+    // success its strings are null or C strings owned by the loader,
+    // valid while the object is loaded, and copied here at once.
+    unsafe {
+        if libc::dladdr(addr as usize as *const libc::c_void, info.as_mut_ptr()) == 0 {
+            return None;
+        }
+        let info = info.assume_init();
+        if info.dli_sname.is_null() {
+            return None;
+        }
+        let name = CStr::from_ptr(info.dli_sname).to_string_lossy();
+        let object = if info.dli_fname.is_null() {
+            "?".into()
+        } else {
+            CStr::from_ptr(info.dli_fname).to_string_lossy()
+        };
+        Some(format!("{name} in {object}"))
+    }
+}
+
 /// The frames at `addresses`, innermost first, each as a function name and
 /// its `file:line:column` where known (an address inlined into others
 /// gives one frame per function, innermost first; an unknown one its
@@ -307,7 +333,10 @@ pub(crate) fn symbolise(addresses: &[u64]) -> Vec<(String, Option<String>)> {
             out.push((name, at));
         });
         if out.len() == before {
-            out.push((format!("{addr:#x}"), None));
+            out.push((
+                dynamic_symbol(addr).unwrap_or_else(|| format!("{addr:#x}")),
+                None,
+            ));
         }
     }
     out
