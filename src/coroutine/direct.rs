@@ -38,6 +38,7 @@
 use std::ptr;
 use std::sync::Arc;
 
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 use super::arch;
 use super::error::GreenletError;
 use super::handle::Greenlet;
@@ -287,6 +288,7 @@ pub(crate) unsafe fn stack_top(g: &Greenlet) -> Option<usize> {
 /// `top` (see [`stack_top`]) goes on with, each word read through `read`
 /// (see `arch::saved_registers`); `None` where the backend does not say or
 /// a read fails.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub(crate) fn saved_registers(
     top: usize,
     read: impl FnMut(usize) -> Option<u64>,

@@ -35,6 +35,10 @@ pub(crate) struct Counters {
     /// The worker thread's kernel thread id (0 before it starts): where
     /// the watchdog sends the signal that samples a stalled worker's
     /// registers (`stall_sample`).
+    #[cfg_attr(
+        not(all(target_os = "linux", target_arch = "x86_64")),
+        allow(dead_code)
+    )]
     pub(crate) thread_id: AtomicI32,
 }
 

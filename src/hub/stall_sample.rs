@@ -1,5 +1,5 @@
 //! The registers of a worker thread that does not come back to its hub,
-//! taken by a signal: the watchdog queues [`SAMPLE_SIGNAL`] to that thread
+//! taken by a signal: the watchdog queues [`sample_signal`] to that thread
 //! ([`sample`]) and the handler, running on it, copies the interrupted
 //! instruction, stack and frame pointers from its `ucontext` into static
 //! atomics, which the watchdog then reads. The stack itself is read and

@@ -20,8 +20,8 @@
 //! not keep, so such frames may be missing. Symbols are resolved by the
 //! `backtrace` crate's `resolve` on the calling (watchdog) thread.
 //!
-//! Owns: [`read_word`], [`unwind`], [`symbolise`]. Uses `libc`, framehop
-//! and backtrace; nothing of the hub but [`Regs`].
+//! Owns: [`read_word`], [`StackReader`] (the walk), [`symbolise`]. Uses
+//! `libc`, framehop and backtrace; nothing of the hub but [`Regs`].
 
 use std::ffi::CStr;
 

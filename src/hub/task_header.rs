@@ -66,6 +66,10 @@ pub(crate) struct Task {
     /// written by its worker after its first run, read by the watchdog to
     /// unwind its stack from its saved context while that worker is
     /// stalled (`stall_stacks`).
+    #[cfg_attr(
+        not(all(target_os = "linux", target_arch = "x86_64")),
+        allow(dead_code)
+    )]
     pub(crate) stack_top: AtomicUsize,
     /// Its place in the runtime's registry shard `shard`.
     pub(crate) links: Links,

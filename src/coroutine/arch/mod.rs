@@ -36,14 +36,19 @@ pub(crate) type Carried = *const ();
 ))]
 mod x86_64;
 #[cfg(all(
+    feature = "hub",
+    target_os = "linux",
+    target_arch = "x86_64",
+    not(greenlet_portable_switch)
+))]
+pub(crate) use self::x86_64::saved_registers;
+#[cfg(all(
     target_arch = "x86_64",
     target_family = "unix",
     not(target_vendor = "apple"),
     not(greenlet_portable_switch)
 ))]
-pub(crate) use self::x86_64::{
-    hand_off, inherit_fp_control, resume_with, saved_registers, start, suspend, Top,
-};
+pub(crate) use self::x86_64::{hand_off, inherit_fp_control, resume_with, start, suspend, Top};
 
 #[cfg(not(all(
     target_arch = "x86_64",
@@ -52,12 +57,17 @@ pub(crate) use self::x86_64::{
     not(greenlet_portable_switch)
 )))]
 mod portable;
+#[cfg(all(
+    feature = "hub",
+    target_os = "linux",
+    target_arch = "x86_64",
+    greenlet_portable_switch
+))]
+pub(crate) use self::portable::saved_registers;
 #[cfg(not(all(
     target_arch = "x86_64",
     target_family = "unix",
     not(target_vendor = "apple"),
     not(greenlet_portable_switch)
 )))]
-pub(crate) use self::portable::{
-    inherit_fp_control, resume_with, saved_registers, start, suspend, Top,
-};
+pub(crate) use self::portable::{inherit_fp_control, resume_with, start, suspend, Top};

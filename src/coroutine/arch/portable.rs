@@ -72,6 +72,7 @@ pub(crate) unsafe fn inherit_fp_control(top: *mut Top) {
 /// The registers a suspended coroutine goes on with, for an unwinder that
 /// reads its stack from another thread: never known here (corosensei keeps
 /// its saved context its own way, behind its API), so `None`.
+#[cfg(all(feature = "hub", target_os = "linux", target_arch = "x86_64"))]
 pub(crate) fn saved_registers(
     _top: usize,
     _read: impl FnMut(usize) -> Option<u64>,

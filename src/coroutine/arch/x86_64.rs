@@ -186,6 +186,7 @@ pub(crate) unsafe fn inherit_fp_control(top: *mut Top) {
 /// coroutine's [`Top`]; `read` reads a word of memory and may fail (the
 /// caller reads memory another thread may be changing: every value is
 /// only as good as that read), and `None` is returned when one does.
+#[cfg(all(feature = "hub", target_os = "linux", target_arch = "x86_64"))]
 pub(crate) fn saved_registers(
     top: usize,
     mut read: impl FnMut(usize) -> Option<u64>,
