@@ -62,9 +62,11 @@ pub(crate) fn sample_signal() -> libc::c_int {
 }
 
 /// How long [`sample`] waits for the handler to run: a thread in an
-/// uninterruptible sleep (a disk read) takes the signal only after it.
-/// Longer delays the watchdog's other checks by as much at most.
-pub(crate) const SAMPLE_WITHIN: Duration = Duration::from_millis(200);
+/// uninterruptible sleep (a disk read) takes the signal only after it, and
+/// on a loaded machine the stalled thread may wait that long for a CPU.
+/// Longer delays the watchdog's other checks by as much at most, and only
+/// when the signal is not taken.
+pub(crate) const SAMPLE_WITHIN: Duration = Duration::from_secs(1);
 
 /// The slot the handler fills: the request it is for (`want`), the
 /// registers, and the request they answer (`done`, stored last).
