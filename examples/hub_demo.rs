@@ -149,7 +149,7 @@ fn dump() {
     {
         hub::yield_now();
     }
-    for t in hub::dump().expect("in a runtime") {
+    for t in hub::tasks().expect("in a runtime") {
         println!("{t}");
     }
     drop(tx);

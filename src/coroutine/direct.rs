@@ -4,6 +4,10 @@
 //! ([`park`], [`sibling`], [`observed`]), with nothing crossing the switch:
 //! no `Value`, no `Result`, the slot left empty.
 //!
+//! Also, for the watchdog's stacks of a stalled worker's green threads:
+//! where a started greenlet's coroutine state lies ([`stack_top`]) and the
+//! registers its saved context goes on with ([`saved_registers`]).
+//!
 //! Owns those functions, [`Resumed`] and [`Sibling`]. Uses the switch protocol's
 //! pieces (`prepare`, `resume`, the dispatcher loop, settling) and the
 //! thread state; `pub(crate)` only, for [`crate::hub`].
@@ -34,6 +38,8 @@
 use std::ptr;
 use std::sync::Arc;
 
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+use super::arch;
 use super::error::GreenletError;
 use super::handle::Greenlet;
 use super::record::Record;
@@ -256,6 +262,38 @@ pub(crate) unsafe fn sibling(g: &Greenlet) -> Option<Sibling> {
             && !switch::needs_slow_path(ts)
     };
     plain.then_some(Sibling { ts, to })
+}
+
+/// The address of `g`'s coroutine state (its `Top`, in the top slot of its
+/// stack, where its context is saved while it is suspended; its frames lie
+/// below it), when `g` is started and not dead; `None` otherwise. It stays
+/// put while `g` lives. A few instructions: called once per green thread.
+///
+/// # Safety
+/// The caller runs on `g`'s owner thread (the thread that created it) and
+/// holds no reference into `g`'s owner-only part.
+#[inline]
+pub(crate) unsafe fn stack_top(g: &Greenlet) -> Option<usize> {
+    if !g.record.flags().is_active() {
+        return None;
+    }
+    // SAFETY: guaranteed by the caller: this is the owner thread and no
+    // other reference into the `Local` is held (a plain read of one field,
+    // no user code, no switch).
+    let top = unsafe { (*g.record.local()).top };
+    (!top.is_null()).then_some(top as usize)
+}
+
+/// The registers `[pc, sp, rbp]` the suspended coroutine whose state is at
+/// `top` (see [`stack_top`]) goes on with, each word read through `read`
+/// (see `arch::saved_registers`); `None` where the backend does not say or
+/// a read fails.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub(crate) fn saved_registers(
+    top: usize,
+    read: impl FnMut(usize) -> Option<u64>,
+) -> Option<[u64; 3]> {
+    arch::saved_registers(top, read)
 }
 
 #[cfg(test)]

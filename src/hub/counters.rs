@@ -9,7 +9,7 @@
 //!
 //! Owns: [`Counters`]. Uses nothing of the hub.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// One worker's counters (see the module doc).
@@ -32,6 +32,14 @@ pub(crate) struct Counters {
     /// The ready queue's length at the last poll that did not wait (0
     /// while idle).
     pub(crate) ready_depth: AtomicUsize,
+    /// The worker thread's kernel thread id (0 before it starts): where
+    /// the watchdog sends the signal that samples a stalled worker's
+    /// registers (`stall_sample`).
+    #[cfg_attr(
+        not(all(target_os = "linux", target_arch = "x86_64")),
+        allow(dead_code)
+    )]
+    pub(crate) thread_id: AtomicI32,
 }
 
 impl Counters {
@@ -44,7 +52,17 @@ impl Counters {
             idle_ns: AtomicU64::new(0),
             idle_from: AtomicU64::new(0),
             ready_depth: AtomicUsize::new(0),
+            thread_id: AtomicI32::new(0),
         }
+    }
+
+    /// Record the calling thread (the worker's, at its start) as this
+    /// worker's (`thread_id`; left 0 where there is no kernel thread id).
+    pub(crate) fn note_thread(&self) {
+        #[cfg(target_os = "linux")]
+        // SAFETY: gettid(2) has no preconditions and cannot fail.
+        self.thread_id
+            .store(unsafe { libc::gettid() }, Ordering::Relaxed);
     }
 
     /// Add `n` to `counter` (the owning worker only: a plain load and

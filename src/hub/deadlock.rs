@@ -66,7 +66,7 @@ pub(crate) fn report(shared: &Arc<Shared>, tasks: &[TaskInfo]) {
             );
             let latch = &shared.deadlock;
             if latch.fail {
-                latch.fail_roots(&ids, &names);
+                latch.fail_roots(&ids, &names, &dump);
             }
         });
     if let Err(e) = spawned {

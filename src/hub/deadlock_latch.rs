@@ -4,13 +4,20 @@
 //! the same one twice), the root calls that may be failed, and the
 //! deadlock that failed them.
 //!
-//! Owns: [`DeadlockLatch`]. Uses nothing of the hub (a root is its id and a
-//! closure that cancels it).
+//! Owns: [`DeadlockLatch`]. Uses nothing of the hub but the [`Dump`] it
+//! keeps for the failed calls (a root is its id and a closure that cancels
+//! it).
 
 use parking_lot::Mutex;
 
+use super::stacks::Dump;
+
 /// Cancels a root green thread (made by `Runtime::block_on`).
 type Cancel = Box<dyn Fn() + Send + Sync>;
+
+/// What a root call failed by a deadlock returns: the green threads of the
+/// deadlock, as the dump shows them, and their stacks.
+pub(crate) type Failed = (Vec<String>, Box<Dump>);
 
 /// What a runtime remembers of deadlocks (see the module doc).
 pub(crate) struct DeadlockLatch {
@@ -23,8 +30,9 @@ pub(crate) struct DeadlockLatch {
 struct State {
     reported: Option<u64>,
     roots: Vec<(u64, Cancel)>,
-    /// The ids of the root calls failed, and the green threads named.
-    failed: Vec<(u64, Vec<String>)>,
+    /// The ids of the root calls failed, the green threads named and
+    /// their stacks.
+    failed: Vec<(u64, Failed)>,
 }
 
 impl DeadlockLatch {
@@ -53,8 +61,8 @@ impl DeadlockLatch {
     }
 
     /// The root call for `id` returned: the green threads of the deadlock
-    /// that failed it, if one did.
-    pub(crate) fn remove_root(&self, id: u64) -> Option<Vec<String>> {
+    /// that failed it and their stacks, if one did.
+    pub(crate) fn remove_root(&self, id: u64) -> Option<Failed> {
         let mut st = self.state.lock();
         st.roots.retain(|(r, _)| *r != id);
         let at = st.failed.iter().position(|(r, _)| *r == id)?;
@@ -62,12 +70,14 @@ impl DeadlockLatch {
     }
 
     /// Fail the root calls whose green threads are among `ids` (every one
-    /// of them parked in the deadlock), naming `green_threads`.
-    pub(crate) fn fail_roots(&self, ids: &[u64], green_threads: &[String]) {
+    /// of them parked in the deadlock), naming `green_threads`, with their
+    /// `stacks`.
+    pub(crate) fn fail_roots(&self, ids: &[u64], green_threads: &[String], stacks: &Dump) {
         let st = &mut *self.state.lock();
         for (id, cancel) in &st.roots {
             if ids.contains(id) {
-                st.failed.push((*id, green_threads.to_vec()));
+                st.failed
+                    .push((*id, (green_threads.to_vec(), Box::new(stacks.clone()))));
                 cancel();
             }
         }

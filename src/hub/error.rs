@@ -2,7 +2,10 @@
 //! not return), [`HubError`] (what a hub call could not do) and [`Elapsed`]
 //! (a deadline passed).
 //!
-//! Owns only the types and their messages; uses nothing else of the hub.
+//! Owns only the types and their messages; uses nothing else of the hub
+//! but the [`Dump`] a deadlock error carries.
+
+use super::stacks::Dump;
 
 /// Why [`JoinHandle::join`](super::JoinHandle::join) has no value.
 ///
@@ -68,12 +71,15 @@ pub enum JoinError {
         /// The green thread's name.
         name: String,
     },
-    /// A root `block_on` green thread was stopped because every green
-    /// thread of its runtime was parked waiting for another (see
+    /// A root [`Runtime::block_on`](super::Runtime::block_on) green
+    /// thread was stopped because every green thread of its runtime was
+    /// parked waiting for another (see
     /// [`Builder::fail_on_deadlock`](super::Builder::fail_on_deadlock)).
+    /// Where it becomes a [`HubError`] (`?`, [`run`](super::run)) it is
+    /// [`HubError::Deadlock`].
     #[error(
         "green thread '{name}' was stopped by a deadlock: every green thread of the runtime was \
-         parked waiting for another ({}); the log has their stacks",
+         parked waiting for another ({}). {DEADLOCK_ADVICE}",
         green_threads.join("; ")
     )]
     Deadlock {
@@ -81,6 +87,8 @@ pub enum JoinError {
         name: String,
         /// The green threads of the deadlock, as the dump shows them.
         green_threads: Vec<String>,
+        /// Every green thread's stack when the deadlock was found.
+        stacks: Box<Dump>,
     },
     /// The blocking pool could not start a thread for it.
     #[error("blocking call '{name}' could not run: the blocking pool could not start a thread ({reason})")]
@@ -113,6 +121,18 @@ impl JoinError {
     /// ```
     pub fn is_runtime_shut_down(&self) -> bool {
         matches!(self, JoinError::RuntimeShutDown { .. })
+    }
+
+    /// Whether it was stopped by a deadlock (see
+    /// [`Builder::fail_on_deadlock`](super::Builder::fail_on_deadlock)).
+    ///
+    /// ```
+    /// let rt = greenlet::hub::Runtime::builder().fail_on_deadlock(true).build().unwrap();
+    /// let err = rt.block_on(|| greenlet::hub::channel::<u8>(1).1.recv()).unwrap_err();
+    /// assert!(err.is_deadlock(), "{err}");
+    /// ```
+    pub fn is_deadlock(&self) -> bool {
+        matches!(self, JoinError::Deadlock { .. })
     }
 
     /// Whether the green thread panicked.
@@ -188,9 +208,67 @@ pub enum HubError {
         /// [`Semaphore::MAX_PERMITS`](super::Semaphore::MAX_PERMITS).
         max: usize,
     },
-    /// The green thread run by [`run`](super::run) did not return a value.
+    /// Every green thread of the runtime was parked waiting for another,
+    /// and the runtime was built to fail on it
+    /// ([`Builder::fail_on_deadlock`](super::Builder::fail_on_deadlock)):
+    /// a root [`JoinError::Deadlock`] passed on as a `HubError` (by `?` or
+    /// [`run`](super::run)).
+    ///
+    /// ```
+    /// fn main_loop() -> Result<(), greenlet::hub::HubError> {
+    ///     let rt = greenlet::hub::Runtime::builder().fail_on_deadlock(true).build()?;
+    ///     rt.block_on(|| greenlet::hub::channel::<u8>(1).1.recv())?.ok();
+    ///     Ok(())
+    /// }
+    /// let err = main_loop().unwrap_err();
+    /// let greenlet::hub::HubError::Deadlock { green_threads, stacks, .. } = &err else {
+    ///     panic!("{err}");
+    /// };
+    /// assert!(green_threads[0].contains("block_on [parked on channel receive]"), "{err}");
+    /// assert_eq!(stacks.tasks.len(), 1);
+    /// ```
+    #[error(
+        "deadlock: green thread '{name}' was stopped because every green thread of the runtime was \
+         parked waiting for another ({}). {DEADLOCK_ADVICE}",
+        green_threads.join("; ")
+    )]
+    Deadlock {
+        /// The root green thread's name.
+        name: String,
+        /// The green threads of the deadlock, as the dump shows them.
+        green_threads: Vec<String>,
+        /// Every green thread's stack when the deadlock was found.
+        stacks: Box<Dump>,
+    },
+    /// The green thread run by [`run`](super::run) did not return a value
+    /// (for a deadlock, see [`HubError::Deadlock`]).
     #[error(transparent)]
-    Join(#[from] JoinError),
+    Join(JoinError),
+}
+
+/// What a deadlock's message tells the reader to do.
+const DEADLOCK_ADVICE: &str = "Their stacks are in the error's `stacks` and in the log: look \
+     there for the wait nobody can end (a channel whose senders are kept but never send, a join of \
+     a green thread that waits for its joiner, locks taken in opposite orders). If a plain thread \
+     or a signal would have woken one, build the runtime without fail_on_deadlock";
+
+impl From<JoinError> for HubError {
+    /// [`JoinError::Deadlock`] becomes [`HubError::Deadlock`], anything
+    /// else [`HubError::Join`].
+    fn from(e: JoinError) -> HubError {
+        match e {
+            JoinError::Deadlock {
+                name,
+                green_threads,
+                stacks,
+            } => HubError::Deadlock {
+                name,
+                green_threads,
+                stacks,
+            },
+            other => HubError::Join(other),
+        }
+    }
 }
 
 /// A deadline passed before the operation finished (see

@@ -143,9 +143,12 @@
 //!   ([`LocalKey`]), `pending_drain`, `channel`, `sync`, `future`, `stacks`
 //!   (the [`Dump`] with stacks, and the dump on a signal, which uses
 //!   [`signal`], itself using only `future`), `deadlock` (the deadlock
-//!   report), `watchdog`, `panic_name` (the panic hook), `runtime`
+//!   report), `watchdog` (with `stall_stacks`, the stacks of a stalled
+//!   worker's green threads, read off its thread by `stall_sample`, a
+//!   signal taking its registers, and `stall_unwind`, an unwinder reading
+//!   this process's memory through the kernel), `panic_name` (the panic hook), `runtime`
 //!   ([`Runtime`], [`Handle`]), `blocking`, `group`, `introspect`
-//!   ([`dump`], [`dump_stacks`]), `metrics` ([`Metrics`]), and the public
+//!   ([`dump`], [`tasks`]), `metrics` ([`Metrics`]), and the public
 //!   [`net`]
 //!   (TCP, UDP and Unix sockets and any descriptor, parking), [`signal`]
 //!   (Unix signals received by parking) and [`process`] (child processes
@@ -191,6 +194,12 @@ mod spawning;
 mod spin_lock;
 mod stack_capture;
 mod stacks;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod stall_sample;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod stall_stacks;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod stall_unwind;
 mod sync;
 mod task_body;
 mod task_header;
@@ -214,7 +223,7 @@ pub use self::channel::{
 pub use self::error::{Elapsed, HubError, JoinError};
 pub use self::future::block_on;
 pub use self::group::TaskGroup;
-pub use self::introspect::{dump, dump_stacks};
+pub use self::introspect::{dump, tasks};
 pub use self::join::JoinHandle;
 pub use self::metrics::{metrics, Metrics, WorkerMetrics};
 pub use self::pending_drain::HubScheduler;

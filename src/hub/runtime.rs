@@ -128,8 +128,9 @@ impl Builder {
     /// stack. A plain thread holding a `Sender`, an `Event` or a `Handle`
     /// can still wake a green thread of such a runtime: turn this on only
     /// where none does. A failed [`Runtime::block_on`] returns
-    /// [`JoinError::Deadlock`], naming the green
-    /// threads.
+    /// [`JoinError::Deadlock`], naming the green threads and holding their
+    /// stacks; passed on as a [`HubError`] (by `?`) it is
+    /// [`HubError::Deadlock`].
     ///
     /// ```
     /// let rt = greenlet::hub::Runtime::builder().fail_on_deadlock(true).build().unwrap();
@@ -140,6 +141,7 @@ impl Builder {
     ///     })
     ///     .unwrap_err();
     /// assert!(matches!(err, greenlet::hub::JoinError::Deadlock { .. }), "{err}");
+    /// assert!(matches!(greenlet::hub::HubError::from(err), greenlet::hub::HubError::Deadlock { .. }));
     /// ```
     pub fn fail_on_deadlock(mut self, fail: bool) -> Self {
         self.fail_on_deadlock = fail;
@@ -147,7 +149,7 @@ impl Builder {
     }
 
     /// Print the dump of every green thread with its stack
-    /// ([`Handle::dump_stacks`]) to stderr whenever the process receives
+    /// ([`Handle::dump`]) to stderr whenever the process receives
     /// `signal` (say `libc::SIGQUIT`, as Go does, or `SIGUSR1`), while the
     /// runtime lives. The signal is taken over for the rest of the process
     /// (see [`signal`](super::signal)): its default action no longer
@@ -418,7 +420,9 @@ impl Runtime {
     /// calling thread, or parking it if it is itself a green thread).
     ///
     /// # Errors
-    /// [`JoinError`] if `f` panicked or was cancelled.
+    /// [`JoinError`] if `f` panicked or was cancelled, or
+    /// [`JoinError::Deadlock`] if a deadlock stopped it (only with
+    /// [`Builder::fail_on_deadlock`]).
     ///
     /// ```
     /// let rt = greenlet::hub::Runtime::new().unwrap();
@@ -438,10 +442,13 @@ impl Runtime {
             .add_root(h.id(), Box::new(move || root.request_cancel()));
         let (id, out) = (h.id(), h.join());
         match (out, shared.deadlock.remove_root(id)) {
-            (Err(e), Some(green_threads)) if e.is_cancelled() => Err(JoinError::Deadlock {
-                name: "block_on".into(),
-                green_threads,
-            }),
+            (Err(e), Some((green_threads, stacks))) if e.is_cancelled() => {
+                Err(JoinError::Deadlock {
+                    name: "block_on".into(),
+                    green_threads,
+                    stacks,
+                })
+            }
             (out, _) => out,
         }
     }

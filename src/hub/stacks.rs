@@ -1,8 +1,9 @@
 //! Every green thread's call stack where it waits: the [`Dump`] that
-//! `Handle::dump_stacks` and `hub::dump_stacks` return ([`dump_of`]), the
-//! states of `Handle::dump` with each suspended green thread's backtrace
-//! from its parking point, symbolised, the runtime's own frames folded
-//! away; and the thread that prints it at a signal ([`dump_on_signal`]).
+//! `Handle::dump` and `hub::dump` return ([`dump_of`]), the states of
+//! `Handle::tasks` with each suspended green thread's backtrace from its
+//! parking point, symbolised, the runtime's own frames folded away (and the
+//! calling green thread's own, marked as the one running); and the thread
+//! that prints it at a signal ([`dump_on_signal`]).
 //!
 //! # How a stack is captured
 //! A green thread never leaves its worker, and a backtrace can only be
@@ -21,18 +22,25 @@
 //! touch its state, its wait-list entries, its timer or its wake sequence:
 //! a wake or a cancellation that comes meanwhile is queued as it would
 //! have been, and the next real resume ends its park as before.
+//! A dump called from a green thread takes that green thread's own
+//! backtrace first, on its own stack, before it parks to wait for the
+//! capturers; it is listed as running, with that stack, and marked as the
+//! current one.
 //! Symbols are resolved afterwards on the dumping thread (on a thread of
 //! its own when the dump is called from a green thread: the resolution
 //! needs more stack than a green thread may have).
 //!
 //! A worker that does not reach a scheduling point within
 //! [`DUMP_ANSWER_WITHIN`] (one held by a green thread that does not park) is
-//! reported as such; its green threads have no stack in the dump.
+//! reported as such; its green threads' stacks are then read off its thread
+//! as the watchdog reads them (`stall_stacks`, on x86_64 Linux: the one
+//! holding it from the registers a signal takes, the others from their
+//! saved contexts).
 //!
 //! Owns: [`Dump`], [`TaskStack`], the dump's gathering and the folding of
 //! runtime frames, the dump-on-signal thread. Uses `stack_capture` (both
 //! sides of a capture), the placement of a task on a given worker, the
-//! registry, the channels and [`Signals`].
+//! registry, the channels, [`Signals`] and `stall_stacks`.
 
 use std::backtrace::Backtrace;
 use std::collections::HashMap;
@@ -58,6 +66,10 @@ use super::worker;
 /// worker that runs a long slice of a busy green thread.
 pub const DUMP_ANSWER_WITHIN: Duration = Duration::from_secs(1);
 
+/// Why a stack has no frames when every frame is the runtime's.
+pub(crate) const ONLY_RUNTIME: &str = "only runtime frames: its own code was inlined into them \
+     (mark a function #[inline(never)] to see it)";
+
 /// The name of the capturing green threads (left out of the dump).
 const CAPTURER: &str = "hub-stack-capture";
 
@@ -75,11 +87,28 @@ pub struct TaskStack {
     pub frames: Vec<String>,
     /// Why there are no frames, when there are none.
     pub note: Option<String>,
+    /// Whether this is the green thread that took the dump (listed as
+    /// running, with its stack where it called the dump).
+    pub current: bool,
+}
+
+impl TaskStack {
+    /// `info` with `frames` (folded) and why there are none (`note`), not
+    /// the green thread taking a dump.
+    pub(crate) fn new(info: TaskInfo, frames: Vec<String>, note: Option<String>) -> TaskStack {
+        TaskStack {
+            info,
+            frames,
+            note,
+            current: false,
+        }
+    }
 }
 
 /// Every green thread of a runtime with its stack: what
-/// [`Handle::dump_stacks`](super::Handle::dump_stacks) returns. Its `Display` prints one block per green
-/// thread, as Go prints goroutines.
+/// [`Handle::dump`](super::Handle::dump) returns. Its `Display` prints one
+/// block per green thread, as Go prints goroutines, the current one marked
+/// `(this one, taking the dump)`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct Dump {
@@ -92,7 +121,12 @@ pub struct Dump {
 impl fmt::Display for Dump {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for t in &self.tasks {
-            writeln!(f, "green thread {}:", t.info)?;
+            let marker = if t.current {
+                " (this one, taking the dump)"
+            } else {
+                ""
+            };
+            writeln!(f, "green thread {}{marker}:", t.info)?;
             for frame in &t.frames {
                 writeln!(f, "    {frame}")?;
             }
@@ -113,10 +147,12 @@ impl fmt::Display for Dump {
 }
 
 /// Every green thread of `shared`'s runtime with its stack (see
-/// [`Handle::dump_stacks`](super::Handle::dump_stacks), which documents
-/// it).
+/// [`Handle::dump`](super::Handle::dump), which documents it).
 #[track_caller]
 pub(crate) fn dump_of(shared: &Arc<Shared>) -> Dump {
+    // The calling green thread's own stack, taken here on that stack
+    // (capture only: symbols are resolved off it).
+    let own = worker::with_current_task(|_, t| t.id).map(|id| (id, Backtrace::force_capture()));
     let (tx, rx) = unbounded();
     let mut capturers = Vec::new();
     let mut asked = Vec::new();
@@ -164,19 +200,23 @@ pub(crate) fn dump_of(shared: &Arc<Shared>) -> Dump {
         .filter(|t| !capturers.contains(&t.id))
         .collect();
     if worker::current().is_none() {
-        return assemble(infos, stacks, silent);
+        return with_stalled(shared, assemble(infos, stacks, own, silent));
     }
     // On a green thread: symbols are resolved on a thread of its own
     // (their resolution needs more stack than a green thread may have),
     // while this green thread parks.
     let kept = (infos.clone(), silent.clone());
+    let held = Arc::clone(shared);
     let (tx, rx) = oneshot();
     let resolver = std::thread::Builder::new()
         .name("hub-stack-symbols".into())
-        .spawn(move || drop(tx.send(assemble(infos, stacks, silent))));
+        .spawn(move || {
+            let dump = with_stalled(&held, assemble(infos, stacks, own, silent));
+            drop(tx.send(dump));
+        });
     match resolver.map(|_| rx.recv()) {
         Ok(Ok(dump)) => dump,
-        _ => assemble(kept.0, HashMap::new(), kept.1),
+        _ => assemble(kept.0, HashMap::new(), None, kept.1),
     }
 }
 
@@ -204,29 +244,66 @@ pub(crate) fn dump_on_signal(shared: Weak<Shared>, signal: i32) -> Result<(), Hu
     Ok(())
 }
 
-/// The dump from the registry's `infos` and the captured `stacks`,
-/// symbolised.
+/// `dump` with the stacks of the green threads of its silent workers, read
+/// off those workers' threads as the watchdog reads them (`stall_stacks`),
+/// where this platform allows.
+fn with_stalled(shared: &Shared, mut dump: Dump) -> Dump {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    for &w in &dump.silent_workers {
+        let running = shared.workers[w]
+            .running
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if running == 0 {
+            continue;
+        }
+        let stalled = super::stall_stacks::stalled_worker(shared, w, running);
+        for s in stalled.tasks {
+            if let Some(t) = dump.tasks.iter_mut().find(|t| t.info.id == s.info.id) {
+                t.frames = s.frames;
+                t.note = s.note;
+            }
+        }
+    }
+    #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+    let _ = shared;
+    dump
+}
+
+/// The dump from the registry's `infos`, the captured `stacks` and the
+/// calling green thread's `own` stack, symbolised.
 fn assemble(
     infos: Vec<TaskInfo>,
     mut stacks: HashMap<u64, Backtrace>,
+    own: Option<(u64, Backtrace)>,
     silent_workers: Vec<usize>,
 ) -> Dump {
+    let current = own.as_ref().map(|(id, _)| *id);
+    if let Some((id, bt)) = own {
+        stacks.insert(id, bt);
+    }
     let tasks = infos
         .into_iter()
-        .map(|info| {
+        .map(|mut info| {
+            let current = current == Some(info.id);
+            if current {
+                // Parked in this dump while the workers captured: running
+                // as far as its own code can tell.
+                info.state = TaskState::Running;
+            }
             let (frames, note) = match stacks.remove(&info.id) {
                 Some(bt) => {
                     let frames = fold(&bt.to_string());
-                    let note = frames.is_empty().then(|| {
-                        "only runtime frames: its own code was inlined into them (mark a \
-                         function #[inline(never)] to see it)"
-                            .to_string()
-                    });
+                    let note = frames.is_empty().then(|| ONLY_RUNTIME.to_string());
                     (frames, note)
                 }
                 None => (Vec::new(), Some(no_stack(&info, &silent_workers))),
             };
-            TaskStack { info, frames, note }
+            TaskStack {
+                info,
+                frames,
+                note,
+                current,
+            }
         })
         .collect();
     Dump {
@@ -270,7 +347,7 @@ fn is_runtime(name: &str) -> bool {
 
 /// The frames of a backtrace's text (`N: function` lines, each followed by
 /// an `at file:line:column` line where known), innermost first, each run
-/// of runtime frames folded into its outermost one.
+/// of runtime frames folded into its outermost one (see [`fold_frames`]).
 fn fold(text: &str) -> Vec<String> {
     let mut frames: Vec<(String, Option<String>)> = Vec::new();
     for line in text.lines() {
@@ -287,6 +364,14 @@ fn fold(text: &str) -> Vec<String> {
             }
         }
     }
+    fold_frames(&frames)
+}
+
+/// `frames` (function and `file:line:column` where known, innermost
+/// first), each run of runtime frames folded into its outermost one (the
+/// call the green thread's code made), a run at the outer end (the green
+/// thread's start) dropped; each rendered as `function at file:line:column`.
+pub(crate) fn fold_frames(frames: &[(String, Option<String>)]) -> Vec<String> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < frames.len() {

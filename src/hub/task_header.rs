@@ -67,6 +67,15 @@ pub(crate) struct Task {
     pub(crate) park_seq: AtomicU64,
     /// The key in the owner worker's table of live greenlets.
     pub(crate) live_key: AtomicUsize,
+    /// Where its greenlet's coroutine state lies once started (0 before):
+    /// written by its worker after its first run, read by the watchdog to
+    /// unwind its stack from its saved context while that worker is
+    /// stalled (`stall_stacks`).
+    #[cfg_attr(
+        not(all(target_os = "linux", target_arch = "x86_64")),
+        allow(dead_code)
+    )]
+    pub(crate) stack_top: AtomicUsize,
     /// Its place in the runtime's registry shard `shard`.
     pub(crate) links: Links<Task>,
     pub(crate) shard: usize,
@@ -110,6 +119,7 @@ impl Task {
             cancel: AtomicBool::new(false),
             park_seq: AtomicU64::new(0),
             live_key: AtomicUsize::new(usize::MAX),
+            stack_top: AtomicUsize::new(0),
             links: Links::new(),
             shard,
             stack_size,
@@ -184,6 +194,7 @@ impl Task {
         *self.cancel.get_mut() = false;
         *self.park_seq.get_mut() = 0;
         *self.live_key.get_mut() = usize::MAX;
+        *self.stack_top.get_mut() = 0;
         *self.done.get_mut() = false;
         self.outcome.get_mut().output.renew();
         self.body = body;

@@ -8,11 +8,11 @@ use std::fmt;
 
 use super::task_state::TaskState;
 
-/// One green thread (or blocking call) as [`dump`](super::dump()) sees it.
+/// One green thread (or blocking call) as [`dump`](super::tasks()) sees it.
 ///
 /// ```
 /// greenlet::hub::run(|| {
-///     let me = greenlet::hub::dump().unwrap().into_iter().find(|t| t.name == "block_on").unwrap();
+///     let me = greenlet::hub::tasks().unwrap().into_iter().find(|t| t.name == "block_on").unwrap();
 ///     assert!(me.to_string().starts_with(&format!("#{} block_on [running]", me.id)));
 /// })
 /// .unwrap();

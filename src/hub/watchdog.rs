@@ -1,10 +1,13 @@
 //! The watchdog (like gevent's `max_blocking_time`): a thread that reports,
 //! through the log facade, a worker that has not come back to its hub for
 //! longer than a threshold, naming the green thread holding it and where it
-//! was spawned. Once per stall; when that worker comes back, a second line
-//! (also at `warn`) says after how long, so a log reader sees how long the
-//! stall lasted (to within a quarter of the threshold: the watchdog's
-//! period).
+//! was spawned, with its stack where it is stuck and the stacks of the
+//! other green threads of that worker (one of them may hold the lock it
+//! waits for: a std lock held across a park), read off the worker's thread
+//! (`stall_stacks`; on x86_64 Linux). Once per stall; when that worker
+//! comes back, a second line (also at `warn`) says after how long, so a log
+//! reader sees how long the stall lasted (to within a quarter of the
+//! threshold: the watchdog's period).
 //!
 //! # Cost
 //! The thread wakes every quarter of the threshold (at least every
@@ -16,10 +19,15 @@
 //! default ([`DEFAULT_THRESHOLD`]), 39.6 wakeups/s and 1.36 ms/s (0.14 %);
 //! at 20 ms, 190 wakeups/s and 4.3 ms/s (0.43 %): about 35 µs per wakeup
 //! on that machine, the timed wait's sleep and wakeup included. Re-measure
-//! the same way after changing the threshold or the check.
+//! the same way after changing the threshold or the check. A report costs
+//! more, once per stall: a signal to the stalled thread, a copy of every
+//! loaded object's unwind tables, the walks and the symbolisation (the
+//! first in a process loads the debug information: tens to hundreds of
+//! milliseconds of the watchdog's thread).
 //!
 //! Owns: [`Watchdog`]. Uses the workers' `tick` and `running` counters
-//! (written by each worker at every resume) and the registry.
+//! (written by each worker at every resume), the registry and
+//! `stall_stacks`.
 
 use std::sync::Arc;
 use std::thread;
@@ -131,9 +139,28 @@ fn check(shared: &Shared, threshold: Duration, seen: &mut Vec<Option<Seen>>) {
             .unwrap_or_else(|| format!("green thread id {running}"));
         diag_warn!(
             "hub worker {i} has not come back to its hub for over {} ms: {who} is running without \
-             parking (a blocking call? move it to spawn_blocking)",
-            threshold.as_millis()
+             parking (a blocking call? move it to spawn_blocking){}",
+            threshold.as_millis(),
+            stacks(shared, i, running)
         );
         s.reported = Some(who);
     }
+}
+
+/// The stacks of worker `worker`'s green threads, `running` holding it, for
+/// its report.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn stacks(shared: &Shared, worker: usize, running: u64) -> String {
+    let dump = super::stall_stacks::stalled_worker(shared, worker, running);
+    format!(
+        ". Its stack, then those of the other green threads of worker {worker}, which cannot run \
+         until it comes back (one may hold a lock it waits for):\n{dump}"
+    )
+}
+
+/// The stacks of a stalled worker's green threads: not read on this
+/// platform.
+#[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+fn stacks(_shared: &Shared, _worker: usize, _running: u64) -> String {
+    String::new()
 }

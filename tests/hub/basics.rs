@@ -425,7 +425,7 @@ fn functions_outside_a_runtime_say_what_to_do() {
         hub::task().spawn_local(|| ()),
         Err(HubError::NotOnWorker)
     ));
-    assert!(hub::dump().is_err());
+    assert!(hub::tasks().is_err());
     let panic = std::panic::catch_unwind(|| hub::spawn(|| ())).unwrap_err();
     let msg = panic.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(msg.contains("outside a hub runtime"), "{msg}");
@@ -574,7 +574,7 @@ fn dump_lists_every_green_thread_with_state_and_spawn_site() {
                 .spawn(|| hub::sleep(Duration::from_secs(3600)))
                 .unwrap();
             until_parked(&h, Wait::Sleep);
-            let dump = hub::dump().unwrap();
+            let dump = hub::tasks().unwrap();
             h.cancel();
             (dump, h.id())
         })

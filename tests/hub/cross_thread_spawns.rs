@@ -24,7 +24,7 @@ use greenlet::hub::{self, Event, JoinError, TaskState, Wait};
 
 /// The worker the calling green thread, named `name`, runs on.
 fn worker_of(name: &str) -> usize {
-    let me = hub::dump()
+    let me = hub::tasks()
         .unwrap()
         .into_iter()
         .find(|t| t.state == TaskState::Running && t.name == name)
@@ -71,7 +71,7 @@ fn a_task_stolen_by_another_worker_leaves_the_dump_when_it_finishes_or_is_cancel
         assert_ne!(here, there, "the task ran on the other worker");
         let id = done.id();
         done.join().unwrap();
-        assert!(hub::dump().unwrap().iter().all(|t| t.id != id));
+        assert!(hub::tasks().unwrap().iter().all(|t| t.id != id));
         // Parked on the other worker, cancelled from a plain thread.
         let (parked, there) =
             spawn_elsewhere("parks there", || hub::sleep(Duration::from_secs(3600)));
@@ -89,10 +89,10 @@ fn a_task_stolen_by_another_worker_leaves_the_dump_when_it_finishes_or_is_cancel
             Err(JoinError::Cancelled { name: n }) => assert_eq!(n, name),
             other => panic!("expected cancelled, got {other:?}"),
         }
-        assert!(hub::dump().unwrap().iter().all(|t| t.id != id));
+        assert!(hub::tasks().unwrap().iter().all(|t| t.id != id));
     })
     .unwrap();
-    assert!(rt.handle().dump().is_empty(), "nothing left registered");
+    assert!(rt.handle().tasks().is_empty(), "nothing left registered");
 }
 
 #[test]
@@ -124,14 +124,14 @@ fn a_task_spawned_from_a_plain_thread_and_cancelled_before_it_starts_leaves_the_
     let id = queued.id();
     assert!(rt
         .handle()
-        .dump()
+        .tasks()
         .iter()
         .any(|t| t.id == id && t.state == TaskState::Queued));
     queued.cancel();
     go.store(true, Ordering::Release);
     holder.join().unwrap();
     assert!(matches!(queued.join(), Err(JoinError::Cancelled { .. })));
-    assert!(rt.handle().dump().iter().all(|t| t.id != id));
+    assert!(rt.handle().tasks().iter().all(|t| t.id != id));
 }
 
 #[test]
@@ -165,7 +165,7 @@ fn dump_from_a_plain_thread_during_spawn_churn_lists_every_live_task_once() {
             let start = Instant::now();
             while churning.load(Ordering::Acquire) || dumps.load(Ordering::Relaxed) == 0 {
                 assert!(start.elapsed() < HANG, "the churn never ended");
-                let dump = handle.dump();
+                let dump = handle.tasks();
                 let ids: Vec<u64> = dump.iter().map(|t| t.id).collect();
                 assert!(ids.windows(2).all(|w| w[0] < w[1]), "by id, each once");
                 for id in &long_ids {
@@ -201,7 +201,7 @@ fn dump_from_a_plain_thread_during_spawn_churn_lists_every_live_task_once() {
         h.join().unwrap();
     }
     let start = Instant::now();
-    while !rt.handle().dump().is_empty() {
+    while !rt.handle().tasks().is_empty() {
         assert!(start.elapsed() < HANG, "detached tasks never left the dump");
         thread::yield_now();
     }
@@ -247,7 +247,7 @@ fn a_task_made_in_a_spent_ones_allocation_is_a_new_task() {
             assert!(ids.insert(h.id()), "ids are never reused");
             assert_eq!(h.join().unwrap(), i * 2);
         }
-        let me = hub::dump().unwrap();
+        let me = hub::tasks().unwrap();
         assert_eq!(me.len(), 1, "only block_on is left: {me:?}");
     })
     .unwrap();
@@ -269,7 +269,7 @@ fn green_joiner_woken_across_workers() {
             let (value, there_at) = (Arc::new(AtomicUsize::new(0)), Instant::now());
             let v = Arc::clone(&value);
             let (h, there) = spawn_elsewhere("joined there", move || {
-                while !hub::dump()
+                while !hub::tasks()
                     .unwrap()
                     .iter()
                     .any(|t| t.name == "block_on" && t.state == TaskState::Parked(Wait::Join))
@@ -288,11 +288,11 @@ fn green_joiner_woken_across_workers() {
                 here,
                 "the joiner resumed on its worker"
             );
-            assert!(hub::dump().unwrap().iter().all(|t| t.id != id));
+            assert!(hub::tasks().unwrap().iter().all(|t| t.id != id));
         }
     })
     .unwrap();
-    assert!(rt.handle().dump().is_empty(), "nothing left registered");
+    assert!(rt.handle().tasks().is_empty(), "nothing left registered");
 }
 
 #[test]
@@ -319,7 +319,7 @@ fn spawn_onto_another_runtime() {
             let local = hub::spawn(move || thread::current().id()).join().unwrap();
             assert_eq!(local, a_thread, "a spawn here still runs here");
         }
-        assert!(other.dump().is_empty(), "the other runtime keeps nothing");
+        assert!(other.tasks().is_empty(), "the other runtime keeps nothing");
     })
     .unwrap();
 }
@@ -351,7 +351,7 @@ fn one_worker_stack_and_injector() {
                 .collect();
             // Not parked yet: none started, each listed as queued with its
             // spawn site.
-            let dump = hub::dump().unwrap();
+            let dump = hub::tasks().unwrap();
             for name in ["first", "second", "third"] {
                 let t = dump.iter().find(|t| t.name == name).expect("listed");
                 assert_eq!(t.state, TaskState::Queued, "{t:?}");
@@ -365,7 +365,7 @@ fn one_worker_stack_and_injector() {
         .unwrap();
     // This worker's own spawns first, in spawn order; then the injector's.
     assert_eq!(log, ["first", "second", "third", "injected"]);
-    assert!(rt.handle().dump().is_empty(), "nothing left registered");
+    assert!(rt.handle().tasks().is_empty(), "nothing left registered");
 }
 
 #[test]
@@ -409,7 +409,7 @@ fn one_worker_stack_at_shutdown() {
     assert!(!ran.load(Ordering::SeqCst), "none of them started");
     assert_eq!(dropped.load(Ordering::SeqCst), 10, "each dropped once");
     let start = Instant::now();
-    while !handle.dump().is_empty() {
+    while !handle.tasks().is_empty() {
         assert!(
             start.elapsed() < HANG,
             "cancelled tasks never left the dump"

@@ -84,9 +84,21 @@ fn a_two_thread_channel_deadlock_is_reported_with_both_stacks_and_fails_the_root
         .build()
         .unwrap();
     let err = rt.block_on(two_thread_deadlock).unwrap_err();
-    let JoinError::Deadlock { green_threads, .. } = &err else {
+    let JoinError::Deadlock {
+        green_threads,
+        stacks,
+        ..
+    } = &err
+    else {
         panic!("expected a deadlock, got {err}");
     };
+    // The error carries the stacks (for a program without a logger).
+    for frame in ["first_waits_for_second", "second_waits_for_first"] {
+        assert!(
+            stacks.to_string().contains(frame),
+            "{frame} is in the error's stacks: {stacks}"
+        );
+    }
     for name in ["first", "second", "block_on"] {
         assert!(
             green_threads
@@ -122,11 +134,37 @@ fn a_lone_root_waiting_on_its_own_channel_is_failed_and_named() {
             let _ = rx.recv();
         })
         .unwrap_err();
-    assert!(matches!(err, JoinError::Deadlock { .. }), "{err}");
-    assert!(err.to_string().contains("block_on"), "{err}");
-    // As `hub::run` passes it on.
+    assert!(err.is_deadlock(), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.starts_with("green thread 'block_on' was stopped by a deadlock"),
+        "{text}"
+    );
+    assert!(
+        text.contains("block_on [parked on channel receive]"),
+        "{text}"
+    );
+    assert!(text.contains("without fail_on_deadlock"), "{text}");
+    // Passed on as a `HubError` (by `?`, as `hub::run` does), it is the
+    // deadlock variant, naming the same green thread, with its stack.
     let as_hub: HubError = err.into();
-    assert!(as_hub.to_string().contains("deadlock"), "{as_hub}");
+    let HubError::Deadlock {
+        name,
+        green_threads,
+        stacks,
+    } = &as_hub
+    else {
+        panic!("expected HubError::Deadlock, got {as_hub:?}");
+    };
+    assert_eq!(name, "block_on");
+    assert_eq!(green_threads.len(), 1, "{as_hub}");
+    assert_eq!(stacks.tasks.len(), 1, "{as_hub}");
+    assert!(
+        as_hub
+            .to_string()
+            .starts_with("deadlock: green thread 'block_on'"),
+        "{as_hub}"
+    );
 }
 
 #[test]

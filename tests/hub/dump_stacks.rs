@@ -1,7 +1,9 @@
 //! The stacks in a dump: a green thread parked in a function of its own
 //! shows that function's name; the wait is not disturbed (the value sent
 //! after the dump is the one received; a cancel still ends it); the
-//! capturing green threads are not listed.
+//! capturing green threads are not listed; the green thread taking the
+//! dump is in it, running, with its own frame; the green threads of a
+//! worker that does not answer are read off its thread.
 
 use std::sync::mpsc;
 use std::time::Duration;
@@ -41,8 +43,12 @@ fn the_parked_frame_appears_and_the_wait_goes_on_undisturbed() {
         .handle()
         .spawn(move || parks_in_a_channel_receive(&rx) + 1);
     wait_for(&h, TaskState::Parked(Wait::Recv));
-    let dump = rt.handle().dump_stacks();
+    let dump = rt.handle().dump();
     let text = dump.to_string();
+    assert!(
+        dump.tasks.iter().all(|t| !t.current),
+        "a dump from a plain thread has no current green thread:\n{text}"
+    );
     let t = dump
         .tasks
         .iter()
@@ -80,7 +86,7 @@ fn a_green_thread_dumped_twice_is_still_cancellable() {
     let h = rt.handle().spawn(move || parks_in_a_channel_receive(&rx));
     wait_for(&h, TaskState::Parked(Wait::Recv));
     for _ in 0..2 {
-        let dump = rt.handle().dump_stacks();
+        let dump = rt.handle().dump();
         assert!(
             dump.to_string().contains("parks_in_a_channel_receive"),
             "{dump}"
@@ -90,23 +96,104 @@ fn a_green_thread_dumped_twice_is_still_cancellable() {
     assert!(h.join().unwrap_err().is_cancelled());
 }
 
+#[inline(never)]
+fn takes_a_dump_here() -> hub::Dump {
+    hub::dump().unwrap()
+}
+
 #[test]
-fn a_dump_from_a_green_thread_shows_its_siblings_and_itself() {
+fn a_dump_from_a_green_thread_shows_its_siblings_and_itself_running() {
     let _dog = watchdog(120);
-    let text = hub::run(|| {
+    let (dump, me) = hub::run(|| {
         let (tx, rx) = hub::channel::<u32>(1);
         let h = hub::spawn(move || parks_in_a_channel_receive(&rx));
         while h.state() != TaskState::Parked(Wait::Recv) {
             hub::yield_now();
         }
-        let dump = hub::dump_stacks().unwrap();
+        let dump = takes_a_dump_here();
         tx.send(1).unwrap();
         assert_eq!(h.join().unwrap(), 1);
-        dump.to_string()
+        let me = hub::tasks()
+            .unwrap()
+            .into_iter()
+            .find(|t| t.name == "block_on")
+            .unwrap()
+            .id;
+        (dump, me)
     })
     .unwrap();
+    let text = dump.to_string();
     assert!(text.contains("parks_in_a_channel_receive"), "{text}");
-    assert!(text.contains("block_on"), "{text}");
+    let mine: Vec<_> = dump.tasks.iter().filter(|t| t.current).collect();
+    assert_eq!(mine.len(), 1, "one current green thread:\n{text}");
+    assert_eq!(mine[0].info.id, me, "{text}");
+    assert_eq!(mine[0].info.state, TaskState::Running, "{text}");
+    assert!(
+        mine[0]
+            .frames
+            .iter()
+            .any(|f| f.contains("takes_a_dump_here")),
+        "its own frame is in the dump:\n{text}"
+    );
+    assert!(
+        text.contains("block_on [running] on worker")
+            && text.contains("(this one, taking the dump)"),
+        "{text}"
+    );
+}
+
+/// Holds its worker without parking until `release` is set.
+#[inline(never)]
+fn spins_on_its_worker(release: &std::sync::atomic::AtomicBool) {
+    while !release.load(std::sync::atomic::Ordering::SeqCst) {
+        std::hint::spin_loop();
+    }
+}
+
+#[test]
+fn a_silent_workers_green_threads_are_read_off_its_thread() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let _dog = watchdog(120);
+    let rt = hub::Runtime::builder()
+        .worker_threads(1)
+        .watchdog(None)
+        .build()
+        .unwrap();
+    let (tx, rx) = hub::channel::<u32>(1);
+    let parked = rt.handle().spawn(move || parks_in_a_channel_receive(&rx));
+    wait_for(&parked, TaskState::Parked(Wait::Recv));
+    let release = Arc::new(AtomicBool::new(false));
+    let r = Arc::clone(&release);
+    let spinner = rt.handle().spawn(move || spins_on_its_worker(&r));
+    while spinner.state() != TaskState::Running {
+        std::thread::yield_now();
+    }
+    let dump = rt.handle().dump();
+    release.store(true, Ordering::SeqCst);
+    let text = dump.to_string();
+    assert_eq!(dump.silent_workers, vec![0], "{text}");
+    if cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+        let of = |id: u64| dump.tasks.iter().find(|t| t.info.id == id).unwrap();
+        assert!(
+            of(spinner.id())
+                .frames
+                .iter()
+                .any(|f| f.contains("spins_on_its_worker")),
+            "{text}"
+        );
+        assert!(
+            of(parked.id())
+                .frames
+                .iter()
+                .any(|f| f.contains("parks_in_a_channel_receive")),
+            "{text}"
+        );
+    }
+    spinner.join().unwrap();
+    tx.send(1).unwrap();
+    assert_eq!(parked.join().unwrap(), 1);
 }
 
 /// The child of [`a_signal_prints_the_dump_to_stderr`]: a runtime that

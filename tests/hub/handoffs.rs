@@ -212,7 +212,7 @@ fn dump_names_the_running_green_thread_after_hand_offs() {
                     .spawn(move || {
                         for _ in 0..20 {
                             hub::yield_now();
-                            let dump = hub::dump().unwrap();
+                            let dump = hub::tasks().unwrap();
                             let running: Vec<_> = dump
                                 .iter()
                                 .filter(|t| t.state == TaskState::Running)
@@ -268,7 +268,7 @@ fn a_green_thread_that_ends_or_panics_after_a_hand_off_is_recorded_as_itself() {
             other => panic!("expected the panicker's panic, got {other:?}"),
         }
         // The yielder it handed the CPU to and from is still alive and well.
-        let dump = hub::dump().unwrap();
+        let dump = hub::tasks().unwrap();
         assert!(dump.iter().all(|t| t.name != "panicker"), "{dump:?}");
         stop.store(true, Ordering::SeqCst);
         join_yielders(ys);

@@ -276,7 +276,7 @@ fn shutdown_with_10000_parked_green_threads_runs_every_destructor() {
                 .collect::<Vec<_>>();
             // Wait until every one has started and parked.
             let start = Instant::now();
-            while hub::dump()
+            while hub::tasks()
                 .unwrap()
                 .iter()
                 .any(|t| matches!(t.state, TaskState::Queued | TaskState::Ready))

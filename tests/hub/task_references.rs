@@ -38,7 +38,7 @@ fn a_detached_task_without_a_stack_drops_its_closure_once_and_never_runs() {
                 drop(h);
                 // Its start fails in the loop; the runtime goes on.
                 assert_eq!(hub::spawn(|| 5).join().unwrap(), 5);
-                hub::dump()
+                hub::tasks()
                     .unwrap()
                     .iter()
                     .filter(|t| t.name == "huge")
@@ -91,7 +91,7 @@ fn joins_cancels_and_dumps_from_plain_threads_while_two_workers_churn() {
             thread::spawn(move || {
                 let mut dumps = 0u64;
                 while stop.load(Ordering::SeqCst) == 0 {
-                    let all = handle.dump();
+                    let all = handle.tasks();
                     assert!(all.iter().all(|t| !t.name.is_empty()));
                     dumps += 1;
                 }
@@ -146,7 +146,7 @@ fn joins_cancels_and_dumps_from_plain_threads_while_two_workers_churn() {
         // finish on their own: every task leaves the registry, soon.
         let start = Instant::now();
         loop {
-            let left = rt.handle().dump();
+            let left = rt.handle().tasks();
             if left.is_empty() {
                 break;
             }

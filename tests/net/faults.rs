@@ -139,7 +139,7 @@ fn an_active_client_is_served_while_a_thousand_idle_connections_stay_parked() {
         // the listener too.
         let parked = rt
             .handle()
-            .dump()
+            .tasks()
             .iter()
             .filter(|t| t.state == TaskState::Parked(Wait::Io))
             .count();

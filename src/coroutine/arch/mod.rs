@@ -36,6 +36,13 @@ pub(crate) type Carried = *const ();
 ))]
 mod x86_64;
 #[cfg(all(
+    feature = "hub",
+    target_os = "linux",
+    target_arch = "x86_64",
+    not(greenlet_portable_switch)
+))]
+pub(crate) use self::x86_64::saved_registers;
+#[cfg(all(
     target_arch = "x86_64",
     target_family = "unix",
     not(target_vendor = "apple"),
@@ -50,6 +57,13 @@ pub(crate) use self::x86_64::{hand_off, inherit_fp_control, resume_with, start, 
     not(greenlet_portable_switch)
 )))]
 mod portable;
+#[cfg(all(
+    feature = "hub",
+    target_os = "linux",
+    target_arch = "x86_64",
+    greenlet_portable_switch
+))]
+pub(crate) use self::portable::saved_registers;
 #[cfg(not(all(
     target_arch = "x86_64",
     target_family = "unix",

@@ -69,6 +69,17 @@ pub(crate) unsafe fn inherit_fp_control(top: *mut Top) {
     let _ = top;
 }
 
+/// The registers a suspended coroutine goes on with, for an unwinder that
+/// reads its stack from another thread: never known here (corosensei keeps
+/// its saved context its own way, behind its API), so `None`.
+#[cfg(all(feature = "hub", target_os = "linux", target_arch = "x86_64"))]
+pub(crate) fn saved_registers(
+    _top: usize,
+    _read: impl FnMut(usize) -> Option<u64>,
+) -> Option<[u64; 3]> {
+    None
+}
+
 /// Make a coroutine whose state is `top`, in the top slot of a stack whose
 /// usable area reaches down to `limit`, and run it to its first suspend:
 /// the first [`resume_with`] into it calls `entry` with the `Top` and that

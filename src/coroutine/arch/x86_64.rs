@@ -177,6 +177,27 @@ pub(crate) unsafe fn inherit_fp_control(top: *mut Top) {
     unsafe { ((*top).sp as *mut u64).sub(1).write(fp_control()) };
 }
 
+/// The registers a suspended coroutine goes on with, for an unwinder that
+/// reads its stack from another thread: `[pc, sp, rbp]`, where `pc` is the
+/// address its switch goes on at, `sp` the stack pointer once the switch
+/// has popped its three words and `rbp` the frame pointer it restores (the
+/// module doc's layout), which is the state the call-frame information of
+/// the function around the switch describes at `pc`. `top` is the
+/// coroutine's [`Top`]; `read` reads a word of memory and may fail (the
+/// caller reads memory another thread may be changing: every value is
+/// only as good as that read), and `None` is returned when one does.
+#[cfg(all(feature = "hub", target_os = "linux", target_arch = "x86_64"))]
+pub(crate) fn saved_registers(
+    top: usize,
+    mut read: impl FnMut(usize) -> Option<u64>,
+) -> Option<[u64; 3]> {
+    let sp = read(top + mem::offset_of!(Top, sp))?;
+    let at = usize::try_from(sp).ok()?;
+    let pc = read(at)?;
+    let rbp = read(at.checked_add(16)?)?;
+    Some([pc, sp.checked_add(24)?, rbp])
+}
+
 /// Make a coroutine whose state is `top`, in the top slot of a stack whose
 /// usable area reaches down to `limit`: its entry closure and first context
 /// are written below `top` and `top.sp` points at that context. Nothing

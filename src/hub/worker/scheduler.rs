@@ -69,6 +69,7 @@ pub(crate) const WAKE_TOKEN: mio::Token = mio::Token(usize::MAX);
 /// Run a worker thread: the hub loop, then its teardown.
 pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
     let remote: *const Remote = &shared.workers[seed.index];
+    shared.workers[seed.index].counters.note_thread();
     let watch = shared.workers.iter().map(|_| Cell::new(None)).collect();
     let w = Rc::new(Worker {
         index: seed.index,

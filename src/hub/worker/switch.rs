@@ -66,9 +66,17 @@ impl Worker {
         };
         let key = self.live.borrow_mut().insert((task, g));
         let live = self.live.borrow();
-        let task = &live[key].0;
+        let (task, g) = &live[key];
         task.live_key.store(key, Ordering::Relaxed);
         let full = self.switch_into(self.remote(), &live, task, direct::start);
+        // Its coroutine exists now (unless it ended): where the watchdog
+        // finds its saved context.
+        // SAFETY: this worker's thread made `g` (above), so it is its
+        // owner; between switches, on the hub, nothing of its owner-only
+        // part is borrowed.
+        if let Some(top) = unsafe { direct::stack_top(g) } {
+            task.stack_top.store(top, Ordering::Relaxed);
+        }
         drop(live);
         if let Some((key, result, dead)) = full {
             self.after_full_switch(key, result, dead);
