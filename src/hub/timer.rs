@@ -193,7 +193,7 @@ impl<T: Parked> Timers<T> {
         let mut best = self.heap.peek().map(|e| (Source::Heap, e.key()));
         for (i, lane) in self.lanes.iter().enumerate() {
             let Some(e) = lane.front() else { continue };
-            if best.map_or(true, |(_, k)| e.key() < k) {
+            if best.is_none_or(|(_, k)| e.key() < k) {
                 best = Some((Source::Lane(i), e.key()));
             }
         }
@@ -213,7 +213,7 @@ impl<T: Parked> Timers<T> {
     /// alarm (the expiry then finds nothing to wake), never a miss.
     #[inline]
     pub(crate) fn none_due(&self, now: impl FnOnce() -> Instant) -> bool {
-        self.soonest.map_or(true, |at| at > now())
+        self.soonest.is_none_or(|at| at > now())
     }
 
     /// Whether `at` is known to have passed: not after the clock reading of

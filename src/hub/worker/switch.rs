@@ -167,7 +167,7 @@ impl Worker {
         // current), whose `live` entry keeps it alive: only this loop
         // removes entries, after this.
         let key = unsafe { (*back).live_key.load(Ordering::Relaxed) };
-        let dead = live.get(key).map_or(true, |(_, g)| g.is_dead());
+        let dead = live.get(key).is_none_or(|(_, g)| g.is_dead());
         (key, result, dead)
     }
 
