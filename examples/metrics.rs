@@ -150,7 +150,7 @@ fn run_load(stop: &Arc<AtomicBool>) -> u64 {
                 let _ = h.join();
             }
             n += 1;
-            if n % 64 == 0 {
+            if n.is_multiple_of(64) {
                 let _ = hub::spawn_blocking(|| thread::sleep(Duration::from_millis(2))).join();
             }
             hub::sleep(Duration::from_millis(1));

@@ -19,7 +19,7 @@ use greenlet::hub::{self, Wait};
 fn refuser(rt: &hub::Runtime, rounds: Option<usize>, caught: Arc<AtomicUsize>) {
     let h = rt.handle().spawn(move || {
         let mut n = 0;
-        while rounds.map_or(true, |r| n < r) {
+        while rounds.is_none_or(|r| n < r) {
             let _ = catch_unwind(AssertUnwindSafe(|| hub::sleep(Duration::from_secs(10))));
             caught.fetch_add(1, Ordering::SeqCst);
             n += 1;

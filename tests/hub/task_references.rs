@@ -133,7 +133,7 @@ fn joins_cancels_and_dumps_from_plain_threads_while_two_workers_churn() {
         for (k, sum) in sums.into_iter().enumerate() {
             let all: u64 = (0..300u64).map(|i| 6 + i).sum();
             let cancelled: u64 = (0..300u64)
-                .filter(|i| (i + k as u64) % 7 == 0)
+                .filter(|i| (i + k as u64).is_multiple_of(7))
                 .map(|i| 6 + i)
                 .sum();
             assert!(
