@@ -291,6 +291,7 @@ impl Greenlet {
     /// after the hub's green thread `task` that it runs, so that its name,
     /// its errors and its stack-overflow report say what the green thread's
     /// own errors say. Costs no allocation.
+    #[cfg(feature = "hub")]
     #[inline]
     pub(crate) fn name_after_task(&self, task: u64) {
         self.record.name_after_task(task);

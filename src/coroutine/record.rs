@@ -494,6 +494,7 @@ impl Record {
     /// `task` that it runs: without allocating, and only until the record
     /// is reused (which rewrites the flags). Owner thread only, as every
     /// flag write.
+    #[cfg(feature = "hub")]
     #[inline]
     pub(crate) fn name_after_task(&self, task: u64) {
         debug_assert!(

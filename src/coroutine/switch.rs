@@ -392,6 +392,7 @@ pub(super) unsafe fn prepare(
 ///
 /// # Safety
 /// As for [`prepare`].
+#[cfg(feature = "hub")]
 #[inline(always)]
 pub(super) unsafe fn prepared(ts: *mut ThreadState, record: &Arc<Record>) -> bool {
     // SAFETY: owner thread (caller); short accesses to `local`.
