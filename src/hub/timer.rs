@@ -153,11 +153,15 @@ struct Entry<T> {
 struct List {
     head: u32,
     tail: u32,
+    /// Whether its entries are in deadline order (each pushed entry's
+    /// deadline not before the last one's).
+    sorted: bool,
 }
 
 const EMPTY: List = List {
     head: NIL,
     tail: NIL,
+    sorted: true,
 };
 
 /// One worker's pending deadlines.
@@ -261,15 +265,22 @@ impl<T> Timers<T> {
 
     fn push_back(&mut self, list: usize, index: u32) {
         let tail = self.lists[list].tail;
-        {
+        let at = {
             let e = &mut self.entries[index as usize];
             e.prev = tail;
             e.next = NIL;
             e.list = list as u16;
-        }
+            e.at
+        };
         match tail {
             NIL => self.lists[list].head = index,
-            t => self.entries[t as usize].next = index,
+            t => {
+                let last = &mut self.entries[t as usize];
+                last.next = index;
+                if last.at > at {
+                    self.lists[list].sorted = false;
+                }
+            }
         }
         self.lists[list].tail = index;
         if list < OVERDUE {
@@ -296,14 +307,15 @@ impl<T> Timers<T> {
         }
     }
 
-    /// Empty `list`; its first entry (the rest linked through `next`).
-    fn take_list(&mut self, list: usize) -> u32 {
-        let head = self.lists[list].head;
+    /// Empty `list`; its first entry (the rest linked through `next`),
+    /// and whether they were in deadline order.
+    fn take_list(&mut self, list: usize) -> (u32, bool) {
+        let List { head, sorted, .. } = self.lists[list];
         self.lists[list] = EMPTY;
         if list < OVERDUE {
             self.occupied[list / SLOTS] &= !(1 << (list % SLOTS));
         }
-        head
+        (head, sorted)
     }
 
     /// Free the (unlinked) entry `index`; its target.
@@ -463,8 +475,8 @@ impl<T: Parked> Timers<T> {
             Some(at) if at <= now => {}
             _ => return,
         }
-        let head = self.take_list(OVERDUE);
-        self.fire(head, &mut wake);
+        let overdue = self.take_list(OVERDUE);
+        self.fire(overdue, &mut wake);
         let now_tick = self.tick_of(now);
         while let Some((list, start)) = self.next_list() {
             // A slot of level 0 fires once its tick is over; a higher one
@@ -474,11 +486,11 @@ impl<T: Parked> Timers<T> {
                 break;
             }
             self.elapsed = start;
-            let head = self.take_list(list);
+            let taken = self.take_list(list);
             if is_level_0 {
-                self.fire(head, &mut wake);
+                self.fire(taken, &mut wake);
             } else {
-                self.place_again(head);
+                self.place_again(taken.0);
             }
         }
         self.elapsed = self.elapsed.max(now_tick);
@@ -490,18 +502,9 @@ impl<T: Parked> Timers<T> {
     }
 
     /// Wake the entries of the list starting at `head` (taken off it),
-    /// in deadline order, ties in list order.
-    fn fire(&mut self, head: u32, wake: &mut impl FnMut(T)) {
-        let mut sorted = true;
-        let mut i = head;
-        while i != NIL {
-            let e = &self.entries[i as usize];
-            if e.next != NIL && e.at > self.entries[e.next as usize].at {
-                sorted = false;
-                break;
-            }
-            i = e.next;
-        }
+    /// in deadline order, ties in list order (sorted here when they are
+    /// not `sorted` already).
+    fn fire(&mut self, (head, sorted): (u32, bool), wake: &mut impl FnMut(T)) {
         if sorted {
             let mut i = head;
             while i != NIL {
@@ -553,7 +556,7 @@ impl<T: Parked> Timers<T> {
     /// Drop every entry (at shutdown); keys armed before cancel nothing.
     pub(crate) fn clear(&mut self) {
         for list in 0..LISTS {
-            let mut i = self.take_list(list);
+            let (mut i, _) = self.take_list(list);
             while i != NIL {
                 let next = self.entries[i as usize].next;
                 drop(self.release(i));
