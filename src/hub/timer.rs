@@ -12,8 +12,9 @@
 //! the slot's entries are placed again, one level lower or more) and
 //! fires from level 0. The wheel spans 64^6 ticks (about 2.2 years); a
 //! farther deadline waits on a list of its own that is placed again each
-//! time the wheel's time crosses a multiple of that span, so any deadline
-//! an `Instant` can hold is kept, and none is clamped to an earlier one.
+//! time the wheel's time crosses a multiple of that span, so a deadline
+//! up to [`MAX_TICK`] ticks (about 142,000 years) away is kept as it is,
+//! and a farther one as one at that distance.
 //! A slot's occupancy is a bit in a word per level, so the next slot to
 //! visit is found with a `trailing_zeros` per level.
 //!
@@ -68,7 +69,7 @@ use super::task_header::Task;
 pub(crate) const TICK: Duration = Duration::from_millis(1);
 
 /// Ticks per second (for turning a `Duration` into ticks).
-const TICKS_PER_SEC: u64 = 1_000;
+const TICKS_PER_SEC: u64 = 1_000_000_000 / TICK.as_nanos() as u64;
 /// The farthest tick kept (2^52 ms, about 142,000 years from the timers'
 /// creation): a deadline beyond it is kept as one at it. The clamp keeps
 /// every tick's instant representable.
