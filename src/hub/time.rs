@@ -27,8 +27,9 @@ use super::worker;
 ///
 /// It lasts at least `d`; the hub's timers have a resolution of 1 ms, so a
 /// green thread wakes at the first scheduling point after the end of the
-/// millisecond its deadline falls in (less than 1 ms late on a worker free
-/// to run it).
+/// millisecond its deadline falls in: less than 1 ms late on a busy
+/// worker, up to about 2 ms on an idle one (whose sleep in the poller is
+/// in whole milliseconds).
 ///
 /// ```
 /// use std::time::{Duration, Instant};
@@ -51,8 +52,8 @@ pub fn sleep(d: Duration) {
 }
 
 /// Park until `deadline` (a plain thread sleeps). A parking point. Never
-/// returns before `deadline`; late by less than the timers' 1 ms
-/// resolution on a worker free to run it (see [`sleep`]).
+/// returns before `deadline`; late by up to the timers' 1 ms resolution
+/// and the worker's way to its next scheduling point (see [`sleep`]).
 ///
 /// ```
 /// use std::time::{Duration, Instant};

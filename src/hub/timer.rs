@@ -22,10 +22,10 @@
 //! in a later tick than its deadline, that is at the first scheduling
 //! point at or after the end of the millisecond (counted from the origin)
 //! its deadline falls in: never early, late by less than [`TICK`] plus the
-//! time to that scheduling point. `sleep` and `timeout` therefore last at
-//! least what they ask and end within a millisecond after it on a worker
-//! that is free to run them. A deadline already passed when it is armed
-//! fires at the next expiry.
+//! time to that scheduling point (on an idle worker, its sleep in the
+//! poller, whose timeout is in whole milliseconds). `sleep` and `timeout`
+//! therefore last at least what they ask. A deadline already passed when
+//! it is armed fires at the next expiry.
 //!
 //! Order: the due entries are woken in deadline order, equal deadlines
 //! first armed, first woken. (A slot's list keeps arming order, entries
