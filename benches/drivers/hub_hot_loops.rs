@@ -32,8 +32,13 @@ enum Op {
     YieldPair,
     /// spawn + join of an empty task.
     Spawn,
+    /// spawn + join of an empty task, in batches of 10,000 spawned and
+    /// then joined (count: tasks; a whole number of batches cancels out).
+    SpawnBatch,
     /// A round trip over two bounded channels to an echo green thread.
     PingPong,
+    /// The same round trip over two unbounded channels.
+    PingPongUnbounded,
     /// `yield_now` inside a one-hour `timeout`: a timer armed and
     /// cancelled at every park.
     TimeoutYield,
@@ -44,6 +49,9 @@ enum Op {
     /// armed out of order.
     SleepersScrambled,
 }
+
+/// Tasks spawned before any is joined in `spawn-batch`.
+const BATCH: u64 = 10_000;
 
 fn main() {
     let args = Args::parse();
@@ -62,21 +70,18 @@ fn main() {
             other.join().unwrap();
         }
         Op::Spawn => (0..n).for_each(|_| hub::spawn(|| ()).join().unwrap()),
-        Op::PingPong => {
-            let (to_echo, from_main) = hub::channel::<u64>(1);
-            let (to_main, from_echo) = hub::channel::<u64>(1);
-            let echo = hub::spawn(move || {
-                for v in from_main.iter() {
-                    to_main.send(v).unwrap();
-                }
-            });
-            for i in 0..n {
-                to_echo.send(i).unwrap();
-                assert_eq!(from_echo.recv().unwrap(), i);
+        Op::SpawnBatch => {
+            let mut handles = Vec::with_capacity(BATCH as usize);
+            let mut left = n;
+            while left > 0 {
+                let batch = left.min(BATCH);
+                handles.extend((0..batch).map(|_| hub::spawn(|| ())));
+                handles.drain(..).for_each(|h| h.join().unwrap());
+                left -= batch;
             }
-            drop(to_echo);
-            echo.join().unwrap();
         }
+        Op::PingPong => ping_pong(n, hub::channel(1), hub::channel(1)),
+        Op::PingPongUnbounded => ping_pong(n, hub::unbounded(), hub::unbounded()),
         Op::TimeoutYield => (0..n).for_each(|_| {
             hub::timeout(Duration::from_secs(3600), hub::yield_now).unwrap();
         }),
@@ -97,4 +102,23 @@ fn sleepers(n: u64, length: impl Fn(u64) -> Duration) {
     for h in handles {
         h.join().unwrap();
     }
+}
+
+/// `n` round trips to an echo green thread over the two channels given.
+fn ping_pong(
+    n: u64,
+    (to_echo, from_main): (hub::Sender<u64>, hub::Receiver<u64>),
+    (to_main, from_echo): (hub::Sender<u64>, hub::Receiver<u64>),
+) {
+    let echo = hub::spawn(move || {
+        for v in from_main.iter() {
+            to_main.send(v).unwrap();
+        }
+    });
+    for i in 0..n {
+        to_echo.send(i).unwrap();
+        assert_eq!(from_echo.recv().unwrap(), i);
+    }
+    drop(to_echo);
+    echo.join().unwrap();
 }

@@ -36,7 +36,7 @@ use std::sync::Arc;
 
 use super::error::GreenletError;
 use super::handle::Greenlet;
-use super::record::{Flags, Record};
+use super::record::Record;
 use super::switch;
 use super::thread_state::{self, ThreadState};
 use super::value::Value;
@@ -95,9 +95,9 @@ pub(crate) fn start(g: &Greenlet) -> Resumed {
     unsafe {
         let main = (*ts).main_ptr;
         if !plain_from_main(ts, g)
-            || g.record.flags() != Flags::UNSTARTED
+            || !g.record.flags().is_unstarted()
             || g.record.live_parent_ptr() != Some(main)
-            || switch::prepare(ts, &g.record).is_err()
+            || !switch::prepared(ts, &g.record)
         {
             return Resumed::Full(g.switch(()));
         }

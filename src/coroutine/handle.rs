@@ -287,9 +287,20 @@ impl Greenlet {
         self.record.id()
     }
 
+    /// Name this greenlet, made just now without a name, `task-<task>`
+    /// after the hub's green thread `task` that it runs, so that its name,
+    /// its errors and its stack-overflow report say what the green thread's
+    /// own errors say. Costs no allocation.
+    #[inline]
+    pub(crate) fn name_after_task(&self, task: u64) {
+        self.record.name_after_task(task);
+    }
+
     /// Its name: the one given to the builder; for a main greenlet, its
     /// thread's name (`main` for the process's first thread), or
-    /// `thread <n>` for an unnamed thread; else `greenlet-<id>`.
+    /// `thread <n>` for an unnamed thread; for the greenlet of a hub green
+    /// thread, that thread's name (`task-<id>` unless named); else
+    /// `greenlet-<id>`.
     ///
     /// ```
     /// let g = greenlet::Greenlet::new(Ok);

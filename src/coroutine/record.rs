@@ -18,7 +18,7 @@
 use std::cell::UnsafeCell;
 use std::mem::{self, ManuallyDrop};
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -195,6 +195,11 @@ impl Drop for Spare {
 pub(crate) struct Record {
     id: u64,
     name: Option<Box<str>>,
+    /// The hub green thread it runs (see [`name_after_task`]), read only
+    /// when [`Flags::is_named`] and `name` is `None`.
+    ///
+    /// [`name_after_task`]: Record::name_after_task
+    task: AtomicU64,
     /// Live [`Greenlet`] handles (not counting internal references).
     handles: AtomicUsize,
     /// [`Flags`]; written only on the owner thread (see [`Record::mark`]).
@@ -235,7 +240,8 @@ unsafe impl Sync for Record {}
 
 impl Record {
     /// A record with `handles` handles (the caller makes them), counted
-    /// by the caller in [`live_greenlets`].
+    /// by the caller in [`live_greenlets`]; `flags` gain
+    /// [`Flags::is_named`] with a name.
     pub(crate) fn new(
         id: u64,
         name: Option<Box<str>>,
@@ -245,11 +251,13 @@ impl Record {
         parent: Option<Greenlet>,
         local: Local,
     ) -> Record {
+        let named = if name.is_some() { Flags::NAMED } else { 0 };
         Record {
             id,
             name,
+            task: AtomicU64::new(0),
             handles: AtomicUsize::new(handles),
-            flags: AtomicU8::new(flags.0),
+            flags: AtomicU8::new(flags.0 | named),
             thread,
             parent: Mutex::new(parent),
             finalizers: Mutex::new(Some(Finalizers::new())),
@@ -452,12 +460,14 @@ impl Record {
         self.handles.store(0, Ordering::Relaxed);
     }
 
-    /// Its name: the given one, its thread's for a main greenlet, or
+    /// Its name: the given one, its thread's for a main greenlet,
+    /// `task-<n>` for one that runs the hub's unnamed green thread `n`, or
     /// `greenlet-<id>`.
     pub(crate) fn name(&self) -> String {
         match &self.name {
             Some(name) => name.to_string(),
             None if self.flags().is_main() => self.thread.main_name.to_string(),
+            None if self.flags().is_named() => format!("task-{}", self.task_id()),
             None => format!("greenlet-{}", self.id),
         }
     }
@@ -474,8 +484,31 @@ impl Record {
     }
 
     /// The name given at creation, if any.
+    #[inline]
     pub(crate) fn given_name(&self) -> Option<&str> {
         self.name.as_deref()
+    }
+
+    /// Name this greenlet, made just now without a name (its flags are
+    /// [`Flags::UNSTARTED`]), `task-<task>`, after the hub's green thread
+    /// `task` that it runs: without allocating, and only until the record
+    /// is reused (which rewrites the flags). Owner thread only, as every
+    /// flag write.
+    #[inline]
+    pub(crate) fn name_after_task(&self, task: u64) {
+        debug_assert!(
+            self.name.is_none() && self.flags() == Flags::UNSTARTED,
+            "only a new, unnamed greenlet is named after a task"
+        );
+        self.task.store(task, Ordering::Relaxed);
+        self.flags.store(Flags::NAMED, Ordering::Release);
+    }
+
+    /// The green thread given to [`name_after_task`](Self::name_after_task);
+    /// meaningful only when [`Flags::is_named`] and no name was given.
+    #[inline]
+    pub(crate) fn task_id(&self) -> u64 {
+        self.task.load(Ordering::Relaxed)
     }
 
     /// Its parent's record.
@@ -660,15 +693,18 @@ impl Record {
         // Written over the `None` the reset left (no drop test; were it
         // ever a name, it would only leak).
         debug_assert!(self.name.is_none(), "a spare record is reset");
+        let named = if name.is_some() { Flags::NAMED } else { 0 };
         mem::forget(mem::replace(&mut self.name, name));
         *self.handles.get_mut() = 1;
-        *self.flags.get_mut() = Flags::UNSTARTED.0;
+        *self.flags.get_mut() = Flags::UNSTARTED.0 | named;
         self.local.get_mut().stack_size = stack_size;
         parent.and_then(|p| self.parent.get_mut().replace(p))
     }
 
     /// [`reuse`](Self::reuse) with no name and the parent it kept (main's):
-    /// nothing replaced, nothing written over its name (`None` already).
+    /// nothing replaced, nothing written over its name (`None` already; the
+    /// flags' store clears [`Flags::is_named`] of a greenlet named after a
+    /// task).
     #[inline(always)]
     pub(crate) fn reuse_unnamed(&mut self, id: u64, stack_size: usize) {
         self.id = id;

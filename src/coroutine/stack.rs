@@ -114,11 +114,21 @@ struct Header {
     /// UTF-8 label (a greenlet's name or id) for the overflow message.
     label: UnsafeCell<[u8; LABEL_CAPACITY]>,
     /// When `label_len` is 0 and this is not: the stack belongs to the
-    /// unnamed greenlet of this id, labelled `'greenlet-<id>' (id <id>)`,
-    /// which is spelled out only if the overflow message needs it (a greenlet
-    /// start then costs one store instead of writing the label).
+    /// greenlet of this id (without [`TASK_LABEL`]), labelled
+    /// `'greenlet-<id>' (id <id>)`, or, with [`TASK_LABEL`] set, the one of
+    /// the hub's green thread `default_task`, labelled
+    /// `'task-<task>' (id <id>)`. The label is spelled out only if the
+    /// overflow message needs it (a greenlet start then costs two or three
+    /// stores instead of writing the label).
     default_id: AtomicU64,
+    /// The green thread's id when `default_id` has [`TASK_LABEL`]; read
+    /// only then.
+    default_task: AtomicU64,
 }
+
+/// The bit of `Header::default_id` that marks a hub green thread's stack
+/// (greenlet ids are counted from 1 and never reach it).
+const TASK_LABEL: u64 = 1 << 63;
 
 impl Header {
     /// Usable bytes above the guard page that every stack of this size
@@ -134,8 +144,12 @@ impl Header {
         compiler_fence(Ordering::Acquire);
         if len == 0 {
             let id = self.default_id.load(Ordering::Relaxed);
+            if id & TASK_LABEL != 0 {
+                let task = self.default_task.load(Ordering::Relaxed);
+                return default_label(b"'task-", task, id & !TASK_LABEL, out);
+            }
             if id != 0 {
-                return default_label(id, out);
+                return default_label(b"'greenlet-", id, id, out);
             }
         }
         // SAFETY: `label` is inside the header, which is mapped while the
@@ -265,9 +279,22 @@ impl PooledStack {
     /// label is only spelled out if an overflow happens (two stores).
     #[inline]
     pub(crate) fn set_default_greenlet_label(&self, id: u64) {
+        debug_assert!(id & TASK_LABEL == 0, "greenlet ids stay below 2^63");
         let header = self.raw.header();
         header.label_len.store(0, Ordering::Relaxed);
         header.default_id.store(id, Ordering::Relaxed);
+    }
+
+    /// Labels the stack as the one of greenlet `id`, which runs the hub's
+    /// unnamed green thread `task`: the overflow message then names it
+    /// `'task-<task>' (id <id>)`, as the greenlet's own name reads, spelled
+    /// out only if an overflow happens (three stores).
+    #[inline]
+    pub(crate) fn set_default_task_label(&self, id: u64, task: u64) {
+        let header = self.raw.header();
+        header.label_len.store(0, Ordering::Relaxed);
+        header.default_task.store(task, Ordering::Relaxed);
+        header.default_id.store(id | TASK_LABEL, Ordering::Relaxed);
     }
 
     /// Rewrites the label: readers see length 0 until `fill` is done.
@@ -298,13 +325,15 @@ fn decimal(mut value: u64, buf: &mut [u8; 20]) -> &[u8] {
     &buf[at..]
 }
 
-/// Writes `'greenlet-<id>' (id <id>)` (at most 57 bytes) into `out`, without
-/// allocating (it runs in the overflow handler); returns its length.
-fn default_label(id: u64, out: &mut [u8; LABEL_CAPACITY]) -> usize {
-    let mut buf = [0u8; 20];
-    let digits = decimal(id, &mut buf);
+/// Writes `<prefix><number>' (id <id>)` (at most 57 bytes for the prefixes
+/// `'greenlet-` and `'task-`) into `out`, without allocating (it runs in the
+/// overflow handler); returns its length.
+fn default_label(prefix: &[u8], number: u64, id: u64, out: &mut [u8; LABEL_CAPACITY]) -> usize {
+    let (mut number_buf, mut id_buf) = ([0u8; 20], [0u8; 20]);
+    let number = decimal(number, &mut number_buf);
+    let id = decimal(id, &mut id_buf);
     let mut len = 0;
-    for part in [&b"'greenlet-"[..], digits, b"' (id ", digits, b")"] {
+    for part in [prefix, number, b"' (id ", id, b")"] {
         out[len..len + part.len()].copy_from_slice(part);
         len += part.len();
     }

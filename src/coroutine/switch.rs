@@ -48,7 +48,7 @@ use super::lifecycle;
 #[cfg(feature = "hub")]
 use super::payload::NOTHING;
 use super::payload::{exit_value, from_words, into_words, Kind, Payload, PayloadWords, Words};
-use super::record::{Flags, Local, Record};
+use super::record::{Local, Record};
 use super::run::Run;
 use super::stack::{self, PooledStack};
 use super::thread_state::{self, ThreadState};
@@ -148,7 +148,7 @@ unsafe fn transfer_words(
             // trace event, forced unwind or mail (`needs_slow_path`), and an
             // unstarted greenlet is never current. A stack that cannot be
             // mapped takes the general path, which reports it.
-            target.flags() == Flags::UNSTARTED
+            target.flags().is_unstarted()
                 && kind == Kind::Switch
                 && !needs_slow_path(ts)
                 && prepare(ts, target).is_ok()
@@ -385,6 +385,29 @@ pub(super) unsafe fn prepare(
     }
 }
 
+/// [`prepare`] as a test, for the hub's lean start: whether `record` has
+/// its fiber now. A stack that cannot be mapped is left to the full
+/// protocol, which tries again and reports it; on the common paths no
+/// `Result` is made.
+///
+/// # Safety
+/// As for [`prepare`].
+#[inline(always)]
+pub(super) unsafe fn prepared(ts: *mut ThreadState, record: &Arc<Record>) -> bool {
+    // SAFETY: owner thread (caller); short accesses to `local`.
+    unsafe {
+        let local = record.local();
+        if (*local).fiber.is_some() {
+            return true;
+        }
+        let Some(fiber) = (*ts).kept.take((*local).stack_size) else {
+            return prepare_new(ts, record).is_ok();
+        };
+        install(local, fiber, record);
+        true
+    }
+}
+
 /// [`prepare`] without a kept fiber of the size `record` asks for: a stack
 /// from the pool, and a new coroutine on it.
 ///
@@ -436,22 +459,28 @@ fn stack_error(record: &Record, size: usize, source: std::io::Error) -> Greenlet
 }
 
 /// Name the stack after its greenlet (`'name' (id N)`, as in messages),
-/// without allocating or formatting: this runs at every start, and an
-/// unnamed greenlet's label (two stores, inline) is only spelled out if its
+/// without allocating or formatting: this runs at every start, so an
+/// unnamed greenlet's label (one bit test and two stores, inline) and a hub
+/// green thread's `'task-<n>'` (three stores) are only spelled out if the
 /// stack overflows.
 #[inline(always)]
 fn label_stack(stack: &PooledStack, record: &Record) {
-    match record.given_name() {
-        Some(name) => label_named(stack, name, record.id()),
-        None => stack.set_default_greenlet_label(record.id()),
+    if !record.flags().is_named() {
+        stack.set_default_greenlet_label(record.id());
+    } else if record.given_name().is_none() {
+        stack.set_default_task_label(record.id(), record.task_id());
+    } else {
+        label_named(stack, record);
     }
 }
 
-/// [`label_stack`] for a named greenlet: its name copied in.
+/// [`label_stack`] for a greenlet with a given name: the name copied in.
 #[cold]
 #[inline(never)]
-fn label_named(stack: &PooledStack, name: &str, id: u64) {
-    stack.set_greenlet_label(name, id);
+fn label_named(stack: &PooledStack, record: &Record) {
+    if let Some(name) = record.given_name() {
+        stack.set_greenlet_label(name, record.id());
+    }
 }
 
 /// Hand control to `dest` (a live, started or prepared greenlet, or main)

@@ -99,7 +99,9 @@ impl<T> State<T> {
     }
 
     /// Send `value` if there is room: straight to a receive parked on an
-    /// empty queue, else onto the queue. Returns whom to wake.
+    /// empty queue, else onto the queue. Returns whom to wake. Inlined
+    /// into the sends: one frame for a send.
+    #[inline(always)]
     fn offer(&mut self, value: T) -> Result<Option<Wakeup>, TrySendError<T>> {
         if !self.receiver {
             return Err(TrySendError::Disconnected(value));

@@ -72,7 +72,7 @@ impl<T> JoinHandle<T> {
                 if Arc::ptr_eq(&self.task, me) {
                     return false;
                 }
-                while self.task.add_green_joiner(w.index, &w.shared, me) {
+                while self.task.add_green_joiner(w.index, me) {
                     park_green(w, me, Wait::Join, None);
                     if self.task.is_done() {
                         break;
@@ -260,7 +260,7 @@ impl<T> fmt::Debug for JoinHandle<T> {
 /// go to that worker's pool (see [`TaskPool`](super::task_pool::TaskPool)), elsewhere it is dropped.
 fn recycle(task: Arc<Task>) {
     worker::with_current(|w| match w {
-        Some(w) if Arc::ptr_eq(&w.shared, &task.shared) => w.pool.give(task),
+        Some(w) if w.shared.owns(&task) => w.pool.give(task),
         _ => drop(task),
     });
 }

@@ -113,11 +113,8 @@
 //! it; see `pending` for the rules.
 //!
 //! # Where things are
-//! From the bottom up; a file uses only files listed before it, with two
-//! exceptions: the files of the task's data, whose types name each other
-//! (a task holds its closure and its runtime's shared state, which lists
-//! tasks and, through the workers' remote parts, queues them), and the
-//! calls the worker's loop makes into layers above it (at a scheduling
+//! From the bottom up; a file uses only files listed before it, with one
+//! exception: the calls the worker's loop makes into layers above it (at a scheduling
 //! point the pending-call drain, `pending_drain::scheduling_point`, and
 //! the poller's readiness events, `net::dispatch`; before a sleep with no
 //! timer, the deadlock check's `deadlock::is_certain_wait` and
@@ -131,11 +128,13 @@
 //!   thread's task-local values), `pending` (the pending-call slot's
 //!   rules), `blocking_pool` (its state), `counters` (a worker's metric
 //!   counters), `deadlock_latch` (what a runtime remembers of deadlocks);
-//! - the task's data: `task_header` (the `Task` header), `unstarted` (its
-//!   closure until it starts, and the token that runs it), `registry`
-//!   (every task of a runtime), `shared` (what a runtime's workers, handles
-//!   and tasks share) and `worker::remote` (the part of a worker other
-//!   threads reach);
+//! - the task's data: `task_body` (its closure until it starts, generic in
+//!   the closure's argument), `registry` (every task of a runtime, generic
+//!   in the task it lists), `task_header` (the `Task` header, which holds
+//!   its runtime's shared state with the type erased: that state lists and
+//!   queues tasks), `unstarted` (the token that runs the closure),
+//!   `worker::remote` (the part of a worker other threads reach) and
+//!   `shared` (what a runtime's workers, handles and tasks share);
 //! - `timer`, `task_pool`, then `worker` (the scheduler: its loop,
 //!   placement and stealing, the switch into a green thread, hand-offs,
 //!   wakes, teardown);
@@ -155,8 +154,8 @@
 //! - `selecting` ([`select`] over every source above that parks).
 //!
 //! Uses [`crate::coroutine`] (its public API, and the crate-private lean
-//! switch of `coroutine::direct` and the closure storage of
-//! `coroutine::run`) and [`crate::cleanup`]; knows nothing of the CPython
+//! switch of `coroutine::direct`), the crate's closure store
+//! (`crate::erased`) and [`crate::cleanup`]; knows nothing of the CPython
 //! model.
 
 mod blocking;
@@ -194,6 +193,7 @@ mod spin_lock;
 mod stack_capture;
 mod stacks;
 mod sync;
+mod task_body;
 mod task_header;
 mod task_info;
 mod task_local;

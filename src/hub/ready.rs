@@ -47,8 +47,16 @@ impl<T> ReadyQueue<T> {
         if self.first.is_none() {
             self.first = Some(t);
         } else {
-            self.rest.push_back(t);
+            self.push_rest(t);
         }
+    }
+
+    /// [`push_back`](Self::push_back) behind the front. Out of line (the
+    /// ring buffer's growth is in it): a wake that fills the front stays a
+    /// few instructions where it is inlined.
+    #[inline(never)]
+    fn push_rest(&mut self, t: T) {
+        self.rest.push_back(t);
     }
 
     /// Queue `t` first.

@@ -23,7 +23,7 @@
 //!   second `remove` finds it unlinked and does nothing.
 //! - A listed task is alive. It joins at its making and leaves when it
 //!   finishes (`Task::complete`), and until it finishes something that will
-//!   finish it holds a count of it: its token (`body::NotStarted`, which
+//!   finish it holds a count of it: its token (`unstarted::NotStarted`, which
 //!   finishes it when dropped unrun), then its worker's `live` entry (which
 //!   finishes it before it goes), or a blocking-pool job (a token too).
 //!   Should a task still be listed when its last count goes (a bug
@@ -34,41 +34,60 @@
 //! another thread, dump at any point): the list is a plain sequential data
 //! structure whose every access is inside one critical section.
 //!
-//! Owns: [`Registry`] and [`Links`]. Uses the task's `shard` and `links`.
+//! Owns: [`Registry`], [`Links`] and what it asks of a task it lists
+//! ([`Listed`]: its links, shard and id). Uses the spin lock only: the
+//! task is a type parameter (the task header, which holds its links, sits
+//! above this file).
 
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::ptr;
 
 use super::spin_lock::QuickMutex;
-use super::task_header::Task;
 
-/// A task's place in its registry shard (see the module doc).
-pub(crate) struct Links {
-    cell: UnsafeCell<Link>,
+/// What the registry reads of a task it lists.
+pub(crate) trait Listed: Sized {
+    /// Its place in its shard.
+    fn links(&self) -> &Links<Self>;
+    /// Its shard: fixed when it is made.
+    fn shard(&self) -> usize;
+    /// Its id, which orders a snapshot.
+    fn id(&self) -> u64;
 }
 
-#[derive(Clone, Copy)]
-struct Link {
-    prev: *const Task,
-    next: *const Task,
+/// A task's place in its registry shard (see the module doc).
+pub(crate) struct Links<T> {
+    cell: UnsafeCell<Link<T>>,
+}
+
+struct Link<T> {
+    prev: *const T,
+    next: *const T,
     linked: bool,
 }
 
+impl<T> Clone for Link<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Link<T> {}
+
 // SAFETY: the cell is only read or written with the lock of the task's
 // registry shard held (see the module doc), which orders every access.
-unsafe impl Sync for Links {}
+unsafe impl<T> Sync for Links<T> {}
 // SAFETY: as for `Sync`; the pointers are to tasks, which are `Send + Sync`.
-unsafe impl Send for Links {}
+unsafe impl<T> Send for Links<T> {}
 
-impl Links {
+impl<T> Links<T> {
     /// Whether its task is in a shard, read by the task's only owner.
     pub(crate) fn is_linked(&mut self) -> bool {
         self.cell.get_mut().linked
     }
 
     /// Not in any shard.
-    pub(crate) const fn new() -> Links {
+    pub(crate) const fn new() -> Links<T> {
         Links {
             cell: UnsafeCell::new(Link {
                 prev: ptr::null(),
@@ -79,15 +98,15 @@ impl Links {
     }
 }
 
-impl fmt::Debug for Links {
+impl<T> fmt::Debug for Links<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Links")
     }
 }
 
 /// One shard's list: its newest task, and how many it holds.
-struct Shard {
-    head: *const Task,
+struct Shard<T> {
+    head: *const T,
     len: usize,
     /// How many tasks ever joined it.
     joined: u64,
@@ -95,25 +114,25 @@ struct Shard {
 
 // SAFETY: `head` points at a listed task, alive (see the module doc), and
 // is only used with the shard's lock held.
-unsafe impl Send for Shard {}
+unsafe impl<T> Send for Shard<T> {}
 
 /// The links of `task`.
 ///
 /// # Safety
 /// The caller holds the lock of `task`'s shard, and `task` is alive.
-unsafe fn link_of(task: *const Task) -> *mut Link {
+unsafe fn link_of<T: Listed>(task: *const T) -> *mut Link<T> {
     // SAFETY: alive (the caller's contract); a raw pointer into the cell,
     // used under the lock only.
-    unsafe { (*task).links.cell.get() }
+    unsafe { (*task).links().cell.get() }
 }
 
 /// The runtime's live tasks.
-pub(crate) struct Registry {
-    shards: Box<[QuickMutex<Shard>]>,
+pub(crate) struct Registry<T> {
+    shards: Box<[QuickMutex<Shard<T>>]>,
 }
 
-impl Registry {
-    pub(crate) fn new(shards: usize) -> Registry {
+impl<T: Listed> Registry<T> {
+    pub(crate) fn new(shards: usize) -> Registry<T> {
         Registry {
             shards: (0..shards)
                 .map(|_| {
@@ -127,13 +146,13 @@ impl Registry {
         }
     }
 
-    fn shard_of(&self, task: &Task) -> &QuickMutex<Shard> {
-        &self.shards[task.shard.min(self.shards.len() - 1)]
+    fn shard_of(&self, task: &T) -> &QuickMutex<Shard<T>> {
+        &self.shards[task.shard().min(self.shards.len() - 1)]
     }
 
     /// Add `task` (made just now, not in any shard) to its shard.
-    pub(crate) fn insert(&self, task: &Task) {
-        let raw: *const Task = task;
+    pub(crate) fn insert(&self, task: &T) {
+        let raw: *const T = task;
         let mut shard = self.shard_of(task).lock();
         // SAFETY: under the shard's lock; `raw` is alive (borrowed) and so
         // is the old head (listed); `task` is in no shard, so nobody else
@@ -156,8 +175,8 @@ impl Registry {
     }
 
     /// Take `task` out of its shard, if it is in it.
-    pub(crate) fn remove(&self, task: &Task) {
-        let this: *const Task = task;
+    pub(crate) fn remove(&self, task: &T) {
+        let this: *const T = task;
         let mut shard = self.shard_of(task).lock();
         // SAFETY: under the shard's lock; `task` is alive (borrowed), and
         // its neighbours are alive (listed).
@@ -186,14 +205,14 @@ impl Registry {
 
     /// `f` of every registered task, by id; `f` runs under a shard's lock
     /// (so it must not spawn, finish or dump).
-    pub(crate) fn snapshot<R>(&self, mut f: impl FnMut(&Task) -> R) -> Vec<R> {
+    pub(crate) fn snapshot<R>(&self, mut f: impl FnMut(&T) -> R) -> Vec<R> {
         let mut all = Vec::new();
         for shard in self.shards.iter() {
             let shard = shard.lock();
             all.reserve(shard.len);
             // SAFETY: under the shard's lock, every listed task is alive
             // (module doc).
-            unsafe { each(&shard, |t| all.push(((*t).id, f(&*t)))) };
+            unsafe { each(&shard, |t| all.push(((*t).id(), f(&*t)))) };
         }
         all.sort_by_key(|(id, _)| *id);
         all.into_iter().map(|(_, r)| r).collect()
@@ -201,7 +220,7 @@ impl Registry {
 
     /// Call `f` with every registered task, under its shard's lock (as in
     /// [`snapshot`](Self::snapshot)), in no particular order.
-    pub(crate) fn for_each(&self, mut f: impl FnMut(&Task)) {
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&T)) {
         for shard in self.shards.iter() {
             let shard = shard.lock();
             // SAFETY: as in `snapshot`.
@@ -211,7 +230,7 @@ impl Registry {
 
     /// `f` of the registered task with this id, under its shard's lock (as
     /// in [`snapshot`](Self::snapshot)).
-    pub(crate) fn find<R>(&self, id: u64, f: impl FnOnce(&Task) -> R) -> Option<R> {
+    pub(crate) fn find<R>(&self, id: u64, f: impl FnOnce(&T) -> R) -> Option<R> {
         let mut f = Some(f);
         self.shards.iter().find_map(|shard| {
             let shard = shard.lock();
@@ -219,7 +238,7 @@ impl Registry {
             // SAFETY: as in `snapshot`.
             unsafe {
                 each(&shard, |t| {
-                    if (*t).id == id {
+                    if (*t).id() == id {
                         if let Some(f) = f.take() {
                             found = Some(f(&*t));
                         }
@@ -245,7 +264,7 @@ impl Registry {
 ///
 /// # Safety
 /// `shard` is the guard of its lock; `f` does not touch any task's links.
-unsafe fn each(shard: &Shard, mut f: impl FnMut(*const Task)) {
+unsafe fn each<T: Listed>(shard: &Shard<T>, mut f: impl FnMut(*const T)) {
     let mut t = shard.head;
     while !t.is_null() {
         f(t);

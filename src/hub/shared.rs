@@ -3,15 +3,18 @@
 //! slot, the blocking pool, the cleanup queue and the shutdown state; and
 //! the runtime of a blocking-pool thread (a thread-local).
 //!
-//! With the task header, its closure storage (`body`), the registry, a
-//! worker's remote parts and the blocking pool, this is the hub's data
-//! knot: a task holds its runtime's `Shared`, which lists and queues tasks,
-//! so these types name each other. Everything that acts on them sits above.
+//! It sits above the task's data: a task holds its `Shared` through its
+//! [`RuntimeLink`] (made by [`Shared::link`]), which does not name this
+//! type, so that the header, the registry and the tokens stay below the
+//! state that lists and queues them. Everything that acts on them sits
+//! above.
 //!
-//! Owns: [`Shared`], the idle-worker notification and the record of
-//! refusals. Uses the worker's remote parts, `crossbeam-deque`'s injector,
-//! the registry, the pending-call slot, the blocking pool, the cleanup
-//! queue and the task info of a refusal.
+//! Owns: [`Shared`], a task's link to it and the test of a task's runtime
+//! ([`Shared::owns`], [`Shared::of`]), the idle-worker notification and
+//! the record of refusals. Uses the worker's remote parts,
+//! `crossbeam-deque`'s injector, the registry, the task header and its
+//! token, the pending-call slot, the blocking pool, the cleanup queue and
+//! the task info of a refusal.
 
 use std::cell::RefCell;
 use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
@@ -27,7 +30,7 @@ use super::blocking_pool::BlockingPool;
 use super::deadlock_latch::DeadlockLatch;
 use super::pending::PendingCalls;
 use super::registry::Registry;
-use super::task_header::Task;
+use super::task_header::{RuntimeLink, Task};
 use super::task_info::TaskInfo;
 use super::unstarted::Unstarted;
 use super::worker::Remote;
@@ -41,7 +44,7 @@ pub(crate) struct Shared {
     pub(super) shutdown: AtomicBool,
     pub(super) deadline: Mutex<Option<Instant>>,
     pub(crate) stack_size: usize,
-    pub(crate) registry: Registry,
+    pub(crate) registry: Registry<Task>,
     pub(crate) pending: PendingCalls,
     pub(crate) blocking: BlockingPool<Unstarted>,
     pub(crate) cleanup: OnceLock<Arc<CleanupQueue>>,
@@ -82,6 +85,23 @@ impl Shared {
 
     pub(crate) fn record_refusal(&self, task: &Task) {
         self.refused.lock().push(task.info());
+    }
+
+    /// A new task's link to this runtime.
+    pub(crate) fn link(self: &Arc<Self>) -> RuntimeLink {
+        RuntimeLink::new(Arc::clone(self), |shared| &shared.registry)
+    }
+
+    /// Whether `task` belongs to this runtime.
+    #[inline]
+    pub(crate) fn owns(&self, task: &Task) -> bool {
+        task.runtime.is_of(&self.registry)
+    }
+
+    /// The runtime `task` belongs to (always found: every link is made by
+    /// [`link`](Self::link)).
+    pub(crate) fn of(task: &Task) -> Option<&Shared> {
+        task.runtime.owner().downcast_ref()
     }
 }
 

@@ -15,9 +15,10 @@ use std::sync::Arc;
 use super::error::{HubError, JoinError};
 use super::join::JoinHandle;
 use super::shared::Shared;
+use super::task_body::Body;
 use super::task_header::{Slot, Task};
 use super::task_pool::Spent;
-use super::unstarted::{Body, LocalUnstarted, Unstarted};
+use super::unstarted::{LocalUnstarted, Unstarted};
 use super::unwind::CancelUnwind;
 use super::worker;
 
@@ -284,13 +285,13 @@ impl NewTask<'_> {
     /// The task, registered: `spent` (a spent task of a worker's pool of
     /// this runtime) made new (see [`TaskPool`](super::task_pool::TaskPool)), else allocated once with
     /// its header and `body` in it.
-    fn make(self, body: Body, spent: Option<Spent>) -> Arc<Task> {
+    fn make(self, body: Body<Task>, spent: Option<Spent>) -> Arc<Task> {
         let shared = self.shared;
         let name = self.name.map(String::into_boxed_str);
         let stack_size = self.stack_size.unwrap_or(shared.stack_size);
         let task = match spent {
             Some(spent) => spent.renew(name, self.site, stack_size, self.shard, body),
-            None => Task::allocate(shared, name, self.site, stack_size, self.shard, body),
+            None => Task::allocate(shared.link(), name, self.site, stack_size, self.shard, body),
         };
         shared.registry.insert(&task);
         task

@@ -2,15 +2,20 @@
 //! cancel flags, join waiters, its closure until it starts, its value once
 //! it finished).
 //!
-//! Owns the task's state machine as seen from other threads. Calls nothing
-//! of the scheduler: a wake goes through the task's [`Wake`]
-//! implementation, which the worker provides (see `worker::wake`). Uses
-//! the registry to deregister a finished task, and the closure storage,
-//! output slot, spin lock, `timeout` scopes and task-local table it holds.
+//! Owns the task's state machine as seen from other threads, and its
+//! [`RuntimeLink`]. Calls nothing of the scheduler: a wake goes through
+//! the task's [`Wake`] implementation, which the worker provides (see
+//! `worker::wake`). Uses the registry to deregister a finished task, and
+//! the closure storage, output slot, spin lock, `timeout` scopes and
+//! task-local table it holds. It names nothing of the runtime above it:
+//! the runtime's shared state (`shared`), which queues and lists tasks,
+//! is held through the [`RuntimeLink`], its type erased.
 
+use std::any::Any;
 use std::fmt;
 use std::marker::PhantomData;
 use std::panic::Location;
+use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Wake, Waker};
@@ -18,13 +23,12 @@ use std::task::{Wake, Waker};
 use super::error::JoinError;
 use super::local_table::Locals;
 use super::output::Output;
-use super::registry::Links;
+use super::registry::{Links, Listed, Registry};
 use super::scopes::Scopes;
-use super::shared::Shared;
 use super::spin_lock::{QuickGuard, QuickMutex};
+use super::task_body::Body;
 use super::task_info::TaskInfo;
 use super::task_state::{TaskState, Wait};
-use super::unstarted::Body;
 
 /// `owner` of a task that has not started on any worker.
 pub(crate) const NO_OWNER: usize = usize::MAX;
@@ -42,7 +46,8 @@ pub(crate) struct Task {
     pub(crate) id: u64,
     name: Option<Box<str>>,
     pub(crate) site: &'static Location<'static>,
-    pub(crate) shared: Arc<Shared>,
+    /// The runtime it belongs to.
+    pub(crate) runtime: RuntimeLink,
     /// The worker it started on (`NO_OWNER` before): written once, by that
     /// worker, before the task can be woken.
     owner: AtomicUsize,
@@ -63,7 +68,7 @@ pub(crate) struct Task {
     /// The key in the owner worker's table of live greenlets.
     pub(crate) live_key: AtomicUsize,
     /// Its place in the runtime's registry shard `shard`.
-    pub(crate) links: Links,
+    pub(crate) links: Links<Task>,
     pub(crate) shard: usize,
     /// The stack size its greenlet asks for.
     pub(crate) stack_size: usize,
@@ -76,7 +81,7 @@ pub(crate) struct Task {
     /// Its `timeout` scopes.
     pub(crate) scopes: Scopes,
     /// Its closure until it starts (reached through its `NotStarted`).
-    pub(crate) body: Body,
+    pub(crate) body: Body<Task>,
     /// Its task-local values (used and cleared by its body only).
     pub(crate) locals: Locals,
 }
@@ -85,18 +90,18 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Task {
     pub(crate) fn new(
-        shared: Arc<Shared>,
+        runtime: RuntimeLink,
         name: Option<Box<str>>,
         site: &'static Location<'static>,
         stack_size: usize,
         shard: usize,
-        body: Body,
+        body: Body<Task>,
     ) -> Task {
         Task {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             name,
             site,
-            shared,
+            runtime,
             owner: AtomicUsize::new(NO_OWNER),
             finisher: AtomicUsize::new(NO_OWNER),
             state: AtomicU8::new(QUEUED),
@@ -124,14 +129,14 @@ impl Task {
     /// first), not moved there: `Arc::new` of the task (some 400 bytes)
     /// cost a `memcpy` of it per spawn.
     pub(crate) fn allocate(
-        shared: &Arc<Shared>,
+        runtime: RuntimeLink,
         name: Option<Box<str>>,
         site: &'static Location<'static>,
         stack_size: usize,
         shard: usize,
-        body: Body,
+        body: Body<Task>,
     ) -> Arc<Task> {
-        Arc::new_cyclic(|_| Task::new(Arc::clone(shared), name, site, stack_size, shard, body))
+        Arc::new_cyclic(|_| Task::new(runtime, name, site, stack_size, shard, body))
     }
 
     /// Whether this task's allocation may be made a new task
@@ -164,7 +169,7 @@ impl Task {
         site: &'static Location<'static>,
         stack_size: usize,
         shard: usize,
-        body: Body,
+        body: Body<Task>,
     ) {
         self.id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         self.name = name;
@@ -208,6 +213,7 @@ impl Task {
         self.name.as_deref()
     }
 
+    #[inline]
     pub(crate) fn owner(&self) -> usize {
         self.owner.load(Ordering::Acquire)
     }
@@ -268,7 +274,8 @@ impl Task {
 
     /// Mark it scheduled and ready; the owner worker the caller must queue
     /// it on (see the worker's `push_ready`), unless it was scheduled
-    /// already, is not started or is done.
+    /// already, is not started or is done. Inline: part of every wake.
+    #[inline]
     pub(crate) fn mark_scheduled(&self) -> Option<usize> {
         if self.scheduled.swap(true, Ordering::AcqRel) {
             return None;
@@ -325,7 +332,7 @@ impl Task {
         self.done.store(true, Ordering::Release);
         drop(outcome);
         self.state.store(FINISHED, Ordering::Relaxed);
-        self.shared.registry.remove(self);
+        self.runtime.registry().remove(self);
         if let Some(j) = first {
             j.wake();
         }
@@ -353,19 +360,19 @@ impl Task {
         self.finisher.store(w, Ordering::Relaxed);
     }
 
-    /// Register the green thread `me`, running on worker `w` of the runtime
-    /// `shared`, to be woken
+    /// Register the green thread `me`, running on worker `w` of its
+    /// runtime, to be woken
     /// when it finishes; `false` if it already has. Without the lock when
     /// only `w`'s thread can finish it (`finisher` is `w`, of `w`'s
-    /// runtime; written on this thread, so this load reads this thread's
+    /// runtime, `me`'s; written on this thread, so this load reads this thread's
     /// own store): then everything that writes its outcome runs on this
     /// thread (its body; the worker's own finishing of it in
     /// `after_full_switch`, `drop_entry` and teardown; the drop of its
     /// token from the spawn stack) and not now (this thread runs `me`), and
     /// the only other party, its handle, is the caller, here.
     #[inline]
-    pub(crate) fn add_green_joiner(&self, w: usize, shared: &Arc<Shared>, me: &Arc<Task>) -> bool {
-        if self.finisher.load(Ordering::Relaxed) != w || !Arc::ptr_eq(&self.shared, shared) {
+    pub(crate) fn add_green_joiner(&self, w: usize, me: &Arc<Task>) -> bool {
+        if self.finisher.load(Ordering::Relaxed) != w || !self.runtime.same_as(&me.runtime) {
             return self.add_joiner(Joiner::Green(Arc::clone(me)));
         }
         if self.is_done() {
@@ -474,8 +481,84 @@ impl Drop for Task {
         let linked = self.links.is_linked();
         debug_assert!(!linked, "task {} dropped while registered", self.id);
         if linked {
-            self.shared.registry.remove(self);
+            self.runtime.registry().remove(self);
         }
+    }
+}
+
+impl Listed for Task {
+    #[inline]
+    fn links(&self) -> &Links<Task> {
+        &self.links
+    }
+
+    #[inline]
+    fn shard(&self) -> usize {
+        self.shard
+    }
+
+    #[inline]
+    fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+/// A task's link to the runtime it belongs to: a count of the runtime's
+/// shared state, whose type the header does not name (that state queues
+/// and lists tasks, so it sits above this file), and the registry inside
+/// it, which the task leaves when it finishes. The shared state makes the
+/// link (`Shared::link`) and finds itself in it (`Shared::owns`,
+/// `Shared::of`).
+pub(crate) struct RuntimeLink {
+    /// Keeps the runtime's shared state alive.
+    owner: Arc<dyn Any + Send + Sync>,
+    /// The registry inside `owner`.
+    registry: NonNull<Registry<Task>>,
+}
+
+// SAFETY: `owner` is `Send + Sync`; `registry` points into it (see
+// `RuntimeLink::new`), at a registry, which is `Sync` (each shard under its
+// lock) and only ever shared.
+unsafe impl Send for RuntimeLink {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for RuntimeLink {}
+
+impl RuntimeLink {
+    /// The link to `owner`, the runtime's shared state, whose registry
+    /// `registry` finds.
+    pub(crate) fn new<S: Any + Send + Sync>(
+        owner: Arc<S>,
+        registry: impl FnOnce(&S) -> &Registry<Task>,
+    ) -> RuntimeLink {
+        let registry = NonNull::from(registry(&owner));
+        RuntimeLink { owner, registry }
+    }
+
+    /// The runtime's registry.
+    #[inline]
+    pub(crate) fn registry(&self) -> &Registry<Task> {
+        // SAFETY: `registry` was borrowed from the value `owner` holds (see
+        // `new`), which does not move and lives while `owner`, a count of
+        // it, does: at least as long as `self`.
+        unsafe { self.registry.as_ref() }
+    }
+
+    /// Whether `registry` is this runtime's: the identity of a runtime, as
+    /// each has one registry.
+    #[inline]
+    pub(crate) fn is_of(&self, registry: &Registry<Task>) -> bool {
+        ptr::eq(self.registry.as_ptr(), registry)
+    }
+
+    /// Whether `other` links to the same runtime.
+    #[inline]
+    pub(crate) fn same_as(&self, other: &RuntimeLink) -> bool {
+        self.registry == other.registry
+    }
+
+    /// The runtime's shared state, its type erased.
+    pub(crate) fn owner(&self) -> &(dyn Any + Send + Sync) {
+        &*self.owner
     }
 }
 

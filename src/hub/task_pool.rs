@@ -1,8 +1,9 @@
 //! A worker's pool of spent tasks ([`TaskPool`]), whose allocations its
 //! spawns reuse, and the proof that a task may be reused.
 //!
-//! Owns: [`TaskPool`] and [`Spent`]. Uses the task header's `is_spent` and
-//! `renew`.
+//! Owns: [`TaskPool`], its two bounds ([`TaskPool::KEEP`] while the
+//! worker is busy, [`TaskPool::KEEP_ASLEEP`] across its sleeps) and
+//! [`Spent`]. Uses the task header's `is_spent` and `renew`.
 
 use std::cell::RefCell;
 use std::fmt;
@@ -10,17 +11,24 @@ use std::panic::Location;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
+use super::task_body::Body;
 use super::task_header::Task;
-use super::unstarted::Body;
 
 /// A worker's spent tasks (finished, their values taken, nothing else
 /// referring to them), kept so that a spawn on that worker makes its task
 /// in one of their allocations instead of a new one: a spawn + join then
 /// pays no `malloc` and `free` of the task
-/// and no drop of its header. At most [`TaskPool::KEEP`] are kept; each
-/// holds its runtime's `Shared`, which is that worker's runtime (only
-/// tasks of it are given back), so the pool lives and dies with the
-/// worker.
+/// and no drop of its header. At most [`TaskPool::KEEP`] are kept while
+/// the worker is busy (a burst of that many spawns joined before the next
+/// burst reuses them all), and at most [`TaskPool::KEEP_ASLEEP`] once it
+/// goes to sleep in its poller ([`trim`](Self::trim)); each holds its
+/// runtime's `Shared`, which is that worker's runtime (only tasks of it
+/// are given back), so the pool lives and dies with the worker.
+///
+/// Its memory is bounded by [`TaskPool::KEEP`] allocations of a task
+/// (at most [`TASK_BYTES`] each, with its name, if it had one, until the
+/// allocation is reused) and their list (a pointer each): 8 MiB per
+/// worker at most while busy, 32 KiB across a sleep.
 pub(crate) struct TaskPool {
     spent: RefCell<Vec<Spent>>,
 }
@@ -39,7 +47,7 @@ impl Spent {
         site: &'static Location<'static>,
         stack_size: usize,
         shard: usize,
-        body: Body,
+        body: Body<Task>,
     ) -> Arc<Task> {
         let raw = Arc::into_raw(self.0).cast_mut();
         // SAFETY: `raw` is the only reference to the task (see `Spent`):
@@ -56,9 +64,33 @@ impl Spent {
     }
 }
 
+/// Bytes of one task's allocation at most (its header, body and `Arc`
+/// counts; the build fails when a task outgrows it), for the pool's bound.
+pub(crate) const TASK_BYTES: usize = 512;
+
+const _: () = assert!(
+    2 * std::mem::size_of::<usize>() + std::mem::size_of::<Task>() <= TASK_BYTES,
+    "a task outgrew TASK_BYTES: raise it and the bound TaskPool's doc states"
+);
+
 impl TaskPool {
-    /// Spent tasks kept at most.
-    const KEEP: usize = 64;
+    /// Spent tasks kept at most while the worker is busy. It trades
+    /// memory (up to `KEEP` × [`TASK_BYTES`], 8 MiB, per worker until it
+    /// next sleeps) for a `malloc` and a `free` per task of a burst:
+    /// spawning a batch of N tasks and then joining them all allocates
+    /// afresh the N - `KEEP` beyond it, each batch again (some 450
+    /// instructions a task). Re-measure after changing it: instructions
+    /// per task of `hub_hot_loops --op spawn-batch` under callgrind, and
+    /// the `spawn-join-batch` row of `benches/peers/run.sh hub
+    /// --callgrind` beside tokio.
+    pub(crate) const KEEP: usize = 16_384;
+
+    /// Spent tasks kept at most across a sleep of the worker: what a
+    /// spawn + join one at a time, or a few at once, reuses after a pause.
+    /// Larger keeps more memory (up to `KEEP_ASLEEP` × [`TASK_BYTES`]) in
+    /// an idle runtime; smaller makes the first spawns after a pause
+    /// allocate.
+    pub(crate) const KEEP_ASLEEP: usize = 64;
 
     pub(crate) fn new() -> TaskPool {
         TaskPool {
@@ -85,6 +117,27 @@ impl TaskPool {
         }
         drop(spent);
         drop(task);
+    }
+
+    /// Drop the tasks kept beyond [`KEEP_ASLEEP`](Self::KEEP_ASLEEP): the
+    /// worker is about to sleep. Called from the idle path only, never
+    /// while a green thread runs (a task's drop runs no user code: spent,
+    /// its value, closure and locals are gone).
+    pub(crate) fn trim(&self) {
+        let mut spent = self.spent.borrow_mut();
+        if spent.len() <= Self::KEEP_ASLEEP {
+            return;
+        }
+        let extra = spent.split_off(Self::KEEP_ASLEEP);
+        spent.shrink_to(Self::KEEP_ASLEEP);
+        drop(spent);
+        drop(extra);
+    }
+
+    /// How many spent tasks are kept now.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.spent.borrow().len()
     }
 
     /// Drop every task kept (a worker's teardown).
@@ -124,4 +177,44 @@ fn is_only_and_spent(task: &Arc<Task>) -> bool {
     // The caller holds `task` for the whole call, so this `&mut` aliases
     // nothing; `Arc::as_ptr`'s pointer is the allocation's, so it may write.
     unsafe { (*raw).is_spent() }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::TaskPool;
+    use crate::hub::{self, worker, Runtime};
+
+    /// A burst's spent tasks are kept (up to `KEEP`) for the next burst,
+    /// and all but `KEEP_ASLEEP` go when the worker sleeps.
+    #[test]
+    fn a_burst_is_kept_until_the_worker_sleeps() {
+        let rt = Runtime::builder()
+            .worker_threads(1)
+            .watchdog(None)
+            .build()
+            .expect("a runtime");
+        rt.block_on(|| {
+            let pool_len = || worker::current().expect("a worker").pool.len();
+            let burst = 1_000;
+            let handles: Vec<_> = (0..burst).map(|i| hub::spawn(move || i)).collect();
+            for (i, h) in handles.into_iter().enumerate() {
+                assert_eq!(h.join().unwrap(), i);
+            }
+            assert_eq!(pool_len(), burst, "every spent task of the burst is kept");
+            // Made again in the kept allocations: the pool empties and
+            // fills back.
+            let again: Vec<_> = (0..burst).map(|i| hub::spawn(move || i * 2)).collect();
+            assert_eq!(pool_len(), 0);
+            for (i, h) in again.into_iter().enumerate() {
+                assert_eq!(h.join().unwrap(), i * 2);
+            }
+            assert_eq!(pool_len(), burst);
+            // The only green thread sleeps: the worker sleeps in its poller.
+            hub::sleep(Duration::from_millis(50));
+            assert!(pool_len() <= TaskPool::KEEP_ASLEEP, "{}", pool_len());
+        })
+        .unwrap();
+    }
 }

@@ -1,124 +1,26 @@
-//! An unstarted task's closure ([`Body`]), kept inside its task with its
-//! type erased: in place when it fits in [`WORDS`] words, boxed otherwise,
-//! so that spawning a task with a small closure allocates only the task; and
-//! [`NotStarted`], the one token that may run or drop it.
+//! [`NotStarted`], the one token that may run or drop an unstarted task's
+//! closure (its [`Body`](super::task_body::Body)), and [`Launch`], the
+//! token moved into the task's greenlet, as that greenlet's body.
 //!
-//! Owns the storage, its vtable and the token's rules: the token is made
-//! with the task, only its holder touches the storage, and it either runs
-//! the closure ([`NotStarted::run`]), drops it and finishes the task as
-//! cancelled (dropped unstarted), or gives it up to an error the caller
-//! records ([`NotStarted::into_task`]). A `Send` closure's token is `Send`
-//! (it moves between workers); a `spawn_local` one's is not. Uses the
-//! task's `finish` and the crate's closure store ([`Erased`], which keeps a
-//! greenlet's closure too).
+//! Owns the token's rules: the token is made with the task, only its
+//! holder touches the body, and it either runs the closure
+//! ([`NotStarted::run`]), drops it and finishes the task as cancelled
+//! (dropped unstarted), or gives it up to an error the caller records
+//! ([`NotStarted::into_task`]). A `Send` closure's token is `Send` (it
+//! moves between workers); a `spawn_local` one's is not. Uses the task's
+//! body and `finish`, and the coroutine's value and error types (the
+//! greenlet body's signature).
 
-use std::cell::UnsafeCell;
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::ptr;
 use std::sync::Arc;
 
-use crate::erased::Erased;
+use crate::coroutine::{GreenletError, Value};
 
 use super::error::JoinError;
 use super::spawn_slot::Token;
 use super::task_header::Task;
-
-/// Words of closure kept in place (a closure capturing a few numbers,
-/// handles or `Arc`s); each word more makes every task a word larger.
-const WORDS: usize = 3;
-
-type Storage = Erased<WORDS>;
-
-struct Vtable {
-    /// Moves the closure out of the storage and calls it.
-    call: unsafe fn(*mut Storage, &Task),
-    /// Drops the closure in the storage without calling it.
-    drop: unsafe fn(*mut Storage),
-}
-
-/// # Safety
-/// `storage` holds a `G` put there, which the call consumes.
-unsafe fn call_stored<G: FnOnce(&Task)>(storage: *mut Storage, task: &Task) {
-    // SAFETY: guaranteed by the caller; moved out exactly once, first.
-    let g = unsafe { Storage::take::<G>(storage) };
-    g(task);
-}
-
-struct Stored {
-    storage: Storage,
-    /// How to call or drop what `storage` holds; `None`: it holds nothing.
-    vtable: Option<&'static Vtable>,
-}
-
-/// A task's closure until it starts (see the module doc).
-pub(crate) struct Body {
-    cell: UnsafeCell<Stored>,
-}
-
-// SAFETY: the storage is only reached through the task's `NotStarted`
-// token, which is unique (made once, with the task, and consumed by
-// running, dropping or giving up the closure), so never from two threads
-// at once; a closure that is not `Send` is stored only by `Body::local`,
-// whose token is not `Send` either and so runs or drops it on the thread
-// that made it. Left unconsumed (a leaked token), the closure is leaked:
-// `Body` has no destructor.
-unsafe impl Sync for Body {}
-// SAFETY: as for `Sync`.
-unsafe impl Send for Body {}
-
-impl Body {
-    /// The body of a `Send` closure `g`, run on whichever thread starts it.
-    pub(crate) fn new<G: FnOnce(&Task) + Send + 'static>(g: G) -> Body {
-        Body::store(g)
-    }
-
-    /// The body of a closure that need not be `Send`.
-    ///
-    /// # Safety
-    /// Its token is a [`LocalUnstarted`] (which stays on this thread).
-    pub(crate) unsafe fn local<G: FnOnce(&Task) + 'static>(g: G) -> Body {
-        Body::store(g)
-    }
-
-    fn store<G: FnOnce(&Task) + 'static>(g: G) -> Body {
-        let mut storage = Storage::empty();
-        storage.put(g);
-        Body {
-            cell: UnsafeCell::new(Stored {
-                storage,
-                vtable: Some(
-                    const {
-                        &Vtable {
-                            call: call_stored::<G>,
-                            drop: Storage::drop_value::<G>,
-                        }
-                    },
-                ),
-            }),
-        }
-    }
-
-    /// Whether it holds no closure (run, dropped or given up). `&mut`: no
-    /// token can be using it.
-    pub(crate) fn is_empty(&mut self) -> bool {
-        self.cell.get_mut().vtable.is_none()
-    }
-
-    /// Take the vtable, leaving nothing to run or drop.
-    ///
-    /// # Safety
-    /// The caller holds the task's token; the storage is consumed with the
-    /// vtable returned (called or dropped) before anything else reads it.
-    unsafe fn take(&self) -> Option<(&'static Vtable, *mut Storage)> {
-        let stored = self.cell.get();
-        // SAFETY: only the token's holder (the caller) reaches the cell.
-        unsafe {
-            let vtable = (*stored).vtable.take()?;
-            Some((vtable, ptr::addr_of_mut!((*stored).storage)))
-        }
-    }
-}
 
 /// Marks a [`NotStarted`] whose closure is `Send`.
 #[derive(Debug)]
@@ -149,7 +51,7 @@ impl<K> NotStarted<K> {
     ///
     /// # Safety
     /// `task` was made just now with its body, and no other token of it
-    /// exists; for a [`Sendable`] token, with [`Body::new`].
+    /// exists; for a [`Sendable`] token, with [`Body::new`](super::task_body::Body::new).
     pub(crate) unsafe fn new(task: Arc<Task>) -> Self {
         NotStarted {
             task,
@@ -217,39 +119,6 @@ impl Token for Unstarted {
     }
 }
 
-impl Body {
-    /// Run the closure, if there is one, with `task` (its task).
-    ///
-    /// # Safety
-    /// The caller consumed the task's token just now.
-    unsafe fn run(&self, task: &Task) {
-        // SAFETY: the token was the only way to the body (the caller's
-        // contract); its vtable and storage are used once, here.
-        if let Some((vtable, storage)) = unsafe { self.take() } {
-            // SAFETY: the storage holds what the vtable expects (set
-            // together in `Body::store`); with the vtable taken it is
-            // consumed exactly once.
-            unsafe { (vtable.call)(storage, task) };
-        }
-    }
-
-    /// Drop the closure, if there is one; whether there was.
-    ///
-    /// # Safety
-    /// The caller holds the task's token, or consumed it just now.
-    unsafe fn drop_closure(&self) -> bool {
-        // SAFETY: guaranteed by the caller.
-        match unsafe { self.take() } {
-            Some((vtable, storage)) => {
-                // SAFETY: as in `NotStarted::run`, dropped instead of called.
-                unsafe { (vtable.drop)(storage) };
-                true
-            }
-            None => false,
-        }
-    }
-}
-
 /// A token moved into its task's greenlet: it runs the closure when the
 /// greenlet starts. Dropped unrun (the greenlet could not start, or was
 /// killed first), it drops the closure and leaves the task's outcome to
@@ -283,8 +152,20 @@ impl<K> Launch<K> {
         (launch, task)
     }
 
+    /// The body of the task's greenlet: it runs the closure (which records
+    /// the task's outcome) and ends with the unit value.
+    pub(crate) fn greenlet_body(self) -> impl FnOnce(Value) -> Result<Value, GreenletError>
+    where
+        K: 'static,
+    {
+        move |_| {
+            self.run();
+            Ok(Value::unit())
+        }
+    }
+
     /// Run the closure (it records the task's outcome).
-    pub(crate) fn run(self) {
+    fn run(self) {
         let this = ManuallyDrop::new(self);
         // SAFETY: the entry's count keeps the task alive while the greenlet
         // runs this (`new`'s contract).

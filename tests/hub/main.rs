@@ -18,6 +18,7 @@ mod join_values;
 mod limits_and_misuse;
 mod metrics;
 mod observed_switches;
+mod overflow_names;
 mod panic_names;
 mod remote_wakes;
 mod runtime_services;

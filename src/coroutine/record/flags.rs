@@ -1,5 +1,6 @@
 //! A record's state bits ([`Flags`]): unstarted, started, active, dead,
-//! and the marks of a kill on drop and of reuse.
+//! the marks of a kill on drop and of reuse, and whether it has a name of
+//! its own.
 //!
 //! A leaf: uses nothing of the crate.
 
@@ -14,7 +15,12 @@
 /// `reusable` on a dead greenlet whose record is ready for reuse as it is
 /// (see [`Flags::is_reusable`]). `active` is `started` and not `dead`, kept
 /// as a bit of its own (every write of the flags derives it) so that the
-/// test every switch makes of its target is one bit test.
+/// test every switch makes of its target is one bit test. `named` on a
+/// greenlet made with a name (given, or a hub green thread's
+/// `task-<id>`): set when the record is made or reused with a name, or
+/// before it starts by `Record::name_after_task`, and kept until the
+/// record is reused, so that the start, which labels the stack, tests one
+/// bit for the common unnamed greenlet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Flags(pub(super) u8);
 
@@ -26,6 +32,7 @@ impl Flags {
     pub(super) const KILLING: u8 = 16;
     pub(super) const REUSABLE: u8 = 32;
     pub(super) const ACTIVE: u8 = 64;
+    pub(super) const NAMED: u8 = 128;
 
     /// `bits` with [`ACTIVE`](Self::ACTIVE) derived from the others: set
     /// when `STARTED` and not `DEAD`.
@@ -39,6 +46,19 @@ impl Flags {
 
     /// A new greenlet, not yet switched into.
     pub(crate) const UNSTARTED: Flags = Flags(0);
+
+    /// [`UNSTARTED`](Self::UNSTARTED), with a name of its own or not:
+    /// never switched into, not killed, no mark.
+    #[inline(always)]
+    pub(crate) const fn is_unstarted(self) -> bool {
+        self.0 & !Flags::NAMED == 0
+    }
+
+    /// It was made with a name: a given one, or a hub green thread's.
+    #[inline(always)]
+    pub(crate) const fn is_named(self) -> bool {
+        self.0 & Flags::NAMED != 0
+    }
 
     /// A greenlet that can never run (made after its thread's state went).
     pub(crate) const BORN_DEAD: Flags = Flags(Flags::STARTED | Flags::DEAD);

@@ -560,6 +560,7 @@ fn create(map_len: usize) -> io::Result<RawStack> {
             label_len: AtomicUsize::new(0),
             label: UnsafeCell::new([0; LABEL_CAPACITY]),
             default_id: AtomicU64::new(0),
+            default_task: AtomicU64::new(0),
         });
     }
     CREATED.fetch_add(1, Ordering::Relaxed);

@@ -469,10 +469,18 @@ fn default_greenlet_labels_are_spelled_out_when_read() {
     stack.set_default_greenlet_label(7);
     let len = stack.raw.header().read_label(&mut buffer);
     assert_eq!(&buffer[..len], b"'greenlet-7' (id 7)");
-    stack.set_default_greenlet_label(u64::MAX);
+    let largest = TASK_LABEL - 1;
+    stack.set_default_greenlet_label(largest);
     let len = stack.raw.header().read_label(&mut buffer);
-    let expected = format!("'greenlet-{0}' (id {0})", u64::MAX);
+    let expected = format!("'greenlet-{0}' (id {0})", largest);
     assert_eq!(&buffer[..len], expected.as_bytes());
+    stack.set_default_task_label(largest, u64::MAX);
+    let len = stack.raw.header().read_label(&mut buffer);
+    let expected = format!("'task-{}' (id {largest})", u64::MAX);
+    assert_eq!(&buffer[..len], expected.as_bytes());
+    stack.set_default_task_label(12, 5);
+    let len = stack.raw.header().read_label(&mut buffer);
+    assert_eq!(&buffer[..len], b"'task-5' (id 12)");
 
     stack.set_greenlet_label("worker", 8);
     let len = stack.raw.header().read_label(&mut buffer);

@@ -240,6 +240,9 @@ impl Worker {
             remote.idle.note_cpu();
             return;
         }
+        // About to sleep: the spent tasks of a burst beyond what a pause
+        // keeps go (see `TaskPool`).
+        self.pool.trim();
         remote.sleeping.store(true, Ordering::SeqCst);
         self.shared.idle.fetch_add(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);

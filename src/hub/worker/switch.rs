@@ -45,15 +45,18 @@ impl Worker {
         let (launch, task) = unsafe { Launch::new(u) };
         task.set_owner(self.index);
         task.set_finisher(self.index);
-        let mut builder = Greenlet::builder().stack_size(task.stack_size);
-        if let Some(name) = task.has_name() {
-            builder = builder.name(name);
-        }
-        let g = match builder.spawn(move |_| {
-            launch.run();
-            Ok(Value::unit())
-        }) {
-            Ok(g) => g,
+        let builder = Greenlet::builder().stack_size(task.stack_size);
+        let (builder, named) = match task.has_name() {
+            Some(name) => (builder.name(name), true),
+            None => (builder, false),
+        };
+        let g = match builder.spawn(launch.greenlet_body()) {
+            Ok(g) => {
+                if !named {
+                    g.name_after_task(task.id);
+                }
+                g
+            }
             Err(e) => {
                 task.finish(Some(JoinError::Cancelled {
                     name: format!("{} (not started: {e})", task.name()),

@@ -4,11 +4,14 @@
 //! [`Waker`](std::task::Waker) is the task itself ([`Wake`] for `Task`).
 //!
 //! Owns: [`push_ready`], the local queuing of a woken task, and the task's
-//! `Wake` implementation. Uses the worker's state and its remote parts.
+//! `Wake` implementation. Uses the worker's state and its remote parts,
+//! and the runtime's shared state (to find a task's worker from a thread
+//! that is not one of its runtime's).
 
 use std::sync::Arc;
 use std::task::Wake;
 
+use super::super::shared::Shared;
 use super::super::task_header::Task;
 use super::current::{with_current, with_worker};
 use super::state::Worker;
@@ -20,7 +23,7 @@ use super::state::Worker;
 pub(crate) fn push_ready(task: Arc<Task>, owner: usize) {
     let mut task = Some(task);
     with_worker(|w| {
-        if let Some(t) = task.take_if(|t| w.index == owner && Arc::ptr_eq(&w.shared, &t.shared)) {
+        if let Some(t) = task.take_if(|t| w.index == owner && w.shared.owns(t)) {
             w.push_ready_local(t);
         }
     });
@@ -38,14 +41,14 @@ pub(super) fn push_remote(task: Arc<Task>, owner: usize) {
     let mut task = Some(task);
     with_current(|w| {
         let Some(w) = w else { return };
-        if let Some(t) = task.take_if(|t| Arc::ptr_eq(&w.shared, &t.shared)) {
+        if let Some(t) = task.take_if(|t| w.shared.owns(t)) {
             if let Some(remote) = w.shared.workers.get(owner) {
                 remote.push(t);
             }
         }
     });
     if let Some(task) = task {
-        if let Some(remote) = task.shared.workers.get(owner) {
+        if let Some(remote) = Shared::of(&task).and_then(|s| s.workers.get(owner)) {
             remote.push(Arc::clone(&task));
         }
     }
@@ -69,6 +72,10 @@ impl Worker {
 }
 
 impl Wake for Task {
+    /// Inline: made in the crate of its caller (a channel's or a lock's
+    /// hand-over, generic code), with `mark_scheduled` and the local
+    /// queueing inlined into it: one call per wake.
+    #[inline]
     fn wake(self: Arc<Self>) {
         if let Some(owner) = self.mark_scheduled() {
             push_ready(self, owner);
