@@ -7,6 +7,8 @@
 //! target/release/examples/hub_hot_loops --op yield --iters 100000`
 //! prints the total; see `--help` for the operations.
 
+use std::time::Duration;
+
 use clap::{Parser, ValueEnum};
 use greenlet::hub::{self, Runtime};
 
@@ -37,6 +39,15 @@ enum Op {
     PingPong,
     /// The same round trip over two unbounded channels.
     PingPongUnbounded,
+    /// `yield_now` inside a one-hour `timeout`: a timer armed and
+    /// cancelled at every park.
+    TimeoutYield,
+    /// `iters` green threads spawned, each sleeping 10 ms, then joined
+    /// (count: sleepers).
+    Sleepers,
+    /// The same with sleeps of 1..=100 ms in a scrambled order: deadlines
+    /// armed out of order.
+    SleepersScrambled,
 }
 
 /// Tasks spawned before any is joined in `spawn-batch`.
@@ -71,8 +82,26 @@ fn main() {
         }
         Op::PingPong => ping_pong(n, hub::channel(1), hub::channel(1)),
         Op::PingPongUnbounded => ping_pong(n, hub::unbounded(), hub::unbounded()),
+        Op::TimeoutYield => (0..n).for_each(|_| {
+            hub::timeout(Duration::from_secs(3600), hub::yield_now).unwrap();
+        }),
+        Op::Sleepers => sleepers(n, |_| Duration::from_millis(10)),
+        Op::SleepersScrambled => sleepers(n, |i| Duration::from_millis(1 + (i * 7_919) % 100)),
     })
     .expect("the loop");
+}
+
+/// Spawn `n` green threads, the `i`th sleeping `length(i)`, then join them.
+fn sleepers(n: u64, length: impl Fn(u64) -> Duration) {
+    let handles: Vec<_> = (0..n)
+        .map(|i| {
+            let d = length(i);
+            hub::spawn(move || hub::sleep(d))
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
 }
 
 /// `n` round trips to an echo green thread over the two channels given.

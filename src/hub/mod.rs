@@ -75,11 +75,12 @@
 //! pool.
 //!
 //! # Timers and the poller
-//! Each worker has its own timers (sorted lanes and a binary heap, see
-//! `timer`) and its own
-//! `mio::Poll`. An idle worker sleeps in `poll` until the next timer's
-//! deadline or a wake; a busy one polls without waiting every 61 rounds so
-//! I/O sources registered with it are not starved. The network layer
+//! Each worker has its own timers (a hierarchical timing wheel with a 1 ms
+//! tick: a deadline fires at the first scheduling point after the end of
+//! its millisecond, never early; see `timer`) and its own `mio::Poll`. An
+//! idle worker sleeps in `poll` until the next timer's deadline or a wake;
+//! a busy one polls without waiting every 61 rounds so I/O sources
+//! registered with it are not starved. The network layer
 //! registers sockets with the poller of the worker their green thread lives
 //! on.
 //!

@@ -1,7 +1,8 @@
 //! Parking and waking the caller, whatever it is: a green thread parks by
-//! switching to its hub (arming a timer for a deadline), or straight to the
-//! next ready green thread when the hub would only resume that one (see
-//! `Worker::next_after_park`), a plain thread by `std::thread::park`.
+//! switching to its hub (arming a timer for a deadline, cancelled when the
+//! park ends), or straight to the next ready green thread when the hub
+//! would only resume that one (see `Worker::next_after_park`), a plain
+//! thread by `std::thread::park`.
 //! Also the unwinds that deliver a cancellation or an elapsed `timeout` at
 //! a parking point, and at every park on a worker whose loop has ended
 //! (its teardown's kills): such a park never waits.
@@ -85,20 +86,54 @@ fn park_then(
     if task.scopes.is_active() {
         at = earliest(at, task.scopes.earliest());
     }
-    if let Some(at) = at {
-        w.timers.borrow_mut().arm(at, Arc::clone(task));
+    match at {
+        None => park_switch(w, task, wait, requeue, || {}),
+        Some(at) => park_timed(w, task, wait, at, requeue),
     }
+}
+
+/// [`park_then`] with a timer for `at`: armed before the park, and gone
+/// with it whatever ends the park (the timer, another wake, a
+/// cancellation): O(1), and a no-op for a timer that fired. Out of line,
+/// so that the parks without a deadline (most) carry no key across their
+/// switch.
+#[inline(never)]
+fn park_timed(w: &Worker, task: &Arc<Task>, wait: Wait, at: Instant, requeue: Option<Arc<Task>>) {
+    let key = w.timers.borrow_mut().arm(at, Arc::clone(task));
+    park_switch(w, task, wait, requeue, || {
+        let target = w.timers.borrow_mut().cancel(key);
+        drop(target);
+    });
+}
+
+/// The park itself, once its timer (if any) is armed: `disarm` runs as
+/// soon as it ends, before any unwind is raised from it.
+#[inline(always)]
+fn park_switch(
+    w: &Worker,
+    task: &Arc<Task>,
+    wait: Wait,
+    requeue: Option<Arc<Task>>,
+    disarm: impl Fn(),
+) {
     task.set_parked(wait);
     let to = match w.next_after_park(task, requeue) {
         Next::Hub => None,
         Next::Sibling(to) => Some(to),
-        Next::Myself => return check_scopes(&task.scopes),
-        Next::Cancelled => return raise(CancelUnwind),
+        Next::Myself => {
+            disarm();
+            return check_scopes(&task.scopes);
+        }
+        Next::Cancelled => {
+            disarm();
+            return raise(CancelUnwind);
+        }
     };
     // SAFETY: a `to` was made just now by `next_after_park`, with no switch
     // since; the target's greenlet handle is in the worker's `live` table,
     // whose entries only the hub removes, while it is suspended.
     let parked = ManuallyDrop::new(unsafe { direct::park(&w.hub, to) });
+    disarm();
     // Only an error is looked at (out of line): a cancellation, or a
     // dump's request for this stack, answered there (see `stack_capture`).
     // The `Ok` path runs no drop glue (the compiler may leave the

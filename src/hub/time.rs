@@ -25,6 +25,12 @@ use super::worker;
 /// Park the calling green thread for `d` (a plain thread sleeps). A parking
 /// point.
 ///
+/// It lasts at least `d`; the hub's timers have a resolution of 1 ms, so a
+/// green thread wakes at the first scheduling point after the end of the
+/// millisecond its deadline falls in: less than 1 ms late on a busy
+/// worker, up to about 2 ms on an idle one (whose sleep in the poller is
+/// in whole milliseconds).
+///
 /// ```
 /// use std::time::{Duration, Instant};
 /// greenlet::hub::run(|| {
@@ -45,7 +51,9 @@ pub fn sleep(d: Duration) {
     }
 }
 
-/// Park until `deadline` (a plain thread sleeps). A parking point.
+/// Park until `deadline` (a plain thread sleeps). A parking point. Never
+/// returns before `deadline`; late by up to the timers' 1 ms resolution
+/// and the worker's way to its next scheduling point (see [`sleep`]).
 ///
 /// ```
 /// use std::time::{Duration, Instant};
@@ -138,7 +146,9 @@ pub fn timeout<T>(d: Duration, f: impl FnOnce() -> T) -> Result<T, Elapsed> {
 /// Run `f`; if `deadline` passes while `f` is parked (or when it next
 /// parks), the parking point unwinds `f`'s stack up to here (destructors
 /// run) and this returns [`Elapsed`]. Code that does not park is not
-/// interrupted; nested timeouts each see their own deadline.
+/// interrupted; nested timeouts each see their own deadline. A parked `f`
+/// is woken within the timers' 1 ms resolution after `deadline` (see
+/// [`sleep`]).
 ///
 /// ```
 /// use std::time::{Duration, Instant};

@@ -1,9 +1,12 @@
 //! The hub's timers through the public API: many sleepers at one deadline,
-//! deadlines armed out of order, far-future deadlines, cancelled sleeps and
-//! `timeout` scopes left early, and timers still armed at shutdown. Every
-//! check is "never early" or "everything wakes / ends": nothing here
-//! depends on how fast the machine is; a lost wake shows as a hang, which
-//! the [`HANG`] bound turns into a failure.
+//! deadlines armed out of order, the order of wakes across the timing
+//! wheel's levels and at one deadline, far-future deadlines, cancelled
+//! sleeps and `timeout` scopes left early, and timers still armed at
+//! shutdown. Every check is "never early", "in order" or "everything wakes
+//! / ends": nothing here depends on how fast the machine is (the order
+//! checks leave out a sleeper that started after its deadline, and ask
+//! that most did not, with half a second to spare); a lost wake shows as a
+//! hang, which the [`HANG`] bound turns into a failure.
 
 use crate::common;
 
@@ -73,6 +76,95 @@ fn sleeps_of_scrambled_lengths_each_last_at_least_their_length() {
     })
     .unwrap();
     assert_eq!(short, 0, "sleeps ended before their length");
+}
+
+/// Where [`note_wakes`]'s deadlines start: far enough ahead that all its
+/// sleepers park before any deadline (one that starts after its deadline
+/// does not park, and is left out of the order).
+const MARGIN: Duration = Duration::from_millis(500);
+
+/// What [`note_wakes`]'s sleepers note when woken.
+#[derive(Clone, Copy)]
+enum Label {
+    /// Its deadline, in ms past the margin.
+    Deadline,
+    /// The order in which it started (so armed: no park before its own).
+    Start,
+}
+
+/// On one worker, a sleeper per deadline (past the margin), each parking
+/// until it and noting its label when woken: the labels in the order
+/// noted, and how many sleepers woke before their deadline.
+fn note_wakes(deadlines: Vec<Duration>, label: Label) -> (Vec<u128>, usize) {
+    bounded(move || {
+        rt(1).block_on(move || {
+            let base = Instant::now() + MARGIN;
+            let started = Arc::new(AtomicUsize::new(0));
+            let noted = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let handles: Vec<_> = deadlines
+                .into_iter()
+                .map(|after| {
+                    let (started, noted) = (Arc::clone(&started), Arc::clone(&noted));
+                    hub::spawn(move || {
+                        let n = started.fetch_add(1, Ordering::SeqCst);
+                        let at = base + after;
+                        let in_time = Instant::now() < at;
+                        hub::sleep_until(at);
+                        if in_time {
+                            noted.lock().unwrap().push(match label {
+                                Label::Deadline => after.as_millis(),
+                                Label::Start => n as u128,
+                            });
+                        }
+                        Instant::now() < at
+                    })
+                })
+                .collect();
+            let early = handles
+                .into_iter()
+                .map(|h| h.join().unwrap())
+                .filter(|early| *early)
+                .count();
+            let order = std::mem::take(&mut *noted.lock().unwrap());
+            (order, early)
+        })
+    })
+    .unwrap()
+}
+
+#[test]
+fn sleepers_wake_in_deadline_order_across_the_wheel_s_levels() {
+    // Deadlines 1 ms apart over 300 ms (the wheel's first two levels:
+    // slots of 1 ms, then of 64 ms), armed in a scrambled order, on one
+    // worker: timers fire in deadline order and a woken sleeper runs in
+    // the order it was woken.
+    let deadlines = (0..300u64)
+        .map(|i| Duration::from_millis(1 + (i * 7_919) % 300))
+        .collect();
+    let (order, early) = note_wakes(deadlines, Label::Deadline);
+    assert_eq!(early, 0, "sleepers woke before their deadline");
+    assert!(
+        order.len() > 250,
+        "most sleepers parked in time: {}",
+        order.len()
+    );
+    let mut sorted = order.clone();
+    sorted.sort_unstable();
+    assert_eq!(order, sorted, "woken out of deadline order");
+}
+
+#[test]
+fn sleepers_at_one_deadline_wake_in_the_order_they_armed() {
+    let (order, early) = note_wakes(vec![Duration::ZERO; 1_000], Label::Start);
+    assert_eq!(early, 0, "sleepers woke before their deadline");
+    assert!(
+        order.len() > 900,
+        "most sleepers parked in time: {}",
+        order.len()
+    );
+    let mut sorted = order.clone();
+    sorted.sort_unstable();
+    assert_eq!(order, sorted, "equal deadlines woken out of arming order");
 }
 
 #[test]

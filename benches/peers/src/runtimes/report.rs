@@ -81,6 +81,8 @@ pub(crate) enum Against {
     PeerInstr(Peer),
     /// The hub's RSS per sleeper over this many bytes.
     RssBytes(f64),
+    /// The hub's instructions per operation over this many.
+    Instructions(f64),
 }
 
 /// One of the hub's targets: the ratio must be at most `bound`.
@@ -100,6 +102,7 @@ impl Target {
             Against::Peer(peer) => r.time_ratio(self.figure, peer),
             Against::PeerInstr(peer) => r.instr_ratio(self.figure, peer),
             Against::RssBytes(bytes) => Some(r.cell(self.figure, Peer::Hub)?.rss_per? / bytes),
+            Against::Instructions(count) => Some(r.instr(self.figure, Peer::Hub)? / count),
         }
     }
 
@@ -113,12 +116,13 @@ impl Target {
                 format!("instructions ≤ {:.2} × {}'s", self.bound, peer.arg())
             }
             Against::RssBytes(bytes) => format!("≤ {:.0} KiB per sleeper", bytes / 1024.0),
+            Against::Instructions(count) => format!("≤ {count:.0} instructions each"),
         }
     }
 }
 
 /// The hub's benchmark targets.
-pub(crate) const TARGETS: [Target; 12] = [
+pub(crate) const TARGETS: [Target; 13] = [
     Target {
         label: "spawn+join / tokio",
         figure: Figure::SpawnJoin,
@@ -159,6 +163,12 @@ pub(crate) const TARGETS: [Target; 12] = [
         label: "100k sleepers / tokio",
         figure: Figure::Sleepers,
         against: Against::Peer(Peer::Tokio),
+        bound: 2.0,
+    },
+    Target {
+        label: "sleeper instr / 2,000",
+        figure: Figure::Sleepers,
+        against: Against::Instructions(2_000.0),
         bound: 1.0,
     },
     Target {
@@ -318,6 +328,7 @@ pub(crate) fn render(r: &Results) -> String {
     for target in TARGETS {
         let shown = |x: f64| match target.against {
             Against::RssBytes(bytes) => format!("{} ({})", kib(x * bytes), ratio(x)),
+            Against::Instructions(count) => format!("{:.0} instr ({})", x * count, ratio(x)),
             Against::Peer(_) | Against::PeerInstr(_) => ratio(x),
         };
         let (figure, verdict) = match target.ratio(r) {
