@@ -346,13 +346,13 @@ impl<T> Timers<T> {
             let slot = u64::from(occupied.trailing_zeros());
             let above = shift + SLOT_BITS;
             let start = ((self.elapsed >> above) << above) | (slot << shift);
-            if best.map_or(true, |(_, b)| start < b) {
+            if best.is_none_or(|(_, b)| start < b) {
                 best = Some((level * SLOTS + slot as usize, start));
             }
         }
         if self.lists[FAR].head != NIL {
             let start = ((self.elapsed >> SPAN_BITS) + 1).saturating_mul(1 << SPAN_BITS);
-            if best.map_or(true, |(_, b)| start < b) {
+            if best.is_none_or(|(_, b)| start < b) {
                 best = Some((FAR, start));
             }
         }
@@ -457,7 +457,7 @@ impl<T: Parked> Timers<T> {
     /// alarm (the expiry then finds nothing to wake), never a miss.
     #[inline]
     pub(crate) fn none_due(&self, now: impl FnOnce() -> Instant) -> bool {
-        self.soonest.map_or(true, |at| at > now())
+        self.soonest.is_none_or(|at| at > now())
     }
 
     /// Whether `at` is known to have passed: not after the clock reading of
