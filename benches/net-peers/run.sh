@@ -11,6 +11,10 @@
 #   ECHO_CONNS="1 50 500" RESP_N=100000 RESP_N_PIPELINED=500000 ...
 #       # echo's connection counts (default 50 500), redis-benchmark's -n
 #       # per command unpipelined and with -P 16
+#   CPUS_2W="0,1:1" bash benches/net-peers/run.sh
+#       # part 2's server CPUs and client CPUs (taskset lists, default
+#       # 0,1:0,1): "0,1:1" keeps the client on CPU 1, so the worker that
+#       # runs there shares it; "0:1" gives both workers one CPU
 #   HUB_VARIANTS="base=DIR other=DIR2" bash benches/net-peers/run.sh
 #       # also other builds' echo_server and http_hello (from DIR, DIR2:
 #       # servers "base", "other"), run beside the others in every echo
@@ -51,6 +55,11 @@ DURATION="${DURATION:-3}"
 PARTS="${PARTS:-1 2}"
 PROTOCOLS="${PROTOCOLS:-echo http resp}"
 ECHO_CONNS="${ECHO_CONNS:-50 500}"
+CPUS_2W="${CPUS_2W:-0,1:0,1}"
+case $CPUS_2W in
+*:*) ;;
+*) echo "CPUS_2W: want SERVER_CPUS:CLIENT_CPUS (taskset lists), not $CPUS_2W" >&2; exit 2 ;;
+esac
 RESP_N="${RESP_N:-100000}"
 RESP_N_PIPELINED="${RESP_N_PIPELINED:-500000}"
 mkdir -p "$OUT"
@@ -175,7 +184,7 @@ run() {
 }
 
 for part in $PARTS; do
-    if [ $part = 1 ]; then W=1; S=0; C=1; TAG="1w"; else W=2; S=0,1; C=0,1; TAG="2w"; fi
+    if [ $part = 1 ]; then W=1; S=0; C=1; TAG="1w"; else W=2; S=${CPUS_2W%%:*}; C=${CPUS_2W#*:}; TAG="2w"; fi
     for proto in $PROTOCOLS; do
         case $proto in
         echo)
