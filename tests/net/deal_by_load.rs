@@ -104,8 +104,9 @@ fn a_worker_blocked_by_its_green_thread_gets_no_new_connections() {
                 }
             }
         }
-        // Well past the stall bound, with the blocked worker still blocked.
-        std::thread::sleep(Duration::from_millis(100));
+        // Well past the stall bound (50 ms), with the blocked worker still
+        // blocked.
+        std::thread::sleep(Duration::from_millis(200));
         let mut conns: Vec<_> = (0..N).map(|_| open(addr, b'N')).collect();
         // Each answers with the blocked worker still blocked, unless it
         // was dealt there.
