@@ -1,5 +1,6 @@
 //! The hub's networking: sockets, readiness, faults and where `serve`
-//! places connections (by turn, passing over a busy worker). Loopback only; every wait bounded by a watchdog.
+//! places connections (by turn, passing over a busy worker). Loopback
+//! only; every wait bounded by a watchdog.
 
 #[path = "../common/mod.rs"]
 mod common;

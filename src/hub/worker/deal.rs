@@ -26,9 +26,9 @@
 //! - **Stalled**: not idle, and no green thread resumed on it for
 //!   [`STALL`] since the dealer first saw it so: one green thread computes
 //!   without parking, or blocks its thread (a thread waiting for a CPU
-//!   waits less than that). A handler placed there would wait as long; another worker
-//!   starts it now. The accepting worker itself is never stalled (it is
-//!   running), so there is always a worker to deal to.
+//!   waits less than that). A handler placed there would wait as long;
+//!   another worker starts it now. The accepting worker itself is never
+//!   stalled (it is running), so there is always a worker to deal to.
 //! - **Loaded**: its load exceeds the least load of the workers that are
 //!   not stalled by more than [`SLACK`]. A worker's load is its green
 //!   threads started and not finished, its tasks queued to start, its ready
@@ -36,10 +36,9 @@
 //!   worker starved of CPU builds up) and the handlers dealt to it and not
 //!   yet taken. The accepting worker counts its own exactly; each other
 //!   worker publishes its counts (the `tasks` and `ready_depth` of its
-//!   `Counters`)
-//!   at its polls that do not wait, when it goes idle and when it takes
-//!   placed tasks, and the dealer adds `placed`, the handlers dealt to it
-//!   that it has not taken. A published count is late by at most one poll
+//!   `Counters`) at its polls that do not wait, when it goes idle and when
+//!   it takes placed tasks, and the dealer adds `placed`, the handlers
+//!   dealt to it that it has not taken. A published count is late by at most one poll
 //!   cadence: it may still count green threads that finished since.
 //!
 //! Owns: the dealing ([`Worker::note_accepted`], `deal_accepted`), its
