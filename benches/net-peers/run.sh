@@ -11,6 +11,10 @@
 #   ECHO_CONNS="1 50 500" RESP_N=100000 RESP_N_PIPELINED=500000 ...
 #       # echo's connection counts (default 50 500), redis-benchmark's -n
 #       # per command unpipelined and with -P 16
+#   CPUS_2W="0,1:1" bash benches/net-peers/run.sh
+#       # part 2's server CPUs and client CPUs (taskset lists, default
+#       # 0,1:0,1): "0,1:1" keeps the client on CPU 1, so the worker that
+#       # runs there shares it; "0:1" gives both workers one CPU
 #   HUB_VARIANTS="base=DIR other=DIR2" bash benches/net-peers/run.sh
 #       # also other builds' echo_server and http_hello (from DIR, DIR2:
 #       # servers "base", "other"), run beside the others in every echo
@@ -36,6 +40,9 @@
 # the server's and the client's CPU time over the wall time of the run
 # (% of one CPU): a server well below 100% while the client is at 100%
 # (part 1) was not the bottleneck, and its requests/s are the client's.
+# "slow/mean" (echo only) is the echo client's count of echoes served to
+# its slowest connection over the mean per connection: 1.00 when every
+# connection was served alike.
 #
 # Prints one table (requests/s, the hub's ratio to each system, p99 and
 # CPU per request of each) and writes target/net-peers/results.csv and
@@ -48,6 +55,11 @@ DURATION="${DURATION:-3}"
 PARTS="${PARTS:-1 2}"
 PROTOCOLS="${PROTOCOLS:-echo http resp}"
 ECHO_CONNS="${ECHO_CONNS:-50 500}"
+CPUS_2W="${CPUS_2W:-0,1:0,1}"
+case $CPUS_2W in
+*:*) ;;
+*) echo "CPUS_2W: want SERVER_CPUS:CLIENT_CPUS (taskset lists), not $CPUS_2W" >&2; exit 2 ;;
+esac
 RESP_N="${RESP_N:-100000}"
 RESP_N_PIPELINED="${RESP_N_PIPELINED:-500000}"
 mkdir -p "$OUT"
@@ -99,7 +111,7 @@ wait_port() {
 
 PORT=7400
 CSV="$OUT/results.csv"
-echo "scenario,server,rps,p99_us,cpu_us_per_req,top_thread_pct,server_busy_pct,client_busy_pct" >"$CSV"
+echo "scenario,server,rps,p99_us,cpu_us_per_req,top_thread_pct,server_busy_pct,client_busy_pct,slowest_over_mean" >"$CSV"
 
 # run KIND(echo|http|resp) IMPL WORKERS SERVER_CPUS CLIENT_CPUS CONNS SIZE LABEL
 # (for resp, SIZE is redis-benchmark's -P)
@@ -110,7 +122,7 @@ run() {
     taskset -c "$scpus" "${SERVER[${impl}_${kind}]}" --addr "127.0.0.1:$PORT" --workers "$workers" >/dev/null 2>&1 &
     local pid=$!
     wait_port "$PORT"
-    local t0 t1 rps p99 n th0 th1 w0 w1 ctimes
+    local t0 t1 rps p99 n th0 th1 w0 w1 ctimes slow=n/a
     t0=$(cpu_ticks "$pid")
     th0=$(thread_ticks "$pid")
     w0=$(date +%s.%N)
@@ -123,6 +135,7 @@ run() {
         n=$(sed -n 's/.*requests=\([0-9]*\).*/\1/p' <<<"$line")
         rps=$(sed -n 's/.* rps=\([0-9]*\).*/\1/p' <<<"$line")
         p99=$(sed -n 's/.*p99_us=\([0-9]*\).*/\1/p' <<<"$line")
+        slow=$(sed -n 's/.*slowest_over_mean=\([0-9.]*\).*/\1/p' <<<"$line")
     elif [ "$kind" = http ]; then
         local w
         w=$(taskset -c "$ccpus" wrk -t1 -c"$conns" -d"${DURATION}s" --latency "http://127.0.0.1:$PORT/"
@@ -167,11 +180,11 @@ run() {
     sbusy=$(awk -v a="$t0" -v b="$t1" -v hz="$TICK" -v w0="$w0" -v w1="$w1" 'BEGIN {printf "%.0f", 100 * (b - a) / hz / (w1 - w0)}')
     cbusy=$(awk -v w0="$w0" -v w1="$w1" '{ t = 0; for (i = 1; i <= 2; i++) { split($i, p, "m"); sub(/s$/, "", p[2]); t += p[1] * 60 + p[2] } }
         END {printf "%.0f", 100 * t / (w1 - w0)}' <<<"$ctimes")
-    echo "$label,$impl,${rps:-0},${p99:-0},$cpu,$top,$sbusy,$cbusy" >>"$CSV"
+    echo "$label,$impl,${rps:-0},${p99:-0},$cpu,$top,$sbusy,$cbusy,${slow:-n/a}" >>"$CSV"
 }
 
 for part in $PARTS; do
-    if [ $part = 1 ]; then W=1; S=0; C=1; TAG="1w"; else W=2; S=0,1; C=0,1; TAG="2w"; fi
+    if [ $part = 1 ]; then W=1; S=0; C=1; TAG="1w"; else W=2; S=${CPUS_2W%%:*}; C=${CPUS_2W#*:}; TAG="2w"; fi
     for proto in $PROTOCOLS; do
         case $proto in
         echo)
@@ -202,7 +215,7 @@ done
 echo
 echo "machine: $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1); load before: $LOAD_BEFORE, after: $(cut -d" " -f1-3 /proc/loadavg)" 2>/dev/null || true
 awk -F, -v impls="$IMPLS" '
-NR > 1 { k = $1; if (!(k in seen)) { seen[k] = 1; names[++n] = k }; rps[k, $2] = $3; p99[k, $2] = $4; cpu[k, $2] = $5; top[k, $2] = $6; sb[k, $2] = $7; cb[k, $2] = $8 }
+NR > 1 { k = $1; if (!(k in seen)) { seen[k] = 1; names[++n] = k }; rps[k, $2] = $3; p99[k, $2] = $4; cpu[k, $2] = $5; top[k, $2] = $6; sb[k, $2] = $7; cb[k, $2] = $8; sl[k, $2] = $9 }
 function ratio(k, s) { return rps[k, s] > 0 && rps[k, "hub"] > 0 ? sprintf("%.2f", rps[k, "hub"] / rps[k, s]) : "-" }
 function or_dash(v) { return v == "" ? "-" : v }
 END {
@@ -215,8 +228,8 @@ END {
     for (j = 1; j <= ns; j++) { h1 = h1 sprintf(" %7s", substr(all[j], 1, 7)); h2 = h2 sprintf(" %7s", "p99 us") }
     h1 = h1 " |"; h2 = h2 " |"
     for (j = 1; j <= ns; j++) { h1 = h1 sprintf(" %7s", substr(all[j], 1, 7)); h2 = h2 sprintf(" %7s", "us/req") }
-    print h1 " | top thread (%)   | busy server/client (%)"
-    print h2 " | " impls
+    print h1 " | top thread (%)   | busy server/client (%) | slow/mean"
+    print h2 " | " impls " | " impls
     for (i = 1; i <= n; i++) {
         k = names[i]; line = sprintf("%-20s", k); t = ""; b = ""
         for (j = 1; j <= ns; j++) line = line sprintf(" %8s", or_dash(rps[k, all[j]]))
@@ -226,8 +239,9 @@ END {
         for (j = 1; j <= ns; j++) line = line sprintf(" %7s", or_dash(p99[k, all[j]]))
         line = line " |"
         for (j = 1; j <= ns; j++) line = line sprintf(" %7s", or_dash(cpu[k, all[j]]))
-        for (j = 1; j <= ns; j++) { t = t (j > 1 ? "/" : "") or_dash(top[k, all[j]]); b = b (j > 1 ? " " : "") or_dash(sb[k, all[j]]) "/" or_dash(cb[k, all[j]]) }
-        print line " | " sprintf("%-16s", t) " | " b
+        sm = ""
+        for (j = 1; j <= ns; j++) { t = t (j > 1 ? "/" : "") or_dash(top[k, all[j]]); b = b (j > 1 ? " " : "") or_dash(sb[k, all[j]]) "/" or_dash(cb[k, all[j]]); sm = sm (j > 1 ? " " : "") or_dash(sl[k, all[j]]) }
+        print line " | " sprintf("%-16s", t) " | " b " | " sm
     }
 }' "$CSV"
 "$PB/plot" "$CSV" "$OUT/plot.svg"

@@ -1,5 +1,6 @@
-//! A worker's metric counters ([`Counters`]): written by that worker only,
-//! read by [`Handle::metrics`](super::Handle::metrics) from any thread.
+//! A worker's metric counters ([`Counters`]): written by that worker only
+//! (but `placed`), read by [`Handle::metrics`](super::Handle::metrics) and
+//! by the dealing of accepted connections (`worker::deal`) from any thread.
 //!
 //! Each write is a relaxed load and store of the worker's own atomic (no
 //! locked instruction: one writer), done where the event happens and off
@@ -40,6 +41,14 @@ pub(crate) struct Counters {
         allow(dead_code)
     )]
     pub(crate) thread_id: AtomicI32,
+    /// Green threads started and not finished plus tasks queued to start,
+    /// at the last poll that did not wait, idle spell or take of placed
+    /// tasks.
+    pub(crate) tasks: AtomicUsize,
+    /// Accepted connections' handlers other workers dealt to this one
+    /// that it has not taken yet: added to by those workers, counted down
+    /// by this one (read-modify-writes, off the switch path).
+    pub(crate) placed: AtomicUsize,
 }
 
 impl Counters {
@@ -53,6 +62,8 @@ impl Counters {
             idle_from: AtomicU64::new(0),
             ready_depth: AtomicUsize::new(0),
             thread_id: AtomicI32::new(0),
+            tasks: AtomicUsize::new(0),
+            placed: AtomicUsize::new(0),
         }
     }
 

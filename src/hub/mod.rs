@@ -41,7 +41,8 @@
 //! its hub for a few tens of microseconds (it spins or computes; about a
 //! millisecond on a crowded machine). Except a spawn after an accept: the
 //! first spawn of a green thread after it accepted a connection is dealt
-//! out over the workers in turn, so an accept loop ([`net::serve`] or
+//! out over the workers in turn (passing over a stalled or clearly more
+//! loaded worker), so an accept loop ([`net::serve`] or
 //! one written by hand) spreads its handlers. From outside the runtime a spawn goes to
 //! the runtime's injector.
 //! [`spawn_local`] takes any closure and starts it on the calling worker.

@@ -1,10 +1,12 @@
 //! The hub's networking: sockets, readiness, faults and where `serve`
-//! places connections. Loopback only; every wait bounded by a watchdog.
+//! places connections (by turn, passing over a busy worker). Loopback
+//! only; every wait bounded by a watchdog.
 
 #[path = "../common/mod.rs"]
 mod common;
 
 mod accept_spread;
+mod deal_by_load;
 mod descriptors;
 mod faults;
 mod name_resolution;

@@ -55,8 +55,11 @@
 //! # An accept loop spreads its connections
 //! On a runtime of several workers, the first green thread a green thread
 //! spawns after an `accept` (of a [`TcpListener`] or a [`UnixListener`])
-//! is dealt out over the workers in turn, so the accept loop written the
-//! `std` way spreads its handlers ([`serve()`] is that loop): `loop { let (s, _) = l.accept()?; hub::spawn(move ||
+//! is dealt out over the workers in turn, passing over a worker that is
+//! stalled (one of its green threads computes or blocks its thread) or
+//! holds clearly more green threads and backlog than another, so the
+//! accept loop written the `std` way spreads its handlers ([`serve()`] is
+//! that loop): `loop { let (s, _) = l.accept()?; hub::spawn(move ||
 //! handle(s)); }`. Other spawns start beside their spawner (see the hub's
 //! module doc).
 //!

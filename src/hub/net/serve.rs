@@ -10,8 +10,9 @@
 //! # Placement
 //! The loop is the plain accept-then-spawn loop: with several workers, a
 //! green thread's first spawn after an accept is dealt out over the
-//! workers in turn (`Worker::push_unstarted`, see `hub::net`'s module
-//! doc), so the connections are spread evenly and exactly. Spawned onto
+//! workers in turn, passing over a stalled or clearly more loaded worker
+//! (`Worker::push_unstarted`, see `hub::net`'s module doc), so the
+//! connections are spread evenly and exactly while the workers are alike. Spawned onto
 //! the accepting worker's deque instead, nearly all of them started there:
 //! that worker accepts a burst and starts each new task before a sleeping
 //! worker has woken to steal it, and a socket's waits stay with the poller
@@ -35,7 +36,9 @@ use super::tcp_stream::TcpStream;
 
 /// Accept connections on `listener` for ever, running `handler` on a new
 /// green thread for each. With several workers the connections are dealt
-/// out over the workers in turn (each stays on the worker it starts on).
+/// out over the workers in turn, passing over a worker that is stalled or
+/// clearly more loaded than another (each stays on the worker it starts
+/// on).
 /// A connection whose
 /// green thread cannot start (no stack could be mapped: the
 /// `vm.max_map_count` limit on guarded stacks, or memory) is closed and

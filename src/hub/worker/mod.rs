@@ -11,6 +11,9 @@
 //! - `current`: which worker and green thread the calling thread runs;
 //! - `placement`: where an unstarted task waits and which worker starts it
 //!   (the newest-spawn slot, the deque, stealing);
+//! - `deal`: which worker starts an accepted connection's handler (by
+//!   turn, passing over a stalled or loaded worker), and the load each
+//!   worker publishes for it;
 //! - `scheduler`: the loop ([`main`]), its idle step and the poller;
 //! - `switch`: starting and resuming a green thread, and what a switch
 //!   that came back through the full protocol leaves to record;
@@ -31,6 +34,7 @@
 //! `mio` for idle sleep, and the hub's queues, timers and idle policy.
 
 mod current;
+mod deal;
 mod handoff;
 mod held;
 mod placement;

@@ -19,21 +19,10 @@
 //! before older unstarted tasks).
 //!
 //! # A spawn after an accept
-//! A green thread that accepted a connection (`net`'s listeners call
-//! [`Worker::note_accepted`]) has its next spawn dealt out over the
-//! workers in turn (`net::serve` is such a loop): that spawn is the
-//! connection's handler (the accept loop written as `loop { let (s,
-//! _) = l.accept()?; hub::spawn(move || handle(s)); }`), whose socket's
-//! waits stay with the worker it starts on. Left to the newest-spawn slot,
-//! every handler started on the accepting worker (it accepts a burst and
-//! starts each new task before another worker looks), so one worker served
-//! the whole server. A spawn that is not the handler (the accepting green
-//! thread spawns something else first) is only placed elsewhere; a green
-//! thread that accepts and never spawns leaves a mark that costs a later
-//! green thread at its address (a reused task) one such placement.
+//! A green thread's first spawn after it accepted a connection is the
+//! connection's handler: it is dealt out over the workers (see `deal`).
 //!
-//! Owns: [`SLOT_AGE`], the slot's aging rule, the dealing of a spawn after
-//! an accept and the steal order. Uses the
+//! Owns: [`SLOT_AGE`], the slot's aging rule and the steal order. Uses the
 //! worker's state, the newest-spawn slot and `crossbeam-deque`.
 
 use std::sync::atomic::Ordering;
@@ -109,34 +98,6 @@ impl Worker {
         spawned.push(u);
         self.has_spawned.set(true);
         self.local_work.set(true);
-    }
-
-    /// The running green thread accepted a connection: on a runtime of
-    /// several workers its next spawn is dealt out (see the module doc).
-    pub(crate) fn note_accepted(&self) {
-        if self.shared.workers.len() > 1 {
-            self.accepted.set(self.current.get());
-        }
-    }
-
-    /// Start `u`, the first spawn since its spawner accepted a connection,
-    /// on the worker whose turn it is: this one's own line of new tasks,
-    /// or another's placement queue (no other worker steals from either,
-    /// so the dealing is exact).
-    #[cold]
-    #[inline(never)]
-    fn deal_accepted(&self, u: Unstarted) {
-        self.accepted.set(std::ptr::null());
-        let n = self.shared.workers.len();
-        let to = self.deal_turn.get() % n;
-        self.deal_turn.set((to + 1) % n);
-        if to == self.index {
-            return self.push_local(u.into_local());
-        }
-        if let Err(u) = self.shared.workers[to].place(u) {
-            // That worker has ended (the runtime is shutting down).
-            drop(u);
-        }
     }
 
     /// On a runtime of one worker, close the batch of tasks spawned since

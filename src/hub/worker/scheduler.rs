@@ -71,6 +71,7 @@ pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
     let remote: *const Remote = &shared.workers[seed.index];
     shared.workers[seed.index].counters.note_thread();
     let watch = shared.workers.iter().map(|_| Cell::new(None)).collect();
+    let deal_watch = shared.workers.iter().map(|_| Cell::new(None)).collect();
     let w = Rc::new(Worker {
         index: seed.index,
         shared,
@@ -93,6 +94,7 @@ pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
         cancelled_all: Cell::new(false),
         accepted: Cell::new(ptr::null()),
         deal_turn: Cell::new(seed.index),
+        deal_watch,
         pool: TaskPool::new(),
         watch,
     });
@@ -195,6 +197,7 @@ impl Worker {
         let now = Instant::now();
         let counters = &self.remote().counters;
         counters.ready_depth.store(0, Ordering::Relaxed);
+        self.publish_load();
         counters.idle_begin(now);
         self.idle_from(now);
         counters.idle_end(now);
@@ -321,6 +324,7 @@ impl Worker {
         if timeout == Some(Duration::ZERO) {
             let depth = self.ready.borrow().len();
             counters.ready_depth.store(depth, Ordering::Relaxed);
+            self.publish_load();
         }
         let result = self.poll.borrow_mut().poll(&mut events, timeout);
         if let Err(e) = result {
@@ -348,7 +352,9 @@ impl Worker {
                 },
                 |placed| {
                     let mut local = self.local_new.borrow_mut();
+                    let n = placed.len();
                     local.extend(placed.drain(..).map(Unstarted::into_local));
+                    self.took_placed(n, local.len());
                     self.local_work.set(true);
                 },
             );

@@ -92,6 +92,9 @@ pub(crate) struct Worker {
     pub(super) accepted: Cell<*const Task>,
     /// The worker the next dealt-out spawn starts on (a turn over all).
     pub(super) deal_turn: Cell<usize>,
+    /// What the dealing last saw of each other worker (see
+    /// `deal_accepted`): its `tick`, since when, and whether it was stalled.
+    pub(super) deal_watch: Box<[Cell<Option<DealWatch>>]>,
     /// What this worker last saw of each other worker's newest-spawn slot
     /// while it was occupied (see [`aged_slot`](Self::aged_slot)).
     pub(super) watch: Box<[Cell<Option<Watch>>]>,
@@ -130,4 +133,14 @@ pub(super) struct Watch {
     pub(super) tick: u64,
     pub(super) since: Instant,
     pub(super) again: bool,
+}
+
+/// Another worker as the dealing of accepted connections last saw it
+/// (see `deal`): its `tick`, when it was first seen with that tick while
+/// not idle, and whether it had been so for `STALL` at that look.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct DealWatch {
+    pub(super) tick: u64,
+    pub(super) since: Instant,
+    pub(super) stalled: bool,
 }
