@@ -426,9 +426,12 @@ fn timeouts_elapse_in_green_threads_that_hand_the_cpu_to_each_other() {
                 .map(|ms| {
                     hub::spawn(move || {
                         let yields = Cell::new(0u64);
+                        // Counted before each yield: a worker thread the
+                        // OS preempts past the deadline ends the first
+                        // yield with the timeout, which is still a run.
                         let r = hub::timeout(Duration::from_millis(ms), || loop {
-                            hub::yield_now();
                             yields.set(yields.get() + 1);
+                            hub::yield_now();
                         });
                         (r, yields.get())
                     })
