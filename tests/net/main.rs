@@ -7,6 +7,7 @@ mod common;
 mod accept_spread;
 mod descriptors;
 mod faults;
+mod io_drivers;
 mod name_resolution;
 mod readiness;
 mod serve_placement;

@@ -1,0 +1,1 @@
+//! Completion-based operations on a worker's ring.
