@@ -10,6 +10,7 @@ mod faults;
 mod io_drivers;
 mod name_resolution;
 mod readiness;
+mod ring_cancellation;
 mod serve_placement;
 mod sockets;
 mod split_streams;

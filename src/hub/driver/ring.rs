@@ -287,11 +287,6 @@ impl Ring {
         unsafe { self.push(&entry) };
     }
 
-    /// Operations started whose completion has not been taken.
-    pub(crate) fn ops_in_flight(&self) -> usize {
-        self.ops.borrow().len()
-    }
-
     /// Submit what is queued and wait up to `timeout` (`None`: without
     /// end; zero: not at all) for a completion; then hand every readiness
     /// completion to `ready` and record every operation's, waking its

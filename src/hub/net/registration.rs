@@ -460,6 +460,22 @@ impl Deadline {
         }
     }
 
+    /// When it passes (`None`: never).
+    #[cfg(target_os = "linux")]
+    pub(crate) fn at(&self) -> Option<Instant> {
+        self.at
+    }
+
+    /// The error of an operation whose deadline passed.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn timed_out(&self) -> io::Error {
+        NetError::TimedOut {
+            op: self.op,
+            after: self.after,
+        }
+        .into()
+    }
+
     fn check(&self) -> io::Result<()> {
         match self.at {
             Some(at) if Instant::now() >= at => Err(NetError::TimedOut {
