@@ -28,7 +28,6 @@
 
 use std::io;
 use std::os::fd::RawFd;
-use std::rc::Rc;
 use std::sync::Arc;
 use std::task::Waker;
 use std::time::Instant;
@@ -37,8 +36,9 @@ use io_uring::{opcode, squeue, types};
 
 use super::super::net::{self, Deadline};
 use super::super::park::{check_scopes, park_shielded, raise_cancel};
+use super::super::task_header::Task;
 use super::super::task_state::Wait;
-use super::super::worker;
+use super::super::worker::{self, Worker};
 use super::ring::{Cqe, Ring};
 
 /// Waits for the operation in `key` on the ring on any unwind that passes
@@ -56,6 +56,11 @@ impl Drop for InFlight<'_> {
             self.ring.wait_op_here(self.key, net::dispatch_ring);
         }
     }
+}
+
+/// Whether the caller is a green thread on a worker with a ring.
+pub(crate) fn on_ring() -> bool {
+    worker::with_current_task(|w, _| w.poller().ring().is_some()).unwrap_or(false)
 }
 
 /// Receive into `buf` from the socket `fd` on the calling green thread's
@@ -88,14 +93,31 @@ pub(crate) fn send(fd: RawFd, buf: &[u8], deadline: Deadline) -> Option<io::Resu
 /// operation, until this returns or unwinds (it does neither before the
 /// completion was taken).
 unsafe fn run(entry: squeue::Entry, deadline: Deadline) -> Option<io::Result<usize>> {
-    let (w, task) = worker::current_task()?;
-    let ring: Rc<Ring> = Rc::clone(w.poller().ring()?);
+    worker::with_current_task(|w, task| {
+        let ring = w.poller().ring()?;
+        // SAFETY: the caller's contract, passed on.
+        Some(unsafe { wait(w, task, ring, entry, deadline) })
+    })
+    .flatten()
+}
+
+/// [`run`] on worker `w` for its green thread `task`.
+///
+/// # Safety
+/// [`run`]'s contract.
+unsafe fn wait(
+    w: &Worker,
+    task: &Arc<Task>,
+    ring: &Ring,
+    entry: squeue::Entry,
+    deadline: Deadline,
+) -> io::Result<usize> {
     // SAFETY: the caller keeps the memory valid until this returns, and
     // this returns (or unwinds past `guard`, which waits) only after the
     // completion of `key` was taken.
-    let key = unsafe { ring.start_op(entry, Waker::from(Arc::clone(&task))) };
+    let key = unsafe { ring.start_op(entry, Waker::from(Arc::clone(task))) };
     let mut guard = InFlight {
-        ring: &ring,
+        ring,
         key,
         done: false,
     };
@@ -129,7 +151,7 @@ unsafe fn run(entry: squeue::Entry, deadline: Deadline) -> Option<io::Result<usi
                 (a, b) => a.or(b),
             }
         };
-        killed |= park_shielded(&w, &task, Wait::Io, at);
+        killed |= park_shielded(w, task, Wait::Io, at);
     };
     guard.done = true;
     drop(guard);
@@ -137,11 +159,11 @@ unsafe fn run(entry: squeue::Entry, deadline: Deadline) -> Option<io::Result<usi
         raise_cancel();
     }
     if c.result >= 0 {
-        return Some(Ok(c.result as usize));
+        return Ok(c.result as usize);
     }
     check_scopes(&task.scopes);
     if c.result == -libc::ECANCELED && timed_out {
-        return Some(Err(deadline.timed_out()));
+        return Err(deadline.timed_out());
     }
-    Some(Err(io::Error::from_raw_os_error(-c.result)))
+    Err(io::Error::from_raw_os_error(-c.result))
 }

@@ -96,6 +96,15 @@ impl Poller {
         }
     }
 
+    /// Whether ring operations are in flight (never under epoll).
+    pub(crate) fn has_ops_in_flight(&self) -> bool {
+        match self {
+            Poller::Epoll { .. } => false,
+            #[cfg(target_os = "linux")]
+            Poller::Uring(ring) => ring.has_ops_in_flight(),
+        }
+    }
+
     /// The `mio` registry, under epoll.
     pub(crate) fn registry(&self) -> Option<io::Result<mio::Registry>> {
         match self {

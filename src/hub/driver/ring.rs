@@ -287,6 +287,11 @@ impl Ring {
         unsafe { self.push(&entry) };
     }
 
+    /// Whether operations were started whose completion was not taken.
+    pub(crate) fn has_ops_in_flight(&self) -> bool {
+        !self.ops.borrow().is_empty()
+    }
+
     /// Submit what is queued and wait up to `timeout` (`None`: without
     /// end; zero: not at all) for a completion; then hand every readiness
     /// completion to `ready` and record every operation's, waking its

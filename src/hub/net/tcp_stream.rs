@@ -512,13 +512,23 @@ impl TcpStream {
         })
     }
 
-    /// One write: on a worker with an io_uring ring, an operation on the
-    /// ring (see `driver::op`).
+    /// One write. On a worker with an io_uring ring, the system call is
+    /// tried first (a send that fits the socket's buffer is done at once,
+    /// where a ring operation would park the green thread for a turn of
+    /// the loop), and a send that would block is an operation on the ring
+    /// (see `driver::op`): no readiness round trip.
     fn write_one(&self, buf: &[u8]) -> io::Result<usize> {
         let deadline = self.src.write_deadline("write");
         #[cfg(target_os = "linux")]
-        if let Some(r) = op::send(self.src.get().as_raw_fd(), buf, deadline) {
-            return r;
+        if op::on_ring() {
+            match sys::send(self.src.get(), buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                r => return r,
+            }
+            if let Some(r) = op::send(self.src.get().as_raw_fd(), buf, deadline) {
+                return r;
+            }
         }
         self.src
             .io_stream(Direction::Write, deadline, buf.len(), |s| {

@@ -258,7 +258,12 @@ impl Worker {
             let forever = timeout.is_none() && !self.shared.is_shutting_down();
             if forever {
                 remote.forever.store(true, Ordering::SeqCst);
-                self.look_for_deadlock();
+                // A ring operation in flight has its green thread parked on
+                // I/O, which no deadlock includes: no look (its snapshot
+                // of every green thread costs more than the request).
+                if !self.poller.has_ops_in_flight() {
+                    self.look_for_deadlock();
+                }
             }
             self.poll_once(timeout);
             if forever {
