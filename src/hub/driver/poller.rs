@@ -25,7 +25,8 @@ use super::Ring;
 const WAKE_TOKEN: mio::Token = mio::Token(usize::MAX);
 
 /// A worker's poller as made by the runtime's builder (`Send`, moved to
-/// the worker's thread, which makes its [`Poller`] of it).
+/// the worker's thread, which makes its [`Poller`] of it: a ring is
+/// enabled then, by the thread that is to be its only submitter).
 #[derive(Debug)]
 pub(crate) enum PollerSeed {
     Epoll(mio::Poll),
@@ -71,7 +72,12 @@ impl From<PollerSeed> for Poller {
                 events: RefCell::new(mio::Events::with_capacity(256)),
             },
             #[cfg(target_os = "linux")]
-            PollerSeed::Uring(ring) => Poller::Uring(Rc::from(ring)),
+            PollerSeed::Uring(ring) => {
+                if let Err(e) = ring.enable() {
+                    crate::diag::diag_warn!("hub: could not enable a worker's io_uring ring: {e}");
+                }
+                Poller::Uring(Rc::from(ring))
+            }
         }
     }
 }

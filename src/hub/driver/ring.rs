@@ -42,6 +42,11 @@ const RING_ENTRIES: u32 = 1024;
 /// required by the probe) and flushed at the next wait.
 const CQ_ENTRIES: u32 = 4096;
 
+/// `IORING_ENTER_GETEVENTS` of the kernel's `io_uring.h`: an enter that
+/// also reaps (runs the deferred completion work of a
+/// `IORING_SETUP_DEFER_TASKRUN` ring).
+const ENTER_GETEVENTS: u32 = 1;
+
 const TAG_MASK: u64 = 3 << 62;
 /// The worker's unparker's poll.
 const TAG_WAKE: u64 = 0;
@@ -105,6 +110,13 @@ pub(crate) struct Ring {
     batch: RefCell<Vec<Cqe>>,
     /// Submissions pushed and not yet entered.
     unsubmitted: Cell<bool>,
+    /// Set up with `SINGLE_ISSUER | DEFER_TASKRUN` (Linux 6.1 and
+    /// later): the kernel's completion work for this ring runs only when
+    /// its thread enters to reap, in a batch, instead of interrupting the
+    /// thread at each completion. Such a ring starts disabled and is
+    /// enabled by its worker's thread ([`enable`](Self::enable)), its only
+    /// submitter; every wait enters, even one that does not block.
+    deferred: bool,
 }
 
 impl std::fmt::Debug for Ring {
@@ -148,9 +160,21 @@ impl Ring {
 
     /// A ring that watches `unparker`.
     pub(crate) fn new(unparker: &Unparker) -> io::Result<Ring> {
-        let uring = IoUring::builder()
+        let (uring, deferred) = match IoUring::builder()
             .setup_cqsize(CQ_ENTRIES)
-            .build(RING_ENTRIES)?;
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .setup_r_disabled()
+            .build(RING_ENTRIES)
+        {
+            Ok(u) => (u, true),
+            Err(_) => (
+                IoUring::builder()
+                    .setup_cqsize(CQ_ENTRIES)
+                    .build(RING_ENTRIES)?,
+                false,
+            ),
+        };
         let ring = Ring {
             uring: RefCell::new(uring),
             remote: Arc::new(RingRemote {
@@ -161,9 +185,20 @@ impl Ring {
             ops: RefCell::new(Slab::new()),
             batch: RefCell::new(Vec::with_capacity(256)),
             unsubmitted: Cell::new(false),
+            deferred,
         };
         ring.arm_wake();
         Ok(ring)
+    }
+
+    /// Make the calling thread the ring's only submitter (a ring set up
+    /// disabled, for `DEFER_TASKRUN`); called once by the worker's thread
+    /// before its first use.
+    pub(crate) fn enable(&self) -> io::Result<()> {
+        if self.deferred {
+            self.uring.borrow().submitter().register_enable_rings()?;
+        }
+        Ok(())
     }
 
     /// The part other threads reach.
@@ -316,6 +351,23 @@ impl Ring {
             // With nothing to submit, the completions the kernel posted
             // meanwhile are read without a system call, unless some wait in
             // its overflow list.
+            // A deferred ring's completions are posted only by an enter.
+            Some(d) if d.is_zero() && self.deferred => {
+                // SAFETY: the submission queue is only read here, with no
+                // `SubmissionQueue` of this ring alive (`push` drops its
+                // own before returning; this thread is the ring's only
+                // user).
+                let queued = unsafe { uring.submission_shared() }.len();
+                let pending = u32::try_from(queued).unwrap_or(u32::MAX);
+                // SAFETY: a plain enter: no argument pointer (`None`), the
+                // count of queued submissions, no wait.
+                unsafe {
+                    uring
+                        .submitter()
+                        .enter::<libc::sigset_t>(pending, 0, ENTER_GETEVENTS, None)
+                }
+                .map(drop)
+            }
             Some(d) if d.is_zero() => {
                 // SAFETY: the submission queue is only read here, with no
                 // `SubmissionQueue` of this ring alive (`push` drops its
