@@ -258,12 +258,7 @@ impl Worker {
             let forever = timeout.is_none() && !self.shared.is_shutting_down();
             if forever {
                 remote.forever.store(true, Ordering::SeqCst);
-                // A ring operation in flight has its green thread parked on
-                // I/O, which no deadlock includes: no look (its snapshot
-                // of every green thread costs more than the request).
-                if !self.poller.has_ops_in_flight() {
-                    self.look_for_deadlock();
-                }
+                self.look_for_deadlock();
             }
             self.poll_once(timeout);
             if forever {
@@ -285,6 +280,12 @@ impl Worker {
     #[cold]
     #[inline(never)]
     fn look_for_deadlock(&self) {
+        // A ring operation in flight has its green thread parked on I/O,
+        // which no deadlock includes: no look (its snapshot of every green
+        // thread costs more than a request).
+        if self.poller.has_ops_in_flight() {
+            return;
+        }
         let shared = &self.shared;
         let all_asleep = shared.workers.iter().all(|r| {
             r.forever.load(Ordering::SeqCst)
