@@ -4,7 +4,8 @@
 //!
 //! Owns: the parsing of [`IO_DRIVER_ENV`], the probe (made once per
 //! process) and the resolution of [`IoDriver::Auto`]. Uses the ring's
-//! probe (`Ring::probe`) and the hub's error type.
+//! probe (`Ring::probe`), the stack pool's valgrind check and the hub's
+//! error type.
 
 use std::sync::OnceLock;
 
@@ -29,7 +30,9 @@ pub const IO_DRIVER_ENV: &str = "GREENLET_IO_DRIVER";
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum IoDriver {
-    /// io_uring where the start-up probe passes, else epoll (the default).
+    /// io_uring where the start-up probe passes, else epoll (the default;
+    /// epoll under valgrind, which stops every thread while one waits in
+    /// a ring).
     #[default]
     Auto,
     /// epoll, through `mio`: readiness, then a system call per transfer.
@@ -73,6 +76,10 @@ pub(crate) fn resolve(asked: IoDriver) -> Result<IoDriver, HubError> {
     };
     match asked {
         IoDriver::Epoll => Ok(IoDriver::Epoll),
+        // Valgrind (3.19) keeps its lock over `io_uring_enter`: a worker
+        // waiting in its ring would stop every other thread of the process,
+        // so under valgrind `Auto` is epoll (a forced io_uring is obeyed).
+        IoDriver::Auto if crate::coroutine::running_on_valgrind() => Ok(IoDriver::Epoll),
         IoDriver::Auto => Ok(match probe() {
             Ok(()) => IoDriver::IoUring,
             Err(_) => IoDriver::Epoll,
