@@ -6,7 +6,7 @@
 //! a completion is for), the queue of polls that other threads ask to
 //! remove ([`RingRemote`]) and the operations' slots (their results and
 //! wakers). Uses the `io-uring` crate (the kernel's queue layout and SQE
-//! builders) and the [`Unparker`](super::Unparker) it watches.
+//! builders) and the [`Unparker`] it watches.
 //!
 //! # Memory the kernel writes
 //! An SQE may carry a pointer (a receive buffer); the kernel writes there

@@ -7,8 +7,9 @@
 //! [`dispatch`], which the worker's poll calls for every event that is not
 //! its waker's.
 //!
-//! Uses the worker (current task, [`Worker::with_registry`]), `park_green`
-//! and `mio` (edge-triggered registration through `SourceFd`).
+//! Uses the worker (current task, [`Worker::poller`]), `park_green`,
+//! `mio` (edge-triggered registration through `SourceFd`) and, under
+//! io_uring, the worker's ring (a multishot poll per socket).
 //!
 //! # The readiness protocol
 //! Each registered socket has, per direction (read, write), a readiness
