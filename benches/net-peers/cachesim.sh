@@ -7,6 +7,7 @@
 #   bash benches/net-peers/cachesim.sh                 # 500 connections x 64 B
 #   CONNS=50 SIZE=4096 bash benches/net-peers/cachesim.sh
 #   SERVERS="hub tokio" bash benches/net-peers/cachesim.sh
+#   (servers: hub (epoll), hub_uring (the hub under io_uring), tokio, may)
 #   SERVERS=hub HUB_ARGS="--stack-kib 60" bash benches/net-peers/cachesim.sh
 #
 # The server runs under callgrind with --cache-sim=yes. The simulated caches
@@ -25,7 +26,7 @@ CONNS="${CONNS:-500}"
 SIZE="${SIZE:-64}"
 SHORT="${SHORT:-4}"
 LONG="${LONG:-12}"
-SERVERS="${SERVERS:-hub tokio may}"
+SERVERS="${SERVERS:-hub hub_uring tokio may}"
 HUB_ARGS="${HUB_ARGS:-}"
 # The simulated L2 as size,ways,line (see benches/RESULTS.md: 1310720,320,64 is the
 # same capacity indexed by the page offset only, as a physically indexed
@@ -37,7 +38,10 @@ mkdir -p "$OUT"
 command -v valgrind >/dev/null || { echo "cachesim.sh needs valgrind" >&2; exit 2; }
 (cd "$ROOT" && cargo build --release --example echo_server --example echo_client)
 (cd "$PEERS" && cargo build --release)
-declare -A SERVER=([hub]="${HUB_BIN:-$EX/echo_server}" [tokio]="$PB/tokio_echo" [may]="$PB/may_echo")
+declare -A SERVER=([hub]="${HUB_BIN:-$EX/echo_server}" [hub_uring]="${HUB_BIN:-$EX/echo_server}"
+    [tokio]="$PB/tokio_echo" [may]="$PB/may_echo")
+# The hub's I/O driver per column (docs/io.md).
+declare -A DRIVER=([hub]=epoll [hub_uring]=io_uring)
 
 wait_port() {
     for _ in $(seq 1 400); do
@@ -62,13 +66,13 @@ client() {
 totals() { awk '/^totals:/ {$1 = ""; print}' "$1"; }
 
 PORT=7600
-printf "%-6s %10s %9s %9s %9s %9s %9s %9s\n" server requests Ir/req Dr/req Dw/req D1miss/req L2miss/req I1miss/req
+printf "%-9s %10s %9s %9s %9s %9s %9s %9s\n" server requests Ir/req Dr/req Dw/req D1miss/req L2miss/req I1miss/req
 for impl in $SERVERS; do
     PORT=$((PORT + 1))
     rm -f "$OUT/$impl".*
     extra=()
-    if [ "$impl" = hub ] && [ -n "$HUB_ARGS" ]; then read -ra extra <<<"$HUB_ARGS"; fi
-    taskset -c 0 valgrind --tool=callgrind --cache-sim=yes --D1=49152,12,64 --LL="$LL" \
+    if [ "${impl%_uring}" = hub ] && [ -n "$HUB_ARGS" ]; then read -ra extra <<<"$HUB_ARGS"; fi
+    GREENLET_IO_DRIVER="${DRIVER[$impl]:-auto}" taskset -c 0 valgrind --tool=callgrind --cache-sim=yes --D1=49152,12,64 --LL="$LL" \
         --callgrind-out-file="$OUT/$impl.%p" "${SERVER[$impl]}" --addr "127.0.0.1:$PORT" --workers 1 "${extra[@]}" \
         >/dev/null 2>"$OUT/$impl.log" &
     pid=$!
@@ -83,7 +87,7 @@ for impl in $SERVERS; do
         awk -v impl="$impl" -v n="$((n2 - n1))" '
         { d[NR] = $2 - $1 }
         END {
-            printf "%-6s %10d %9.0f %9.0f %9.0f %9.2f %9.2f %9.2f\n", impl, n, d[1] / n, d[2] / n, d[3] / n,
+            printf "%-9s %10d %9.0f %9.0f %9.0f %9.2f %9.2f %9.2f\n", impl, n, d[1] / n, d[2] / n, d[3] / n,
                 (d[5] + d[6]) / n, (d[8] + d[9]) / n, d[4] / n
         }'
 done

@@ -20,6 +20,11 @@
 #       # servers "base", "other"), run beside the others in every echo
 #       # and HTTP cell
 #
+# The hub runs twice, once per I/O driver (GREENLET_IO_DRIVER, see
+# docs/io.md): "hub" under epoll, "hub_uring" under io_uring (HUB_URING=0
+# leaves that column out, as on a kernel without io_uring); the ratios are the epoll
+# hub's to each other column, hub_uring's included.
+#
 # Part 1, 1 worker: the server is pinned to CPU 0, the client to CPU 1
 # (taskset). Part 2, 2 workers: the server may use both CPUs, so the client
 # competes with it for cores. Echo: 50 and 500 connections x 64 B and
@@ -82,7 +87,10 @@ declare -A SERVER=(
     [hub_resp]="$PB/hub_resp" [tokio_resp]="$PB/tokio_resp" [may_resp]="$PB/may_resp"
     [monoio_resp]="$PB/monoio_resp"
 )
+declare -A DRIVER=([hub]=epoll [hub_uring]=io_uring)
+for k in echo http resp; do SERVER[hub_uring_$k]=${SERVER[hub_$k]}; done
 IMPLS="hub"
+[ "${HUB_URING:-1}" = 0 ] || IMPLS="hub hub_uring"
 for v in ${HUB_VARIANTS:-}; do
     name=${v%%=*}
     dir=${v#*=}
@@ -119,7 +127,7 @@ run() {
     local kind=$1 impl=$2 workers=$3 scpus=$4 ccpus=$5 conns=$6 size=$7 label=$8
     [ -n "${SERVER[${impl}_${kind}]:-}" ] || return 0
     PORT=$((PORT + 1))
-    taskset -c "$scpus" "${SERVER[${impl}_${kind}]}" --addr "127.0.0.1:$PORT" --workers "$workers" >/dev/null 2>&1 &
+    GREENLET_IO_DRIVER="${DRIVER[$impl]:-auto}" taskset -c "$scpus" "${SERVER[${impl}_${kind}]}" --addr "127.0.0.1:$PORT" --workers "$workers" >/dev/null 2>&1 &
     local pid=$!
     wait_port "$PORT"
     local t0 t1 rps p99 n th0 th1 w0 w1 ctimes slow=n/a

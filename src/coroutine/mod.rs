@@ -122,6 +122,8 @@ mod payload;
 mod record;
 pub(crate) mod run;
 mod stack;
+#[cfg(feature = "hub")]
+pub(crate) use self::stack::running_on_valgrind;
 mod switch;
 mod thread_exit;
 mod thread_link;

@@ -66,6 +66,8 @@ mod size;
 #[cfg(test)]
 mod tests;
 mod valgrind;
+#[cfg(feature = "hub")]
+pub(crate) use self::valgrind::running as running_on_valgrind;
 
 pub use self::guard::{set_stack_guard, stack_guard, StackGuard};
 pub use self::pool::{acquire, stack_stats, StackStats};

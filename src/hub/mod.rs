@@ -168,6 +168,7 @@ mod channel;
 mod counters;
 mod deadlock;
 mod deadlock_latch;
+mod driver;
 mod error;
 mod future;
 mod group;
@@ -222,6 +223,7 @@ pub use self::channel::{
     channel, oneshot, unbounded, IntoIter, Iter, OneshotReceiver, OneshotSender, Receiver,
     RecvError, RecvTimeoutError, SendError, Sender, TryRecvError, TrySendError,
 };
+pub use self::driver::{IoDriver, IO_DRIVER_ENV};
 pub use self::error::{Elapsed, HubError, JoinError};
 pub use self::future::block_on;
 pub use self::group::TaskGroup;

@@ -7,7 +7,7 @@
 //! a parking point, and at every park on a worker whose loop has ended
 //! (its teardown's kills): such a park never waits.
 //!
-//! Owns: [`park`], [`current_waker`], [`with_scopes`] (the caller's
+//! Owns: [`park`], [`park_shielded`], [`current_waker`], [`with_scopes`] (the caller's
 //! `timeout` scopes) and the raising of the unwinds of `unwind`. Uses the
 //! worker (current task, timers, the hub greenlet, the hand-off), the
 //! task's timeout scopes and, on the slow path of a park, the answer to a
@@ -146,6 +146,48 @@ fn park_switch(
         }
     }
     check_scopes(&task.scopes);
+}
+
+/// Park the green thread `task` until it is woken (or `deadline`, armed
+/// as a timer, passes), delivering nothing from here: a cancellation
+/// thrown into the park (or waiting at it) is answered by returning
+/// `true`, for the caller to raise once it may unwind; timeout scopes are
+/// neither armed nor checked. For a wait that must not unwind before the
+/// kernel is done with memory it points into (a ring operation, see
+/// `driver::op`). A dump's request for the stack is answered as at any
+/// park.
+pub(crate) fn park_shielded(
+    w: &Worker,
+    task: &Arc<Task>,
+    wait: Wait,
+    deadline: Option<Instant>,
+) -> bool {
+    if let Some(at) = deadline {
+        w.timers.borrow_mut().arm(at, Arc::clone(task));
+    }
+    task.set_parked(wait);
+    let to = match w.next_after_park(task, None) {
+        Next::Hub => None,
+        Next::Sibling(to) => Some(to),
+        Next::Myself => return false,
+        Next::Cancelled => return true,
+    };
+    // SAFETY: as in `park_then`: `to` was made just now by
+    // `next_after_park`, with no switch since, and its greenlet handle is
+    // in the worker's `live` table, which only the suspended hub changes.
+    let parked = ManuallyDrop::new(unsafe { direct::park(&w.hub, to) });
+    if parked.is_err() {
+        if let Err(thrown) = ManuallyDrop::into_inner(parked) {
+            return stack_capture::answer_throw(thrown).is_err();
+        }
+    }
+    false
+}
+
+/// Deliver a cancellation that [`park_shielded`] returned: the unwind a
+/// park would have started.
+pub(crate) fn raise_cancel() {
+    raise(CancelUnwind);
 }
 
 fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {

@@ -24,6 +24,7 @@ use crate::diag::diag_error;
 
 use super::blocking_pool::BlockingPool;
 use super::deadlock_latch::DeadlockLatch;
+use super::driver::{self, IoDriver, PollerSeed, Unparker};
 use super::error::{HubError, JoinError};
 use super::join::JoinHandle;
 use super::pending::PendingCalls;
@@ -34,7 +35,7 @@ use super::spawning::check_stack_size;
 use super::stacks;
 use super::task_info::TaskInfo;
 use super::watchdog::Watchdog;
-use super::worker::{self, Remote, Seed, WAKE_TOKEN};
+use super::worker::{self, Remote, Seed};
 
 /// How long dropping a [`Runtime`] waits for cancelled green threads.
 pub const DROP_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -67,6 +68,7 @@ pub struct Builder {
     slot_age: Duration,
     fail_on_deadlock: bool,
     dump_signal: Option<i32>,
+    io_driver: IoDriver,
 }
 
 impl Builder {
@@ -187,6 +189,33 @@ impl Builder {
         self
     }
 
+    /// The kernel interface the workers wait on for I/O (default
+    /// [`IoDriver::Auto`]: io_uring where a probe at start-up passes — a
+    /// ring is set up and has the opcodes the driver uses — else epoll).
+    /// The environment variable [`IO_DRIVER_ENV`](super::IO_DRIVER_ENV)
+    /// (`GREENLET_IO_DRIVER=epoll|io_uring|auto`) overrides this.
+    /// [`Handle::io_driver`] says which one a runtime uses. Sockets, pipes,
+    /// signals and child processes work the same under both; under
+    /// io_uring a green thread's TCP reads and writes are submitted to its
+    /// worker's ring and cost no readiness round trip (see `docs/io.md`).
+    ///
+    /// # Errors
+    /// [`build`](Self::build) returns [`HubError::InvalidConfig`] when
+    /// io_uring is asked for (here or by the variable) where the probe
+    /// fails, and for an unknown value of the variable.
+    ///
+    /// ```
+    /// use greenlet::hub::{IoDriver, Runtime};
+    /// let rt = Runtime::builder().io_driver(IoDriver::Epoll).build().unwrap();
+    /// # if std::env::var_os(greenlet::hub::IO_DRIVER_ENV).is_none() {
+    /// assert_eq!(rt.handle().io_driver(), IoDriver::Epoll);
+    /// # }
+    /// ```
+    pub fn io_driver(mut self, driver: IoDriver) -> Self {
+        self.io_driver = driver;
+        self
+    }
+
     /// How long other workers leave a worker's newest spawn alone (a test
     /// that must see where it starts without a race sets an hour).
     #[cfg(test)]
@@ -232,12 +261,13 @@ impl Builder {
         }
         check_stack_size(self.stack_size)?;
         let os = |what| move |source| HubError::Os { what, source };
+        let io_driver = driver::resolve(self.io_driver)?;
         let mut seeds = Vec::with_capacity(self.workers);
         let mut remotes = Vec::with_capacity(self.workers);
         for index in 0..self.workers {
-            let poll = mio::Poll::new().map_err(os("create a worker's poller"))?;
-            let waker = mio::Waker::new(poll.registry(), WAKE_TOKEN)
-                .map_err(os("create a worker's waker"))?;
+            let waker = Unparker::new().map_err(os("create a worker's waker"))?;
+            let poll =
+                PollerSeed::new(io_driver, &waker).map_err(os("create a worker's poller"))?;
             let deque = crossbeam_deque::Worker::new_lifo();
             remotes.push(Remote::new(waker, deque.stealer()));
             seeds.push(Seed { index, poll, deque });
@@ -257,6 +287,7 @@ impl Builder {
             next_notify: AtomicUsize::new(0),
             slot_age: self.slot_age,
             deadlock: DeadlockLatch::new(self.fail_on_deadlock),
+            io_driver,
         });
         let scheduler = Arc::new(HubScheduler::new(&shared));
         // A fresh OnceLock: this cannot fail.
@@ -389,6 +420,7 @@ impl Runtime {
             slot_age: worker::SLOT_AGE,
             fail_on_deadlock: false,
             dump_signal: None,
+            io_driver: IoDriver::Auto,
         }
     }
 
@@ -672,6 +704,18 @@ impl Handle {
     /// ```
     pub fn is_shutting_down(&self) -> bool {
         self.shared.is_shutting_down()
+    }
+
+    /// The I/O driver its workers use: [`IoDriver::Epoll`] or
+    /// [`IoDriver::IoUring`], never `Auto` (see [`Builder::io_driver`]).
+    ///
+    /// ```
+    /// use greenlet::hub::{IoDriver, Runtime};
+    /// let rt = Runtime::builder().worker_threads(1).build().unwrap();
+    /// assert_ne!(rt.handle().io_driver(), IoDriver::Auto);
+    /// ```
+    pub fn io_driver(&self) -> IoDriver {
+        self.shared.io_driver
     }
 
     /// How many worker threads it has.

@@ -28,6 +28,7 @@ use crate::cleanup::CleanupQueue;
 
 use super::blocking_pool::BlockingPool;
 use super::deadlock_latch::DeadlockLatch;
+use super::driver::IoDriver;
 use super::pending::PendingCalls;
 use super::registry::Registry;
 use super::task_header::{RuntimeLink, Task};
@@ -56,6 +57,8 @@ pub(crate) struct Shared {
     pub(crate) slot_age: Duration,
     /// Deadlocks reported, and the root calls a deadlock may fail.
     pub(crate) deadlock: DeadlockLatch,
+    /// The I/O driver the workers' pollers use (resolved: not `Auto`).
+    pub(crate) io_driver: IoDriver,
 }
 
 impl Shared {

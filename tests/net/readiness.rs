@@ -248,7 +248,8 @@ fn the_kernel_report_is_asked_for_after_a_full_read_and_turned_off_for_std() {
         assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
         v
     }
-    let (short, full, back) = on_runtime(1, || {
+    let (short, full, back, driver) = on_runtime(1, || {
+        let driver = greenlet::hub::Handle::current().unwrap().io_driver();
         let (s, mut peer) = pair();
         peer.write_all(b"xy").unwrap();
         assert_eq!((&s).read(&mut [0u8; 64]).unwrap(), 2);
@@ -257,7 +258,13 @@ fn the_kernel_report_is_asked_for_after_a_full_read_and_turned_off_for_std() {
         read_in(&s, &mut [0u8; 32], 32);
         let full = inq(s.as_raw_fd());
         let std_stream = s.into_std().unwrap();
-        (short, full, inq(std_stream.as_raw_fd()))
+        (short, full, inq(std_stream.as_raw_fd()), driver)
     });
-    assert_eq!((short, full, back), (0, 1, 0));
+    // Under io_uring a green thread's reads are ring operations, which
+    // never ask for the report.
+    let full_after = match driver {
+        greenlet::hub::IoDriver::IoUring => 0,
+        _ => 1,
+    };
+    assert_eq!((short, full, back), (0, full_after, 0));
 }

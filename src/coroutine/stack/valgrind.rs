@@ -69,7 +69,7 @@ pub(super) fn deregister(id: usize) {
 }
 
 /// Whether the process runs under valgrind.
-pub(super) fn running() -> bool {
+pub(crate) fn running() -> bool {
     client_request(0, RUNNING_ON_VALGRIND, 0, 0) != 0
 }
 

@@ -107,6 +107,10 @@ pub(crate) use self::fd::set_nonblocking;
 pub use self::fd::{pipe, Fd};
 pub use self::readiness::Readiness;
 pub(crate) use self::registration::dispatch;
+#[cfg(target_os = "linux")]
+pub(crate) use self::registration::dispatch_ring;
+#[cfg(target_os = "linux")]
+pub(crate) use self::registration::Deadline;
 pub use self::resolve::ToSocketAddrs;
 pub use self::serve::serve;
 pub use self::tcp_listener::TcpListener;

@@ -7,8 +7,9 @@
 //! [`dispatch`], which the worker's poll calls for every event that is not
 //! its waker's.
 //!
-//! Uses the worker (current task, [`Worker::with_registry`]), `park_green`
-//! and `mio` (edge-triggered registration through `SourceFd`).
+//! Uses the worker (current task, [`Worker::poller`]), `park_green`,
+//! `mio` (edge-triggered registration through `SourceFd`) and, under
+//! io_uring, the worker's ring (a multishot poll per socket).
 //!
 //! # The readiness protocol
 //! Each registered socket has, per direction (read, write), a readiness
@@ -48,6 +49,8 @@
 use std::cell::RefCell;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
+#[cfg(target_os = "linux")]
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::Waker;
@@ -59,6 +62,8 @@ use mio::{Interest, Token};
 use parking_lot::Mutex;
 use slab::Slab;
 
+#[cfg(target_os = "linux")]
+use super::super::driver::{Cqe, Ring, RingRemote, TAG_READY};
 use super::super::park::park_green;
 use super::super::task_state::Wait;
 use super::super::worker::{self, Worker};
@@ -161,19 +166,42 @@ impl Woken {
     }
 }
 
+/// How a worker's poller is reached to stop watching a socket dropped on
+/// another thread: its `mio` registry (epoll), or the ring's queue of
+/// polls to remove (io_uring; only the worker's thread submits).
+enum Backend {
+    Epoll(mio::Registry),
+    #[cfg(target_os = "linux")]
+    Uring(Arc<RingRemote>),
+}
+
 /// The part of a worker's socket table that other threads reach: its
-/// registry (to deregister a socket dropped elsewhere) and the keys such
-/// drops released.
+/// poller's backend (to stop watching a socket dropped elsewhere) and the
+/// keys such drops released.
 struct WorkerIo {
-    registry: mio::Registry,
+    backend: Backend,
     released: Mutex<Vec<usize>>,
     thread: ThreadId,
 }
 
+/// One registered socket in its worker's table: its state, the
+/// generation of its key (io_uring: a completion of an earlier socket's
+/// poll under a reused key is told apart by it) and its descriptor.
+struct Entry {
+    io: Arc<ScheduledIo>,
+    gen: u32,
+    fd: RawFd,
+}
+
 /// A worker's registered sockets, on its own thread.
 struct Table {
-    slab: Slab<Arc<ScheduledIo>>,
+    slab: Slab<Entry>,
     shared: Arc<WorkerIo>,
+    /// The worker's ring, under io_uring: registrations and removals are
+    /// submitted to it from this thread.
+    #[cfg(target_os = "linux")]
+    ring: Option<Rc<Ring>>,
+    next_gen: u32,
 }
 
 thread_local! {
@@ -186,16 +214,70 @@ pub(crate) fn dispatch(event: &mio::event::Event) {
     let mut woken = Woken::default();
     let _ = TABLE.try_with(|t| {
         let t = t.borrow();
-        let Some(io) = t.as_ref().and_then(|t| t.slab.get(event.token().0)) else {
+        let Some(e) = t.as_ref().and_then(|t| t.slab.get(event.token().0)) else {
             return;
         };
         let read_closed = event.is_read_closed() || event.is_error();
         if event.is_readable() || read_closed {
-            io.ready(Direction::Read, read_closed, &mut woken);
+            e.io.ready(Direction::Read, read_closed, &mut woken);
         }
         let write_closed = event.is_write_closed() || event.is_error();
         if event.is_writable() || write_closed {
-            io.ready(Direction::Write, write_closed, &mut woken);
+            e.io.ready(Direction::Write, write_closed, &mut woken);
+        }
+    });
+    woken.wake();
+}
+
+/// The ring's token of a registration: its key and its key's generation.
+#[cfg(target_os = "linux")]
+fn ring_token(key: usize, gen: u32) -> u64 {
+    (u64::from(gen & GEN_MASK) << 32) | key as u64
+}
+
+/// Generations wrap within 30 bits (the ring's tag takes the top two).
+const GEN_MASK: u32 = (1 << 30) - 1;
+
+/// [`dispatch`] for a completion of a socket's multishot poll on the
+/// worker's ring: its result is the poll mask (as epoll's, the readiness
+/// at the wake-up). A poll that ended (no more completions coming: the
+/// completion queue overflowed, or an error) is armed again.
+#[cfg(target_os = "linux")]
+pub(crate) fn dispatch_ring(c: Cqe) {
+    let token = c.user_data & !TAG_READY;
+    let key = (token & 0xFFFF_FFFF) as usize;
+    let gen = ((token >> 32) as u32) & GEN_MASK;
+    let mut woken = Woken::default();
+    let _ = TABLE.try_with(|t| {
+        let t = t.borrow();
+        let Some(t) = t.as_ref() else { return };
+        let Some(e) = t.slab.get(key).filter(|e| e.gen & GEN_MASK == gen) else {
+            return;
+        };
+        if c.result == -libc::ECANCELED {
+            return;
+        }
+        // An error (never seen in practice): both directions ready, so
+        // their operations try their system calls and meet the error.
+        let m = if c.result < 0 {
+            (libc::POLLIN | libc::POLLOUT) as u32
+        } else {
+            c.result as u32
+        };
+        let has = |bits: i16| m & (bits as u32) != 0;
+        let error = has(libc::POLLERR);
+        let read_closed = has(libc::POLLHUP) || has(libc::POLLRDHUP) || error;
+        if has(libc::POLLIN) || read_closed {
+            e.io.ready(Direction::Read, read_closed, &mut woken);
+        }
+        let write_closed = has(libc::POLLHUP) || error;
+        if has(libc::POLLOUT) || write_closed {
+            e.io.ready(Direction::Write, write_closed, &mut woken);
+        }
+        if !c.more() {
+            if let Some(ring) = &t.ring {
+                ring.arm_poll(e.fd, token);
+            }
         }
     });
     woken.wake();
@@ -209,6 +291,8 @@ struct Registration {
     io: Arc<ScheduledIo>,
     owner: Arc<WorkerIo>,
     key: usize,
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    gen: u32,
     fd: RawFd,
 }
 
@@ -218,15 +302,7 @@ impl Registration {
         TABLE.with(|t| {
             let mut t = t.borrow_mut();
             if t.is_none() {
-                let registry = w.with_registry(mio::Registry::try_clone)?;
-                *t = Some(Table {
-                    slab: Slab::new(),
-                    shared: Arc::new(WorkerIo {
-                        registry,
-                        released: Mutex::new(Vec::new()),
-                        thread: std::thread::current().id(),
-                    }),
-                });
+                *t = Some(new_table(w)?);
             }
             let Some(table) = t.as_mut() else {
                 return Err(io::Error::other("the worker's socket table is gone"));
@@ -235,33 +311,98 @@ impl Registration {
                 table.slab.try_remove(key);
             }
             let io = Arc::new(ScheduledIo::default());
-            let key = table.slab.insert(Arc::clone(&io));
-            let interest = Interest::READABLE | Interest::WRITABLE;
-            if let Err(e) = table
-                .shared
-                .registry
-                .register(&mut SourceFd(&fd), Token(key), interest)
-            {
-                table.slab.remove(key);
-                return Err(e);
+            let gen = table.next_gen;
+            table.next_gen = gen.wrapping_add(1) & GEN_MASK;
+            let key = table.slab.insert(Entry {
+                io: Arc::clone(&io),
+                gen,
+                fd,
+            });
+            match &table.shared.backend {
+                Backend::Epoll(registry) => {
+                    let interest = Interest::READABLE | Interest::WRITABLE;
+                    if let Err(e) = registry.register(&mut SourceFd(&fd), Token(key), interest) {
+                        table.slab.remove(key);
+                        return Err(e);
+                    }
+                }
+                #[cfg(target_os = "linux")]
+                Backend::Uring(_) => {
+                    if let Some(ring) = &table.ring {
+                        ring.arm_poll(fd, ring_token(key, gen));
+                    }
+                }
             }
             Ok(Registration {
                 io,
                 owner: Arc::clone(&table.shared),
                 key,
+                gen,
                 fd,
             })
         })
     }
 }
 
+/// This thread's socket table, for the poller of worker `w`.
+fn new_table(w: &Worker) -> io::Result<Table> {
+    let poller = w.poller();
+    #[cfg(target_os = "linux")]
+    let ring = poller.ring().cloned();
+    let backend = match poller.registry() {
+        Some(registry) => Backend::Epoll(registry?),
+        #[cfg(target_os = "linux")]
+        None => match &ring {
+            Some(r) => Backend::Uring(Arc::clone(r.remote())),
+            None => return Err(io::Error::other("the worker has no poller")),
+        },
+        #[cfg(not(target_os = "linux"))]
+        None => return Err(io::Error::other("the worker has no poller")),
+    };
+    Ok(Table {
+        slab: Slab::new(),
+        shared: Arc::new(WorkerIo {
+            backend,
+            released: Mutex::new(Vec::new()),
+            thread: std::thread::current().id(),
+        }),
+        #[cfg(target_os = "linux")]
+        ring,
+        next_gen: 0,
+    })
+}
+
 impl Drop for Registration {
     fn drop(&mut self) {
-        // The descriptor is still open (the socket drops after this), so
-        // this cannot remove another descriptor's registration.
-        let _ = self.owner.registry.deregister(&mut SourceFd(&self.fd));
         let key = self.key;
-        let local = std::thread::current().id() == self.owner.thread
+        let on_owner = std::thread::current().id() == self.owner.thread;
+        match &self.owner.backend {
+            // The descriptor is still open (the socket drops after this),
+            // so this cannot remove another descriptor's registration.
+            Backend::Epoll(registry) => {
+                let _ = registry.deregister(&mut SourceFd(&self.fd));
+            }
+            // On the worker's thread the removal is submitted now; from
+            // elsewhere the worker is asked (and woken) to submit it.
+            #[cfg(target_os = "linux")]
+            Backend::Uring(remote) => {
+                let token = ring_token(key, self.gen);
+                let removed = on_owner
+                    && TABLE
+                        .try_with(|t| match t.borrow().as_ref().and_then(|t| t.ring.clone()) {
+                            Some(ring) => {
+                                ring.remove_poll(token);
+                                true
+                            }
+                            None => false,
+                        })
+                        .unwrap_or(false);
+                if !removed {
+                    remote.remove_poll(TAG_READY | token);
+                }
+            }
+        }
+        let local = on_owner
             && TABLE
                 .try_with(|t| {
                     if let Some(t) = t.borrow_mut().as_mut() {
@@ -318,6 +459,22 @@ impl Deadline {
             op,
             after: after.unwrap_or_default(),
         }
+    }
+
+    /// When it passes (`None`: never).
+    #[cfg(target_os = "linux")]
+    pub(crate) fn at(&self) -> Option<Instant> {
+        self.at
+    }
+
+    /// The error of an operation whose deadline passed.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn timed_out(&self) -> io::Error {
+        NetError::TimedOut {
+            op: self.op,
+            after: self.after,
+        }
+        .into()
     }
 
     fn check(&self) -> io::Result<()> {

@@ -12,6 +12,8 @@ use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
+#[cfg(target_os = "linux")]
+use super::super::driver::op;
 use super::error::NetError;
 use super::readiness::Readiness;
 use super::registration::{Deadline, Direction, Source};
@@ -472,8 +474,15 @@ impl TcpStream {
     /// through `recvmsg` with `TCP_INQ` on, which says whether anything is
     /// left (a connection whose messages fit the buffer with room to spare
     /// never pays for the option).
+    ///
+    /// On a worker with an io_uring ring, the read is an operation on the
+    /// ring instead (see `driver::op`): no readiness round trip.
     fn read_one(&self, buf: &mut [u8]) -> io::Result<usize> {
         let deadline = self.src.read_deadline("read");
+        #[cfg(target_os = "linux")]
+        if let Some(r) = op::recv(self.src.get().as_raw_fd(), buf, deadline) {
+            return r;
+        }
         let len = buf.len();
         if self.inq.load(Ordering::Relaxed) == INQ_ON {
             return self
@@ -503,8 +512,24 @@ impl TcpStream {
         })
     }
 
+    /// One write. On a worker with an io_uring ring, the system call is
+    /// tried first (a send that fits the socket's buffer is done at once,
+    /// where a ring operation would park the green thread for a turn of
+    /// the loop), and a send that would block is an operation on the ring
+    /// (see `driver::op`): no readiness round trip.
     fn write_one(&self, buf: &[u8]) -> io::Result<usize> {
         let deadline = self.src.write_deadline("write");
+        #[cfg(target_os = "linux")]
+        if op::on_ring() {
+            match sys::send(self.src.get(), buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                r => return r,
+            }
+            if let Some(r) = op::send(self.src.get().as_raw_fd(), buf, deadline) {
+                return r;
+            }
+        }
         self.src
             .io_stream(Direction::Write, deadline, buf.len(), |s| {
                 sys::send(s, buf).map(|n| (n, false))

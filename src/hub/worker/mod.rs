@@ -53,5 +53,5 @@ pub(crate) use self::current::{
 pub(crate) use self::handoff::Next;
 pub(crate) use self::placement::SLOT_AGE;
 pub(crate) use self::remote::Remote;
-pub(crate) use self::scheduler::{main, WAKE_TOKEN};
+pub(crate) use self::scheduler::main;
 pub(crate) use self::state::{Seed, Worker};

@@ -1,6 +1,6 @@
 //! The part of a worker that other threads reach ([`Remote`]): its remote
 //! wake queue and placed tasks (the inbox), its sleep flag and the poller's
-//! `mio::Waker`, its stealer, its newest-spawn slot, the watchdog's
+//! unparker, its stealer, its newest-spawn slot, the watchdog's
 //! counters, the idle policy's state and the metrics' counters.
 //!
 //! Owns: the cache-line layout of those parts and the unpark handshake of
@@ -16,6 +16,7 @@ use crossbeam_utils::CachePadded;
 use crate::diag::diag_warn;
 
 use super::super::counters::Counters;
+use super::super::driver::Unparker;
 use super::super::idle::Idle;
 use super::super::inbox::Inbox;
 use super::super::spawn_slot::Newest;
@@ -48,7 +49,7 @@ pub(crate) struct Remote {
     /// Read by other threads, written by nobody after the start: its line
     /// stays in every reader's cache (every round of every other worker's
     /// loop reads `stealer`).
-    pub(super) waker: mio::Waker,
+    pub(super) waker: Unparker,
     pub(crate) stealer: Stealer<Unstarted>,
     /// The metrics' counters, written by the owner (off the switch path),
     /// read by a snapshot: lines of their own, behind a pointer, so that
@@ -71,7 +72,7 @@ pub(crate) struct Remote {
 }
 
 impl Remote {
-    pub(crate) fn new(waker: mio::Waker, stealer: Stealer<Unstarted>) -> Remote {
+    pub(crate) fn new(waker: Unparker, stealer: Stealer<Unstarted>) -> Remote {
         Remote {
             inbox: CachePadded::new(Inbox::default()),
             sleeping: CachePadded::new(AtomicBool::new(false)),

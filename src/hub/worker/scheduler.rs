@@ -19,11 +19,11 @@
 //! do the
 //! worker spins a moment watching for work, or yields its CPU a few times
 //! (the idle policy of `hub::idle` decides), then sleeps in
-//! `mio::Poll::poll` until the next timer's deadline, a wake from another
-//! thread (through the `mio::Waker`), or I/O. Tokens
-//! other than [`WAKE_TOKEN`] are for the network layer: it registers a
-//! socket with the poller of the worker its green thread lives on (through
-//! `Poll::registry`), and a readiness event wakes the parked green thread.
+//! its poller (epoll or an io_uring ring, see `hub::driver`) until the
+//! next timer's deadline, a wake from another thread (through its
+//! unparker), or I/O. The network layer registers a socket with the poller
+//! of the worker its green thread lives on, and a readiness event (or an
+//! operation's completion) wakes the parked green thread.
 //!
 //! Owns: the round's order, [`POLL_EVERY`], [`START_BURST`], the idle
 //! step and the poller. Uses the placement (what to start), the switch
@@ -63,8 +63,6 @@ use super::state::{Seed, Worker};
 pub(crate) const POLL_EVERY: u32 = 61;
 /// New tasks started in a row at most while ready tasks wait.
 const START_BURST: u32 = 32;
-/// The poller token of the worker's `mio::Waker`.
-pub(crate) const WAKE_TOKEN: mio::Token = mio::Token(usize::MAX);
 
 /// Run a worker thread: the hub loop, then its teardown.
 pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
@@ -88,8 +86,7 @@ pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
         current: Cell::new(ptr::null()),
         live: RefCell::new(Slab::new()),
         held: Cell::new(ptr::null()),
-        poll: RefCell::new(seed.poll),
-        events: RefCell::new(mio::Events::with_capacity(256)),
+        poller: seed.poll.into(),
         until_poll: Cell::new(POLL_EVERY),
         cancelled_all: Cell::new(false),
         accepted: Cell::new(ptr::null()),
@@ -290,6 +287,12 @@ impl Worker {
     #[cold]
     #[inline(never)]
     fn look_for_deadlock(&self) {
+        // A ring operation in flight has its green thread parked on I/O,
+        // which no deadlock includes: no look (its snapshot of every green
+        // thread costs more than a request).
+        if self.poller.has_ops_in_flight() {
+            return;
+        }
         let shared = &self.shared;
         let all_asleep = shared.workers.iter().all(|r| {
             r.forever.load(Ordering::SeqCst)
@@ -318,7 +321,6 @@ impl Worker {
     }
 
     pub(super) fn poll_once(&self, timeout: Option<Duration>) {
-        let mut events = self.events.borrow_mut();
         let counters = &self.remote().counters;
         Counters::add(&counters.polls, 1);
         if timeout == Some(Duration::ZERO) {
@@ -326,16 +328,9 @@ impl Worker {
             counters.ready_depth.store(depth, Ordering::Relaxed);
             self.publish_load();
         }
-        let result = self.poll.borrow_mut().poll(&mut events, timeout);
-        if let Err(e) = result {
+        if let Err(e) = self.poller.poll(timeout) {
             if e.kind() != std::io::ErrorKind::Interrupted {
                 diag_warn!("hub worker {}: poll failed: {e}", self.index);
-            }
-            return;
-        }
-        for event in events.iter() {
-            if event.token() != WAKE_TOKEN {
-                super::super::net::dispatch(event);
             }
         }
     }

@@ -16,6 +16,7 @@ use slab::Slab;
 
 use crate::coroutine::Greenlet;
 
+use super::super::driver::{Poller, PollerSeed};
 use super::super::ready::ReadyQueue;
 use super::super::shared::Shared;
 use super::super::task_header::Task;
@@ -27,7 +28,7 @@ use super::remote::Remote;
 /// What a worker thread is started with.
 pub(crate) struct Seed {
     pub(crate) index: usize,
-    pub(crate) poll: mio::Poll,
+    pub(crate) poll: PollerSeed,
     pub(crate) deque: crossbeam_deque::Worker<Unstarted>,
 }
 
@@ -78,8 +79,7 @@ pub(crate) struct Worker {
     /// whenever control comes back to the hub, and at teardown, so it
     /// never keeps a finished task from its pool.
     pub(super) held: Cell<*const Task>,
-    pub(super) poll: RefCell<mio::Poll>,
-    pub(super) events: RefCell<mio::Events>,
+    pub(super) poller: Poller,
     /// Scheduling rounds (the loop's, and hand-offs) left before the next
     /// poll that does not wait.
     pub(super) until_poll: Cell<u32>,
@@ -117,10 +117,10 @@ impl Worker {
         self.live.borrow().len()
     }
 
-    /// Run `f` with this worker's `mio` registry (the network layer
-    /// registers its sockets through it).
-    pub(crate) fn with_registry<R>(&self, f: impl FnOnce(&mio::Registry) -> R) -> R {
-        f(self.poll.borrow().registry())
+    /// This worker's poller (the network layer registers its sockets
+    /// with it, and starts ring operations on it).
+    pub(crate) fn poller(&self) -> &Poller {
+        &self.poller
     }
 }
 
