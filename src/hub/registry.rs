@@ -218,6 +218,27 @@ impl<T: Listed> Registry<T> {
         all.into_iter().map(|(_, r)| r).collect()
     }
 
+    /// Whether `f` holds for every registered task, stopping at the first
+    /// for which it does not; `f` runs under a shard's lock (as in
+    /// [`snapshot`](Self::snapshot)).
+    pub(crate) fn all(&self, mut f: impl FnMut(&T) -> bool) -> bool {
+        self.shards.iter().all(|shard| {
+            let shard = shard.lock();
+            let mut t = shard.head;
+            while !t.is_null() {
+                // SAFETY: under the shard's lock, every listed task is
+                // alive (module doc), and so are its links.
+                unsafe {
+                    if !f(&*t) {
+                        return false;
+                    }
+                    t = (*link_of(t)).next;
+                }
+            }
+            true
+        })
+    }
+
     /// Call `f` with every registered task, under its shard's lock (as in
     /// [`snapshot`](Self::snapshot)), in no particular order.
     pub(crate) fn for_each(&self, mut f: impl FnMut(&T)) {

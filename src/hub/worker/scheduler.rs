@@ -307,6 +307,12 @@ impl Worker {
         {
             return;
         }
+        // Every green thread in a certain wait, read first without taking
+        // a copy: a server's sleep finds one parked on a socket at once
+        // (the copy below, with names and spawn sites, is the report's).
+        if !shared.registry.all(|t| is_certain_wait(t.state())) {
+            return;
+        }
         let tasks = shared.registry.snapshot(Task::info);
         if tasks.is_empty() || !tasks.iter().all(|t| is_certain_wait(t.state)) {
             return;
