@@ -217,9 +217,11 @@ impl Builder {
     }
 
     /// How long other workers leave a worker's newest spawn alone (a test
-    /// that must see where it starts without a race sets an hour).
-    #[cfg(test)]
-    pub(crate) fn slot_age(mut self, age: Duration) -> Self {
+    /// that must see where it starts without a race sets an hour). Hidden:
+    /// a knob for the crate's own placement tests, not a tuning a program
+    /// should depend on.
+    #[doc(hidden)]
+    pub fn slot_age(mut self, age: Duration) -> Self {
         self.slot_age = age;
         self
     }

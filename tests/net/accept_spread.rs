@@ -59,7 +59,15 @@ fn the_plain_accept_loop_deals_connections_over_two_workers() {
 #[test]
 fn a_handlers_own_spawn_stays_beside_it() {
     let pairs = bounded(60, || {
-        let rt = rt(2);
+        // Other workers leave the newest spawn alone for an hour: a worker
+        // thread the OS preempts between the spawn and the join must not
+        // let the other worker take the child by the slot's aging.
+        let rt = hub::Runtime::builder()
+            .worker_threads(2)
+            .watchdog(None)
+            .slot_age(Duration::from_secs(3600))
+            .build()
+            .unwrap();
         let l = rt
             .block_on(|| net::TcpListener::bind("127.0.0.1:0").unwrap())
             .unwrap();
