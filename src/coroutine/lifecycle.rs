@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use super::error::{panic_message, ErrorKind, GreenletError};
 use super::fiber::Fiber;
-use super::handle::Greenlet;
+use super::record::Greenlet;
 use super::payload::{Kind, Payload};
 use super::record::Record;
 use super::switch;

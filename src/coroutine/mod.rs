@@ -131,8 +131,8 @@ mod value;
 mod weak;
 
 pub use self::error::{ErrorKind, GreenletError, GreenletExit};
-pub use self::handle::{getcurrent, Greenlet, GreenletBuilder};
-pub use self::record::live_greenlets;
+pub use self::handle::{getcurrent, GreenletBuilder};
+pub use self::record::{live_greenlets, Greenlet};
 pub use self::stack::{
     acquire as acquire_stack, default_stack_size, set_default_stack_size, set_stack_guard,
     stack_guard, stack_stats, PooledStack, StackGuard, StackStats, DEFAULT_STACK_SIZE,

@@ -37,9 +37,42 @@ pub(crate) use self::ids::{global_id, IdBlock};
 
 use super::arch::Top;
 use super::fiber::Fiber;
-use super::handle::Greenlet;
 use super::run::Run;
 use super::thread_link::ThreadLink;
+
+/// A handle to a greenlet: a cheap, clonable, `Send + Sync` reference.
+///
+/// Any thread may hold handles and observe the greenlet ([`is_dead`](Self::is_dead),
+/// [`id`](Self::id), [`name`](Self::name)); only the thread that created it
+/// may switch to it, throw into it or re-parent it (other threads get
+/// [`ErrorKind::WrongThread`](crate::ErrorKind::WrongThread) or [`ErrorKind::ThreadExited`](crate::ErrorKind::ThreadExited)).
+///
+/// When the last handle of a started, unfinished greenlet is dropped, the
+/// greenlet is killed: synchronously on its own thread (control comes back
+/// to the code that dropped it, and its locals' destructors have run), or at
+/// its thread's next greenlet operation when dropped on another thread.
+/// Children hold their parent, and the running greenlet is never killed
+/// until it switches away.
+///
+/// # Example
+/// ```
+/// use greenlet::{getcurrent, Greenlet};
+///
+/// let main = getcurrent();
+/// let child = Greenlet::new(move |v| {
+///     let n = v.downcast::<i32>()?;
+///     let back = main.switch(n + 1)?; // suspend, sending n + 1 to main
+///     Ok(back) // finishing sends `back` to the parent (main)
+/// });
+/// assert_eq!(child.switch(41).unwrap().downcast::<i32>().unwrap(), 42);
+/// assert!(child.is_active());
+/// assert_eq!(child.switch("bye").unwrap().downcast::<&str>().unwrap(), "bye");
+/// assert!(child.is_dead());
+/// ```
+pub struct Greenlet {
+    /// Released by hand in `Drop`, which may keep the record for reuse.
+    pub(crate) record: ManuallyDrop<Arc<Record>>,
+}
 
 /// The owner-thread-only part of a greenlet.
 pub(crate) struct Local {
@@ -732,7 +765,7 @@ impl Drop for Record {
 
 #[cfg(test)]
 mod tests {
-    use super::super::handle::Greenlet;
+    use super::Greenlet;
     use super::super::thread_state;
     use super::Flags;
 

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::error::{panic_message, ErrorKind, GreenletError};
-use super::handle::Greenlet;
+use super::record::Greenlet;
 use super::payload::Kind;
 use super::record::Record;
 use super::thread_state::{self, ThreadState};

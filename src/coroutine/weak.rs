@@ -9,7 +9,7 @@ use std::fmt;
 use std::mem::ManuallyDrop;
 use std::sync::Weak;
 
-use super::handle::Greenlet;
+use super::record::Greenlet;
 use super::record::Record;
 
 /// A weak handle: it does not count as a handle, so it does not keep the
