@@ -19,8 +19,8 @@ use std::sync::Arc;
 
 use super::error::{panic_message, ErrorKind, GreenletError};
 use super::fiber::Fiber;
-use super::record::Greenlet;
 use super::payload::{Kind, Payload};
+use super::record::Greenlet;
 use super::record::Record;
 use super::switch;
 use super::thread_state::{self, owner_state, ThreadState};

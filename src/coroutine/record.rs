@@ -238,7 +238,7 @@ pub(crate) struct Record {
     /// [`Flags`]; written only on the owner thread (see [`Record::mark`]).
     flags: AtomicU8,
     /// The owner thread.
-    pub(crate) thread: Arc<ThreadLink>,
+    pub(crate) thread: Arc<ThreadLink<Arc<Record>>>,
     /// Written only on the owner thread (under the lock); read under the
     /// lock elsewhere, and without it on the owner (`live_parent_ptr`).
     parent: Mutex<Option<Greenlet>>,
@@ -280,7 +280,7 @@ impl Record {
         name: Option<Box<str>>,
         flags: Flags,
         handles: usize,
-        thread: Arc<ThreadLink>,
+        thread: Arc<ThreadLink<Arc<Record>>>,
         parent: Option<Greenlet>,
         local: Local,
     ) -> Record {
@@ -301,7 +301,7 @@ impl Record {
     }
 
     /// The main greenlet of `thread` (dead if that thread is gone).
-    pub(crate) fn new_main(thread: Arc<ThreadLink>) -> Arc<Record> {
+    pub(crate) fn new_main(thread: Arc<ThreadLink<Arc<Record>>>) -> Arc<Record> {
         let local = Local::empty();
         let flags = Flags::main(thread.alive.load(Ordering::Relaxed));
         count_records(1);
@@ -765,9 +765,9 @@ impl Drop for Record {
 
 #[cfg(test)]
 mod tests {
-    use super::Greenlet;
     use super::super::thread_state;
     use super::Flags;
+    use super::Greenlet;
 
     #[test]
     fn the_active_bit_is_started_and_not_dead() {

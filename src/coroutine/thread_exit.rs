@@ -26,7 +26,7 @@ const EXIT_KILL_ROUNDS: usize = 3;
 /// the greenlets that were finalized with it.
 /// Its label is spelled out only when asked for (once per drain).
 struct ThreadRemains {
-    link: Arc<ThreadLink>,
+    link: Arc<ThreadLink<Arc<Record>>>,
     finalizers: Vec<Finalizer>,
 }
 
@@ -45,7 +45,7 @@ impl Remains for ThreadRemains {
 }
 
 /// The label of the remains of `link`'s thread.
-fn remains_label(link: &ThreadLink) -> String {
+fn remains_label(link: &ThreadLink<Arc<Record>>) -> String {
     format!("main greenlet of thread {}", link.label)
 }
 

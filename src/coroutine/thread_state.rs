@@ -37,7 +37,7 @@ use crate::cleanup::{self, CleanupQueue};
 /// switches happen between accesses, never during one).
 pub(crate) struct ThreadState {
     /// What other threads may touch.
-    pub(crate) link: Arc<ThreadLink>,
+    pub(crate) link: Arc<ThreadLink<Arc<Record>>>,
     /// The main greenlet (the thread's own stack).
     pub(crate) main: Arc<Record>,
     /// `Arc::as_ptr(&main)`, kept so that a switch compares with it in one
@@ -149,7 +149,7 @@ impl ThreadState {
     /// # Safety
     /// `ts` is a live state, and the result is not used after it is freed.
     #[inline]
-    pub(crate) unsafe fn link<'a>(ts: *const ThreadState) -> &'a ThreadLink {
+    pub(crate) unsafe fn link<'a>(ts: *const ThreadState) -> &'a ThreadLink<Arc<Record>> {
         // SAFETY: the caller guarantees `ts` is live; the link is owned by an
         // `Arc` in it, which does not move.
         unsafe { &*Arc::as_ptr(&(*ts).link) }

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::error::{panic_message, ErrorKind, GreenletError};
-use super::record::Greenlet;
 use super::payload::Kind;
+use super::record::Greenlet;
 use super::record::Record;
 use super::thread_state::{self, ThreadState};
 
