@@ -127,6 +127,7 @@ mod thread_exit;
 mod thread_link;
 mod thread_state;
 mod trace;
+mod trace_event;
 mod value;
 mod weak;
 
@@ -138,8 +139,7 @@ pub use self::stack::{
     stack_guard, stack_stats, PooledStack, StackGuard, StackStats, DEFAULT_STACK_SIZE,
 };
 pub use self::thread_state::trim_stack_pool;
-pub use self::trace::{
-    gettrace, set_global_trace, settrace, ThreadTraceHook, TraceEvent, TraceHook,
-};
+pub use self::trace::{gettrace, set_global_trace, settrace};
+pub use self::trace_event::{ThreadTraceHook, TraceEvent, TraceHook};
 pub use self::value::Value;
 pub use self::weak::WeakGreenlet;

@@ -29,7 +29,7 @@ use super::record::{IdBlock, Record, RecordCount, Spare};
 use super::stack;
 use super::thread_exit;
 use super::thread_link::ThreadLink;
-use super::trace::ThreadTraceHook;
+use super::trace_event::ThreadTraceHook;
 use crate::cleanup::{self, CleanupQueue};
 
 /// One thread's greenlet state. Only its own thread touches it, always
