@@ -2,7 +2,8 @@
 //! face of a greenlet, and where one is created.
 //!
 //! Owns the handle API (every public method of `Greenlet` and its trait
-//! impls) and creation: a record taken from the thread's spare list or made
+//! impls; the struct itself is defined with the record, `record.rs`, which
+//! holds a parent's handle) and creation: a record taken from the thread's spare list or made
 //! and registered, its closure written in place. Uses the thread state (to
 //! find it and check ownership), records, the switch protocol (`switch`,
 //! `throw`) and the lifecycle (`kill`, and what a handle's drop does).

@@ -21,7 +21,7 @@
 //! 4. `switch.rs`: the switch protocol (send, the dispatcher loop, a
 //!    greenlet's root and finish, settling in the receiving context), with
 //!    `payload.rs` (what crosses a switch) and `trace.rs` (hooks fired
-//!    after a switch); `context.rs` (the stack switch as the protocol
+//!    after a switch, with `trace_event.rs`: what a hook is given); `context.rs` (the stack switch as the protocol
 //!    sees it) over `arch/` (the machine's: the crate's own on x86_64 Unix,
 //!    corosensei's elsewhere); `fiber.rs` (a coroutine with its stack, which
 //!    outlives the greenlets that run on it: a finished body's coroutine
@@ -44,15 +44,16 @@
 //! Calls go down that list, with two exceptions: the switch protocol calls
 //! the lifecycle to settle deferred kills (which switch), and the thread
 //! state's thread-local guard runs the teardown of `thread_exit.rs`. Types
-//! refer to each other more freely (a record holds its parent's handle and
-//! its thread's link).
-//! Two import circles remain because types name each other: `error.rs` and
-//! `value.rs` (a `GreenletExit` carries a [`Value`], whose downcast fails
-//! with a [`GreenletError`]), and the greenlet's core files (`handle`,
-//! `record`, `thread_link`, `thread_state`, `switch`, `lifecycle`, `trace`,
-//! `weak`, `thread_exit`), because a record holds its parent's [`Greenlet`]
-//! and its thread's link, the thread state and its link hold records, and
-//! every operation on a handle reaches its record and its thread's state.
+//! are placed below the files that use them: the handle's struct
+//! ([`Greenlet`]) is defined with the record (a record holds its parent's
+//! handle; the handle's methods are in `handle.rs`), the thread link is
+//! generic over its inbox's item (the record), and the trace event and hook
+//! types are in `trace_event.rs`, below the thread state that holds a hook.
+//! Two import circles remain: `error.rs` and `value.rs` (a `GreenletExit`
+//! carries a [`Value`], whose downcast fails with a [`GreenletError`]), and
+//! the two upward calls above tie `thread_state`, `switch`, `lifecycle`,
+//! `thread_exit` and `trace` (which the switch calls and which reads the
+//! thread state).
 //!
 //! # When finalizers run
 //! A greenlet is finalized once, and its [`Greenlet::on_finalize`] callbacks

@@ -10,9 +10,12 @@
 //! (the state bits), `finalizers` (the list and running it), `ids` (greenlet
 //! ids) and `counts` (the record counts).
 //!
-//! Uses the stored closure ([`Run`]), the stack pool, and, as field types
-//! only, the handle ([`Greenlet`], a record holds its parent's) and the
-//! [`ThreadLink`] of its owner thread. Calls nothing above it: the thread
+//! Also defines the handle's struct, [`Greenlet`] (a record holds its
+//! parent's handle; the handle's methods and trait impls are in
+//! `handle.rs`).
+//!
+//! Uses the stored closure ([`Run`]), the stack pool, and, as a field type
+//! only, the [`ThreadLink`] of its owner thread. Calls nothing above it: the thread
 //! state, the switch and the lifecycle use records, not the reverse.
 
 use std::cell::UnsafeCell;
