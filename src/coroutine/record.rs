@@ -34,7 +34,7 @@ mod ids;
 use self::counts::count_records;
 pub use self::counts::live_greenlets;
 pub(crate) use self::counts::RecordCount;
-pub(crate) use self::finalizers::{run_finalizers, Finalizer, Finalizers};
+pub(crate) use self::finalizers::{drop_quietly, run_finalizers, Finalizer, Finalizers};
 pub(crate) use self::flags::Flags;
 pub(crate) use self::ids::{global_id, IdBlock};
 

@@ -22,9 +22,11 @@
 //! that gets control back first settles the pending work (trace events,
 //! released records, kills) with [`settle_received`].
 //!
+//! Also owns the death of a greenlet that must die unstarted
+//! ([`kill_unstarted`]: an error sent to it).
+//!
 //! Uses the thread state, records, the stack pool, tracing, and the
-//! lifecycle: settling runs the deferred kills, and a greenlet that must die
-//! unstarted is killed there. The lifecycle calls back into [`transfer`]
+//! lifecycle: settling runs the deferred kills. The lifecycle calls back into [`transfer`]
 //! (a kill is a throw): this is the one pair of files that call each other.
 //!
 //! Longer than the crate's usual 800 lines because the protocol is one piece:
@@ -48,7 +50,7 @@ use super::lifecycle;
 #[cfg(feature = "hub")]
 use super::payload::NOTHING;
 use super::payload::{exit_value, from_words, into_words, Kind, Payload, PayloadWords, Words};
-use super::record::{Local, Record};
+use super::record::{drop_quietly, Local, Record};
 use super::run::Run;
 use super::stack::{self, PooledStack};
 use super::thread_state::{self, ThreadState};
@@ -82,6 +84,29 @@ pub(crate) fn send(
     // mailed kills send the transfer down its slow path, which runs them
     // first. `words` holds the payload.
     unsafe { transfer_words(ts, target, &mut words, kind) }
+}
+
+/// An unstarted greenlet dies without running: its closure is dropped.
+///
+/// # Safety
+/// `ts` is live and `record` is an unstarted greenlet of its thread.
+pub(crate) unsafe fn kill_unstarted(ts: *mut ThreadState, record: &Arc<Record>) {
+    // SAFETY: owner thread; short accesses; the closure's destructor runs
+    // after the bookkeeping, with no borrow held.
+    unsafe {
+        let local = record.local();
+        let run = (*local).run.take();
+        // Prepared (a start that did not happen): its coroutine, unstarted
+        // or parked between two bodies (taken from the thread's kept one),
+        // goes back to be kept with its stack for the next start.
+        if let Some(fiber) = (*local).fiber.take() {
+            (*ts).kept.keep((*local).stack_size, fiber);
+        }
+        record.mark_dead();
+        let me = ThreadState::unregister(ts, record);
+        drop_quietly(run, record);
+        drop(me);
+    }
 }
 
 /// Where a transfer really goes.
@@ -340,7 +365,7 @@ unsafe fn resolve(
                 // `g_initialstub` with an exception pending, then
                 // `g_handle_exit`).
                 // SAFETY: `t` is alive, hence in this thread's registry.
-                unsafe { lifecycle::kill_unstarted(ts, t) };
+                unsafe { kill_unstarted(ts, t) };
                 payload = exit_to_value(payload);
                 continue;
             }
@@ -728,7 +753,7 @@ fn unwound(record: &Record, panic: Box<dyn std::any::Any + Send>) -> usize {
         );
     }
     // A body's own panic payload: its drop is user code.
-    lifecycle::drop_quietly(panic, record);
+    drop_quietly(panic, record);
     0
 }
 
@@ -947,7 +972,7 @@ fn root(
                 }
             }
             Err(err) => {
-                lifecycle::drop_quietly((*run).take(), record);
+                drop_quietly((*run).take(), record);
                 Err(err)
             }
         };
