@@ -127,6 +127,7 @@ mod switch;
 mod thread_exit;
 mod thread_link;
 mod thread_state;
+mod thread_trace;
 mod trace;
 mod trace_event;
 mod value;
@@ -140,7 +141,8 @@ pub use self::stack::{
     stack_guard, stack_stats, PooledStack, StackGuard, StackStats, DEFAULT_STACK_SIZE,
 };
 pub use self::thread_state::trim_stack_pool;
-pub use self::trace::{gettrace, set_global_trace, settrace};
+pub use self::thread_trace::{gettrace, settrace};
+pub use self::trace::set_global_trace;
 pub use self::trace_event::{ThreadTraceHook, TraceEvent, TraceHook};
 pub use self::value::Value;
 pub use self::weak::WeakGreenlet;

@@ -1,10 +1,10 @@
 //! Tracing: per-thread and process-wide hooks that see every switch and
 //! throw, run in the target greenlet right after the switch.
 //!
-//! Owns [`settrace`], [`gettrace`] and [`set_global_trace`], and firing an
-//! event. Uses the hook and event types (`trace_event.rs`), the thread state
-//! (where the per-thread hook lives) and records (whose handles an event
-//! carries); the switch protocol calls it.
+//! Owns [`set_global_trace`] and firing an event. Uses the hook and event
+//! types (`trace_event.rs`), the thread state (where the per-thread hook
+//! lives, installed by `thread_trace.rs`) and records (whose handles an
+//! event carries); the switch protocol calls it.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
@@ -16,53 +16,14 @@ use parking_lot::Mutex;
 use super::error::{panic_message, ErrorKind, GreenletError};
 use super::payload::Kind;
 use super::record::Record;
-use super::thread_state::{self, ThreadState};
-use super::trace_event::{ThreadTraceHook, TraceEvent, TraceHook};
+use super::thread_state::ThreadState;
+use super::trace_event::{TraceEvent, TraceHook};
 
 static GLOBAL_HOOK: Mutex<Option<TraceHook>> = Mutex::new(None);
 /// 1 while a process-wide hook is installed, else 0: a byte rather than an
 /// `AtomicBool`, so that the switch's test or-s it with the thread's flag
 /// as it is loaded (a `bool`'s load is normalized first, two instructions).
 static GLOBAL_ON: AtomicU8 = AtomicU8::new(0);
-
-/// Set the calling thread's trace hook (`None` removes it); returns the
-/// previous one.
-///
-/// # Example
-/// ```
-/// use std::cell::RefCell;
-/// use std::rc::Rc;
-/// use greenlet::{settrace, Greenlet, ThreadTraceHook, TraceEvent};
-///
-/// let seen = Rc::new(RefCell::new(Vec::new()));
-/// let log = Rc::clone(&seen);
-/// let hook: ThreadTraceHook = Rc::new(move |e: &TraceEvent| {
-///     log.borrow_mut().push(matches!(e, TraceEvent::Switch { .. }));
-///     Ok(())
-/// });
-/// assert!(settrace(Some(hook)).is_none());
-/// let g = Greenlet::new(|v| Ok(v));
-/// g.switch(()).unwrap(); // main -> g, then g -> main when it finishes
-/// settrace(None);
-/// assert_eq!(*seen.borrow(), vec![true, true]);
-/// ```
-pub fn settrace(hook: Option<ThreadTraceHook>) -> Option<ThreadTraceHook> {
-    let ts = thread_state::state()?;
-    // SAFETY: `ts` is this thread's live state; the old hook is returned,
-    // not dropped, so no user code runs during the access.
-    unsafe { (*ts).replace_trace_hook(hook) }
-}
-
-/// The calling thread's trace hook.
-///
-/// ```
-/// assert!(greenlet::gettrace().is_none());
-/// ```
-pub fn gettrace() -> Option<ThreadTraceHook> {
-    let ts = thread_state::existing_state()?;
-    // SAFETY: `ts` is this thread's live state; short read.
-    unsafe { (*ts).trace_hook().cloned() }
-}
 
 /// Set the process-wide trace hook, which sees the switches of every thread
 /// (after that thread's own hook); returns the previous one.
