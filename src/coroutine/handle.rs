@@ -566,7 +566,7 @@ unsafe fn spawn_in(
 ) -> Greenlet {
     // SAFETY: `ts` is live; the accesses below are short and run no user code.
     unsafe {
-        lifecycle::check_mail(ts);
+        thread_state::check_mail(ts);
         (*ts).records.add(1);
         let id = (*ts).ids.take();
         let record = match (*ts).spare.pop() {
@@ -695,7 +695,7 @@ pub fn getcurrent() -> Greenlet {
         Some(ts) => {
             // SAFETY: `ts` is this thread's live state.
             unsafe {
-                lifecycle::check_mail(ts);
+                thread_state::check_mail(ts);
                 Record::new_handle((*ts).current_arc())
             }
         }

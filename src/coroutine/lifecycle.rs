@@ -5,8 +5,9 @@
 //!
 //! Owns those policies. Uses the thread state's registry, records, and the
 //! switch protocol ([`switch::transfer`]: a kill is a throw of
-//! `GreenletExit` whose result comes back to the killer). The switch
-//! protocol calls back [`do_pending_work`] when a context gets control.
+//! `GreenletExit` whose result comes back to the killer). The thread
+//! state's pending work (run when a context gets control) calls
+//! [`do_deferred_work`].
 //! Problems that are nobody's error (a greenlet that refuses to die, a
 //! panicking destructor) are reported through [`crate::diag`].
 
@@ -131,7 +132,7 @@ pub(crate) fn kill_from_api(record: &Arc<Record>) -> Result<(), GreenletError> {
     let ts = thread_state::check_owner(record)?;
     // SAFETY: `ts` is this thread's live state and owns `record`.
     unsafe {
-        check_mail(ts);
+        thread_state::check_mail(ts);
         kill(ts, record)
     }
 }
@@ -390,49 +391,13 @@ fn report_unkillable_now(record: &Record) {
     );
 }
 
-/// Run the kills other threads sent, if any (greenlet's "deleteme" list).
-///
-/// # Safety
-/// `ts` is the calling thread's live state.
-#[inline]
-pub(crate) unsafe fn check_mail(ts: *mut ThreadState) {
-    // SAFETY: guaranteed by the caller.
-    if unsafe { ThreadState::link(ts).has_mail(Ordering::Relaxed) } {
-        // SAFETY: guaranteed by the caller.
-        unsafe { do_pending_work(ts) }
-    }
-}
-
-/// Release the finished record, and finalize or kill every greenlet whose
-/// last handle went while that was not possible (and those other threads
-/// sent). The running greenlet stays deferred until it switches away.
-///
-/// # Safety
-/// `ts` is the calling thread's live state.
-#[inline]
-pub(crate) unsafe fn do_pending_work(ts: *mut ThreadState) {
-    // SAFETY: the caller's `ts` is live; short accesses.
-    unsafe {
-        if (*ts).retiring.is_none()
-            && (*ts).deferred.is_empty()
-            && !ThreadState::link(ts).has_mail(Ordering::Acquire)
-        {
-            // The common case after a greenlet finished (`settle` released
-            // it already): nothing deferred.
-            (*ts).work = (*ts).trace_pending.is_some();
-            return;
-        }
-        do_deferred_work(ts);
-    }
-}
-
-/// [`do_pending_work`] when there is a record to release, deferred work or
+/// [`do_pending_work`](thread_state::do_pending_work) when there is a record to release, deferred work or
 /// mail.
 ///
 /// # Safety
 /// `ts` is the calling thread's live state.
 #[inline(never)]
-unsafe fn do_deferred_work(ts: *mut ThreadState) {
+pub(crate) unsafe fn do_deferred_work(ts: *mut ThreadState) {
     // SAFETY: the caller's `ts` is live; each access is short, none spans
     // the user code run by `finalize_or_kill`.
     unsafe {
@@ -528,6 +493,6 @@ pub(crate) unsafe fn force_unwind(ts: *mut ThreadState, record: &Arc<Record>) {
         // User code (the closure's captures), run with no borrow held; never
         // called, the closure is whole (`call_in_place` takes it out first).
         drop_quietly(run, record);
-        do_pending_work(ts);
+        thread_state::do_pending_work(ts);
     }
 }

@@ -25,9 +25,9 @@
 //! Also owns the death of a greenlet that must die unstarted
 //! ([`kill_unstarted`]: an error sent to it).
 //!
-//! Uses the thread state, records, the stack pool, tracing, and the
-//! lifecycle: settling runs the deferred kills. The lifecycle calls back into [`transfer`]
-//! (a kill is a throw): this is the one pair of files that call each other.
+//! Uses the thread state (settling runs its pending work, the deferred
+//! kills among it), records, the stack pool and tracing. The lifecycle
+//! calls [`transfer`] (a kill is a throw).
 //!
 //! Longer than the crate's usual 800 lines because the protocol is one piece:
 //! its parts call each other in a ring (a new coroutine's entry runs
@@ -46,7 +46,6 @@ use super::arch::Top;
 use super::context;
 use super::error::{panic_message, ErrorKind, GreenletError};
 use super::fiber::Fiber;
-use super::lifecycle;
 #[cfg(feature = "hub")]
 use super::payload::NOTHING;
 use super::payload::{exit_value, from_words, into_words, Kind, Payload, PayloadWords, Words};
@@ -291,7 +290,7 @@ unsafe fn transfer_slow_payload(
             drop(payload);
             return Err(GreenletError::exit());
         }
-        lifecycle::check_mail(ts);
+        thread_state::check_mail(ts);
         let (dest, payload) = if target.flags().is_active() {
             (Arc::as_ptr(target), payload)
         } else {
@@ -918,7 +917,7 @@ unsafe fn settle(ts: *mut ThreadState, mut payload: Payload) -> Payload {
                 payload = Err(err);
             }
         }
-        lifecycle::do_pending_work(ts);
+        thread_state::do_pending_work(ts);
         payload
     }
 }

@@ -75,7 +75,7 @@ pub(crate) unsafe fn teardown(ts: *mut ThreadState) {
             EXIT_KILL_ROUNDS
         };
         for round in first_round..=EXIT_KILL_ROUNDS {
-            lifecycle::do_pending_work(ts);
+            thread_state::do_pending_work(ts);
             let victims = ThreadState::registered(ts, false);
             if victims.is_empty() {
                 break;
@@ -98,7 +98,7 @@ pub(crate) unsafe fn teardown(ts: *mut ThreadState) {
             lifecycle::force_unwind(ts, &record);
             finalized.push(record);
         }
-        lifecycle::do_pending_work(ts);
+        thread_state::do_pending_work(ts);
         // Dead greenlets whose handles outlive the thread now live by those
         // handles only; spare records go (records recycled later in this
         // teardown are dropped after the state is unreachable, below).

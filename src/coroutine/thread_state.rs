@@ -12,8 +12,10 @@
 //!
 //! Uses records, the thread link, the payload slot, the stack pool, the
 //! kept fiber (`kept.rs`) and the cleanup queue (captured at creation).
-//! Calls up only once: the thread-local guard's
-//! destructor runs [`super::thread_exit::teardown`].
+//! Calls up twice: the thread-local guard's destructor runs
+//! [`super::thread_exit::teardown`], and the pending work ([`check_mail`],
+//! [`do_pending_work`]) runs `lifecycle::do_deferred_work` when there is
+//! some.
 
 use std::cell::Cell;
 use std::ptr;
@@ -24,6 +26,7 @@ use slab::Slab;
 
 use super::error::{ErrorKind, GreenletError};
 use super::kept::KeptFiber;
+use super::lifecycle;
 use super::payload::{Kind, Slot};
 use super::record::{IdBlock, Record, RecordCount, Spare};
 use super::stack;
@@ -452,6 +455,42 @@ pub(crate) fn owner_state(record: &Record) -> Option<*mut ThreadState> {
     // SAFETY: `ts` is this thread's live state; short read.
     let link = unsafe { Arc::as_ptr(&(*ts).link) };
     std::ptr::eq(Arc::as_ptr(&record.thread), link).then_some(ts)
+}
+
+/// Run the kills other threads sent, if any (greenlet's "deleteme" list).
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+#[inline]
+pub(crate) unsafe fn check_mail(ts: *mut ThreadState) {
+    // SAFETY: guaranteed by the caller.
+    if unsafe { ThreadState::link(ts).has_mail(Ordering::Relaxed) } {
+        // SAFETY: guaranteed by the caller.
+        unsafe { do_pending_work(ts) }
+    }
+}
+
+/// Release the finished record, and finalize or kill every greenlet whose
+/// last handle went while that was not possible (and those other threads
+/// sent). The running greenlet stays deferred until it switches away.
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+#[inline]
+pub(crate) unsafe fn do_pending_work(ts: *mut ThreadState) {
+    // SAFETY: the caller's `ts` is live; short accesses.
+    unsafe {
+        if (*ts).retiring.is_none()
+            && (*ts).deferred.is_empty()
+            && !ThreadState::link(ts).has_mail(Ordering::Acquire)
+        {
+            // The common case after a greenlet finished (`settle` released
+            // it already): nothing deferred.
+            (*ts).work = (*ts).trace_pending.is_some();
+            return;
+        }
+        lifecycle::do_deferred_work(ts);
+    }
 }
 
 thread_local! {
