@@ -22,6 +22,7 @@ use super::record::{run_finalizers, Flags, Local, Record};
 use super::run::Run;
 use super::stack::default_stack_size;
 use super::switch;
+use super::thread_exit::UPCALLS;
 use super::thread_state::{self, ThreadState};
 use super::value::Value;
 use super::weak::WeakGreenlet;
@@ -77,7 +78,7 @@ impl Greenlet {
     where
         F: FnOnce(Value) -> Result<Value, GreenletError> + 'static,
     {
-        match thread_state::state() {
+        match thread_state::state(&UPCALLS) {
             // SAFETY: `ts` is this thread's live state.
             Some(ts) => unsafe { spawn_default(ts).install(run) },
             None => dead_on_arrival(None),
@@ -121,7 +122,7 @@ impl Greenlet {
     /// ```
     #[inline]
     pub fn switch(&self, value: impl Into<Value>) -> Result<Value, GreenletError> {
-        switch::send(&self.record, Ok(value.into()), Kind::Switch)
+        switch::send(&self.record, Ok(value.into()), Kind::Switch, &UPCALLS)
     }
 
     /// Raise `err` in this greenlet: its pending `switch` returns `Err(err)`.
@@ -150,7 +151,7 @@ impl Greenlet {
     /// assert_eq!(v.downcast::<String>().unwrap(), "caught: boom");
     /// ```
     pub fn throw(&self, err: GreenletError) -> Result<Value, GreenletError> {
-        switch::send(&self.record, Err(err), Kind::Throw)
+        switch::send(&self.record, Err(err), Kind::Throw, &UPCALLS)
     }
 
     /// Kill this greenlet: throw `GreenletExit` into it and let it run to
@@ -190,7 +191,7 @@ impl Greenlet {
     /// assert_eq!(Rc::strong_count(&token), 1); // its locals were dropped
     /// ```
     pub fn kill(&self) -> Result<(), GreenletError> {
-        lifecycle::kill_from_api(&self.record)
+        lifecycle::kill_from_api(&self.record, &UPCALLS)
     }
 
     /// Whether it has finished (or was killed). A main greenlet is dead once
@@ -326,7 +327,7 @@ impl Greenlet {
     /// assert!(matches!(err.kind(), ErrorKind::ParentCycle { .. }));
     /// ```
     pub fn set_parent(&self, parent: &Greenlet) -> Result<(), GreenletError> {
-        thread_state::check_owner(&self.record)?;
+        thread_state::check_owner(&self.record, &UPCALLS)?;
         if self.is_main() {
             return Err(GreenletError::from(ErrorKind::MainCannotHaveParent {
                 greenlet: self.record.label(),
@@ -497,7 +498,7 @@ impl GreenletBuilder {
         F: FnOnce(Value) -> Result<Value, GreenletError> + 'static,
     {
         let name = self.name.map(String::into_boxed_str);
-        let Some(ts) = thread_state::state() else {
+        let Some(ts) = thread_state::state(&UPCALLS) else {
             let g = dead_on_arrival(name);
             return Err(GreenletError::from(ErrorKind::ThreadExited {
                 target: g.record.label(),
@@ -691,7 +692,7 @@ fn dead_on_arrival(name: Option<Box<str>>) -> Greenlet {
 /// assert_eq!(id, g.id());
 /// ```
 pub fn getcurrent() -> Greenlet {
-    match thread_state::state() {
+    match thread_state::state(&UPCALLS) {
         Some(ts) => {
             // SAFETY: `ts` is this thread's live state.
             unsafe {

@@ -22,7 +22,7 @@ use super::payload::{Kind, Payload};
 use super::record::Greenlet;
 use super::record::{drop_quietly, Record};
 use super::switch;
-use super::thread_state::{self, owner_state, ThreadState};
+use super::thread_state::{self, owner_state, ThreadState, Upcalls};
 use crate::diag::{diag_warn, Field};
 
 /// Kill `record` with control coming back here (`Greenlet::kill`).
@@ -128,8 +128,11 @@ fn restore_parent(record: &Arc<Record>, old: Option<Greenlet>) {
 }
 
 /// `Greenlet::kill` from the API.
-pub(crate) fn kill_from_api(record: &Arc<Record>) -> Result<(), GreenletError> {
-    let ts = thread_state::check_owner(record)?;
+pub(crate) fn kill_from_api(
+    record: &Arc<Record>,
+    upcalls: &'static Upcalls,
+) -> Result<(), GreenletError> {
+    let ts = thread_state::check_owner(record, upcalls)?;
     // SAFETY: `ts` is this thread's live state and owns `record`.
     unsafe {
         thread_state::check_mail(ts);

@@ -52,7 +52,7 @@ use super::payload::{exit_value, from_words, into_words, Kind, Payload, PayloadW
 use super::record::{drop_quietly, Local, Record};
 use super::run::Run;
 use super::stack::{self, PooledStack};
-use super::thread_state::{self, ThreadState};
+use super::thread_state::{self, ThreadState, Upcalls};
 use super::trace;
 use super::value::Value;
 use crate::diag::diag_error;
@@ -63,6 +63,7 @@ pub(crate) fn send(
     target: &Arc<Record>,
     payload: Payload,
     kind: Kind,
+    upcalls: &'static Upcalls,
 ) -> Result<Value, GreenletError> {
     // The payload goes to its words first thing, before the owner check:
     // kept whole across the check (whose failure drops it), it went to the
@@ -71,7 +72,7 @@ pub(crate) fn send(
     // SAFETY: `words` is this frame's; the payload is moved out of it once,
     // by the error path or by the transfer.
     unsafe { Words::write(words.as_mut_ptr(), payload) };
-    let ts = match thread_state::check_owner(target) {
+    let ts = match thread_state::check_owner(target, upcalls) {
         Ok(ts) => ts,
         Err(err) => {
             // SAFETY: written above, not moved out.

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use super::lifecycle;
 use super::record::{run_finalizers, Finalizer, Record};
 use super::thread_link::ThreadLink;
-use super::thread_state::{self, ThreadState};
+use super::thread_state::{self, ThreadState, Upcalls};
 use crate::cleanup::Remains;
 
 /// How many times thread exit throws `GreenletExit` into survivors before it
@@ -48,6 +48,14 @@ impl Remains for ThreadRemains {
 fn remains_label(link: &ThreadLink<Arc<Record>>) -> String {
     format!("main greenlet of thread {}", link.label)
 }
+
+/// What every thread's state calls above it: this file's teardown, and the
+/// lifecycle's deferred work. Given to the state where it is created
+/// (`handle.rs`, `thread_trace.rs`).
+pub(crate) static UPCALLS: Upcalls = Upcalls {
+    teardown,
+    deferred_work: lifecycle::do_deferred_work,
+};
 
 /// Thread exit: unwind the suspended greenlets in this thread, mark every
 /// greenlet as belonging to an exited thread, hand the finalizers to the

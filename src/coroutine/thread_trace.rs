@@ -4,6 +4,7 @@
 //! thread state, where the hook lives (and which [`settrace`] creates on a
 //! thread that has none yet), and the hook's type (`trace_event.rs`).
 
+use super::thread_exit::UPCALLS;
 use super::thread_state;
 use super::trace_event::ThreadTraceHook;
 
@@ -29,7 +30,7 @@ use super::trace_event::ThreadTraceHook;
 /// assert_eq!(*seen.borrow(), vec![true, true]);
 /// ```
 pub fn settrace(hook: Option<ThreadTraceHook>) -> Option<ThreadTraceHook> {
-    let ts = thread_state::state()?;
+    let ts = thread_state::state(&UPCALLS)?;
     // SAFETY: `ts` is this thread's live state; the old hook is returned,
     // not dropped, so no user code runs during the access.
     unsafe { (*ts).replace_trace_hook(hook) }
