@@ -21,7 +21,8 @@
 //! 4. `switch.rs`: the switch protocol (send, the dispatcher loop, a
 //!    greenlet's root and finish, settling in the receiving context), with
 //!    `payload.rs` (what crosses a switch) and `trace.rs` (hooks fired
-//!    after a switch, with `trace_event.rs`: what a hook is given); `context.rs` (the stack switch as the protocol
+//!    after a switch, with `trace_event.rs`: what a hook is given, and
+//!    `thread_trace.rs`: installing a thread's hook); `context.rs` (the stack switch as the protocol
 //!    sees it) over `arch/` (the machine's: the crate's own on x86_64 Unix,
 //!    corosensei's elsewhere); `fiber.rs` (a coroutine with its stack, which
 //!    outlives the greenlets that run on it: a finished body's coroutine
@@ -41,19 +42,21 @@
 //! `stack.rs` (pooled guard-paged stacks, which other coroutine libraries
 //! can run on too, through [`acquire_stack`]).
 //!
-//! Calls go down that list, with two exceptions: the switch protocol calls
-//! the lifecycle to settle deferred kills (which switch), and the thread
-//! state's thread-local guard runs the teardown of `thread_exit.rs`. Types
-//! are placed below the files that use them: the handle's struct
-//! ([`Greenlet`]) is defined with the record (a record holds its parent's
-//! handle; the handle's methods are in `handle.rs`), the thread link is
-//! generic over its inbox's item (the record), and the trace event and hook
-//! types are in `trace_event.rs`, below the thread state that holds a hook.
-//! Two import circles remain: `error.rs` and `value.rs` (a `GreenletExit`
-//! carries a [`Value`], whose downcast fails with a [`GreenletError`]), and
-//! the two upward calls above tie `thread_state`, `switch`, `lifecycle`,
-//! `thread_exit` and `trace` (which the switch calls and which reads the
-//! thread state).
+//! Files import only files below them. Two calls go up, through function
+//! pointers the thread state is given when it is created
+//! (`thread_state::Upcalls`, the one value `thread_exit::UPCALLS`): its
+//! thread-local guard runs the teardown of `thread_exit.rs`, and its pending
+//! work (run when a context gets control) the lifecycle's deferred kills,
+//! which switch. Types are placed below the files that use them: the
+//! handle's struct ([`Greenlet`]) is defined with the record (a record holds
+//! its parent's handle; the handle's methods are in `handle.rs`), the thread
+//! link is generic over its inbox's item (the record), and the trace event
+//! and hook types are in `trace_event.rs`, below the thread state that holds
+//! a thread's hook. From the bottom: `thread_link`, `record`,
+//! `trace_event`, `thread_state`, `trace`, `switch`, `lifecycle`,
+//! `thread_exit`, then `weak`, `thread_trace` and `handle`.
+//! One import circle remains: `error.rs` and `value.rs` (a `GreenletExit`
+//! carries a [`Value`], whose downcast fails with a [`GreenletError`]).
 //!
 //! # When finalizers run
 //! A greenlet is finalized once, and its [`Greenlet::on_finalize`] callbacks

@@ -2,9 +2,11 @@
 //! greenlet as belonging to an exited thread, and hand the finalizers to
 //! the cleanup queue.
 //!
-//! Owns the teardown of a [`ThreadState`] (run by its thread-local guard)
-//! and the thread's [`Remains`] (`ThreadRemains`). Uses the lifecycle
-//! (kill, forced unwind, pending work), the thread state's registry sweeps,
+//! Owns the teardown of a [`ThreadState`] (run by its thread-local guard),
+//! the thread's [`Remains`] (`ThreadRemains`), and [`UPCALLS`] (what every
+//! thread state calls above it: this teardown and the lifecycle's deferred
+//! work). Uses the lifecycle (kill, forced unwind, deferred work), the
+//! thread state's pending work and registry sweeps,
 //! and [`crate::cleanup`], where the remains go: read
 //! `cleanup/queue.rs` next for what happens to them.
 
