@@ -134,6 +134,7 @@ mod thread_trace;
 mod trace;
 mod trace_event;
 mod value;
+mod value_repr;
 mod weak;
 
 pub use self::error::{ErrorKind, GreenletError, GreenletExit};
@@ -147,5 +148,5 @@ pub use self::thread_state::trim_stack_pool;
 pub use self::thread_trace::{gettrace, settrace};
 pub use self::trace::set_global_trace;
 pub use self::trace_event::{ThreadTraceHook, TraceEvent, TraceHook};
-pub use self::value::Value;
+pub use self::value_repr::Value;
 pub use self::weak::WeakGreenlet;
