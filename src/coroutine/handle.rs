@@ -5,8 +5,9 @@
 //! impls; the struct itself is defined with the record, `record.rs`, which
 //! holds a parent's handle) and creation: a record taken from the thread's spare list or made
 //! and registered, its closure written in place. Uses the thread state (to
-//! find it and check ownership), records, the switch protocol (`switch`,
-//! `throw`) and the lifecycle (`kill`, and what a handle's drop does).
+//! find it and check ownership, giving it `thread_exit::UPCALLS` where it is
+//! created), records, the switch protocol (`switch`, `throw`) and the
+//! lifecycle (`kill`, and what a handle's drop does).
 
 use std::fmt;
 use std::mem::ManuallyDrop;

@@ -38,7 +38,9 @@
 //!
 //! Beside the handle: `weak.rs` ([`WeakGreenlet`], which observes without
 //! keeping alive).
-//! Below them: `value.rs` ([`Value`]), `error.rs` ([`GreenletError`]) and
+//! Below them: `value.rs` ([`Value`]'s methods), `error.rs`
+//! ([`GreenletError`]), `value_repr.rs` (the value's struct and layout,
+//! below the error, which carries a value) and
 //! `stack.rs` (pooled guard-paged stacks, which other coroutine libraries
 //! can run on too, through [`acquire_stack`]).
 //!
@@ -52,11 +54,12 @@
 //! its parent's handle; the handle's methods are in `handle.rs`), the thread
 //! link is generic over its inbox's item (the record), and the trace event
 //! and hook types are in `trace_event.rs`, below the thread state that holds
-//! a thread's hook. From the bottom: `thread_link`, `record`,
-//! `trace_event`, `thread_state`, `trace`, `switch`, `lifecycle`,
-//! `thread_exit`, then `weak`, `thread_trace` and `handle`.
-//! One import circle remains: `error.rs` and `value.rs` (a `GreenletExit`
-//! carries a [`Value`], whose downcast fails with a [`GreenletError`]).
+//! a thread's hook, and the value's struct is in `value_repr.rs`, below the
+//! error that carries one (the value's methods, whose downcast fails with an
+//! error, are above it). From the bottom: `value_repr`, `error`, `value`,
+//! `payload`; `thread_link`, `record`, `trace_event`, `thread_state`,
+//! `trace`, `switch`, `lifecycle`, `thread_exit`, then `weak`,
+//! `thread_trace` and `handle`.
 //!
 //! # When finalizers run
 //! A greenlet is finalized once, and its [`Greenlet::on_finalize`] callbacks
