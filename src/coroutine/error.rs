@@ -4,14 +4,14 @@
 //!
 //! Owns the variants and their messages, the error's one-word
 //! representation, and the text of a caught panic ([`panic_message`]). Uses
-//! [`Value`] for the payload a `GreenletExit` may carry; `Value` uses this
-//! error for a failed downcast (the two types refer to each other, their
-//! methods do not call into each other's file).
+//! [`Value`] (its struct, `value_repr.rs`) for the payload a `GreenletExit`
+//! may carry; the value's methods (`value.rs`, above this file) use this
+//! error for a failed downcast.
 
 use std::error::Error;
 use std::fmt;
 
-use super::value::Value;
+use super::value_repr::Value;
 
 /// The value a greenlet's parent receives when the greenlet ended by
 /// `GreenletExit` carrying no value of its own (for example after

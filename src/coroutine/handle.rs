@@ -2,10 +2,12 @@
 //! face of a greenlet, and where one is created.
 //!
 //! Owns the handle API (every public method of `Greenlet` and its trait
-//! impls) and creation: a record taken from the thread's spare list or made
+//! impls; the struct itself is defined with the record, `record.rs`, which
+//! holds a parent's handle) and creation: a record taken from the thread's spare list or made
 //! and registered, its closure written in place. Uses the thread state (to
-//! find it and check ownership), records, the switch protocol (`switch`,
-//! `throw`) and the lifecycle (`kill`, and what a handle's drop does).
+//! find it and check ownership, giving it `thread_exit::UPCALLS` where it is
+//! created), records, the switch protocol (`switch`, `throw`) and the
+//! lifecycle (`kill`, and what a handle's drop does).
 
 use std::fmt;
 use std::mem::ManuallyDrop;
@@ -16,47 +18,15 @@ use std::sync::Arc;
 use super::error::{ErrorKind, GreenletError};
 use super::lifecycle;
 use super::payload::Kind;
+pub(crate) use super::record::Greenlet;
 use super::record::{run_finalizers, Flags, Local, Record};
 use super::run::Run;
 use super::stack::default_stack_size;
 use super::switch;
+use super::thread_exit::UPCALLS;
 use super::thread_state::{self, ThreadState};
 use super::value::Value;
 use super::weak::WeakGreenlet;
-
-/// A handle to a greenlet: a cheap, clonable, `Send + Sync` reference.
-///
-/// Any thread may hold handles and observe the greenlet ([`is_dead`](Self::is_dead),
-/// [`id`](Self::id), [`name`](Self::name)); only the thread that created it
-/// may switch to it, throw into it or re-parent it (other threads get
-/// [`ErrorKind::WrongThread`] or [`ErrorKind::ThreadExited`]).
-///
-/// When the last handle of a started, unfinished greenlet is dropped, the
-/// greenlet is killed: synchronously on its own thread (control comes back
-/// to the code that dropped it, and its locals' destructors have run), or at
-/// its thread's next greenlet operation when dropped on another thread.
-/// Children hold their parent, and the running greenlet is never killed
-/// until it switches away.
-///
-/// # Example
-/// ```
-/// use greenlet::{getcurrent, Greenlet};
-///
-/// let main = getcurrent();
-/// let child = Greenlet::new(move |v| {
-///     let n = v.downcast::<i32>()?;
-///     let back = main.switch(n + 1)?; // suspend, sending n + 1 to main
-///     Ok(back) // finishing sends `back` to the parent (main)
-/// });
-/// assert_eq!(child.switch(41).unwrap().downcast::<i32>().unwrap(), 42);
-/// assert!(child.is_active());
-/// assert_eq!(child.switch("bye").unwrap().downcast::<&str>().unwrap(), "bye");
-/// assert!(child.is_dead());
-/// ```
-pub struct Greenlet {
-    /// Released by hand in `Drop`, which may keep the record for reuse.
-    pub(crate) record: ManuallyDrop<Arc<Record>>,
-}
 
 impl Greenlet {
     /// Give a greenlet just made by [`spawn_in`] its closure, written
@@ -109,7 +79,7 @@ impl Greenlet {
     where
         F: FnOnce(Value) -> Result<Value, GreenletError> + 'static,
     {
-        match thread_state::state() {
+        match thread_state::state(&UPCALLS) {
             // SAFETY: `ts` is this thread's live state.
             Some(ts) => unsafe { spawn_default(ts).install(run) },
             None => dead_on_arrival(None),
@@ -153,7 +123,7 @@ impl Greenlet {
     /// ```
     #[inline]
     pub fn switch(&self, value: impl Into<Value>) -> Result<Value, GreenletError> {
-        switch::send(&self.record, Ok(value.into()), Kind::Switch)
+        switch::send(&self.record, Ok(value.into()), Kind::Switch, &UPCALLS)
     }
 
     /// Raise `err` in this greenlet: its pending `switch` returns `Err(err)`.
@@ -182,7 +152,7 @@ impl Greenlet {
     /// assert_eq!(v.downcast::<String>().unwrap(), "caught: boom");
     /// ```
     pub fn throw(&self, err: GreenletError) -> Result<Value, GreenletError> {
-        switch::send(&self.record, Err(err), Kind::Throw)
+        switch::send(&self.record, Err(err), Kind::Throw, &UPCALLS)
     }
 
     /// Kill this greenlet: throw `GreenletExit` into it and let it run to
@@ -222,7 +192,7 @@ impl Greenlet {
     /// assert_eq!(Rc::strong_count(&token), 1); // its locals were dropped
     /// ```
     pub fn kill(&self) -> Result<(), GreenletError> {
-        lifecycle::kill_from_api(&self.record)
+        lifecycle::kill_from_api(&self.record, &UPCALLS)
     }
 
     /// Whether it has finished (or was killed). A main greenlet is dead once
@@ -359,7 +329,7 @@ impl Greenlet {
     /// assert!(matches!(err.kind(), ErrorKind::ParentCycle { .. }));
     /// ```
     pub fn set_parent(&self, parent: &Greenlet) -> Result<(), GreenletError> {
-        thread_state::check_owner(&self.record)?;
+        thread_state::check_owner(&self.record, &UPCALLS)?;
         if self.is_main() {
             return Err(GreenletError::from(ErrorKind::MainCannotHaveParent {
                 greenlet: self.record.label(),
@@ -530,7 +500,7 @@ impl GreenletBuilder {
         F: FnOnce(Value) -> Result<Value, GreenletError> + 'static,
     {
         let name = self.name.map(String::into_boxed_str);
-        let Some(ts) = thread_state::state() else {
+        let Some(ts) = thread_state::state(&UPCALLS) else {
             let g = dead_on_arrival(name);
             return Err(GreenletError::from(ErrorKind::ThreadExited {
                 target: g.record.label(),
@@ -599,7 +569,7 @@ unsafe fn spawn_in(
 ) -> Greenlet {
     // SAFETY: `ts` is live; the accesses below are short and run no user code.
     unsafe {
-        lifecycle::check_mail(ts);
+        thread_state::check_mail(ts);
         (*ts).records.add(1);
         let id = (*ts).ids.take();
         let record = match (*ts).spare.pop() {
@@ -724,11 +694,11 @@ fn dead_on_arrival(name: Option<Box<str>>) -> Greenlet {
 /// assert_eq!(id, g.id());
 /// ```
 pub fn getcurrent() -> Greenlet {
-    match thread_state::state() {
+    match thread_state::state(&UPCALLS) {
         Some(ts) => {
             // SAFETY: `ts` is this thread's live state.
             unsafe {
-                lifecycle::check_mail(ts);
+                thread_state::check_mail(ts);
                 Record::new_handle((*ts).current_arc())
             }
         }

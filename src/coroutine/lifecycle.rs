@@ -5,26 +5,25 @@
 //!
 //! Owns those policies. Uses the thread state's registry, records, and the
 //! switch protocol ([`switch::transfer`]: a kill is a throw of
-//! `GreenletExit` whose result comes back to the killer). The switch
-//! protocol calls back [`do_pending_work`] when a context gets control, and
-//! [`kill_unstarted`] for an unstarted greenlet that receives an error.
+//! `GreenletExit` whose result comes back to the killer). The thread
+//! state's pending work (run when a context gets control) calls
+//! [`do_deferred_work`].
 //! Problems that are nobody's error (a greenlet that refuses to die, a
 //! panicking destructor) are reported through [`crate::diag`].
 
 use std::mem;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::error::{panic_message, ErrorKind, GreenletError};
+use super::error::{ErrorKind, GreenletError};
 use super::fiber::Fiber;
-use super::handle::Greenlet;
 use super::payload::{Kind, Payload};
-use super::record::Record;
+use super::record::Greenlet;
+use super::record::{drop_quietly, Record};
 use super::switch;
-use super::thread_state::{self, owner_state, ThreadState};
-use crate::diag::{diag_error, diag_warn, Field};
+use super::thread_state::{self, owner_state, ThreadState, Upcalls};
+use crate::diag::{diag_warn, Field};
 
 /// Kill `record` with control coming back here (`Greenlet::kill`).
 ///
@@ -41,7 +40,7 @@ pub(crate) unsafe fn kill(ts: *mut ThreadState, record: &Arc<Record>) -> Result<
             return switch::transfer(ts, record, Err(GreenletError::exit()), Kind::Throw).map(drop);
         }
         if !flags.is_started() {
-            kill_unstarted(ts, record);
+            switch::kill_unstarted(ts, record);
             return Ok(());
         }
         if Arc::as_ptr(record) == (*ts).current {
@@ -129,35 +128,15 @@ fn restore_parent(record: &Arc<Record>, old: Option<Greenlet>) {
 }
 
 /// `Greenlet::kill` from the API.
-pub(crate) fn kill_from_api(record: &Arc<Record>) -> Result<(), GreenletError> {
-    let ts = thread_state::check_owner(record)?;
+pub(crate) fn kill_from_api(
+    record: &Arc<Record>,
+    upcalls: &'static Upcalls,
+) -> Result<(), GreenletError> {
+    let ts = thread_state::check_owner(record, upcalls)?;
     // SAFETY: `ts` is this thread's live state and owns `record`.
     unsafe {
-        check_mail(ts);
+        thread_state::check_mail(ts);
         kill(ts, record)
-    }
-}
-
-/// An unstarted greenlet dies without running: its closure is dropped.
-///
-/// # Safety
-/// `ts` is live and `record` is an unstarted greenlet of its thread.
-pub(crate) unsafe fn kill_unstarted(ts: *mut ThreadState, record: &Arc<Record>) {
-    // SAFETY: owner thread; short accesses; the closure's destructor runs
-    // after the bookkeeping, with no borrow held.
-    unsafe {
-        let local = record.local();
-        let run = (*local).run.take();
-        // Prepared (a start that did not happen): its coroutine, unstarted
-        // or parked between two bodies (taken from the thread's kept one),
-        // goes back to be kept with its stack for the next start.
-        if let Some(fiber) = (*local).fiber.take() {
-            (*ts).kept.keep((*local).stack_size, fiber);
-        }
-        record.mark_dead();
-        let me = ThreadState::unregister(ts, record);
-        drop_quietly(run, record);
-        drop(me);
     }
 }
 
@@ -316,7 +295,7 @@ unsafe fn finalize_or_kill(ts: *mut ThreadState, record: &Arc<Record>) {
     if !flags.is_dead() {
         if !flags.is_started() {
             // SAFETY: guaranteed by the caller.
-            unsafe { kill_unstarted(ts, record) };
+            unsafe { switch::kill_unstarted(ts, record) };
         } else {
             // SAFETY: guaranteed by the caller; short reads.
             if unsafe { (*ts).current_is_unwinding() } {
@@ -415,49 +394,13 @@ fn report_unkillable_now(record: &Record) {
     );
 }
 
-/// Run the kills other threads sent, if any (greenlet's "deleteme" list).
-///
-/// # Safety
-/// `ts` is the calling thread's live state.
-#[inline]
-pub(crate) unsafe fn check_mail(ts: *mut ThreadState) {
-    // SAFETY: guaranteed by the caller.
-    if unsafe { ThreadState::link(ts).has_mail(Ordering::Relaxed) } {
-        // SAFETY: guaranteed by the caller.
-        unsafe { do_pending_work(ts) }
-    }
-}
-
-/// Release the finished record, and finalize or kill every greenlet whose
-/// last handle went while that was not possible (and those other threads
-/// sent). The running greenlet stays deferred until it switches away.
-///
-/// # Safety
-/// `ts` is the calling thread's live state.
-#[inline]
-pub(crate) unsafe fn do_pending_work(ts: *mut ThreadState) {
-    // SAFETY: the caller's `ts` is live; short accesses.
-    unsafe {
-        if (*ts).retiring.is_none()
-            && (*ts).deferred.is_empty()
-            && !ThreadState::link(ts).has_mail(Ordering::Acquire)
-        {
-            // The common case after a greenlet finished (`settle` released
-            // it already): nothing deferred.
-            (*ts).work = (*ts).trace_pending.is_some();
-            return;
-        }
-        do_deferred_work(ts);
-    }
-}
-
-/// [`do_pending_work`] when there is a record to release, deferred work or
+/// [`do_pending_work`](thread_state::do_pending_work) when there is a record to release, deferred work or
 /// mail.
 ///
 /// # Safety
 /// `ts` is the calling thread's live state.
 #[inline(never)]
-unsafe fn do_deferred_work(ts: *mut ThreadState) {
+pub(crate) unsafe fn do_deferred_work(ts: *mut ThreadState) {
     // SAFETY: the caller's `ts` is live; each access is short, none spans
     // the user code run by `finalize_or_kill`.
     unsafe {
@@ -520,7 +463,7 @@ pub(crate) unsafe fn force_unwind(ts: *mut ThreadState, record: &Arc<Record>) {
         }
         let local = record.local();
         if !flags.is_started() || (*local).fiber.is_none() {
-            kill_unstarted(ts, record);
+            switch::kill_unstarted(ts, record);
             return;
         }
         let previous = (*ts).current;
@@ -553,17 +496,6 @@ pub(crate) unsafe fn force_unwind(ts: *mut ThreadState, record: &Arc<Record>) {
         // User code (the closure's captures), run with no borrow held; never
         // called, the closure is whole (`call_in_place` takes it out first).
         drop_quietly(run, record);
-        do_pending_work(ts);
-    }
-}
-
-/// Drop a value whose destructor is user code, reporting a panic.
-pub(crate) fn drop_quietly<T>(value: T, record: &Record) {
-    if let Err(panic) = catch_unwind(AssertUnwindSafe(move || drop(value))) {
-        diag_error!(
-            "greenlet: dropping the closure of {} panicked: {}",
-            record.label(),
-            panic_message(&*panic)
-        );
+        thread_state::do_pending_work(ts);
     }
 }

@@ -21,7 +21,8 @@
 //! 4. `switch.rs`: the switch protocol (send, the dispatcher loop, a
 //!    greenlet's root and finish, settling in the receiving context), with
 //!    `payload.rs` (what crosses a switch) and `trace.rs` (hooks fired
-//!    after a switch); `context.rs` (the stack switch as the protocol
+//!    after a switch, with `trace_event.rs`: what a hook is given, and
+//!    `thread_trace.rs`: installing a thread's hook); `context.rs` (the stack switch as the protocol
 //!    sees it) over `arch/` (the machine's: the crate's own on x86_64 Unix,
 //!    corosensei's elsewhere); `fiber.rs` (a coroutine with its stack, which
 //!    outlives the greenlets that run on it: a finished body's coroutine
@@ -37,22 +38,28 @@
 //!
 //! Beside the handle: `weak.rs` ([`WeakGreenlet`], which observes without
 //! keeping alive).
-//! Below them: `value.rs` ([`Value`]), `error.rs` ([`GreenletError`]) and
+//! Below them: `value.rs` ([`Value`]'s methods), `error.rs`
+//! ([`GreenletError`]), `value_repr.rs` (the value's struct and layout,
+//! below the error, which carries a value) and
 //! `stack.rs` (pooled guard-paged stacks, which other coroutine libraries
 //! can run on too, through [`acquire_stack`]).
 //!
-//! Calls go down that list, with two exceptions: the switch protocol calls
-//! the lifecycle to settle deferred kills (which switch), and the thread
-//! state's thread-local guard runs the teardown of `thread_exit.rs`. Types
-//! refer to each other more freely (a record holds its parent's handle and
-//! its thread's link).
-//! Two import circles remain because types name each other: `error.rs` and
-//! `value.rs` (a `GreenletExit` carries a [`Value`], whose downcast fails
-//! with a [`GreenletError`]), and the greenlet's core files (`handle`,
-//! `record`, `thread_link`, `thread_state`, `switch`, `lifecycle`, `trace`,
-//! `weak`, `thread_exit`), because a record holds its parent's [`Greenlet`]
-//! and its thread's link, the thread state and its link hold records, and
-//! every operation on a handle reaches its record and its thread's state.
+//! Files import only files below them. Two calls go up, through function
+//! pointers the thread state is given when it is created
+//! (`thread_state::Upcalls`, the one value `thread_exit::UPCALLS`): its
+//! thread-local guard runs the teardown of `thread_exit.rs`, and its pending
+//! work (run when a context gets control) the lifecycle's deferred kills,
+//! which switch. Types are placed below the files that use them: the
+//! handle's struct ([`Greenlet`]) is defined with the record (a record holds
+//! its parent's handle; the handle's methods are in `handle.rs`), the thread
+//! link is generic over its inbox's item (the record), and the trace event
+//! and hook types are in `trace_event.rs`, below the thread state that holds
+//! a thread's hook, and the value's struct is in `value_repr.rs`, below the
+//! error that carries one (the value's methods, whose downcast fails with an
+//! error, are above it). From the bottom: `value_repr`, `error`, `value`,
+//! `payload`; `thread_link`, `record`, `trace_event`, `thread_state`,
+//! `trace`, `switch`, `lifecycle`, `thread_exit`, then `weak`,
+//! `thread_trace` and `handle`.
 //!
 //! # When finalizers run
 //! A greenlet is finalized once, and its [`Greenlet::on_finalize`] callbacks
@@ -128,20 +135,23 @@ mod switch;
 mod thread_exit;
 mod thread_link;
 mod thread_state;
+mod thread_trace;
 mod trace;
+mod trace_event;
 mod value;
+mod value_repr;
 mod weak;
 
 pub use self::error::{ErrorKind, GreenletError, GreenletExit};
-pub use self::handle::{getcurrent, Greenlet, GreenletBuilder};
-pub use self::record::live_greenlets;
+pub use self::handle::{getcurrent, GreenletBuilder};
+pub use self::record::{live_greenlets, Greenlet};
 pub use self::stack::{
     acquire as acquire_stack, default_stack_size, set_default_stack_size, set_stack_guard,
     stack_guard, stack_stats, PooledStack, StackGuard, StackStats, DEFAULT_STACK_SIZE,
 };
 pub use self::thread_state::trim_stack_pool;
-pub use self::trace::{
-    gettrace, set_global_trace, settrace, ThreadTraceHook, TraceEvent, TraceHook,
-};
-pub use self::value::Value;
+pub use self::thread_trace::{gettrace, settrace};
+pub use self::trace::set_global_trace;
+pub use self::trace_event::{ThreadTraceHook, TraceEvent, TraceHook};
+pub use self::value_repr::Value;
 pub use self::weak::WeakGreenlet;

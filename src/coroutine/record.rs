@@ -10,9 +10,12 @@
 //! (the state bits), `finalizers` (the list and running it), `ids` (greenlet
 //! ids) and `counts` (the record counts).
 //!
-//! Uses the stored closure ([`Run`]), the stack pool, and, as field types
-//! only, the handle ([`Greenlet`], a record holds its parent's) and the
-//! [`ThreadLink`] of its owner thread. Calls nothing above it: the thread
+//! Also defines the handle's struct, [`Greenlet`] (a record holds its
+//! parent's handle; the handle's methods and trait impls are in
+//! `handle.rs`).
+//!
+//! Uses the stored closure ([`Run`]), the stack pool, and, as a field type
+//! only, the [`ThreadLink`] of its owner thread. Calls nothing above it: the thread
 //! state, the switch and the lifecycle use records, not the reverse.
 
 use std::cell::UnsafeCell;
@@ -31,15 +34,48 @@ mod ids;
 use self::counts::count_records;
 pub use self::counts::live_greenlets;
 pub(crate) use self::counts::RecordCount;
-pub(crate) use self::finalizers::{run_finalizers, Finalizer, Finalizers};
+pub(crate) use self::finalizers::{drop_quietly, run_finalizers, Finalizer, Finalizers};
 pub(crate) use self::flags::Flags;
 pub(crate) use self::ids::{global_id, IdBlock};
 
 use super::arch::Top;
 use super::fiber::Fiber;
-use super::handle::Greenlet;
 use super::run::Run;
 use super::thread_link::ThreadLink;
+
+/// A handle to a greenlet: a cheap, clonable, `Send + Sync` reference.
+///
+/// Any thread may hold handles and observe the greenlet ([`is_dead`](Self::is_dead),
+/// [`id`](Self::id), [`name`](Self::name)); only the thread that created it
+/// may switch to it, throw into it or re-parent it (other threads get
+/// [`ErrorKind::WrongThread`](crate::ErrorKind::WrongThread) or [`ErrorKind::ThreadExited`](crate::ErrorKind::ThreadExited)).
+///
+/// When the last handle of a started, unfinished greenlet is dropped, the
+/// greenlet is killed: synchronously on its own thread (control comes back
+/// to the code that dropped it, and its locals' destructors have run), or at
+/// its thread's next greenlet operation when dropped on another thread.
+/// Children hold their parent, and the running greenlet is never killed
+/// until it switches away.
+///
+/// # Example
+/// ```
+/// use greenlet::{getcurrent, Greenlet};
+///
+/// let main = getcurrent();
+/// let child = Greenlet::new(move |v| {
+///     let n = v.downcast::<i32>()?;
+///     let back = main.switch(n + 1)?; // suspend, sending n + 1 to main
+///     Ok(back) // finishing sends `back` to the parent (main)
+/// });
+/// assert_eq!(child.switch(41).unwrap().downcast::<i32>().unwrap(), 42);
+/// assert!(child.is_active());
+/// assert_eq!(child.switch("bye").unwrap().downcast::<&str>().unwrap(), "bye");
+/// assert!(child.is_dead());
+/// ```
+pub struct Greenlet {
+    /// Released by hand in `Drop`, which may keep the record for reuse.
+    pub(crate) record: ManuallyDrop<Arc<Record>>,
+}
 
 /// The owner-thread-only part of a greenlet.
 pub(crate) struct Local {
@@ -205,7 +241,7 @@ pub(crate) struct Record {
     /// [`Flags`]; written only on the owner thread (see [`Record::mark`]).
     flags: AtomicU8,
     /// The owner thread.
-    pub(crate) thread: Arc<ThreadLink>,
+    pub(crate) thread: Arc<ThreadLink<Arc<Record>>>,
     /// Written only on the owner thread (under the lock); read under the
     /// lock elsewhere, and without it on the owner (`live_parent_ptr`).
     parent: Mutex<Option<Greenlet>>,
@@ -247,7 +283,7 @@ impl Record {
         name: Option<Box<str>>,
         flags: Flags,
         handles: usize,
-        thread: Arc<ThreadLink>,
+        thread: Arc<ThreadLink<Arc<Record>>>,
         parent: Option<Greenlet>,
         local: Local,
     ) -> Record {
@@ -268,7 +304,7 @@ impl Record {
     }
 
     /// The main greenlet of `thread` (dead if that thread is gone).
-    pub(crate) fn new_main(thread: Arc<ThreadLink>) -> Arc<Record> {
+    pub(crate) fn new_main(thread: Arc<ThreadLink<Arc<Record>>>) -> Arc<Record> {
         let local = Local::empty();
         let flags = Flags::main(thread.alive.load(Ordering::Relaxed));
         count_records(1);
@@ -733,9 +769,9 @@ impl Drop for Record {
 
 #[cfg(test)]
 mod tests {
-    use super::super::handle::Greenlet;
     use super::super::thread_state;
     use super::Flags;
+    use super::Greenlet;
 
     #[test]
     fn the_active_bit_is_started_and_not_dead() {

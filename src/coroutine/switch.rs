@@ -22,10 +22,12 @@
 //! that gets control back first settles the pending work (trace events,
 //! released records, kills) with [`settle_received`].
 //!
-//! Uses the thread state, records, the stack pool, tracing, and the
-//! lifecycle: settling runs the deferred kills, and a greenlet that must die
-//! unstarted is killed there. The lifecycle calls back into [`transfer`]
-//! (a kill is a throw): this is the one pair of files that call each other.
+//! Also owns the death of a greenlet that must die unstarted
+//! ([`kill_unstarted`]: an error sent to it).
+//!
+//! Uses the thread state (settling runs its pending work, the deferred
+//! kills among it), records, the stack pool and tracing. The lifecycle
+//! calls [`transfer`] (a kill is a throw).
 //!
 //! Longer than the crate's usual 800 lines because the protocol is one piece:
 //! its parts call each other in a ring (a new coroutine's entry runs
@@ -44,14 +46,13 @@ use super::arch::Top;
 use super::context;
 use super::error::{panic_message, ErrorKind, GreenletError};
 use super::fiber::Fiber;
-use super::lifecycle;
 #[cfg(feature = "hub")]
 use super::payload::NOTHING;
 use super::payload::{exit_value, from_words, into_words, Kind, Payload, PayloadWords, Words};
-use super::record::{Local, Record};
+use super::record::{drop_quietly, Local, Record};
 use super::run::Run;
 use super::stack::{self, PooledStack};
-use super::thread_state::{self, ThreadState};
+use super::thread_state::{self, ThreadState, Upcalls};
 use super::trace;
 use super::value::Value;
 use crate::diag::diag_error;
@@ -62,6 +63,7 @@ pub(crate) fn send(
     target: &Arc<Record>,
     payload: Payload,
     kind: Kind,
+    upcalls: &'static Upcalls,
 ) -> Result<Value, GreenletError> {
     // The payload goes to its words first thing, before the owner check:
     // kept whole across the check (whose failure drops it), it went to the
@@ -70,7 +72,7 @@ pub(crate) fn send(
     // SAFETY: `words` is this frame's; the payload is moved out of it once,
     // by the error path or by the transfer.
     unsafe { Words::write(words.as_mut_ptr(), payload) };
-    let ts = match thread_state::check_owner(target) {
+    let ts = match thread_state::check_owner(target, upcalls) {
         Ok(ts) => ts,
         Err(err) => {
             // SAFETY: written above, not moved out.
@@ -82,6 +84,29 @@ pub(crate) fn send(
     // mailed kills send the transfer down its slow path, which runs them
     // first. `words` holds the payload.
     unsafe { transfer_words(ts, target, &mut words, kind) }
+}
+
+/// An unstarted greenlet dies without running: its closure is dropped.
+///
+/// # Safety
+/// `ts` is live and `record` is an unstarted greenlet of its thread.
+pub(crate) unsafe fn kill_unstarted(ts: *mut ThreadState, record: &Arc<Record>) {
+    // SAFETY: owner thread; short accesses; the closure's destructor runs
+    // after the bookkeeping, with no borrow held.
+    unsafe {
+        let local = record.local();
+        let run = (*local).run.take();
+        // Prepared (a start that did not happen): its coroutine, unstarted
+        // or parked between two bodies (taken from the thread's kept one),
+        // goes back to be kept with its stack for the next start.
+        if let Some(fiber) = (*local).fiber.take() {
+            (*ts).kept.keep((*local).stack_size, fiber);
+        }
+        record.mark_dead();
+        let me = ThreadState::unregister(ts, record);
+        drop_quietly(run, record);
+        drop(me);
+    }
 }
 
 /// Where a transfer really goes.
@@ -266,7 +291,7 @@ unsafe fn transfer_slow_payload(
             drop(payload);
             return Err(GreenletError::exit());
         }
-        lifecycle::check_mail(ts);
+        thread_state::check_mail(ts);
         let (dest, payload) = if target.flags().is_active() {
             (Arc::as_ptr(target), payload)
         } else {
@@ -340,7 +365,7 @@ unsafe fn resolve(
                 // `g_initialstub` with an exception pending, then
                 // `g_handle_exit`).
                 // SAFETY: `t` is alive, hence in this thread's registry.
-                unsafe { lifecycle::kill_unstarted(ts, t) };
+                unsafe { kill_unstarted(ts, t) };
                 payload = exit_to_value(payload);
                 continue;
             }
@@ -729,7 +754,7 @@ fn unwound(record: &Record, panic: Box<dyn std::any::Any + Send>) -> usize {
         );
     }
     // A body's own panic payload: its drop is user code.
-    lifecycle::drop_quietly(panic, record);
+    drop_quietly(panic, record);
     0
 }
 
@@ -894,7 +919,7 @@ unsafe fn settle(ts: *mut ThreadState, mut payload: Payload) -> Payload {
                 payload = Err(err);
             }
         }
-        lifecycle::do_pending_work(ts);
+        thread_state::do_pending_work(ts);
         payload
     }
 }
@@ -948,7 +973,7 @@ fn root(
                 }
             }
             Err(err) => {
-                lifecycle::drop_quietly((*run).take(), record);
+                drop_quietly((*run).take(), record);
                 Err(err)
             }
         };

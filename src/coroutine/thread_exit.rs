@@ -2,9 +2,11 @@
 //! greenlet as belonging to an exited thread, and hand the finalizers to
 //! the cleanup queue.
 //!
-//! Owns the teardown of a [`ThreadState`] (run by its thread-local guard)
-//! and the thread's [`Remains`] (`ThreadRemains`). Uses the lifecycle
-//! (kill, forced unwind, pending work), the thread state's registry sweeps,
+//! Owns the teardown of a [`ThreadState`] (run by its thread-local guard),
+//! the thread's [`Remains`] (`ThreadRemains`), and [`UPCALLS`] (what every
+//! thread state calls above it: this teardown and the lifecycle's deferred
+//! work). Uses the lifecycle (kill, forced unwind, deferred work), the
+//! thread state's pending work and registry sweeps,
 //! and [`crate::cleanup`], where the remains go: read
 //! `cleanup/queue.rs` next for what happens to them.
 
@@ -15,7 +17,7 @@ use std::sync::Arc;
 use super::lifecycle;
 use super::record::{run_finalizers, Finalizer, Record};
 use super::thread_link::ThreadLink;
-use super::thread_state::{self, ThreadState};
+use super::thread_state::{self, ThreadState, Upcalls};
 use crate::cleanup::Remains;
 
 /// How many times thread exit throws `GreenletExit` into survivors before it
@@ -26,7 +28,7 @@ const EXIT_KILL_ROUNDS: usize = 3;
 /// the greenlets that were finalized with it.
 /// Its label is spelled out only when asked for (once per drain).
 struct ThreadRemains {
-    link: Arc<ThreadLink>,
+    link: Arc<ThreadLink<Arc<Record>>>,
     finalizers: Vec<Finalizer>,
 }
 
@@ -45,9 +47,17 @@ impl Remains for ThreadRemains {
 }
 
 /// The label of the remains of `link`'s thread.
-fn remains_label(link: &ThreadLink) -> String {
+fn remains_label(link: &ThreadLink<Arc<Record>>) -> String {
     format!("main greenlet of thread {}", link.label)
 }
+
+/// What every thread's state calls above it: this file's teardown, and the
+/// lifecycle's deferred work. Given to the state where it is created
+/// (`handle.rs`, `thread_trace.rs`).
+pub(crate) static UPCALLS: Upcalls = Upcalls {
+    teardown,
+    deferred_work: lifecycle::do_deferred_work,
+};
 
 /// Thread exit: unwind the suspended greenlets in this thread, mark every
 /// greenlet as belonging to an exited thread, hand the finalizers to the
@@ -75,7 +85,7 @@ pub(crate) unsafe fn teardown(ts: *mut ThreadState) {
             EXIT_KILL_ROUNDS
         };
         for round in first_round..=EXIT_KILL_ROUNDS {
-            lifecycle::do_pending_work(ts);
+            thread_state::do_pending_work(ts);
             let victims = ThreadState::registered(ts, false);
             if victims.is_empty() {
                 break;
@@ -98,7 +108,7 @@ pub(crate) unsafe fn teardown(ts: *mut ThreadState) {
             lifecycle::force_unwind(ts, &record);
             finalized.push(record);
         }
-        lifecycle::do_pending_work(ts);
+        thread_state::do_pending_work(ts);
         // Dead greenlets whose handles outlive the thread now live by those
         // handles only; spare records go (records recycled later in this
         // teardown are dropped after the state is unreachable, below).

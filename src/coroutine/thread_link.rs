@@ -4,19 +4,19 @@
 //! the byte every switch of the owner tests, which the inbox's mark shares
 //! with the owner's own reasons for the slow path.
 //!
-//! Every record holds its owner's link. Uses the record only as the type in
-//! the inbox.
+//! Every record holds its owner's link. Uses nothing of the coroutine
+//! module: the inbox's item type `M` is the record (`Arc<Record>`), named by
+//! the files that hold a link.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::record::Record;
-
 /// The part of a thread's state that other threads may touch: identity,
-/// liveness, and the inbox of greenlets whose last handle went elsewhere.
-pub(crate) struct ThreadLink {
+/// liveness, and the inbox of greenlets (`M`, their records) whose last
+/// handle went elsewhere.
+pub(crate) struct ThreadLink<M> {
     /// `'name' (ThreadId(n))`, for messages.
     pub(crate) label: String,
     /// The name of the thread's main greenlet: the thread's name, else
@@ -30,12 +30,12 @@ pub(crate) struct ThreadLink {
     switch_flags: AtomicU8,
     /// Greenlets whose last handle was dropped on another thread, for the
     /// owner to finalize or kill.
-    pub(crate) inbox: Mutex<Vec<Arc<Record>>>,
+    pub(crate) inbox: Mutex<Vec<M>>,
 }
 
-impl ThreadLink {
+impl<M> ThreadLink<M> {
     /// The link of the calling thread.
-    pub(crate) fn for_current_thread(alive: bool) -> Arc<ThreadLink> {
+    pub(crate) fn for_current_thread(alive: bool) -> Arc<ThreadLink<M>> {
         // `thread::current` may refuse late in thread-local teardown.
         let (label, main_name) = std::panic::catch_unwind(|| {
             let thread = std::thread::current();
@@ -57,7 +57,7 @@ impl ThreadLink {
     }
 
     /// A link for greenlets made on a thread whose state is already gone.
-    pub(crate) fn exited() -> Arc<ThreadLink> {
+    pub(crate) fn exited() -> Arc<ThreadLink<M>> {
         Arc::new(ThreadLink {
             label: "<a thread whose greenlet state was torn down>".into(),
             main_name: std::panic::catch_unwind(|| main_greenlet_name(&std::thread::current()))
@@ -70,7 +70,7 @@ impl ThreadLink {
 
     /// Queue a greenlet whose last handle was dropped on another thread.
     /// Returns it back if the owner has exited (nobody will read the inbox).
-    pub(crate) fn post(&self, record: Arc<Record>) -> Result<(), Arc<Record>> {
+    pub(crate) fn post(&self, record: M) -> Result<(), M> {
         let mut inbox = self.inbox.lock();
         if !self.alive.load(Ordering::Acquire) {
             return Err(record);
@@ -87,7 +87,7 @@ impl ThreadLink {
     }
 
     /// Take the inbox's greenlets, clearing the mark.
-    pub(crate) fn take_mail(&self) -> Vec<Arc<Record>> {
+    pub(crate) fn take_mail(&self) -> Vec<M> {
         let mut inbox = self.inbox.lock();
         self.switch_flags.fetch_and(!MAIL, Ordering::Release);
         std::mem::take(&mut *inbox)

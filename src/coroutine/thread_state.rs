@@ -12,8 +12,10 @@
 //!
 //! Uses records, the thread link, the payload slot, the stack pool, the
 //! kept fiber (`kept.rs`) and the cleanup queue (captured at creation).
-//! Calls up only once: the thread-local guard's
-//! destructor runs [`super::thread_exit::teardown`].
+//! Imports nothing above it: the thread-local guard's destructor and the
+//! pending work ([`check_mail`], [`do_pending_work`]) call what the state's
+//! creator gave ([`Upcalls`]: the teardown of `thread_exit.rs`, the
+//! deferred work of `lifecycle.rs`).
 
 use std::cell::Cell;
 use std::ptr;
@@ -27,17 +29,30 @@ use super::kept::KeptFiber;
 use super::payload::{Kind, Slot};
 use super::record::{IdBlock, Record, RecordCount, Spare};
 use super::stack;
-use super::thread_exit;
 use super::thread_link::ThreadLink;
-use super::trace::ThreadTraceHook;
+use super::trace_event::ThreadTraceHook;
 use crate::cleanup::{self, CleanupQueue};
+
+/// What the thread state calls in the files above it, given by whoever
+/// creates the state ([`state`], [`check_owner`]): one static for the
+/// process (`thread_exit::UPCALLS`), so every thread's state holds the same.
+pub(crate) struct Upcalls {
+    /// Tear the state down when its thread exits (the thread-local guard's
+    /// destructor calls it, once).
+    pub(crate) teardown: unsafe fn(*mut ThreadState),
+    /// Release the finished record and finalize or kill the deferred and
+    /// mailed greenlets ([`do_pending_work`] when there is some).
+    pub(crate) deferred_work: unsafe fn(*mut ThreadState),
+}
 
 /// One thread's greenlet state. Only its own thread touches it, always
 /// through short-lived accesses of the raw pointer (user code and stack
 /// switches happen between accesses, never during one).
 pub(crate) struct ThreadState {
+    /// What the state calls above it.
+    upcalls: &'static Upcalls,
     /// What other threads may touch.
-    pub(crate) link: Arc<ThreadLink>,
+    pub(crate) link: Arc<ThreadLink<Arc<Record>>>,
     /// The main greenlet (the thread's own stack).
     pub(crate) main: Arc<Record>,
     /// `Arc::as_ptr(&main)`, kept so that a switch compares with it in one
@@ -149,7 +164,7 @@ impl ThreadState {
     /// # Safety
     /// `ts` is a live state, and the result is not used after it is freed.
     #[inline]
-    pub(crate) unsafe fn link<'a>(ts: *const ThreadState) -> &'a ThreadLink {
+    pub(crate) unsafe fn link<'a>(ts: *const ThreadState) -> &'a ThreadLink<Arc<Record>> {
         // SAFETY: the caller guarantees `ts` is live; the link is owned by an
         // `Arc` in it, which does not move.
         unsafe { &*Arc::as_ptr(&(*ts).link) }
@@ -406,10 +421,14 @@ pub fn trim_stack_pool() -> usize {
     usize::from(kept) + stack::trim_pool()
 }
 
-/// Check that the calling thread owns `target`; returns its state.
+/// Check that the calling thread owns `target`; returns its state (created
+/// with `upcalls` if the thread has none, for the error's message).
 #[inline]
-pub(crate) fn check_owner(target: &Record) -> Result<*mut ThreadState, GreenletError> {
-    let ts = state();
+pub(crate) fn check_owner(
+    target: &Record,
+    upcalls: &'static Upcalls,
+) -> Result<*mut ThreadState, GreenletError> {
+    let ts = state(upcalls);
     if let Some(ts) = ts {
         // SAFETY: `ts` is this thread's live state; short read.
         let link = unsafe { Arc::as_ptr(&(*ts).link) };
@@ -454,6 +473,42 @@ pub(crate) fn owner_state(record: &Record) -> Option<*mut ThreadState> {
     std::ptr::eq(Arc::as_ptr(&record.thread), link).then_some(ts)
 }
 
+/// Run the kills other threads sent, if any (greenlet's "deleteme" list).
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+#[inline]
+pub(crate) unsafe fn check_mail(ts: *mut ThreadState) {
+    // SAFETY: guaranteed by the caller.
+    if unsafe { ThreadState::link(ts).has_mail(Ordering::Relaxed) } {
+        // SAFETY: guaranteed by the caller.
+        unsafe { do_pending_work(ts) }
+    }
+}
+
+/// Release the finished record, and finalize or kill every greenlet whose
+/// last handle went while that was not possible (and those other threads
+/// sent). The running greenlet stays deferred until it switches away.
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+#[inline]
+pub(crate) unsafe fn do_pending_work(ts: *mut ThreadState) {
+    // SAFETY: the caller's `ts` is live; short accesses.
+    unsafe {
+        if (*ts).retiring.is_none()
+            && (*ts).deferred.is_empty()
+            && !ThreadState::link(ts).has_mail(Ordering::Acquire)
+        {
+            // The common case after a greenlet finished (`settle` released
+            // it already): nothing deferred.
+            (*ts).work = (*ts).trace_pending.is_some();
+            return;
+        }
+        ((*ts).upcalls.deferred_work)(ts);
+    }
+}
+
 thread_local! {
     /// This thread's state, or null. No destructor: readable at any time.
     static STATE: Cell<*mut ThreadState> = const { Cell::new(ptr::null_mut()) };
@@ -474,19 +529,22 @@ impl Drop for StateGuard {
         let ts = STATE.with(Cell::get);
         if !ts.is_null() {
             // SAFETY: `ts` came from `Box::into_raw` in `create` and is
-            // released only here, once, on its own thread.
-            unsafe { thread_exit::teardown(ts) };
+            // released only here, once, on its own thread, by the teardown
+            // its creator gave (`thread_exit::teardown`, whose contract
+            // this is).
+            unsafe { ((*ts).upcalls.teardown)(ts) };
         }
     }
 }
 
-/// This thread's state, created on first use; `None` once the thread's
-/// thread-locals are being destroyed and the state is gone.
+/// This thread's state, created on first use (holding `upcalls`); `None`
+/// once the thread's thread-locals are being destroyed and the state is
+/// gone.
 #[inline]
-pub(crate) fn state() -> Option<*mut ThreadState> {
+pub(crate) fn state(upcalls: &'static Upcalls) -> Option<*mut ThreadState> {
     let ts = STATE.with(Cell::get);
     if ts.is_null() {
-        create()
+        create(upcalls)
     } else {
         Some(ts)
     }
@@ -500,7 +558,7 @@ pub(crate) fn existing_state() -> Option<*mut ThreadState> {
 }
 
 #[cold]
-fn create() -> Option<*mut ThreadState> {
+fn create(upcalls: &'static Upcalls) -> Option<*mut ThreadState> {
     if TORN_DOWN.with(Cell::get) {
         return None;
     }
@@ -512,6 +570,7 @@ fn create() -> Option<*mut ThreadState> {
     let main = Record::new_main(Arc::clone(&link));
     let current = Arc::as_ptr(&main);
     let ts = Box::new(ThreadState {
+        upcalls,
         link,
         main,
         main_ptr: current,

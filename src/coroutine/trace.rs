@@ -1,10 +1,10 @@
 //! Tracing: per-thread and process-wide hooks that see every switch and
 //! throw, run in the target greenlet right after the switch.
 //!
-//! Owns [`TraceEvent`], [`TraceHook`], [`ThreadTraceHook`], [`settrace`],
-//! [`gettrace`] and [`set_global_trace`], and firing an event. Uses the
-//! thread state (where the per-thread hook lives) and records (whose
-//! handles an event carries); the switch protocol calls it.
+//! Owns [`set_global_trace`] and firing an event. Uses the hook and event
+//! types (`trace_event.rs`), the thread state (where the per-thread hook
+//! lives, installed by `thread_trace.rs`) and records (whose handles an
+//! event carries); the switch protocol calls it.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
@@ -14,157 +14,16 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::error::{panic_message, ErrorKind, GreenletError};
-use super::handle::Greenlet;
 use super::payload::Kind;
 use super::record::Record;
-use super::thread_state::{self, ThreadState};
-
-/// A switch or throw as a trace hook sees it.
-///
-/// ```
-/// use std::cell::Cell;
-/// use std::rc::Rc;
-/// use greenlet::{Greenlet, GreenletError, TraceEvent};
-/// let throws = Rc::new(Cell::new(0));
-/// let t = Rc::clone(&throws);
-/// greenlet::settrace(Some(Rc::new(move |e: &TraceEvent| {
-///     if let TraceEvent::Throw { .. } = e {
-///         t.set(t.get() + 1);
-///     }
-///     Ok(())
-/// })));
-/// let g = Greenlet::new(|_| Err(GreenletError::user("no")));
-/// assert!(g.switch(()).is_err()); // g finished with an error: a throw into main
-/// greenlet::settrace(None);
-/// assert_eq!(throws.get(), 1);
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TraceEvent {
-    /// `origin` switched to `target`, sending a value (or finished with one).
-    Switch {
-        /// The greenlet that gave up control.
-        origin: Greenlet,
-        /// The greenlet that got it (the current one while the hook runs).
-        target: Greenlet,
-    },
-    /// `origin` threw an error into `target` (or finished with an error).
-    Throw {
-        /// The greenlet that gave up control.
-        origin: Greenlet,
-        /// The greenlet that got it (the current one while the hook runs).
-        target: Greenlet,
-    },
-}
-
-impl TraceEvent {
-    /// The greenlet that gave up control.
-    ///
-    /// ```
-    /// let me = greenlet::getcurrent();
-    /// let e = greenlet::TraceEvent::Switch { origin: me.clone(), target: me.clone() };
-    /// assert_eq!(e.origin(), &me);
-    /// ```
-    pub fn origin(&self) -> &Greenlet {
-        match self {
-            TraceEvent::Switch { origin, .. } | TraceEvent::Throw { origin, .. } => origin,
-        }
-    }
-
-    /// The greenlet that got control.
-    ///
-    /// ```
-    /// let me = greenlet::getcurrent();
-    /// let e = greenlet::TraceEvent::Throw { origin: me.clone(), target: me.clone() };
-    /// assert_eq!(e.target(), &me);
-    /// ```
-    pub fn target(&self) -> &Greenlet {
-        match self {
-            TraceEvent::Switch { target, .. } | TraceEvent::Throw { target, .. } => target,
-        }
-    }
-}
-
-/// The process-wide trace hook ([`set_global_trace`]), which any thread may
-/// run. It runs in the target greenlet, right after the switch, with
-/// tracing suspended (switches it makes are not traced). If it returns an
-/// error or panics it is removed, and the error replaces the value the
-/// target receives.
-///
-/// ```
-/// use std::sync::Arc;
-/// let hook: greenlet::TraceHook = Arc::new(|e: &greenlet::TraceEvent| {
-///     println!("{} -> {}", e.origin().name(), e.target().name());
-///     Ok(())
-/// });
-/// let previous = greenlet::set_global_trace(Some(hook));
-/// greenlet::set_global_trace(previous);
-/// ```
-pub type TraceHook = Arc<dyn Fn(&TraceEvent) -> Result<(), GreenletError> + Send + Sync + 'static>;
-
-/// A thread's own trace hook ([`settrace`]): as a [`TraceHook`], but it only
-/// ever runs on the thread that installed it, so it need not be `Send` or
-/// `Sync` (it may capture an `Rc` or a `Cell`).
-///
-/// ```
-/// use std::cell::Cell;
-/// use std::rc::Rc;
-/// let switches = Rc::new(Cell::new(0));
-/// let count = Rc::clone(&switches);
-/// let hook: greenlet::ThreadTraceHook = Rc::new(move |_: &greenlet::TraceEvent| {
-///     count.set(count.get() + 1);
-///     Ok(())
-/// });
-/// greenlet::settrace(Some(hook));
-/// greenlet::Greenlet::new(Ok).switch(()).unwrap();
-/// greenlet::settrace(None);
-/// assert_eq!(switches.get(), 2);
-/// ```
-pub type ThreadTraceHook = Rc<dyn Fn(&TraceEvent) -> Result<(), GreenletError> + 'static>;
+use super::thread_state::ThreadState;
+use super::trace_event::{TraceEvent, TraceHook};
 
 static GLOBAL_HOOK: Mutex<Option<TraceHook>> = Mutex::new(None);
 /// 1 while a process-wide hook is installed, else 0: a byte rather than an
 /// `AtomicBool`, so that the switch's test or-s it with the thread's flag
 /// as it is loaded (a `bool`'s load is normalized first, two instructions).
 static GLOBAL_ON: AtomicU8 = AtomicU8::new(0);
-
-/// Set the calling thread's trace hook (`None` removes it); returns the
-/// previous one.
-///
-/// # Example
-/// ```
-/// use std::cell::RefCell;
-/// use std::rc::Rc;
-/// use greenlet::{settrace, Greenlet, ThreadTraceHook, TraceEvent};
-///
-/// let seen = Rc::new(RefCell::new(Vec::new()));
-/// let log = Rc::clone(&seen);
-/// let hook: ThreadTraceHook = Rc::new(move |e: &TraceEvent| {
-///     log.borrow_mut().push(matches!(e, TraceEvent::Switch { .. }));
-///     Ok(())
-/// });
-/// assert!(settrace(Some(hook)).is_none());
-/// let g = Greenlet::new(|v| Ok(v));
-/// g.switch(()).unwrap(); // main -> g, then g -> main when it finishes
-/// settrace(None);
-/// assert_eq!(*seen.borrow(), vec![true, true]);
-/// ```
-pub fn settrace(hook: Option<ThreadTraceHook>) -> Option<ThreadTraceHook> {
-    let ts = thread_state::state()?;
-    // SAFETY: `ts` is this thread's live state; the old hook is returned,
-    // not dropped, so no user code runs during the access.
-    unsafe { (*ts).replace_trace_hook(hook) }
-}
-
-/// The calling thread's trace hook.
-///
-/// ```
-/// assert!(greenlet::gettrace().is_none());
-/// ```
-pub fn gettrace() -> Option<ThreadTraceHook> {
-    let ts = thread_state::existing_state()?;
-    // SAFETY: `ts` is this thread's live state; short read.
-    unsafe { (*ts).trace_hook().cloned() }
-}
 
 /// Set the process-wide trace hook, which sees the switches of every thread
 /// (after that thread's own hook); returns the previous one.

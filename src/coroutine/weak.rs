@@ -2,14 +2,15 @@
 //! alive, like Python's `weakref.ref` to a greenlet.
 //!
 //! Owns the weak handle. Uses records (a weak reference to one, and its
-//! handle count, through which an upgrade makes a handle) and the
-//! [`Greenlet`] handle it upgrades to; [`Greenlet::downgrade`] makes one.
+//! handle count, through which an upgrade makes a handle, and the
+//! [`Greenlet`] handle's struct it upgrades to); [`Greenlet::downgrade`]
+//! (in `handle.rs`, above) makes one.
 
 use std::fmt;
 use std::mem::ManuallyDrop;
 use std::sync::Weak;
 
-use super::handle::Greenlet;
+use super::record::Greenlet;
 use super::record::Record;
 
 /// A weak handle: it does not count as a handle, so it does not keep the

@@ -1,11 +1,15 @@
 //! A greenlet's finalizers ([`Finalizers`]) and running them, each isolated
-//! ([`run_finalizers`]).
+//! ([`run_finalizers`]), and dropping the other user values a greenlet
+//! leaves (its closure, a panic's payload) with a panic reported
+//! ([`drop_quietly`]).
 //!
-//! Uses the crate's diagnostics and the error module's panic message.
+//! Uses the record (for its label), the crate's diagnostics and the error
+//! module's panic message.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::super::error::panic_message;
+use super::Record;
 use crate::diag::diag_error;
 
 /// A callback run when a greenlet is finalized.
@@ -73,4 +77,15 @@ pub(crate) fn run_finalizers(
         }
     }
     first_panic
+}
+
+/// Drop a value whose destructor is user code, reporting a panic.
+pub(crate) fn drop_quietly<T>(value: T, record: &Record) {
+    if let Err(panic) = catch_unwind(AssertUnwindSafe(move || drop(value))) {
+        diag_error!(
+            "greenlet: dropping the closure of {} panicked: {}",
+            record.label(),
+            panic_message(&*panic)
+        );
+    }
 }
