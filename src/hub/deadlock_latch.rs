@@ -10,7 +10,7 @@
 
 use parking_lot::Mutex;
 
-use super::stacks::Dump;
+use super::dump::Dump;
 
 /// Cancels a root green thread (made by `Runtime::block_on`).
 type Cancel = Box<dyn Fn() + Send + Sync>;

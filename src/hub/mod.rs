@@ -169,7 +169,9 @@ mod counters;
 mod deadlock;
 mod deadlock_latch;
 mod driver;
+mod dump;
 mod error;
+mod frame_fold;
 mod future;
 mod group;
 mod idle;
@@ -224,6 +226,7 @@ pub use self::channel::{
     RecvError, RecvTimeoutError, SendError, Sender, TryRecvError, TrySendError,
 };
 pub use self::driver::{IoDriver, IO_DRIVER_ENV};
+pub use self::dump::{Dump, TaskStack, DUMP_ANSWER_WITHIN};
 pub use self::error::{Elapsed, HubError, JoinError};
 pub use self::future::block_on;
 pub use self::group::TaskGroup;
@@ -237,7 +240,6 @@ pub use self::runtime::{
 };
 pub use self::selecting::{select, Selectable, Watch};
 pub use self::spawning::{spawn, spawn_local, task, TaskBuilder, MIN_STACK_SIZE};
-pub use self::stacks::{Dump, TaskStack, DUMP_ANSWER_WITHIN};
 pub use self::sync::{Event, Mutex, MutexGuard, Semaphore, SemaphorePermit};
 pub use self::task_info::TaskInfo;
 pub use self::task_local::LocalKey;

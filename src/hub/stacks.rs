@@ -37,20 +37,21 @@
 //! holding it from the registers a signal takes, the others from their
 //! saved contexts).
 //!
-//! Owns: [`Dump`], [`TaskStack`], the dump's gathering and the folding of
-//! runtime frames, the dump-on-signal thread. Uses `stack_capture` (both
+//! Owns: the dump's gathering (the [`Dump`] it returns is `dump`'s, its
+//! frames folded by `frame_fold`), the dump-on-signal thread. Uses `stack_capture` (both
 //! sides of a capture), the placement of a task on a given worker, the
 //! registry, the channels, [`Signals`] and `stall_stacks`.
 
 use std::backtrace::Backtrace;
 use std::collections::HashMap;
-use std::fmt;
 use std::panic::Location;
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::channel::{oneshot, unbounded};
+use super::dump::{Dump, TaskStack, DUMP_ANSWER_WITHIN};
 use super::error::HubError;
+use super::frame_fold::{fold, ONLY_RUNTIME};
 use super::shared::Shared;
 use super::signal::Signals;
 use super::spawning::NewTask;
@@ -60,91 +61,8 @@ use super::task_info::TaskInfo;
 use super::task_state::TaskState;
 use super::worker;
 
-/// How long a dump waits for each worker to capture its green threads'
-/// stacks: a worker held by a green thread that does not park cannot.
-/// Longer makes a dump of a stalled runtime slower; shorter may miss a
-/// worker that runs a long slice of a busy green thread.
-pub const DUMP_ANSWER_WITHIN: Duration = Duration::from_secs(1);
-
-/// Why a stack has no frames when every frame is the runtime's.
-pub(crate) const ONLY_RUNTIME: &str = "only runtime frames: its own code was inlined into them \
-     (mark a function #[inline(never)] to see it)";
-
 /// The name of the capturing green threads (left out of the dump).
 const CAPTURER: &str = "hub-stack-capture";
-
-/// One green thread in a [`Dump`]: its state and, when it was captured,
-/// its stack where it waits.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct TaskStack {
-    /// Its id, name, state, worker and spawn site.
-    pub info: TaskInfo,
-    /// Its frames, innermost first, as `function` or `function at
-    /// file:line:column`, the runtime's own frames folded into the
-    /// outermost of each run (the call the green thread's code made).
-    /// Empty when no stack was captured (see `note`).
-    pub frames: Vec<String>,
-    /// Why there are no frames, when there are none.
-    pub note: Option<String>,
-    /// Whether this is the green thread that took the dump (listed as
-    /// running, with its stack where it called the dump).
-    pub current: bool,
-}
-
-impl TaskStack {
-    /// `info` with `frames` (folded) and why there are none (`note`), not
-    /// the green thread taking a dump.
-    pub(crate) fn new(info: TaskInfo, frames: Vec<String>, note: Option<String>) -> TaskStack {
-        TaskStack {
-            info,
-            frames,
-            note,
-            current: false,
-        }
-    }
-}
-
-/// Every green thread of a runtime with its stack: what
-/// [`Handle::dump`](super::Handle::dump) returns. Its `Display` prints one
-/// block per green thread, as Go prints goroutines, the current one marked
-/// `(this one, taking the dump)`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub struct Dump {
-    /// The green threads, by id.
-    pub tasks: Vec<TaskStack>,
-    /// Workers that did not answer within [`DUMP_ANSWER_WITHIN`].
-    pub silent_workers: Vec<usize>,
-}
-
-impl fmt::Display for Dump {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for t in &self.tasks {
-            let marker = if t.current {
-                " (this one, taking the dump)"
-            } else {
-                ""
-            };
-            writeln!(f, "green thread {}{marker}:", t.info)?;
-            for frame in &t.frames {
-                writeln!(f, "    {frame}")?;
-            }
-            if let Some(note) = &t.note {
-                writeln!(f, "    ({note})")?;
-            }
-            writeln!(f)?;
-        }
-        for w in &self.silent_workers {
-            writeln!(
-                f,
-                "worker {w} did not answer within {DUMP_ANSWER_WITHIN:?}: a green thread holds it \
-                 without parking"
-            )?;
-        }
-        Ok(())
-    }
-}
 
 /// Every green thread of `shared`'s runtime with its stack (see
 /// [`Handle::dump`](super::Handle::dump), which documents it).
@@ -322,107 +240,5 @@ fn no_stack(info: &TaskInfo, silent: &[usize]) -> String {
         }
         (TaskState::Running, _) => "running: not captured".into(),
         _ => "not captured: it was not suspended in a park when its worker looked".into(),
-    }
-}
-
-/// Whether `name` is a frame of the runtime or of the backtrace machinery.
-fn is_runtime(name: &str) -> bool {
-    const PREFIXES: [&str; 12] = [
-        "greenlet::hub::",
-        "greenlet::coroutine::",
-        "std::backtrace",
-        "std::panicking::",
-        "std::panic::",
-        "core::panicking::",
-        "core::ops::function::",
-        "__rust_try",
-        "alloc::boxed::",
-        "std::sys::",
-        "std::thread::local::",
-        "greenlet_coroutine_root",
-    ];
-    let bare = name.trim_start_matches('<');
-    PREFIXES.iter().any(|p| bare.starts_with(p))
-}
-
-/// The frames of a backtrace's text (`N: function` lines, each followed by
-/// an `at file:line:column` line where known), innermost first, each run
-/// of runtime frames folded into its outermost one (see [`fold_frames`]).
-fn fold(text: &str) -> Vec<String> {
-    let mut frames: Vec<(String, Option<String>)> = Vec::new();
-    for line in text.lines() {
-        let t = line.trim();
-        if let Some(at) = t.strip_prefix("at ") {
-            if let Some(last) = frames.last_mut() {
-                if last.1.is_none() {
-                    last.1 = Some(at.to_string());
-                }
-            }
-        } else if let Some((n, name)) = t.split_once(": ") {
-            if n.chars().all(|c| c.is_ascii_digit()) {
-                frames.push((name.to_string(), None));
-            }
-        }
-    }
-    fold_frames(&frames)
-}
-
-/// `frames` (function and `file:line:column` where known, innermost
-/// first), each run of runtime frames folded into its outermost one (the
-/// call the green thread's code made), a run at the outer end (the green
-/// thread's start) dropped; each rendered as `function at file:line:column`.
-pub(crate) fn fold_frames(frames: &[(String, Option<String>)]) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < frames.len() {
-        if is_runtime(&frames[i].0) {
-            let mut j = i;
-            while j + 1 < frames.len() && is_runtime(&frames[j + 1].0) {
-                j += 1;
-            }
-            // A run at the outer end is the green thread's start: dropped.
-            if j + 1 < frames.len() {
-                out.push(render(&frames[j]));
-            }
-            i = j + 1;
-        } else {
-            out.push(render(&frames[i]));
-            i += 1;
-        }
-    }
-    out
-}
-
-fn render((name, at): &(String, Option<String>)) -> String {
-    match at {
-        Some(at) => format!("{name} at {at}"),
-        None => name.clone(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn runtime_runs_fold_into_their_outermost_frame_and_the_start_is_dropped() {
-        let text = "   0: std::backtrace::Backtrace::force_capture\n\
-                    \x20            at /x/backtrace.rs:1:1\n\
-                    \x20  1: greenlet::hub::park::park_then\n\
-                    \x20  2: greenlet::hub::channel::Receiver<T>::recv\n\
-                    \x20            at src/hub/channel.rs:9:5\n\
-                    \x20  3: app::waits_here\n\
-                    \x20            at src/main.rs:3:5\n\
-                    \x20  4: app::main::{{closure}}\n\
-                    \x20  5: greenlet::hub::spawning::NewTask::build\n\
-                    \x20  6: std::panicking::try\n";
-        assert_eq!(
-            fold(text),
-            vec![
-                "greenlet::hub::channel::Receiver<T>::recv at src/hub/channel.rs:9:5",
-                "app::waits_here at src/main.rs:3:5",
-                "app::main::{{closure}}",
-            ]
-        );
     }
 }
