@@ -133,17 +133,22 @@ fn park_switch(
     // since; the target's greenlet handle is in the worker's `live` table,
     // whose entries only the hub removes, while it is suspended.
     let parked = ManuallyDrop::new(unsafe { direct::park(&w.hub, to) });
-    disarm();
     // Only an error is looked at (out of line): a cancellation, or a
-    // dump's request for this stack, answered there (see `stack_capture`).
+    // dump's request for this stack, answered there (see `stack_capture`)
+    // while the green thread stays in its park, so the timer stays armed
+    // until a real resume or a cancellation ends the park.
     // The `Ok` path runs no drop glue (the compiler may leave the
     // `Result`'s out of line, a call at every park).
     if parked.is_err() {
         if let Err(thrown) = ManuallyDrop::into_inner(parked) {
-            if stack_capture::answer_throw(thrown).is_err() {
+            let cancelled = stack_capture::answer_throw(thrown).is_err();
+            disarm();
+            if cancelled {
                 raise(CancelUnwind);
             }
         }
+    } else {
+        disarm();
     }
     check_scopes(&task.scopes);
 }
@@ -162,26 +167,39 @@ pub(crate) fn park_shielded(
     wait: Wait,
     deadline: Option<Instant>,
 ) -> bool {
-    if let Some(at) = deadline {
-        w.timers.borrow_mut().arm(at, Arc::clone(task));
-    }
+    let key = deadline.map(|at| w.timers.borrow_mut().arm(at, Arc::clone(task)));
+    // The park's timer goes when the park ends, whatever ended it.
+    let disarm = || {
+        if let Some(key) = key {
+            let target = w.timers.borrow_mut().cancel(key);
+            drop(target);
+        }
+    };
     task.set_parked(wait);
     let to = match w.next_after_park(task, None) {
         Next::Hub => None,
         Next::Sibling(to) => Some(to),
-        Next::Myself => return false,
-        Next::Cancelled => return true,
+        Next::Myself => {
+            disarm();
+            return false;
+        }
+        Next::Cancelled => {
+            disarm();
+            return true;
+        }
     };
     // SAFETY: as in `park_then`: `to` was made just now by
     // `next_after_park`, with no switch since, and its greenlet handle is
     // in the worker's `live` table, which only the suspended hub changes.
     let parked = ManuallyDrop::new(unsafe { direct::park(&w.hub, to) });
+    let mut cancelled = false;
     if parked.is_err() {
         if let Err(thrown) = ManuallyDrop::into_inner(parked) {
-            return stack_capture::answer_throw(thrown).is_err();
+            cancelled = stack_capture::answer_throw(thrown).is_err();
         }
     }
-    false
+    disarm();
+    cancelled
 }
 
 /// Deliver a cancellation that [`park_shielded`] returned: the unwind a

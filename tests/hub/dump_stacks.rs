@@ -1,7 +1,8 @@
 //! The stacks in a dump: a green thread parked in a function of its own
 //! shows that function's name; the wait is not disturbed (the value sent
 //! after the dump is the one received; a cancel still ends it); the
-//! capturing green threads are not listed; the green thread taking the
+//! capturing green threads are not listed; a sleep's timer outlives a
+//! dump of the sleeper; the green thread taking the
 //! dump is in it, running, with its own frame; the green threads of a
 //! worker that does not answer are read off its thread.
 
@@ -94,6 +95,31 @@ fn a_green_thread_dumped_twice_is_still_cancellable() {
     }
     h.cancel();
     assert!(h.join().unwrap_err().is_cancelled());
+}
+
+/// A dump takes the stack of a green thread in a sleep without ending the
+/// sleep's timer: the sleep still ends at its deadline. (The timer used to
+/// go when the capture request came back from the park, and the sleeper
+/// then waited for a wake that never came.)
+#[test]
+fn a_sleep_dumped_midway_still_ends() {
+    let _dog = watchdog(120);
+    let rt = hub::Runtime::builder()
+        .worker_threads(1)
+        .watchdog(None)
+        .build()
+        .unwrap();
+    let sleeper = rt.handle().spawn(|| {
+        hub::sleep(Duration::from_millis(200));
+        7u32
+    });
+    wait_for(&sleeper, TaskState::Parked(Wait::Sleep));
+    let dump = rt.handle().dump();
+    assert!(
+        dump.tasks.iter().any(|t| t.info.id == sleeper.id()),
+        "the sleeper is in the dump: {dump}"
+    );
+    assert_eq!(sleeper.join().unwrap(), 7);
 }
 
 #[inline(never)]
