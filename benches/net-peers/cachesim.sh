@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Exact per-request costs of the echo servers (hub, tokio current_thread,
-# may; 1 worker) from valgrind's cache simulator: instructions, data reads
+# may, monoio; 1 worker) from valgrind's cache simulator: instructions, data reads
 # and writes, and L1d / L2 misses per request, under the hub's echo_client.
 # Loopback only; every run bounded.
 #
 #   bash benches/net-peers/cachesim.sh                 # 500 connections x 64 B
 #   CONNS=50 SIZE=4096 bash benches/net-peers/cachesim.sh
 #   SERVERS="hub tokio" bash benches/net-peers/cachesim.sh
-#   (servers: hub (epoll), hub_uring (the hub under io_uring), tokio, may)
+#   (servers: hub (epoll), hub_uring (the hub under io_uring), tokio, may, monoio)
 #   SERVERS=hub HUB_ARGS="--stack-kib 60" bash benches/net-peers/cachesim.sh
 #
 # The server runs under callgrind with --cache-sim=yes. The simulated caches
@@ -26,7 +26,7 @@ CONNS="${CONNS:-500}"
 SIZE="${SIZE:-64}"
 SHORT="${SHORT:-4}"
 LONG="${LONG:-12}"
-SERVERS="${SERVERS:-hub hub_uring tokio may}"
+SERVERS="${SERVERS:-hub hub_uring tokio may monoio}"
 HUB_ARGS="${HUB_ARGS:-}"
 # The simulated L2 as size,ways,line (see benches/RESULTS.md: 1310720,320,64 is the
 # same capacity indexed by the page offset only, as a physically indexed
@@ -39,7 +39,7 @@ command -v valgrind >/dev/null || { echo "cachesim.sh needs valgrind" >&2; exit 
 (cd "$ROOT" && cargo build --release --example echo_server --example echo_client)
 (cd "$PEERS" && cargo build --release)
 declare -A SERVER=([hub]="${HUB_BIN:-$EX/echo_server}" [hub_uring]="${HUB_BIN:-$EX/echo_server}"
-    [tokio]="$PB/tokio_echo" [may]="$PB/may_echo")
+    [tokio]="$PB/tokio_echo" [may]="$PB/may_echo" [monoio]="$PB/monoio_echo")
 # The hub's I/O driver per column (docs/io.md).
 declare -A DRIVER=([hub]=epoll [hub_uring]=io_uring)
 
@@ -72,14 +72,29 @@ for impl in $SERVERS; do
     rm -f "$OUT/$impl".*
     extra=()
     if [ "${impl%_uring}" = hub ] && [ -n "$HUB_ARGS" ]; then read -ra extra <<<"$HUB_ARGS"; fi
-    GREENLET_IO_DRIVER="${DRIVER[$impl]:-auto}" taskset -c 0 valgrind --tool=callgrind --cache-sim=yes --D1=49152,12,64 --LL="$LL" \
-        --callgrind-out-file="$OUT/$impl.%p" "${SERVER[$impl]}" --addr "127.0.0.1:$PORT" --workers 1 "${extra[@]}" \
-        >/dev/null 2>"$OUT/$impl.log" &
-    pid=$!
-    wait_port "$PORT"
+    # valgrind 3.19 keeps its big lock across io_uring_enter: an io_uring
+    # server whose worker waits in the ring before the listener is bound
+    # never binds it (a fresh start does), and it cannot act on SIGTERM
+    # while its ring waits (SIGKILL ends it).
+    for attempt in 1 2 3; do
+        GREENLET_IO_DRIVER="${DRIVER[$impl]:-auto}" taskset -c 0 valgrind --tool=callgrind --cache-sim=yes --D1=49152,12,64 --LL="$LL" \
+            --callgrind-out-file="$OUT/$impl.%p" "${SERVER[$impl]}" --addr "127.0.0.1:$PORT" --workers 1 "${extra[@]}" \
+            >/dev/null 2>"$OUT/$impl.log" &
+        pid=$!
+        if wait_port "$PORT"; then break; fi
+        kill -KILL "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+        [ "$attempt" -lt 3 ] || exit 1
+        PORT=$((PORT + 1))
+    done
     n1=$(client "$PORT" "$pid" "$SHORT")
     n2=$(client "$PORT" "$pid" "$LONG")
     kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do
+        case "$(ps -o stat= -p "$pid" 2>/dev/null)" in "" | Z*) break ;; esac
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
     d1="$OUT/$impl.$pid.1"
     d2="$OUT/$impl.$pid.2"
