@@ -10,7 +10,7 @@
 
 use parking_lot::Mutex;
 
-use super::dump::Dump;
+use super::stack_dump::Dump;
 
 /// Cancels a root green thread (made by `Runtime::block_on`).
 type Cancel = Box<dyn Fn() + Send + Sync>;

@@ -5,7 +5,7 @@
 //! Owns only the types and their messages; uses nothing else of the hub
 //! but the [`Dump`] a deadlock error carries.
 
-use super::dump::Dump;
+use super::stack_dump::Dump;
 
 /// Why [`JoinHandle::join`](super::JoinHandle::join) has no value.
 ///

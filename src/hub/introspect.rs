@@ -5,9 +5,9 @@
 //!
 //! Owns: the dump functions. Uses the registry, [`TaskInfo`] and `stacks`.
 
-use super::dump::Dump;
 use super::error::HubError;
 use super::runtime::Handle;
+use super::stack_dump::Dump;
 use super::stacks;
 use super::task_header::Task;
 use super::task_info::TaskInfo;

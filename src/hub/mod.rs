@@ -169,7 +169,6 @@ mod counters;
 mod deadlock;
 mod deadlock_latch;
 mod driver;
-mod dump;
 mod error;
 mod frame_fold;
 mod future;
@@ -198,6 +197,7 @@ mod spawn_slot;
 mod spawning;
 mod spin_lock;
 mod stack_capture;
+mod stack_dump;
 mod stacks;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod stall_sample;
@@ -226,7 +226,6 @@ pub use self::channel::{
     RecvError, RecvTimeoutError, SendError, Sender, TryRecvError, TrySendError,
 };
 pub use self::driver::{IoDriver, IO_DRIVER_ENV};
-pub use self::dump::{Dump, TaskStack, DUMP_ANSWER_WITHIN};
 pub use self::error::{Elapsed, HubError, JoinError};
 pub use self::future::block_on;
 pub use self::group::TaskGroup;
@@ -240,6 +239,7 @@ pub use self::runtime::{
 };
 pub use self::selecting::{select, Selectable, Watch};
 pub use self::spawning::{spawn, spawn_local, task, TaskBuilder, MIN_STACK_SIZE};
+pub use self::stack_dump::{Dump, TaskStack, DUMP_ANSWER_WITHIN};
 pub use self::sync::{Event, Mutex, MutexGuard, Semaphore, SemaphorePermit};
 pub use self::task_info::TaskInfo;
 pub use self::task_local::LocalKey;

@@ -37,7 +37,7 @@
 //! holding it from the registers a signal takes, the others from their
 //! saved contexts).
 //!
-//! Owns: the dump's gathering (the [`Dump`] it returns is `dump`'s, its
+//! Owns: the dump's gathering (the [`Dump`] it returns is `stack_dump`'s, its
 //! frames folded by `frame_fold`), the dump-on-signal thread. Uses `stack_capture` (both
 //! sides of a capture), the placement of a task on a given worker, the
 //! registry, the channels, [`Signals`] and `stall_stacks`.
@@ -49,13 +49,13 @@ use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use super::channel::{oneshot, unbounded};
-use super::dump::{Dump, TaskStack, DUMP_ANSWER_WITHIN};
 use super::error::HubError;
 use super::frame_fold::{fold, ONLY_RUNTIME};
 use super::shared::Shared;
 use super::signal::Signals;
 use super::spawning::NewTask;
 use super::stack_capture::capture_here;
+use super::stack_dump::{Dump, TaskStack, DUMP_ANSWER_WITHIN};
 use super::task_header::Task;
 use super::task_info::TaskInfo;
 use super::task_state::TaskState;

@@ -20,9 +20,9 @@ use std::sync::atomic::Ordering;
 
 use crate::coroutine::direct;
 
-use super::dump::{Dump, TaskStack};
 use super::frame_fold::{fold_frames, ONLY_RUNTIME};
 use super::shared::Shared;
+use super::stack_dump::{Dump, TaskStack};
 use super::stall_sample::{sample, Regs};
 use super::stall_unwind::{read_word, symbolise, StackReader, Walk};
 use super::task_info::TaskInfo;
