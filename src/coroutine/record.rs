@@ -231,10 +231,9 @@ impl Drop for Spare {
 pub(crate) struct Record {
     id: u64,
     name: Option<Box<str>>,
-    /// The hub green thread it runs (see [`name_after_task`]), read only
-    /// when [`Flags::is_named`] and `name` is `None`.
-    ///
-    /// [`name_after_task`]: Record::name_after_task
+    /// The hub green thread it runs (see `name_after_task`, with the
+    /// `hub` feature), read only when [`Flags::is_named`] and `name` is
+    /// `None`.
     task: AtomicU64,
     /// Live [`Greenlet`] handles (not counting internal references).
     handles: AtomicUsize,
@@ -541,7 +540,7 @@ impl Record {
         self.flags.store(Flags::NAMED, Ordering::Release);
     }
 
-    /// The green thread given to [`name_after_task`](Self::name_after_task);
+    /// The green thread given to `name_after_task`;
     /// meaningful only when [`Flags::is_named`] and no name was given.
     #[inline]
     pub(crate) fn task_id(&self) -> u64 {
