@@ -24,6 +24,7 @@ use super::scopes::Scopes;
 use super::stack_capture;
 use super::task_header::Task;
 use super::task_state::Wait;
+use super::timer::TimerKey;
 use super::unwind::{CancelUnwind, TimeoutUnwind};
 use super::worker::{self, Next, Worker};
 use crate::coroutine::direct;
@@ -100,10 +101,14 @@ fn park_then(
 #[inline(never)]
 fn park_timed(w: &Worker, task: &Arc<Task>, wait: Wait, at: Instant, requeue: Option<Arc<Task>>) {
     let key = w.timers.borrow_mut().arm(at, Arc::clone(task));
-    park_switch(w, task, wait, requeue, || {
-        let target = w.timers.borrow_mut().cancel(key);
-        drop(target);
-    });
+    park_switch(w, task, wait, requeue, || cancel_timer(w, key));
+}
+
+/// Cancel a park's timer (a no-op for one that fired); the green thread
+/// the timer held goes after the timers' borrow ends.
+fn cancel_timer(w: &Worker, key: TimerKey) {
+    let target = w.timers.borrow_mut().cancel(key);
+    drop(target);
 }
 
 /// The park itself, once its timer (if any) is armed: `disarm` runs as
@@ -171,8 +176,7 @@ pub(crate) fn park_shielded(
     // The park's timer goes when the park ends, whatever ended it.
     let disarm = || {
         if let Some(key) = key {
-            let target = w.timers.borrow_mut().cancel(key);
-            drop(target);
+            cancel_timer(w, key);
         }
     };
     task.set_parked(wait);

@@ -1,7 +1,7 @@
 //! Helpers shared by the hub's integration tests.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use greenlet::hub::{self, Runtime, TaskState, Wait};
@@ -24,6 +24,19 @@ pub(crate) fn bounded<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send
         "watchdog: not finished within {secs} s"
     );
     t.join().unwrap()
+}
+
+/// Bounds a test: fails it (the process exits) if it has not finished in
+/// `secs`; drop the sender it returns to stand it down.
+pub(crate) fn watchdog(secs: u64) -> mpsc::Sender<()> {
+    let (tx, rx) = mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(Duration::from_secs(secs)) {
+            eprintln!("test hung for {secs} s");
+            std::process::exit(101);
+        }
+    });
+    tx
 }
 
 /// A runtime with `workers` worker threads and no watchdog.

@@ -4,25 +4,11 @@
 //! them. Not timing-based: the report comes when the workers go to sleep
 //! with nothing to wake them; the watchdog only bounds a hang.
 
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::common;
 
 use greenlet::hub::{self, HubError, JoinError, Receiver, Sender};
-
-/// Bounds a test: fails it (the process exits) if it has not finished in
-/// `secs`.
-fn watchdog(secs: u64) -> mpsc::Sender<()> {
-    let (tx, rx) = mpsc::channel::<()>();
-    std::thread::spawn(move || {
-        if let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(Duration::from_secs(secs)) {
-            eprintln!("test hung for {secs} s");
-            std::process::exit(101);
-        }
-    });
-    tx
-}
 
 /// The first library report (through the `log` facade, captured by the
 /// test binary's logger) that `wanted` picks, waited for a bounded time.
@@ -75,7 +61,7 @@ fn two_thread_deadlock() {
 
 #[test]
 fn a_two_thread_channel_deadlock_is_reported_with_both_stacks_and_fails_the_root() {
-    let _dog = watchdog(120);
+    let _dog = common::hub::watchdog(120);
     let _serial = common::serial();
     common::take_diagnostics();
     let rt = hub::Runtime::builder()
@@ -122,7 +108,7 @@ fn a_two_thread_channel_deadlock_is_reported_with_both_stacks_and_fails_the_root
 
 #[test]
 fn a_lone_root_waiting_on_its_own_channel_is_failed_and_named() {
-    let _dog = watchdog(120);
+    let _dog = common::hub::watchdog(120);
     let rt = hub::Runtime::builder()
         .worker_threads(1)
         .fail_on_deadlock(true)
@@ -169,7 +155,7 @@ fn a_lone_root_waiting_on_its_own_channel_is_failed_and_named() {
 
 #[test]
 fn a_sleeping_green_thread_is_no_deadlock() {
-    let _dog = watchdog(120);
+    let _dog = common::hub::watchdog(120);
     let rt = hub::Runtime::builder()
         .worker_threads(1)
         .fail_on_deadlock(true)

@@ -6,23 +6,10 @@
 //! dump is in it, running, with its own frame; the green threads of a
 //! worker that does not answer are read off its thread.
 
-use std::sync::mpsc;
 use std::time::Duration;
 
+use crate::common;
 use greenlet::hub::{self, Receiver, TaskState, Wait};
-
-/// Bounds a test: fails it (the process exits) if it has not finished in
-/// `secs`.
-fn watchdog(secs: u64) -> mpsc::Sender<()> {
-    let (tx, rx) = mpsc::channel::<()>();
-    std::thread::spawn(move || {
-        if let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(Duration::from_secs(secs)) {
-            eprintln!("test hung for {secs} s");
-            std::process::exit(101);
-        }
-    });
-    tx
-}
 
 #[inline(never)]
 fn parks_in_a_channel_receive(rx: &Receiver<u32>) -> u32 {
@@ -37,7 +24,7 @@ fn wait_for(h: &hub::JoinHandle<u32>, state: TaskState) {
 
 #[test]
 fn the_parked_frame_appears_and_the_wait_goes_on_undisturbed() {
-    let _dog = watchdog(120);
+    let _dog = common::hub::watchdog(120);
     let rt = hub::Runtime::builder().worker_threads(2).build().unwrap();
     let (tx, rx) = hub::channel::<u32>(1);
     let h = rt
@@ -81,7 +68,7 @@ fn the_parked_frame_appears_and_the_wait_goes_on_undisturbed() {
 
 #[test]
 fn a_green_thread_dumped_twice_is_still_cancellable() {
-    let _dog = watchdog(120);
+    let _dog = common::hub::watchdog(120);
     let rt = hub::Runtime::builder().worker_threads(1).build().unwrap();
     let (_tx, rx) = hub::channel::<u32>(1);
     let h = rt.handle().spawn(move || parks_in_a_channel_receive(&rx));
@@ -103,7 +90,7 @@ fn a_green_thread_dumped_twice_is_still_cancellable() {
 /// then waited for a wake that never came.)
 #[test]
 fn a_sleep_dumped_midway_still_ends() {
-    let _dog = watchdog(120);
+    let _dog = common::hub::watchdog(120);
     let rt = hub::Runtime::builder()
         .worker_threads(1)
         .watchdog(None)
@@ -129,7 +116,7 @@ fn takes_a_dump_here() -> hub::Dump {
 
 #[test]
 fn a_dump_from_a_green_thread_shows_its_siblings_and_itself_running() {
-    let _dog = watchdog(120);
+    let _dog = common::hub::watchdog(120);
     let (dump, me) = hub::run(|| {
         let (tx, rx) = hub::channel::<u32>(1);
         let h = hub::spawn(move || parks_in_a_channel_receive(&rx));
@@ -181,7 +168,7 @@ fn a_silent_workers_green_threads_are_read_off_its_thread() {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
 
-    let _dog = watchdog(120);
+    let _dog = common::hub::watchdog(120);
     let rt = hub::Runtime::builder()
         .worker_threads(1)
         .watchdog(None)
@@ -246,7 +233,7 @@ fn a_signal_prints_the_dump_to_stderr() {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
 
-    let _dog = watchdog(120);
+    let _dog = common::hub::watchdog(120);
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
