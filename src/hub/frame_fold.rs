@@ -2,7 +2,11 @@
 //! first, each run of the runtime's own frames (the hub, the coroutine
 //! layer, std's panic and backtrace machinery) folded into its outermost
 //! one, the call the green thread's own code made; the run at the green
-//! thread's start dropped.
+//! thread's start dropped. Frames of `core`, `std` and `alloc` that the
+//! runtime calls through (an `Option::map`, a closure adaptor, inlined into
+//! the runtime's frames when the build has line tables) belong to the run
+//! they sit in; the same frames called by the green thread's own code are
+//! kept.
 //!
 //! Owns: [`fold`], [`fold_frames`], [`ONLY_RUNTIME`]. Uses nothing of the
 //! hub: `stacks` (captures on the worker) and `stall_stacks` (stacks read
@@ -59,25 +63,50 @@ pub(crate) fn fold(text: &str) -> Vec<String> {
 /// call the green thread's code made), a run at the outer end (the green
 /// thread's start) dropped; each rendered as `function at file:line:column`.
 pub(crate) fn fold_frames(frames: &[(String, Option<String>)]) -> Vec<String> {
+    // Whose each frame is: a standard-library frame is its caller's, the
+    // next frame outward that is not the standard library's (the runtime's
+    // when there is none: the green thread's start).
+    let mut owned_by_runtime = vec![true; frames.len()];
+    let mut caller_is_runtime = true;
+    for (k, (name, _)) in frames.iter().enumerate().rev() {
+        if !is_std(name) {
+            caller_is_runtime = is_runtime(name);
+        }
+        owned_by_runtime[k] = caller_is_runtime;
+    }
     let mut out = Vec::new();
     let mut i = 0;
     while i < frames.len() {
-        if is_runtime(&frames[i].0) {
-            let mut j = i;
-            while j + 1 < frames.len() && is_runtime(&frames[j + 1].0) {
-                j += 1;
-            }
-            // A run at the outer end is the green thread's start: dropped.
-            if j + 1 < frames.len() {
-                out.push(render(&frames[j]));
-            }
-            i = j + 1;
-        } else {
+        if !owned_by_runtime[i] {
             out.push(render(&frames[i]));
             i += 1;
+            continue;
         }
+        let mut end = i;
+        while end < frames.len() && owned_by_runtime[end] {
+            end += 1;
+        }
+        if end == frames.len() {
+            // A run at the outer end is the green thread's start: dropped.
+            break;
+        }
+        // The run's outermost frame of the runtime itself: the call the
+        // green thread's code made.
+        if let Some(call) = frames[i..end].iter().rev().find(|f| is_runtime(&f.0)) {
+            out.push(render(call));
+        }
+        i = end;
     }
     out
+}
+
+/// Whether `name` is a frame of the standard library (neither the runtime's
+/// nor the green thread's own code).
+fn is_std(name: &str) -> bool {
+    let bare = name.trim_start_matches('<');
+    ["core::", "std::", "alloc::"]
+        .iter()
+        .any(|p| bare.starts_with(p))
 }
 
 fn render((name, at): &(String, Option<String>)) -> String {
@@ -108,6 +137,35 @@ mod tests {
             vec![
                 "greenlet::hub::channel::Receiver<T>::recv at src/hub/channel.rs:9:5",
                 "app::waits_here at src/main.rs:3:5",
+                "app::main::{{closure}}",
+            ]
+        );
+    }
+
+    #[test]
+    fn standard_library_frames_inside_a_run_fold_with_it_and_the_users_own_stay() {
+        let frames: Vec<(String, Option<String>)> = [
+            "greenlet::hub::worker::current::with_current_task::{{closure}}",
+            "core::option::Option<T>::map",
+            "core::ops::function::FnOnce::call_once",
+            "<core::panic::unwind_safe::AssertUnwindSafe<F> as core::ops::function::FnOnce<()>>::call_once",
+            "greenlet::hub::net::serve::serve",
+            "app::main::{{closure}}::{{closure}}",
+            "core::option::Option<T>::map",
+            "app::main::{{closure}}",
+            "<core::panic::unwind_safe::AssertUnwindSafe<F> as core::ops::function::FnOnce<()>>::call_once",
+            "greenlet::coroutine::switch::root::{{closure}}",
+            "<core::panic::unwind_safe::AssertUnwindSafe<F> as core::ops::function::FnOnce<()>>::call_once",
+        ]
+        .iter()
+        .map(|f| (f.to_string(), None))
+        .collect();
+        assert_eq!(
+            fold_frames(&frames),
+            vec![
+                "greenlet::hub::net::serve::serve",
+                "app::main::{{closure}}::{{closure}}",
+                "core::option::Option<T>::map",
                 "app::main::{{closure}}",
             ]
         );
