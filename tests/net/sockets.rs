@@ -154,12 +154,21 @@ fn read_deadline_fires() {
         let (_s, _) = l.accept().unwrap();
         c.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
         assert_eq!(c.read_timeout(), Some(Duration::from_millis(20)));
-        c.read(&mut [0u8; 8]).unwrap_err()
+        hub::task()
+            .name("reader")
+            .spawn(move || c.read(&mut [0u8; 8]).unwrap_err())
+            .unwrap()
+            .join()
+            .unwrap()
     });
     assert_eq!(err.kind(), io::ErrorKind::TimedOut);
     let inner = err.get_ref().and_then(|e| e.downcast_ref::<NetError>());
     assert!(
-        matches!(inner, Some(NetError::TimedOut { op: "read", .. })),
+        matches!(inner, Some(NetError::TimedOut { op: "read", task: Some(t), .. }) if t.starts_with("'reader' (id ")),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("in green thread 'reader' (id "),
         "{err}"
     );
 }

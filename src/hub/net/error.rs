@@ -14,23 +14,32 @@ use std::time::Duration;
 /// ```
 /// use std::time::Duration;
 /// use greenlet::hub::net::NetError;
-/// let e: std::io::Error = NetError::TimedOut { op: "read", after: Duration::from_millis(5) }.into();
+/// let e: std::io::Error = NetError::TimedOut {
+///     op: "read",
+///     after: Duration::from_millis(5),
+///     task: Some("'reader' (id 7)".into()),
+/// }
+/// .into();
 /// assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
-/// assert!(e.to_string().contains("read timed out after 5ms"));
+/// assert!(e.to_string().contains("read timed out after 5ms in green thread 'reader' (id 7)"));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum NetError {
     /// An operation's deadline passed before the socket was ready.
     #[error(
-        "socket {op} timed out after {after:?} (the deadline set with set_read_timeout, \
-         set_write_timeout or connect_timeout)"
+        "socket {op} timed out after {after:?}{} (the deadline set with set_read_timeout, \
+         set_write_timeout or connect_timeout)",
+        in_task(.task)
     )]
     TimedOut {
         /// The operation: `read`, `write`, `accept`, `connect`, `recv`, `send`.
         op: &'static str,
         /// The timeout it ran with.
         after: Duration,
+        /// The green thread that waited, as `'name' (id N)`; `None` on a
+        /// plain thread.
+        task: Option<String>,
     },
     /// A zero timeout was given where `None` means "no timeout".
     #[error("a zero {op} timeout is not allowed: pass None for no timeout")]
@@ -119,4 +128,11 @@ impl From<NetError> for io::Error {
     fn from(e: NetError) -> io::Error {
         io::Error::new(e.kind(), e)
     }
+}
+
+/// ` in green thread 'name' (id N)`, or nothing on a plain thread.
+fn in_task(task: &Option<String>) -> String {
+    task.as_ref()
+        .map(|t| format!(" in green thread {t}"))
+        .unwrap_or_default()
 }

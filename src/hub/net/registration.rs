@@ -467,23 +467,20 @@ impl Deadline {
         self.at
     }
 
-    /// The error of an operation whose deadline passed.
-    #[cfg(target_os = "linux")]
+    /// The error of an operation whose deadline passed, naming the green
+    /// thread that waited.
     pub(crate) fn timed_out(&self) -> io::Error {
         NetError::TimedOut {
             op: self.op,
             after: self.after,
+            task: worker::with_current_task(|_, t| format!("'{}' (id {})", t.name(), t.id)),
         }
         .into()
     }
 
     fn check(&self) -> io::Result<()> {
         match self.at {
-            Some(at) if Instant::now() >= at => Err(NetError::TimedOut {
-                op: self.op,
-                after: self.after,
-            }
-            .into()),
+            Some(at) if Instant::now() >= at => Err(self.timed_out()),
             _ => Ok(()),
         }
     }
