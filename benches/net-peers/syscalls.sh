@@ -4,24 +4,28 @@
 # seconds. Loopback only, bounded.
 #
 #   bash benches/net-peers/syscalls.sh IMPL CONNECTIONS SIZE
-#   (IMPL: hub, tokio or may; build first with run.sh or cargo build)
+#   (IMPL: hub (epoll), hub_uring (io_uring), tokio, may or monoio; build
+#   first with run.sh or cargo build)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-IMPL=${1:?IMPL: hub, tokio or may}
+IMPL=${1:?IMPL: hub, hub_uring, tokio, may or monoio}
 CONNS=${2:?CONNECTIONS}
 SIZE=${3:?SIZE}
 DURATION="${DURATION:-3}"
 PORT="${PORT:-7390}"
 EX="$ROOT/target/release/examples"
 PB="$ROOT/benches/net-peers/target/release"
+DRIVER=epoll
 case "$IMPL" in
 hub) BIN="$EX/echo_server" ;;
+hub_uring) BIN="$EX/echo_server" DRIVER=io_uring ;;
 tokio) BIN="$PB/tokio_echo" ;;
 may) BIN="$PB/may_echo" ;;
-*) echo "IMPL must be hub, tokio or may, not $IMPL" >&2; exit 2 ;;
+monoio) BIN="$PB/monoio_echo" ;;
+*) echo "IMPL must be hub, hub_uring, tokio, may or monoio, not $IMPL" >&2; exit 2 ;;
 esac
 LOG="$(mktemp)"
-taskset -c 0 strace -c -f -o "$LOG" "$BIN" --addr "127.0.0.1:$PORT" --workers 1 >/dev/null 2>&1 &
+GREENLET_IO_DRIVER=$DRIVER taskset -c 0 strace -c -f -o "$LOG" "$BIN" --addr "127.0.0.1:$PORT" --workers 1 >/dev/null 2>&1 &
 PID=$!
 for _ in $(seq 1 100); do
     if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then break; fi
