@@ -190,9 +190,9 @@ impl Builder {
     }
 
     /// The kernel interface the workers wait on for I/O (default
-    /// [`IoDriver::Epoll`]; [`IoDriver::Auto`] is io_uring where a probe at
-    /// start-up passes — a ring is set up and has the opcodes the driver
-    /// uses — else epoll).
+    /// [`IoDriver::Auto`]: io_uring where a probe at start-up passes — a
+    /// ring is set up and has the opcodes the driver uses — else epoll;
+    /// epoll under valgrind).
     /// The environment variable [`IO_DRIVER_ENV`](super::IO_DRIVER_ENV)
     /// (`GREENLET_IO_DRIVER=epoll|io_uring|auto`) overrides this.
     /// [`Handle::io_driver`] says which one a runtime uses. Sockets, pipes,

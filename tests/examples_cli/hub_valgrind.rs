@@ -2,7 +2,10 @@
 //! green threads parking on channels, sleeping, being dumped and cancelled,
 //! then a shutdown) runs with no errors and no "client switching stacks?"
 //! warning, like the `valgrind` module checks for `ping_pong`. Also checks
-//! that the example answers `--help` and rejects a bad flag. The example is
+//! that the example answers `--help` and rejects a bad flag, and that
+//! io_uring forced under valgrind is refused with a message rather than
+//! left to stop the process (valgrind holds its lock while a worker waits
+//! in its ring). The example is
 //! built by `common::example`. Skipped, with a message, when valgrind is
 //! not installed.
 
@@ -46,7 +49,10 @@ fn hub_demo_runs_clean_under_valgrind() {
         &["dump"][..],
         &["sleepers", "--count", "200", "--sleep-ms", "1"][..],
     ] {
+        // The example's driver is the default (epoll under valgrind),
+        // whatever driver this run forces on the others.
         let output = Command::new("valgrind")
+            .env_remove(greenlet::hub::IO_DRIVER_ENV)
             .args(["--error-exitcode=99", "--fair-sched=yes"])
             .arg(demo())
             .args(args)
@@ -60,4 +66,36 @@ fn hub_demo_runs_clean_under_valgrind() {
             output.status
         );
     }
+}
+
+/// `GREENLET_IO_DRIVER=io_uring` under valgrind: the runtime's build
+/// fails, saying why and what to ask for instead.
+#[test]
+fn io_uring_under_valgrind_is_refused() {
+    let available = Command::new("valgrind")
+        .arg("--version")
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !available {
+        eprintln!("valgrind is not installed: skipping");
+        return;
+    }
+    let demo = demo();
+    // Bounded: a worker waiting in its ring under valgrind would stop the
+    // process for good.
+    let output = common::hub::bounded(120, move || {
+        Command::new("valgrind")
+            .env(greenlet::hub::IO_DRIVER_ENV, "io_uring")
+            .args(["-q", "--fair-sched=yes"])
+            .arg(demo)
+            .args(["sleepers", "--count", "2", "--sleep-ms", "1"])
+            .output()
+            .expect("run valgrind")
+    });
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("under valgrind") && stderr.contains("ask for epoll or auto"),
+        "{stderr}"
+    );
 }

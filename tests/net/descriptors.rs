@@ -252,3 +252,64 @@ fn fd_new_makes_the_descriptor_non_blocking() {
     });
     assert_eq!(&got, b"nb");
 }
+
+/// A runtime of one worker on io_uring where the kernel has it (else
+/// epoll; the environment variable overrides both).
+fn ring_rt() -> hub::Runtime {
+    let b = hub::Runtime::builder().worker_threads(1).watchdog(None);
+    match b.clone().io_driver(hub::IoDriver::IoUring).build() {
+        Ok(rt) => rt,
+        Err(_) => b.io_driver(hub::IoDriver::Epoll).build().unwrap(),
+    }
+}
+
+/// A pipe's read end dropped on its worker while a wake-up of its
+/// readiness watch is still to be handled closes all the same: the
+/// writer then gets `EPIPE`. The wake-up comes from a write made on a
+/// plain thread while the worker is held (under io_uring it is handled
+/// only when the worker next reaps its ring, and the watch, which keeps
+/// the file open, must end anyway).
+#[test]
+fn a_pipe_end_dropped_with_a_wake_up_pending_closes() {
+    let write_result = bounded(30, || {
+        ring_rt()
+            .block_on(|| {
+                let (mut r, w) = pipe().unwrap();
+                // A read that times out registers the read end.
+                r.set_read_timeout(Some(Duration::from_millis(5))).unwrap();
+                let e = r.read(&mut [0u8; 1]).unwrap_err();
+                assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+                let wfd = w.as_raw_fd();
+                // The worker waits for this thread (a blocking join), so
+                // the wake-up of its write is not handled before the drop.
+                std::thread::spawn(move || {
+                    // SAFETY: writes 1 byte from a live buffer; `w` keeps
+                    // the descriptor open until after the join.
+                    assert_eq!(unsafe { libc::write(wfd, b"x".as_ptr().cast(), 1) }, 1);
+                })
+                .join()
+                .unwrap();
+                drop(r);
+                // The read end closes once the worker has reaped; a write
+                // then fails with EPIPE (Rust ignores SIGPIPE).
+                let start = std::time::Instant::now();
+                loop {
+                    // SAFETY: as above.
+                    let n = unsafe { libc::write(wfd, b"y".as_ptr().cast(), 1) };
+                    let got = match n {
+                        -1 => std::io::Error::last_os_error(),
+                        n => std::io::Error::other(format!("{n} byte(s) written")),
+                    };
+                    if got.raw_os_error() == Some(libc::EPIPE) {
+                        return Ok(());
+                    }
+                    if start.elapsed() > Duration::from_secs(5) {
+                        return Err(format!("after 5 s a write still gives: {got}"));
+                    }
+                    hub::sleep(Duration::from_millis(1));
+                }
+            })
+            .unwrap()
+    });
+    assert_eq!(write_result, Ok(()), "the dropped read end stayed open");
+}

@@ -46,6 +46,7 @@ fn the_builder_choice_is_the_driver_used() {
         match (forced.as_deref(), built(asked)) {
             (Some("epoll"), r) => assert_eq!(r.unwrap(), IoDriver::Epoll),
             (Some("io_uring"), r) => assert_eq!(r.unwrap(), IoDriver::IoUring),
+            (Some("auto"), r) => assert_ne!(r.unwrap(), IoDriver::Auto),
             (_, Ok(got)) if asked != IoDriver::Auto => assert_eq!(got, asked),
             (_, Ok(got)) => assert_ne!(got, IoDriver::Auto),
             // A kernel without io_uring: asked for, it is refused, saying so.

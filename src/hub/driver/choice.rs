@@ -23,6 +23,10 @@ pub const IO_DRIVER_ENV: &str = "GREENLET_IO_DRIVER";
 ///
 /// ```
 /// use greenlet::hub::{IoDriver, Runtime};
+/// assert_eq!(IoDriver::default(), IoDriver::Auto);
+/// // A runtime says what `Auto` became here: io_uring or epoll.
+/// let rt = Runtime::builder().worker_threads(1).build().unwrap();
+/// assert_ne!(rt.handle().io_driver(), IoDriver::Auto);
 /// let rt = Runtime::builder().worker_threads(1).io_driver(IoDriver::Epoll).build();
 /// # if std::env::var_os(greenlet::hub::IO_DRIVER_ENV).is_none() {
 /// assert_eq!(rt.unwrap().handle().io_driver(), IoDriver::Epoll);
@@ -30,18 +34,16 @@ pub const IO_DRIVER_ENV: &str = "GREENLET_IO_DRIVER";
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum IoDriver {
-    /// io_uring where the start-up probe passes, else epoll (epoll under
-    /// valgrind, which stops every thread while one waits in a ring).
+    /// The default: io_uring where the start-up probe passes (Linux 5.17
+    /// and later with the opcodes the driver submits), else epoll; epoll
+    /// under valgrind, which stops every thread while one waits in a ring.
+    #[default]
     Auto,
     /// epoll, through `mio`: readiness, then a system call per transfer.
-    /// The default: under io_uring a green thread reading a pipe that
-    /// another green thread of its worker writes has been seen to wait
-    /// for good (two of five runs of the hub tests), a fault not yet
-    /// found, so io_uring is asked for, not assumed.
-    #[default]
     Epoll,
     /// One io_uring ring per worker (Linux): readiness through multishot
-    /// polls, TCP transfers of green threads as ring operations.
+    /// polls, TCP transfers of green threads as ring operations. Refused
+    /// where the probe fails, and under valgrind.
     IoUring,
 }
 
@@ -66,7 +68,8 @@ impl IoDriver {
 ///
 /// # Errors
 /// [`HubError::InvalidConfig`] for an unknown value of the variable, or
-/// io_uring asked for where the probe fails (saying why).
+/// io_uring asked for where the probe fails or under valgrind (saying
+/// why).
 pub(crate) fn resolve(asked: IoDriver) -> Result<IoDriver, HubError> {
     let (asked, source) = match std::env::var(IO_DRIVER_ENV) {
         Ok(v) => (parse(&v)?, "the environment variable"),
@@ -77,16 +80,22 @@ pub(crate) fn resolve(asked: IoDriver) -> Result<IoDriver, HubError> {
             )))
         }
     };
+    // Valgrind (3.19) keeps its lock over `io_uring_enter`: a worker
+    // waiting in its ring stops every other thread of the process, the one
+    // that would wake it included, so under valgrind `Auto` is epoll and
+    // io_uring is refused.
+    let valgrind = crate::coroutine::running_on_valgrind();
     match asked {
         IoDriver::Epoll => Ok(IoDriver::Epoll),
-        // Valgrind (3.19) keeps its lock over `io_uring_enter`: a worker
-        // waiting in its ring would stop every other thread of the process,
-        // so under valgrind `Auto` is epoll (a forced io_uring is obeyed).
-        IoDriver::Auto if crate::coroutine::running_on_valgrind() => Ok(IoDriver::Epoll),
+        IoDriver::Auto if valgrind => Ok(IoDriver::Epoll),
         IoDriver::Auto => Ok(match probe() {
             Ok(()) => IoDriver::IoUring,
             Err(_) => IoDriver::Epoll,
         }),
+        IoDriver::IoUring if valgrind => Err(HubError::InvalidConfig(format!(
+            "io_uring was asked for ({source}) under valgrind, which stops every thread while \
+             a worker waits in its ring; ask for epoll or auto"
+        ))),
         IoDriver::IoUring => match probe() {
             Ok(()) => Ok(IoDriver::IoUring),
             Err(why) => Err(HubError::InvalidConfig(format!(

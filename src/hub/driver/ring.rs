@@ -131,7 +131,7 @@ impl Ring {
     /// Whether a ring can be set up here with what the driver needs: the
     /// extended wait argument (a timeout with the wait), completions kept
     /// on overflow, completions skipped on success, and the opcodes it
-    /// submits (poll add and remove, cancel, receive, send).
+    /// submits (poll add, cancel, receive, send).
     pub(crate) fn probe() -> Result<(), String> {
         let ring = IoUring::new(8).map_err(|e| format!("io_uring_setup: {e}"))?;
         let p = ring.params();
@@ -145,7 +145,6 @@ impl Ring {
             .map_err(|e| format!("IORING_REGISTER_PROBE: {e}"))?;
         let needed = [
             ("POLL_ADD", opcode::PollAdd::CODE),
-            ("POLL_REMOVE", opcode::PollRemove::CODE),
             ("ASYNC_CANCEL", opcode::AsyncCancel::CODE),
             ("RECV", opcode::Recv::CODE),
             ("SEND", opcode::Send::CODE),
@@ -274,8 +273,15 @@ impl Ring {
         self.submit_now();
     }
 
+    /// Queue the end of the poll `user_data`. It is an `ASYNC_CANCEL`, not
+    /// a `POLL_REMOVE`: a removal fails (`EALREADY`) while a wake-up of the
+    /// poll is being handled — under `DEFER_TASKRUN`, from the wake-up
+    /// until this thread next enters to reap — and leaves the poll armed,
+    /// holding the file open for good (a pipe's reader never sees end of
+    /// file); a cancellation marks the poll, and the pending handling of
+    /// the wake-up ends it then.
     fn push_remove(&self, user_data: u64) {
-        let entry = opcode::PollRemove::new(user_data)
+        let entry = opcode::AsyncCancel::new(user_data)
             .build()
             .flags(squeue::Flags::SKIP_SUCCESS)
             .user_data(TAG_IGNORE);
