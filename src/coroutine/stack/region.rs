@@ -138,24 +138,62 @@ static REGIONS: Mutex<Regions> = Mutex::new(Regions {
 /// (explaining reads `/proc`).
 struct Failed(io::Error, Step);
 
-/// Takes a slot of `slot_len` bytes (a multiple of the page, its first page
-/// becoming the guard): a free one, else the next uncarved one of a region
-/// with room, else one of a new region.
+/// A placeholder for arrays of slots that [`carve_many`] fills.
+pub(super) const EMPTY_SLOT: Slot = Slot {
+    start: 0,
+    len: 0,
+    region: 0,
+};
+
+/// Takes a slot of `slot_len` bytes (a multiple of the page, its first
+/// page becoming the guard), and up to `more.len()` more into `more`, all
+/// under one lock of the regions: free ones, else the next uncarved ones of
+/// a region with room, else ones of a new region. Returns the first slot
+/// and how many more it wrote into `more`, from its start (fewer than
+/// asked when a mapping or a guard failed after the first slot).
 ///
 /// # Errors
-/// The OS error of the mmap or guard installation that failed, with a
-/// message saying which resource ran out and what to change.
-pub(super) fn carve(slot_len: usize) -> io::Result<Slot> {
+/// When not even the first slot could be taken: the OS error of the mmap
+/// or guard installation that failed, with a message saying which resource
+/// ran out and what to change.
+pub(super) fn carve_many(slot_len: usize, more: &mut [Slot]) -> io::Result<(Slot, usize)> {
     let guard = guard::stack_guard();
-    carve_locked(slot_len, guard)
-        .map_err(|Failed(error, step)| exhausted::explain(error, step, slot_len))
+    let mut regions = REGIONS.lock();
+    let mut unmapped = None;
+    let first = carve_locked(&mut regions, slot_len, guard, &mut unmapped);
+    let mut carved = 0;
+    if first.is_ok() {
+        for slot in more.iter_mut() {
+            match carve_locked(&mut regions, slot_len, guard, &mut unmapped) {
+                Ok(taken) => *slot = taken,
+                Err(_) => break,
+            }
+            carved += 1;
+        }
+    }
+    drop(regions);
+    if let Some((start, len)) = unmapped {
+        unmap(start, len);
+    }
+    match first {
+        Ok(first) => Ok((first, carved)),
+        Err(Failed(error, step)) => Err(exhausted::explain(error, step, slot_len)),
+    }
 }
 
-fn carve_locked(slot_len: usize, guard: StackGuard) -> Result<Slot, Failed> {
-    let mut regions = REGIONS.lock();
+/// [`carve_many`]'s step, under the regions' lock. A region left with no
+/// slot out after its guard failed is forgotten and its mapping put in
+/// `unmapped`, for the caller to unmap once the lock is released (the
+/// step that fails ends the caller's batch, so there is at most one).
+fn carve_locked(
+    regions: &mut Regions,
+    slot_len: usize,
+    guard: StackGuard,
+    unmapped: &mut Option<(usize, usize)>,
+) -> Result<Slot, Failed> {
     let key = match regions.class(slot_len).with_room.last() {
         Some(&key) => key,
-        None => reserve(&mut regions, slot_len)?,
+        None => reserve(regions, slot_len)?,
     };
     let region = &mut regions.all[key];
     let start = if let Some(index) = region.free.pop() {
@@ -181,9 +219,7 @@ fn carve_locked(slot_len: usize, guard: StackGuard) -> Result<Slot, Failed> {
                 }
                 Err((error, guard)) => {
                     if region.out == 0 {
-                        let (start, len) = regions.remove(key);
-                        drop(regions);
-                        unmap(start, len);
+                        *unmapped = Some(regions.remove(key));
                     }
                     return Err(Failed(error, Step::Guard(guard)));
                 }
@@ -288,6 +324,10 @@ pub(super) fn give_back(slots: &mut Vec<Slot>) {
 /// nothing: the first touch then faults as before.
 fn populate_tops(start: usize, slot_len: usize, count: usize) {
     const MOST: usize = 64;
+    // One range, or no batching: the call below would advise nothing.
+    if count < 2 || !batch::batching() {
+        return;
+    }
     let page = super::page_size();
     let mut tops = [(0, 0); MOST];
     let count = count.min(MOST);
