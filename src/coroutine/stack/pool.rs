@@ -335,10 +335,8 @@ impl ThreadCache {
         let map_len = raw.header().map_len;
         let free = class_of(&mut self.classes, map_len);
         if free.len() >= THREAD_CACHE_CAP {
-            let spill: Vec<RawStack> = free.drain(..THREAD_CACHE_CAP / 2).collect();
-            let spilled = spill.len();
-            self.add_count(-(spilled as isize));
-            give_to_global(map_len, spill);
+            give_to_global(map_len, free.drain(..THREAD_CACHE_CAP / 2));
+            self.add_count(-((THREAD_CACHE_CAP / 2) as isize));
         }
         class_of(&mut self.classes, map_len).push(raw);
         self.add_count(1);
@@ -378,14 +376,14 @@ fn refill_from_global(map_len: usize, into: &mut Vec<RawStack>, most: usize) {
 
 /// Puts `stacks` (all of `map_len`) into the global pool and gives those
 /// beyond its cap back to their region.
-fn give_to_global(map_len: usize, mut stacks: Vec<RawStack>) {
+fn give_to_global(map_len: usize, stacks: impl IntoIterator<Item = RawStack>) {
+    let mut stacks = stacks.into_iter();
     {
         let mut global = GLOBAL.lock();
         let free = class_of(&mut global, map_len);
-        let room = GLOBAL_POOL_CAP.saturating_sub(free.len()).min(stacks.len());
-        let keep = stacks.len() - room;
-        free.extend(stacks.drain(keep..));
-        GLOBAL_POOLED.fetch_add(room, Ordering::Relaxed);
+        let before = free.len();
+        free.extend(stacks.by_ref().take(GLOBAL_POOL_CAP.saturating_sub(before)));
+        GLOBAL_POOLED.fetch_add(free.len() - before, Ordering::Relaxed);
     }
     retire(stacks);
 }
@@ -498,7 +496,7 @@ fn release_cold(raw: RawStack) {
     });
     if let Some(raw) = spare {
         LIVE.fetch_sub(1, Ordering::Relaxed);
-        give_to_global(raw.header().map_len, vec![raw]);
+        give_to_global(raw.header().map_len, [raw]);
     }
 }
 
@@ -619,26 +617,34 @@ fn header_of(slot: region::Slot) -> RawStack {
     RawStack(NonNull::new(header).expect("slot addresses are not null"))
 }
 
-/// Gives free stacks back to their regions (which discard their pages).
-fn retire(stacks: Vec<RawStack>) {
-    if stacks.is_empty() {
-        return;
+/// Gives free stacks back to their regions (which discard their pages), in
+/// chunks of [`region::GIVE_BACK_MOST`] (without allocating).
+fn retire(stacks: impl IntoIterator<Item = RawStack>) {
+    let mut slots = [region::EMPTY_SLOT; region::GIVE_BACK_MOST];
+    let mut count = 0;
+    for raw in stacks {
+        let header = raw.header();
+        valgrind::deregister(header.valgrind_id);
+        slots[count] = region::Slot {
+            start: header.map_start,
+            len: header.map_len,
+            region: header.region,
+        };
+        count += 1;
+        if count == slots.len() {
+            give_back(&mut slots[..count]);
+            count = 0;
+        }
     }
-    let count = stacks.len();
-    let mut slots: Vec<region::Slot> = stacks
-        .into_iter()
-        .map(|raw| {
-            let header = raw.header();
-            valgrind::deregister(header.valgrind_id);
-            region::Slot {
-                start: header.map_start,
-                len: header.map_len,
-                region: header.region,
-            }
-        })
-        .collect();
-    // The headers are forgotten from here on: the stacks were free (owned
-    // by the caller, which gave them up), so no coroutine runs on them.
-    region::give_back(&mut slots);
-    DESTROYED.fetch_add(count as u64, Ordering::Relaxed);
+    if count > 0 {
+        give_back(&mut slots[..count]);
+    }
+}
+
+/// [`region::give_back`], counted. The headers are forgotten from here on:
+/// the stacks were free (owned by the caller, which gave them up), so no
+/// coroutine runs on them.
+fn give_back(slots: &mut [region::Slot]) {
+    region::give_back(slots);
+    DESTROYED.fetch_add(slots.len() as u64, Ordering::Relaxed);
 }

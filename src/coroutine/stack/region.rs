@@ -271,30 +271,26 @@ fn reserve(regions: &mut Regions, slot_len: usize) -> Result<usize, Failed> {
     Ok(key)
 }
 
+/// Slots whose pages [`give_back`] discards with one batch at most (their
+/// ranges are kept on the stack: a greenlet's small stack may be the one
+/// calling); the pool's `retire` hands them over in chunks of this.
+pub(super) const GIVE_BACK_MOST: usize = 64;
+
 /// Takes back `slots` (out and no longer used by anyone): gives their pages
 /// back to the kernel, makes them free, and unmaps the regions none of whose
-/// slots is out any more. Empties `slots`.
-pub(super) fn give_back(slots: &mut Vec<Slot>) {
-    slots.sort_unstable_by_key(|slot| slot.start);
-    // Adjacent slots of one region are one range, and the ranges are
-    // discarded in batches: guard regions survive MADV_DONTNEED and
-    // PROT_NONE pages have nothing to discard.
-    let mut runs: Vec<(usize, usize)> = Vec::with_capacity(slots.len());
-    for slot in slots.iter() {
-        match runs.last_mut() {
-            Some((first, len)) if *first + *len == slot.start => *len += slot.len,
-            _ => runs.push((slot.start, slot.len)),
-        }
+/// slots is out any more.
+pub(super) fn give_back(slots: &mut [Slot]) {
+    // Released in the order they were made, they mostly come sorted.
+    if !slots.is_sorted_by_key(|slot| slot.start) {
+        slots.sort_unstable_by_key(|slot| slot.start);
     }
-    // SAFETY: the ranges are whole slots handed back, which nothing uses.
-    let batched = unsafe { batch::advise(&runs, libc::MADV_DONTNEED) };
-    for &(start, len) in &runs[batched..] {
-        discard(start, len);
+    for chunk in slots.chunks(GIVE_BACK_MOST) {
+        discard_slots(chunk);
     }
     let mut empty = Vec::new();
     {
         let mut regions = REGIONS.lock();
-        for slot in slots.drain(..) {
+        for slot in slots.iter() {
             let region = &mut regions.all[slot.region];
             let index = (slot.start - region.start) / slot.len;
             region.free.push(index as u32);
@@ -309,6 +305,30 @@ pub(super) fn give_back(slots: &mut Vec<Slot>) {
     }
     for (start, len) in empty {
         unmap(start, len);
+    }
+}
+
+/// Discards the pages of `slots` (sorted, at most [`GIVE_BACK_MOST`]):
+/// adjacent slots of one region are one range, and the ranges are discarded
+/// in batches (guard regions survive `MADV_DONTNEED`, and `PROT_NONE` pages
+/// have nothing to discard).
+fn discard_slots(slots: &[Slot]) {
+    let mut runs = [(0, 0); GIVE_BACK_MOST];
+    let mut count: usize = 0;
+    for slot in slots.iter().take(GIVE_BACK_MOST) {
+        match count.checked_sub(1).map(|last| &mut runs[last]) {
+            Some((first, len)) if *first + *len == slot.start => *len += slot.len,
+            _ => {
+                runs[count] = (slot.start, slot.len);
+                count += 1;
+            }
+        }
+    }
+    let runs = &runs[..count];
+    // SAFETY: the ranges are whole slots handed back, which nothing uses.
+    let batched = unsafe { batch::advise(runs, libc::MADV_DONTNEED) };
+    for &(start, len) in &runs[batched..] {
+        discard(start, len);
     }
 }
 
