@@ -375,7 +375,9 @@ fn refill_from_global(map_len: usize, into: &mut Vec<RawStack>, most: usize) {
 }
 
 /// Puts `stacks` (all of `map_len`) into the global pool and gives those
-/// beyond its cap back to their region.
+/// beyond its cap back to their region. Out of line: a release spills
+/// once in [`THREAD_CACHE_CAP`] / 2.
+#[inline(never)]
 fn give_to_global(map_len: usize, stacks: impl IntoIterator<Item = RawStack>) {
     let mut stacks = stacks.into_iter();
     {
