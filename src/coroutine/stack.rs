@@ -47,7 +47,8 @@
 //!
 //! # Lifetime of a slot
 //! Carved (guard installed once per slot, in batches ahead: see `region`)
-//! and given a header when no pool has a stack of its size; then handed out
+//! and given a header when no pool has a stack of its size (in a burst of
+//! new stacks, 16 at a time, the rest waiting in the thread's cache); then handed out
 //! and released to the pool, any number of times, keeping its touched pages;
 //! given back to its region (header forgotten, pages discarded with
 //! `MADV_DONTNEED`, in batches) by

@@ -1,7 +1,8 @@
 //! The pool that recycles stacks: a per-thread cache (its last released
 //! stack in a thread-local slot of its own, for the next acquire) in front of
 //! a global free list, capped so that stacks beyond it go back to their
-//! region; acquiring and releasing a stack, making a new one, the counts of
+//! region; acquiring and releasing a stack, making new ones (one at a time,
+//! or a batch in a burst: [`BURST`]), the counts of
 //! the stack a thread's greenlet state keeps ([`KeptCount`]) and the
 //! counters ([`stack_stats`]).
 //!
