@@ -570,13 +570,13 @@ fn coloured_top(header: usize) -> StackPointer {
 /// (`hub_hot_loops --op sleepers`: 74 instructions per sleeper under
 /// callgrind with 16 against 1). Re-measure after changing it: instructions
 /// per sleeper of that op under callgrind (`cgh.sh`).
-const CREATE_BATCH: usize = 16;
+pub(super) const CREATE_BATCH: usize = 16;
 
 /// Stacks a thread prepares one at a time, its cache and the global pool
 /// having none, before it prepares [`CREATE_BATCH`] at once: a thread that
 /// starts a few greenlets at a time makes exactly the stacks it uses, one
 /// that starts more in a row than this is in a burst.
-const BURST: usize = 64;
+pub(super) const BURST: usize = 64;
 
 /// Prepares a new stack in a slot of `map_len` bytes (guard page, usable
 /// area, header) and returns it, with up to `more` (at most
