@@ -280,9 +280,9 @@ pub(super) const GIVE_BACK_MOST: usize = 64;
 /// back to the kernel, makes them free, and unmaps the regions none of whose
 /// slots is out any more.
 pub(super) fn give_back(slots: &mut [Slot]) {
-    // Sorted, adjacent slots make one range: fewer calls where each range
-    // costs one (no batching); a batch costs one call for its ranges anyway.
-    if !batch::batching() && !slots.is_sorted_by_key(|slot| slot.start) {
+    // Sorted, adjacent slots make one range: one discard (and one TLB
+    // flush) for the run, batched or not.
+    if !slots.is_sorted_by_key(|slot| slot.start) {
         slots.sort_unstable_by_key(|slot| slot.start);
     }
     for chunk in slots.chunks(GIVE_BACK_MOST) {
@@ -309,9 +309,9 @@ pub(super) fn give_back(slots: &mut [Slot]) {
     }
 }
 
-/// Discards the pages of `slots` (at most [`GIVE_BACK_MOST`]): adjacent
-/// slots of one region that follow each other are one range, and the
-/// ranges are discarded in batches (guard regions survive `MADV_DONTNEED`, and `PROT_NONE` pages
+/// Discards the pages of `slots` (sorted, at most [`GIVE_BACK_MOST`]):
+/// adjacent slots of one region are one range, and the ranges are discarded
+/// in batches (guard regions survive `MADV_DONTNEED`, and `PROT_NONE` pages
 /// have nothing to discard).
 fn discard_slots(slots: &[Slot]) {
     let mut runs = [(0, 0); GIVE_BACK_MOST];
