@@ -47,7 +47,8 @@
 //!
 //! # Lifetime of a slot
 //! Carved (guard installed once per slot, in batches ahead: see `region`)
-//! and given a header when no pool has a stack of its size; then handed out
+//! and given a header when no pool has a stack of its size (in a burst of
+//! new stacks, 16 at a time, the rest waiting in the thread's cache); then handed out
 //! and released to the pool, any number of times, keeping its touched pages;
 //! given back to its region (header forgotten, pages discarded with
 //! `MADV_DONTNEED`, in batches) by
@@ -79,6 +80,7 @@ use self::size::{map_noreserve, page_size};
 
 use std::cell::UnsafeCell;
 use std::fmt;
+use std::mem::MaybeUninit;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{compiler_fence, AtomicU64, AtomicUsize, Ordering};
 
@@ -113,8 +115,10 @@ struct Header {
     valgrind_id: usize,
     /// Number of valid bytes in `label`. Written last, after the bytes.
     label_len: AtomicUsize,
-    /// UTF-8 label (a greenlet's name or id) for the overflow message.
-    label: UnsafeCell<[u8; LABEL_CAPACITY]>,
+    /// UTF-8 label (a greenlet's name or id) for the overflow message: its
+    /// first `label_len` bytes are written, the rest is never read, so a
+    /// new header leaves it unwritten (no zeroing of it per stack).
+    label: UnsafeCell<[MaybeUninit<u8>; LABEL_CAPACITY]>,
     /// When `label_len` is 0 and this is not: the stack belongs to the
     /// greenlet of this id (without [`TASK_LABEL`]), labelled
     /// `'greenlet-<id>' (id <id>)`, or, with [`TASK_LABEL`] set, the one of
@@ -157,7 +161,8 @@ impl Header {
         // SAFETY: `label` is inside the header, which is mapped while the
         // stack exists; it is written only by `LabelWriter` on the thread
         // that owns the `PooledStack` (which is not `Sync`), and `len` bytes
-        // were complete before `label_len` was stored.
+        // were complete before `label_len` was stored, so the bytes copied
+        // are initialised.
         unsafe { ptr::copy_nonoverlapping(self.label.get().cast::<u8>(), out.as_mut_ptr(), len) };
         len
     }

@@ -138,24 +138,62 @@ static REGIONS: Mutex<Regions> = Mutex::new(Regions {
 /// (explaining reads `/proc`).
 struct Failed(io::Error, Step);
 
-/// Takes a slot of `slot_len` bytes (a multiple of the page, its first page
-/// becoming the guard): a free one, else the next uncarved one of a region
-/// with room, else one of a new region.
+/// A placeholder for arrays of slots that [`carve_many`] fills.
+pub(super) const EMPTY_SLOT: Slot = Slot {
+    start: 0,
+    len: 0,
+    region: 0,
+};
+
+/// Takes a slot of `slot_len` bytes (a multiple of the page, its first
+/// page becoming the guard), and up to `more.len()` more into `more`, all
+/// under one lock of the regions: free ones, else the next uncarved ones of
+/// a region with room, else ones of a new region. Returns the first slot
+/// and how many more it wrote into `more`, from its start (fewer than
+/// asked when a mapping or a guard failed after the first slot).
 ///
 /// # Errors
-/// The OS error of the mmap or guard installation that failed, with a
-/// message saying which resource ran out and what to change.
-pub(super) fn carve(slot_len: usize) -> io::Result<Slot> {
+/// When not even the first slot could be taken: the OS error of the mmap
+/// or guard installation that failed, with a message saying which resource
+/// ran out and what to change.
+pub(super) fn carve_many(slot_len: usize, more: &mut [Slot]) -> io::Result<(Slot, usize)> {
     let guard = guard::stack_guard();
-    carve_locked(slot_len, guard)
-        .map_err(|Failed(error, step)| exhausted::explain(error, step, slot_len))
+    let mut regions = REGIONS.lock();
+    let mut unmapped = None;
+    let first = carve_locked(&mut regions, slot_len, guard, &mut unmapped);
+    let mut carved = 0;
+    if first.is_ok() {
+        for slot in more.iter_mut() {
+            match carve_locked(&mut regions, slot_len, guard, &mut unmapped) {
+                Ok(taken) => *slot = taken,
+                Err(_) => break,
+            }
+            carved += 1;
+        }
+    }
+    drop(regions);
+    if let Some((start, len)) = unmapped {
+        unmap(start, len);
+    }
+    match first {
+        Ok(first) => Ok((first, carved)),
+        Err(Failed(error, step)) => Err(exhausted::explain(error, step, slot_len)),
+    }
 }
 
-fn carve_locked(slot_len: usize, guard: StackGuard) -> Result<Slot, Failed> {
-    let mut regions = REGIONS.lock();
+/// [`carve_many`]'s step, under the regions' lock. A region left with no
+/// slot out after its guard failed is forgotten and its mapping put in
+/// `unmapped`, for the caller to unmap once the lock is released (the
+/// step that fails ends the caller's batch, so there is at most one).
+fn carve_locked(
+    regions: &mut Regions,
+    slot_len: usize,
+    guard: StackGuard,
+    unmapped: &mut Option<(usize, usize)>,
+) -> Result<Slot, Failed> {
     let key = match regions.class(slot_len).with_room.last() {
         Some(&key) => key,
-        None => reserve(&mut regions, slot_len)?,
+        None => reserve(regions, slot_len)?,
     };
     let region = &mut regions.all[key];
     let start = if let Some(index) = region.free.pop() {
@@ -181,9 +219,7 @@ fn carve_locked(slot_len: usize, guard: StackGuard) -> Result<Slot, Failed> {
                 }
                 Err((error, guard)) => {
                     if region.out == 0 {
-                        let (start, len) = regions.remove(key);
-                        drop(regions);
-                        unmap(start, len);
+                        *unmapped = Some(regions.remove(key));
                     }
                     return Err(Failed(error, Step::Guard(guard)));
                 }
@@ -235,30 +271,27 @@ fn reserve(regions: &mut Regions, slot_len: usize) -> Result<usize, Failed> {
     Ok(key)
 }
 
+/// Slots whose pages [`give_back`] discards with one batch at most (their
+/// ranges are kept on the stack: a greenlet's small stack may be the one
+/// calling); the pool's `retire` hands them over in chunks of this.
+pub(super) const GIVE_BACK_MOST: usize = 64;
+
 /// Takes back `slots` (out and no longer used by anyone): gives their pages
 /// back to the kernel, makes them free, and unmaps the regions none of whose
-/// slots is out any more. Empties `slots`.
-pub(super) fn give_back(slots: &mut Vec<Slot>) {
-    slots.sort_unstable_by_key(|slot| slot.start);
-    // Adjacent slots of one region are one range, and the ranges are
-    // discarded in batches: guard regions survive MADV_DONTNEED and
-    // PROT_NONE pages have nothing to discard.
-    let mut runs: Vec<(usize, usize)> = Vec::with_capacity(slots.len());
-    for slot in slots.iter() {
-        match runs.last_mut() {
-            Some((first, len)) if *first + *len == slot.start => *len += slot.len,
-            _ => runs.push((slot.start, slot.len)),
-        }
+/// slots is out any more.
+pub(super) fn give_back(slots: &mut [Slot]) {
+    // Sorted, adjacent slots make one range: one discard (and one TLB
+    // flush) for the run, batched or not.
+    if !slots.is_sorted_by_key(|slot| slot.start) {
+        slots.sort_unstable_by_key(|slot| slot.start);
     }
-    // SAFETY: the ranges are whole slots handed back, which nothing uses.
-    let batched = unsafe { batch::advise(&runs, libc::MADV_DONTNEED) };
-    for &(start, len) in &runs[batched..] {
-        discard(start, len);
+    for chunk in slots.chunks(GIVE_BACK_MOST) {
+        discard_slots(chunk);
     }
     let mut empty = Vec::new();
     {
         let mut regions = REGIONS.lock();
-        for slot in slots.drain(..) {
+        for slot in slots.iter() {
             let region = &mut regions.all[slot.region];
             let index = (slot.start - region.start) / slot.len;
             region.free.push(index as u32);
@@ -276,6 +309,30 @@ pub(super) fn give_back(slots: &mut Vec<Slot>) {
     }
 }
 
+/// Discards the pages of `slots` (sorted, at most [`GIVE_BACK_MOST`]):
+/// adjacent slots of one region are one range, and the ranges are discarded
+/// in batches (guard regions survive `MADV_DONTNEED`, and `PROT_NONE` pages
+/// have nothing to discard).
+fn discard_slots(slots: &[Slot]) {
+    let mut runs = [(0, 0); GIVE_BACK_MOST];
+    let mut count: usize = 0;
+    for slot in slots.iter().take(GIVE_BACK_MOST) {
+        match count.checked_sub(1).map(|last| &mut runs[last]) {
+            Some((first, len)) if *first + *len == slot.start => *len += slot.len,
+            _ => {
+                runs[count] = (slot.start, slot.len);
+                count += 1;
+            }
+        }
+    }
+    let runs = &runs[..count];
+    // SAFETY: the ranges are whole slots handed back, which nothing uses.
+    let batched = unsafe { batch::advise(runs, libc::MADV_DONTNEED) };
+    for &(start, len) in &runs[batched..] {
+        discard(start, len);
+    }
+}
+
 /// Makes the top page of each of the `count` slots from `start` (guarded
 /// ahead, not handed out yet) resident in one batched
 /// `MADV_POPULATE_WRITE`, where the kernel batches advice; each stack's
@@ -288,6 +345,10 @@ pub(super) fn give_back(slots: &mut Vec<Slot>) {
 /// nothing: the first touch then faults as before.
 fn populate_tops(start: usize, slot_len: usize, count: usize) {
     const MOST: usize = 64;
+    // One range, or no batching: the call below would advise nothing.
+    if count < 2 || !batch::batching() {
+        return;
+    }
     let page = super::page_size();
     let mut tops = [(0, 0); MOST];
     let count = count.min(MOST);

@@ -12,7 +12,9 @@ use corosensei::stack::{Stack, StackPointer, MIN_STACK_SIZE};
 use corosensei::Coroutine;
 use parking_lot::Mutex;
 
-use super::pool::{class_of, CACHE, GLOBAL, GLOBAL_POOL_CAP, LAST_CLASS, THREAD_CACHE_CAP};
+use super::pool::{
+    class_of, BURST, CACHE, CREATE_BATCH, GLOBAL, GLOBAL_POOL_CAP, LAST_CLASS, THREAD_CACHE_CAP,
+};
 use super::size::mapping_len;
 use super::*;
 
@@ -56,7 +58,8 @@ const PAGES_TRIMMED: usize = 49 * 4096;
 const POOL_CAPPED: usize = 15 * 4096;
 const RELEASED_AT_EXIT: usize = 33 * 4096;
 const POOLS_TRIMMED: usize = 41 * 4096;
-const OWN_CLASS_SIZES: [usize; 7] = [
+const MADE_IN_A_BURST: usize = 59 * 4096;
+const OWN_CLASS_SIZES: [usize; 8] = [
     CARVED_SIDE_BY_SIDE,
     GUARDED_AHEAD,
     TOPS_POPULATED,
@@ -64,6 +67,7 @@ const OWN_CLASS_SIZES: [usize; 7] = [
     POOL_CAPPED,
     RELEASED_AT_EXIT,
     POOLS_TRIMMED,
+    MADE_IN_A_BURST,
 ];
 /// Every other size the lib tests ask the pool for: this module's other
 /// tests, and the default and 64 KiB stacks of the greenlet and hub tests.
@@ -384,6 +388,40 @@ fn a_released_stack_is_reused_by_its_thread() {
     assert_eq!(again.limit(), address, "the cached stack comes back");
     let other_class = acquire(9 * 4096).expect("acquire");
     assert_ne!(other_class.limit(), address);
+}
+
+/// Stacks of `map_len` in the calling thread's cache.
+fn cached_len(map_len: usize) -> usize {
+    CACHE.with(|cache| class_of(&mut cache.borrow_mut().classes, map_len).len())
+}
+
+#[test]
+fn a_thread_prepares_stacks_one_at_a_time_until_a_burst_then_in_batches() {
+    std::thread::spawn(|| {
+        let map_len = mapping_len(MADE_IN_A_BURST).expect("valid size");
+        let take = || acquire(MADE_IN_A_BURST).expect("acquire");
+        let mut held: Vec<PooledStack> = (0..BURST).map(|_| take()).collect();
+        assert_eq!(cached_len(map_len), 0, "below a burst, only what is used");
+        held.push(take());
+        assert_eq!(
+            cached_len(map_len),
+            CREATE_BATCH - 1,
+            "in a burst, the rest of a batch waits in the cache"
+        );
+        let batch: Vec<usize> = (1..CREATE_BATCH)
+            .map(|_| {
+                held.push(take());
+                held.last().expect("just pushed").limit()
+            })
+            .collect();
+        assert_eq!(cached_len(map_len), 0, "the batch is handed out");
+        assert!(
+            batch.windows(2).all(|w| w[1] == w[0] + map_len),
+            "handed out side by side, in address order"
+        );
+    })
+    .join()
+    .expect("the burst thread");
 }
 
 #[test]
