@@ -83,12 +83,15 @@ fn park_then(
     // lock): the scope's deadline is armed, so an elapsed one is a due
     // timer, which sends this park to the loop, which fires it, and the
     // check after the park unwinds from here as the one before would have.
+    // With no scope active, none is checked after the park either: only
+    // the green thread itself opens one.
+    let scoped = task.scopes.is_active();
     let mut at = deadline;
-    if task.scopes.is_active() {
+    if scoped {
         at = earliest(at, task.scopes.earliest());
     }
     match at {
-        None => park_switch(w, task, wait, requeue, || {}),
+        None => park_switch(w, task, wait, requeue, scoped, || {}),
         Some(at) => park_timed(w, task, wait, at, requeue),
     }
 }
@@ -101,7 +104,7 @@ fn park_then(
 #[inline(never)]
 fn park_timed(w: &Worker, task: &Arc<Task>, wait: Wait, at: Instant, requeue: Option<Arc<Task>>) {
     let key = w.timers.borrow_mut().arm(at, Arc::clone(task));
-    park_switch(w, task, wait, requeue, || cancel_timer(w, key));
+    park_switch(w, task, wait, requeue, true, || cancel_timer(w, key));
 }
 
 /// Cancel a park's timer (a no-op for one that fired); the green thread
@@ -112,13 +115,15 @@ fn cancel_timer(w: &Worker, key: TimerKey) {
 }
 
 /// The park itself, once its timer (if any) is armed: `disarm` runs as
-/// soon as it ends, before any unwind is raised from it.
+/// soon as it ends, before any unwind is raised from it; `scoped`: whether
+/// a `timeout` scope was active (its expiry is checked after the park).
 #[inline(always)]
 fn park_switch(
     w: &Worker,
     task: &Arc<Task>,
     wait: Wait,
     requeue: Option<Arc<Task>>,
+    scoped: bool,
     disarm: impl Fn(),
 ) {
     task.set_parked(wait);
@@ -127,7 +132,10 @@ fn park_switch(
         Next::Sibling(to) => Some(to),
         Next::Myself => {
             disarm();
-            return check_scopes(&task.scopes);
+            if scoped {
+                check_scopes(&task.scopes);
+            }
+            return;
         }
         Next::Cancelled => {
             disarm();
@@ -155,7 +163,9 @@ fn park_switch(
     } else {
         disarm();
     }
-    check_scopes(&task.scopes);
+    if scoped {
+        check_scopes(&task.scopes);
+    }
 }
 
 /// Park the green thread `task` until it is woken (or `deadline`, armed

@@ -73,13 +73,15 @@ impl Wakeup {
     }
 
     /// Wake it (call without holding the lock its wait list is under).
-    /// Inlined into the notifier: a green thread's wake is a few loads and
-    /// stores there; a plain thread's unpark is a call.
+    /// Inlined into the notifier, with the green thread's wake
+    /// (`worker::wake_task`): a wake of a green thread of the notifier's
+    /// own worker is a few loads and stores there, no call; a plain
+    /// thread's unpark is a call.
     #[inline(always)]
     pub(crate) fn wake(self) {
         match self {
             // By value: the ready queue takes this `Arc` (no clone).
-            Wakeup::Task(task) => std::task::Wake::wake(task),
+            Wakeup::Task(task) => worker::wake_task(task),
             Wakeup::Thread(thread) => unpark(thread),
         }
     }

@@ -118,20 +118,22 @@ impl Worker {
 
     /// The greenlet of `next`, a started task of this worker, as a sibling
     /// the running green thread may switch straight to (see
-    /// `direct::sibling`), if it is one.
+    /// `direct::sibling_of`), if it is one.
+    /// Its greenlet's record is the task's `greenlet` address, set while
+    /// its entry is in `live` (no lookup in the table).
     #[inline(always)]
     pub(super) fn live_sibling(&self, next: &Arc<Task>) -> Option<direct::Sibling> {
-        // SAFETY: the table is read only until `sibling` returns (the
-        // `Sibling` holds no reference into it), with no call in between
-        // that could reach the code that borrows it mutably (the hub's,
-        // suspended).
-        let live = unsafe { self.live.try_borrow_unguarded() }.ok()?;
-        match live.get(next.live_key.load(Ordering::Relaxed)) {
-            // SAFETY: every greenlet in `live` was made by `start`, on
-            // this worker's thread, which runs this.
-            Some((t, g)) if Arc::ptr_eq(t, next) => unsafe { direct::sibling(g) },
-            _ => None,
+        let record = next.greenlet.load(Ordering::Relaxed);
+        if record.is_null() {
+            return None;
         }
+        // SAFETY: `thread` was taken on this worker's thread, which runs
+        // this, before its loop (its greenlet state lives until the
+        // thread's teardown, after the worker); a non-null `greenlet` is
+        // the record of the greenlet of `next`'s entry in `live`, made by
+        // `start` on this thread and held by that entry (the address is
+        // cleared before the entry goes, see `drop_entry` and teardown).
+        unsafe { direct::sibling_of(self.thread?, record) }
     }
 
     /// A yield of the green thread `me` when nothing else is ready and the

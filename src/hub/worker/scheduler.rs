@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 
 use slab::Slab;
 
-use crate::coroutine::getcurrent;
+use crate::coroutine::{direct, getcurrent};
 use crate::diag::diag_warn;
 
 use super::super::counters::Counters;
@@ -75,6 +75,7 @@ pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
         shared,
         remote,
         hub: getcurrent(),
+        thread: direct::this_thread(),
         ready: RefCell::new(ReadyQueue::new()),
         local_new: RefCell::new(VecDeque::new()),
         spawned: RefCell::new(Vec::new()),

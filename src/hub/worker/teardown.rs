@@ -8,6 +8,7 @@
 //! the runtime's record of refusals.
 
 use std::ptr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crossbeam_deque::Steal;
@@ -82,6 +83,11 @@ impl Worker {
     /// rest.
     pub(super) fn teardown(&self) {
         let entries: Vec<(Arc<Task>, Greenlet)> = self.live.borrow_mut().drain().collect();
+        // Out of the table: no hand-off goes to them now (a green thread
+        // that parks while it is killed parks to the hub, in `kill`).
+        for (task, _) in &entries {
+            task.greenlet.store(ptr::null_mut(), Ordering::Relaxed);
+        }
         for (task, g) in &entries {
             if g.is_dead() {
                 continue;

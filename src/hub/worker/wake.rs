@@ -3,8 +3,8 @@
 //! remote queue (and an unpark of its poller, if it sleeps). A task's
 //! [`Waker`](std::task::Waker) is the task itself ([`Wake`] for `Task`).
 //!
-//! Owns: [`push_ready`], the local queuing of a woken task, and the task's
-//! `Wake` implementation. Uses the worker's state and its remote parts,
+//! Owns: [`push_ready`], the local queuing of a woken task, [`wake_task`]
+//! and the task's `Wake` implementation. Uses the worker's state and its remote parts,
 //! and the runtime's shared state (to find a task's worker from a thread
 //! that is not one of its runtime's).
 
@@ -71,15 +71,22 @@ impl Worker {
     }
 }
 
+/// Wake `task` (see [`Wake`] for `Task`), inlined into its caller: a
+/// wait list's notifier (a channel's or a lock's hand-over) wakes a green
+/// thread of its own worker with no call (`mark_scheduled` and the local
+/// queueing in its frame).
+#[inline(always)]
+pub(crate) fn wake_task(task: Arc<Task>) {
+    if let Some(owner) = task.mark_scheduled() {
+        push_ready(task, owner);
+    }
+}
+
 impl Wake for Task {
-    /// Inline: made in the crate of its caller (a channel's or a lock's
-    /// hand-over, generic code), with `mark_scheduled` and the local
-    /// queueing inlined into it: one call per wake.
+    /// Inline: made in the crate of its caller, one call per wake.
     #[inline]
     fn wake(self: Arc<Self>) {
-        if let Some(owner) = self.mark_scheduled() {
-            push_ready(self, owner);
-        }
+        wake_task(self);
     }
     fn wake_by_ref(self: &Arc<Self>) {
         schedule(self);
