@@ -390,6 +390,9 @@ fn wait_with<'a, W: Site>(
             // SAFETY: notified: off the list, and its notifier is done
             // with it (module doc).
             let value = unsafe { node.slot() }.value.take();
+            // Nothing left in it to drop: the notifier took its wake-up,
+            // and its value is taken.
+            std::mem::forget(node);
             return Woken {
                 lock,
                 guard: None,
