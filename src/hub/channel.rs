@@ -241,7 +241,7 @@ impl<T> Sender<T> {
     ) -> Result<(), SendError<T>> {
         loop {
             let mut woken = wait_on::<SendSite<T>>(&self.chan.state, st, Some(value), None);
-            match woken.value.take() {
+            match woken.take_value() {
                 // A receive took it.
                 None => return Ok(()),
                 // The receiver went: retry (it fails).
@@ -374,7 +374,7 @@ impl<T> Receiver<T> {
                 return Err(RecvTimeoutError::Timeout);
             }
             let mut woken = wait_on::<RecvSite<T>>(&self.chan.state, st, None, deadline);
-            if let Some(v) = woken.value.take() {
+            if let Some(v) = woken.take_value() {
                 // Handed over by a send (read without locking again): the
                 // queue was empty, no sender waits for room.
                 return Ok(v);

@@ -303,22 +303,32 @@ pub(crate) trait Site {
     fn unwind(state: &mut Self::State, value: Option<Self::Value>) -> Option<Wakeup>;
 }
 
-/// How a [`wait_on`] ended: notified (the lock not taken again), or its
-/// deadline passed (the lock held again).
-pub(crate) struct Woken<'a, S, P> {
-    lock: &'a Mutex<S>,
-    guard: Option<MutexGuard<'a, S>>,
-    /// The node's value: one handed to it, or its own offer not taken.
-    pub(crate) value: Option<P>,
+/// How a [`wait_on`] ended, with its node's value (one handed to it, or
+/// its own offer not taken): notified (the lock not taken again), or its
+/// deadline passed (the lock held again). An enum, so that the caller's
+/// notified path carries no guard to test.
+pub(crate) enum Woken<'a, S, P> {
+    /// Notified: the lock not taken again.
+    Notified(&'a Mutex<S>, Option<P>),
+    /// The deadline passed: the lock held again.
+    Relocked(MutexGuard<'a, S>, Option<P>),
 }
 
 impl<'a, S, P> Woken<'a, S, P> {
+    /// The node's value, taken.
+    #[inline]
+    pub(crate) fn take_value(&mut self) -> Option<P> {
+        match self {
+            Woken::Notified(_, value) | Woken::Relocked(_, value) => value.take(),
+        }
+    }
+
     /// The lock, held: taken again unless the wait ended holding it.
     #[inline]
     pub(crate) fn relock(self) -> MutexGuard<'a, S> {
-        match self.guard {
-            Some(guard) => guard,
-            None => self.lock.lock(),
+        match self {
+            Woken::Notified(lock, _) => lock.lock(),
+            Woken::Relocked(guard, _) => guard,
         }
     }
 }
@@ -393,11 +403,7 @@ fn wait_with<'a, W: Site>(
             // Nothing left in it to drop: the notifier took its wake-up,
             // and its value is taken.
             std::mem::forget(node);
-            return Woken {
-                lock,
-                guard: None,
-                value,
-            };
+            return Woken::Notified(lock, value);
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
             let mut guard = lock.lock();
@@ -409,11 +415,7 @@ fn wait_with<'a, W: Site>(
             std::mem::forget(leave);
             // SAFETY: the lock is held, and the node is off the list.
             let value = unsafe { node.slot() }.value.take();
-            return Woken {
-                lock,
-                guard: Some(guard),
-                value,
-            };
+            return Woken::Relocked(guard, value);
         }
     }
 }
