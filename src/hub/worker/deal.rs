@@ -135,7 +135,7 @@ impl Worker {
         if i == self.index {
             return self.live_count()
                 + self.queued()
-                + self.ready.try_borrow().map_or(0, |r| r.len());
+                + self.ready.len();
         }
         let c = &self.shared.workers[i].counters;
         // `placed` before `tasks`: an owner that took placed tasks published

@@ -68,15 +68,13 @@ impl Worker {
             }
             return Next::Hub;
         };
-        let next = {
-            let mut ready = self.ready.borrow_mut();
-            match requeue.map(|me| ready.replace_single(me)) {
-                None => ready.pop_front(),
-                Some(Ok(front)) => Some(front),
-                Some(Err(me)) => {
-                    ready.push_back(me);
-                    ready.pop_front()
-                }
+        let ready = &self.ready;
+        let next = match requeue.map(|me| ready.replace_single(me)) {
+            None => ready.pop_front(),
+            Some(Ok(front)) => Some(front),
+            Some(Err(me)) => {
+                ready.push_back(me);
+                ready.pop_front()
             }
         };
         let Some(next) = next else {
@@ -92,7 +90,7 @@ impl Worker {
             self.live_sibling(&next).map(Some)
         };
         let Some(to) = handed.filter(|_| !next.is_done() && self.no_timer_due()) else {
-            self.ready.borrow_mut().push_front(next);
+            self.ready.push_front(next);
             return Next::Hub;
         };
         self.until_poll.set(until_poll - 1);
@@ -148,7 +146,7 @@ impl Worker {
     /// is left to the park, and so is a yield that trace hooks observe.
     #[inline(always)]
     pub(crate) fn yield_in_place(&self, me: &Task) -> bool {
-        if !self.ready.borrow().is_empty() || me.cancel_requested() || direct::observed() {
+        if !self.ready.is_empty() || me.cancel_requested() || direct::observed() {
             return false;
         }
         let Some(until_poll) = self.hub_is_idle(self.remote()) else {

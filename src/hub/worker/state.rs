@@ -44,7 +44,7 @@ pub(crate) struct Worker {
     pub(super) thread: Option<direct::ThreadToken>,
     /// This worker's entry of `shared.workers` (see [`remote`](Self::remote)).
     pub(super) remote: *const Remote,
-    pub(super) ready: RefCell<ReadyQueue<Arc<Task>>>,
+    pub(super) ready: ReadyQueue<Arc<Task>>,
     pub(super) local_new: RefCell<VecDeque<LocalUnstarted>>,
     /// On a runtime of one worker, its unstarted `Send` tasks spawned on
     /// it: a stack, the next to start last, with the batch of the green

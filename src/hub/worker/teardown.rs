@@ -112,7 +112,7 @@ impl Worker {
         drop(self.remote().newest.take());
         self.pool.clear();
         self.timers.borrow_mut().clear();
-        self.ready.borrow_mut().clear();
+        self.ready.clear();
         entries.into_iter().for_each(drop_entry);
     }
 }

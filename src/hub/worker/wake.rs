@@ -58,7 +58,7 @@ impl Worker {
     /// Queue `task`, a task of this worker, on the ready queue.
     #[inline]
     pub(crate) fn push_ready_local(&self, task: Arc<Task>) {
-        self.ready.borrow_mut().push_back(task);
+        self.ready.push_back(task);
     }
 
     /// Queue `task`, a task of this worker woken on its thread (a timer
