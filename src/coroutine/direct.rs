@@ -240,12 +240,14 @@ pub(crate) struct Sibling {
 /// long as its thread's greenlets run (a worker, on its own thread), for
 /// [`sibling_of`]: a hand-off then reads no thread-local.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct ThreadToken(*mut ThreadState);
+pub(crate) struct ThreadToken(ptr::NonNull<ThreadState>);
 
 /// The calling thread's [`ThreadToken`], if its greenlet state exists (it
 /// does once `getcurrent` returned on it, until the thread's teardown).
 pub(crate) fn this_thread() -> Option<ThreadToken> {
-    thread_state::existing_state().map(ThreadToken)
+    thread_state::existing_state()
+        .and_then(ptr::NonNull::new)
+        .map(ThreadToken)
 }
 
 /// `g`'s record, as an address for [`sibling_of`] (a scheduler keeps it
@@ -269,7 +271,7 @@ pub(crate) fn record_of(g: &Greenlet) -> *const () {
 /// still holds a handle of.
 #[inline(always)]
 pub(crate) unsafe fn sibling_of(thread: ThreadToken, record: *const ()) -> Option<Sibling> {
-    let ts = thread.0;
+    let ts = thread.0.as_ptr();
     let to: *const Record = record.cast();
     // SAFETY: `ts` is this thread's live state (short reads), and `to` a
     // record kept alive by the caller's handle (the caller's guarantee).

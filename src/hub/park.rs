@@ -85,13 +85,28 @@ fn park_then(
     // check after the park unwinds from here as the one before would have.
     // With no scope active, none is checked after the park either: only
     // the green thread itself opens one.
-    let scoped = task.scopes.is_active();
-    let mut at = deadline;
-    if scoped {
-        at = earliest(at, task.scopes.earliest());
+    if task.scopes.is_active() {
+        return park_scoped(w, task, wait, deadline, requeue);
     }
-    match at {
-        None => park_switch(w, task, wait, requeue, scoped, || {}),
+    match deadline {
+        None => park_switch(w, task, wait, requeue, false, || {}),
+        Some(at) => park_timed(w, task, wait, at, requeue),
+    }
+}
+
+/// [`park_then`] inside a `timeout` scope: the park's deadline is the
+/// earliest of its own and the scopes', and the scopes are checked after
+/// it. Out of line: the parks outside any scope (most) carry no flag.
+#[inline(never)]
+fn park_scoped(
+    w: &Worker,
+    task: &Arc<Task>,
+    wait: Wait,
+    deadline: Option<Instant>,
+    requeue: Option<Arc<Task>>,
+) {
+    match earliest(deadline, task.scopes.earliest()) {
+        None => park_switch(w, task, wait, requeue, true, || {}),
         Some(at) => park_timed(w, task, wait, at, requeue),
     }
 }

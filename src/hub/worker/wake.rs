@@ -13,7 +13,7 @@ use std::task::Wake;
 
 use super::super::shared::Shared;
 use super::super::task_header::Task;
-use super::current::{with_current, with_worker};
+use super::current::with_current;
 use super::state::Worker;
 
 /// Put a woken task on the ready queue of worker `owner`: directly when
@@ -21,13 +21,15 @@ use super::state::Worker;
 /// the waker: a local wake is one frame.
 #[inline(always)]
 pub(crate) fn push_ready(task: Arc<Task>, owner: usize) {
-    let mut task = Some(task);
-    with_worker(|w| {
-        if let Some(t) = task.take_if(|t| w.index == owner && w.shared.owns(t)) {
-            w.push_ready_local(t);
+    // The task back when it is not this worker's.
+    let other = with_current(move |w| match w {
+        Some(w) if w.index == owner && w.shared.owns(&task) => {
+            w.push_ready_local(task);
+            None
         }
+        _ => Some(task),
     });
-    if let Some(task) = task {
+    if let Some(task) = other {
         push_remote(task, owner);
     }
 }
