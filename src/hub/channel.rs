@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use super::spin_lock::{QuickGuard as MutexGuard, QuickMutex as Mutex};
 
 use super::task_state::Wait;
-use super::wait::{wait_on, wake, wake_all, Site, WaitList, Wakeup, Watch};
+use super::wait::{wait_on, wake, wake_all, Site, WaitList, Wakeup, Watch, Woken};
 
 pub(crate) struct State<T> {
     queue: VecDeque<T>,
@@ -373,13 +373,12 @@ impl<T> Receiver<T> {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(RecvTimeoutError::Timeout);
             }
-            let mut woken = wait_on::<RecvSite<T>>(&self.chan.state, st, None, deadline);
-            if let Some(v) = woken.take_value() {
+            match wait_on::<RecvSite<T>>(&self.chan.state, st, None, deadline) {
                 // Handed over by a send (read without locking again): the
                 // queue was empty, no sender waits for room.
-                return Ok(v);
+                Woken::Notified(_, Some(v)) | Woken::Relocked(_, Some(v)) => return Ok(v),
+                woken => st = woken.relock(),
             }
-            st = woken.relock();
         }
     }
 
