@@ -251,8 +251,16 @@ impl<P> WaitList<P> {
         if node.is_null() {
             return None;
         }
-        // SAFETY: the head is linked to this list.
-        unsafe { self.unlink(node) };
+        // SAFETY: the head is linked to this list, first (no `prev`); the
+        // lock is held (`&mut self`), and its next, if any, is linked too.
+        unsafe {
+            let next = (*node).slot().next;
+            self.head = next;
+            match next.is_null() {
+                true => self.tail = ptr::null(),
+                false => (*next).slot().prev = ptr::null(),
+            }
+        }
         let wakeup = {
             // SAFETY: it was linked, so alive and not notified; the lock is
             // held; the reference ends before the flag is set.
