@@ -328,7 +328,7 @@ impl<T> Receiver<T> {
     /// assert_eq!(rx.recv().unwrap(), "from a plain thread");
     /// ```
     pub fn recv(&self) -> Result<T, RecvError> {
-        self.recv_until(None).map_err(|_| RecvError)
+        self.recv_until::<false>(None).map_err(|_| RecvError)
     }
 
     /// [`recv`](Self::recv), giving up after `d`.
@@ -343,7 +343,7 @@ impl<T> Receiver<T> {
     /// assert_eq!(r, Err(RecvTimeoutError::Timeout));
     /// ```
     pub fn recv_timeout(&self, d: Duration) -> Result<T, RecvTimeoutError> {
-        self.recv_until(Instant::now().checked_add(d))
+        self.recv_until::<true>(Instant::now().checked_add(d))
     }
 
     /// [`recv`](Self::recv), giving up at `deadline`.
@@ -356,10 +356,17 @@ impl<T> Receiver<T> {
     /// assert!(rx.recv_deadline(std::time::Instant::now()).is_err());
     /// ```
     pub fn recv_deadline(&self, deadline: Instant) -> Result<T, RecvTimeoutError> {
-        self.recv_until(Some(deadline))
+        self.recv_until::<true>(Some(deadline))
     }
 
-    fn recv_until(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
+    /// A receive, parking until `deadline` if any. `TIMED`: whether it may
+    /// have one (the untimed receive is its own copy, with no deadline to
+    /// test).
+    fn recv_until<const TIMED: bool>(
+        &self,
+        deadline: Option<Instant>,
+    ) -> Result<T, RecvTimeoutError> {
+        let deadline = deadline.filter(|_| TIMED);
         let mut st = self.chan.state.lock();
         loop {
             if let Some((v, w)) = st.take() {
