@@ -133,7 +133,9 @@ fn ping_pongs(pairs: usize, stop: &Arc<AtomicBool>) -> Vec<hub::JoinHandle<u64>>
         hs.push(hub::spawn(move || {
             let mut rounds = 0u64;
             while !stop.load(Ordering::SeqCst) {
-                to_echo.send(rounds).expect("the echo runs until the pinger stops");
+                to_echo
+                    .send(rounds)
+                    .expect("the echo runs until the pinger stops");
                 assert_eq!(from_echo.recv().expect("the echo's answer"), rounds);
                 rounds += 1;
             }
@@ -162,7 +164,10 @@ fn a_channel_ping_pong_does_not_starve_a_ready_green_thread() {
             });
             other.join().unwrap();
             let rounds: Vec<u64> = pair.into_iter().map(|h| h.join().unwrap()).collect();
-            assert!(rounds.iter().all(|&r| r > 0), "the pair never ran: {rounds:?}");
+            assert!(
+                rounds.iter().all(|&r| r > 0),
+                "the pair never ran: {rounds:?}"
+            );
             // In turn with the yielder: about one round trip per yield, not
             // a run of round trips while it waits.
             assert!(
