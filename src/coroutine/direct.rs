@@ -1,16 +1,17 @@
 //! The hub's lean switch path: a scheduler running on its thread's main
 //! greenlet starts a greenlet ([`start`]) or resumes one ([`resume`]), and
 //! that greenlet hands control back to main or straight to a sibling
-//! ([`park`], [`sibling_of`], [`observed`]), with nothing crossing the switch:
-//! no `Value`, no `Result`, the slot left empty.
+//! ([`park`], [`sibling_of`], [`observed`]), with nothing crossing the
+//! switch: no `Value`, no `Result`, the slot left empty.
 //!
 //! Also, for the watchdog's stacks of a stalled worker's green threads:
 //! where a started greenlet's coroutine state lies ([`stack_top`]) and the
 //! registers its saved context goes on with ([`saved_registers`]).
 //!
-//! Owns those functions, [`Resumed`], [`Sibling`] and [`ThreadToken`]. Uses the switch protocol's
-//! pieces (`prepare`, `resume`, the dispatcher loop, settling) and the
-//! thread state; `pub(crate)` only, for [`crate::hub`].
+//! Owns those functions, [`Resumed`], [`Sibling`] and [`ThreadToken`].
+//! Uses the switch protocol's pieces (`prepare`, `resume`, the dispatcher
+//! loop, settling) and the thread state; `pub(crate)` only, for
+//! [`crate::hub`].
 //!
 //! Each side takes the fast path only when it is exactly a plain switch of
 //! the full protocol with a unit value: the target (main for a park) belongs
@@ -273,6 +274,12 @@ pub(crate) fn record_of(g: &Greenlet) -> *const () {
 pub(crate) unsafe fn sibling_of(thread: ThreadToken, record: *const ()) -> Option<Sibling> {
     let ts = thread.0.as_ptr();
     let to: *const Record = record.cast();
+    debug_assert!(ptr::eq(
+        // SAFETY: as below (short reads).
+        unsafe { Arc::as_ptr(&(*to).thread) },
+        // SAFETY: as below (short reads).
+        unsafe { Arc::as_ptr(&(*ts).link) },
+    ));
     // SAFETY: `ts` is this thread's live state (short reads), and `to` a
     // record kept alive by the caller's handle (the caller's guarantee).
     let plain = unsafe {

@@ -116,9 +116,9 @@ impl Worker {
 
     /// The greenlet of `next`, a started task of this worker, as a sibling
     /// the running green thread may switch straight to (see
-    /// `direct::sibling_of`), if it is one.
-    /// Its greenlet's record is the task's `greenlet` address, set while
-    /// its entry is in `live` (no lookup in the table).
+    /// `direct::sibling_of`), if it is one: found through the task's
+    /// `greenlet` address, set while its entry is in `live` (no lookup in
+    /// the table).
     #[inline(always)]
     pub(super) fn live_sibling(&self, next: &Arc<Task>) -> Option<direct::Sibling> {
         let record = next.greenlet.load(Ordering::Relaxed);
