@@ -1,22 +1,23 @@
 //! The hub's lean switch path: a scheduler running on its thread's main
 //! greenlet starts a greenlet ([`start`]) or resumes one ([`resume`]), and
 //! that greenlet hands control back to main or straight to a sibling
-//! ([`park`], [`sibling`], [`observed`]), with nothing crossing the switch:
-//! no `Value`, no `Result`, the slot left empty.
+//! ([`park`], [`sibling_of`], [`observed`]), with nothing crossing the
+//! switch: no `Value`, no `Result`, the slot left empty.
 //!
 //! Also, for the watchdog's stacks of a stalled worker's green threads:
 //! where a started greenlet's coroutine state lies ([`stack_top`]) and the
 //! registers its saved context goes on with ([`saved_registers`]).
 //!
-//! Owns those functions, [`Resumed`] and [`Sibling`]. Uses the switch protocol's
-//! pieces (`prepare`, `resume`, the dispatcher loop, settling) and the
-//! thread state; `pub(crate)` only, for [`crate::hub`].
+//! Owns those functions, [`Resumed`], [`Sibling`] and [`ThreadToken`].
+//! Uses the switch protocol's pieces (`prepare`, `resume`, the dispatcher
+//! loop, settling) and the thread state; `pub(crate)` only, for
+//! [`crate::hub`].
 //!
 //! Each side takes the fast path only when it is exactly a plain switch of
 //! the full protocol with a unit value: the target (main for a park) belongs
 //! to the calling thread (checked: the target's thread link against the
 //! thread state's, main's record against the state's; a sibling's is the
-//! caller's promise, see [`sibling`]), is not the running
+//! caller's promise, see [`sibling_of`]), is not the running
 //! greenlet, no trace hook is set (thread or global), no greenlet is
 //! being force-unwound and no kill was mailed by another thread (the full
 //! protocol runs those before it switches); a resume's target is started
@@ -146,7 +147,7 @@ unsafe fn back_on_main(ts: *mut ThreadState) -> Resumed {
 
 /// Hand control from the running greenlet to `main`, this thread's main
 /// greenlet (a scheduler's, suspended in [`resume`] or in a switch), or
-/// with `to` (checked by [`sibling`]) to that greenlet instead: main stays
+/// with `to` (checked by [`sibling_of`]) to that greenlet instead: main stays
 /// suspended where it was, and the sibling's next park returns there. Returns when some context switches
 /// back. `Err` is an error thrown in meanwhile (a kill, a hub's
 /// cancellation); a value switched in is dropped. Without `to`, the fast
@@ -157,7 +158,7 @@ unsafe fn back_on_main(ts: *mut ThreadState) -> Resumed {
 /// parking back to main's resume, else through the dispatcher.
 ///
 /// # Safety
-/// A `to` was made by [`sibling`] on this thread, and no greenlet switched,
+/// A `to` was made by [`sibling_of`] on this thread, and no greenlet switched,
 /// started or ended since (so what it checked still holds), and the
 /// target's record is still alive (its handle kept by the caller).
 #[inline(always)]
@@ -181,9 +182,9 @@ pub(crate) unsafe fn park(main: &Greenlet, to: Option<Sibling>) -> Result<(), Gr
         }
     };
     // SAFETY: `ts` is this thread's live state; its current greenlet is not
-    // main (checked above, or by `sibling`), and `dest` is main (always
+    // main (checked above, or by `sibling_of`), and `dest` is main (always
     // active, compared with the state's) or a started, live greenlet of
-    // this thread other than the current one (`sibling`, whose checks hold
+    // this thread other than the current one (`sibling_of`, whose checks hold
     // by the caller's guarantee): what `switch::suspend_to` needs.
     unsafe {
         switch::suspend_to(ts, (*ts).current, dest);
@@ -229,36 +230,62 @@ pub(crate) fn observed() -> bool {
 }
 
 /// A greenlet to which the running one may hand control without main in
-/// between ([`park`]): checked by [`sibling`].
+/// between ([`park`]): checked by [`sibling_of`].
 #[derive(Debug)]
 pub(crate) struct Sibling {
     ts: *mut ThreadState,
     to: *const Record,
 }
 
+/// This thread's greenlet state, taken once by a scheduler that lives as
+/// long as its thread's greenlets run (a worker, on its own thread), for
+/// [`sibling_of`]: a hand-off then reads no thread-local.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ThreadToken(ptr::NonNull<ThreadState>);
+
+/// The calling thread's [`ThreadToken`], if its greenlet state exists (it
+/// does once `getcurrent` returned on it, until the thread's teardown).
+pub(crate) fn this_thread() -> Option<ThreadToken> {
+    thread_state::existing_state()
+        .and_then(ptr::NonNull::new)
+        .map(ThreadToken)
+}
+
+/// `g`'s record, as an address for [`sibling_of`] (a scheduler keeps it
+/// beside its own handle of `g`, so that a hand-off finds it in one load).
+pub(crate) fn record_of(g: &Greenlet) -> *const () {
+    Arc::as_ptr(&g.record).cast()
+}
+
 /// Whether the running greenlet (not main) may hand control straight to
-/// `g`, a greenlet made on this thread, as a plain switch of the full
-/// protocol with a unit value would: `g` is a started, live greenlet other
-/// than the running one, and no trace hook is set, no greenlet
-/// force-unwound and no kill mailed. `None` when any of that fails (the caller parks to main
-/// instead).
+/// the greenlet whose record is `record` (see [`record_of`]), as a plain
+/// switch of the full protocol with a unit value would: it is a started,
+/// live greenlet other than the running one, and no trace hook is set, no
+/// greenlet force-unwound and no kill mailed. `None` when any of that fails
+/// (the caller parks to main instead). `thread` saves the thread-local
+/// read, the record the handle.
 ///
 /// # Safety
-/// `g` was made on the calling thread (a greenlet never changes threads,
-/// so its thread link is this thread's: not compared again here).
+/// `thread` was taken on the calling thread ([`this_thread`]), whose
+/// teardown has not begun; `record` came from [`record_of`] of a greenlet
+/// made on this thread (a greenlet never changes threads) that the caller
+/// still holds a handle of.
 #[inline(always)]
-pub(crate) unsafe fn sibling(g: &Greenlet) -> Option<Sibling> {
-    let ts = thread_state::existing_state()?;
-    let to = Arc::as_ptr(&g.record);
-    debug_assert!(ptr::eq(Arc::as_ptr(&g.record.thread), unsafe {
-        // SAFETY: `ts` is this thread's live state (a short read).
-        Arc::as_ptr(&(*ts).link)
-    }));
-    // SAFETY: `ts` is this thread's live state (short reads).
+pub(crate) unsafe fn sibling_of(thread: ThreadToken, record: *const ()) -> Option<Sibling> {
+    let ts = thread.0.as_ptr();
+    let to: *const Record = record.cast();
+    debug_assert!(ptr::eq(
+        // SAFETY: as below (short reads).
+        unsafe { Arc::as_ptr(&(*to).thread) },
+        // SAFETY: as below (short reads).
+        unsafe { Arc::as_ptr(&(*ts).link) },
+    ));
+    // SAFETY: `ts` is this thread's live state (short reads), and `to` a
+    // record kept alive by the caller's handle (the caller's guarantee).
     let plain = unsafe {
         (*ts).current != (*ts).main_ptr
             && (*ts).current != to
-            && g.record.flags().is_active()
+            && (*to).flags().is_active()
             && !switch::needs_slow_path(ts)
     };
     plain.then_some(Sibling { ts, to })

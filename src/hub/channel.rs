@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use super::spin_lock::{QuickGuard as MutexGuard, QuickMutex as Mutex};
 
 use super::task_state::Wait;
-use super::wait::{wait_on, wake, wake_all, Site, WaitList, Wakeup, Watch};
+use super::wait::{wait_on, wake, wake_all, Site, WaitList, Wakeup, Watch, Woken};
 
 pub(crate) struct State<T> {
     queue: VecDeque<T>,
@@ -241,7 +241,7 @@ impl<T> Sender<T> {
     ) -> Result<(), SendError<T>> {
         loop {
             let mut woken = wait_on::<SendSite<T>>(&self.chan.state, st, Some(value), None);
-            match woken.value.take() {
+            match woken.take_value() {
                 // A receive took it.
                 None => return Ok(()),
                 // The receiver went: retry (it fails).
@@ -328,7 +328,7 @@ impl<T> Receiver<T> {
     /// assert_eq!(rx.recv().unwrap(), "from a plain thread");
     /// ```
     pub fn recv(&self) -> Result<T, RecvError> {
-        self.recv_until(None).map_err(|_| RecvError)
+        self.recv_until::<false>(None).map_err(|_| RecvError)
     }
 
     /// [`recv`](Self::recv), giving up after `d`.
@@ -343,7 +343,7 @@ impl<T> Receiver<T> {
     /// assert_eq!(r, Err(RecvTimeoutError::Timeout));
     /// ```
     pub fn recv_timeout(&self, d: Duration) -> Result<T, RecvTimeoutError> {
-        self.recv_until(Instant::now().checked_add(d))
+        self.recv_until::<true>(Instant::now().checked_add(d))
     }
 
     /// [`recv`](Self::recv), giving up at `deadline`.
@@ -356,10 +356,17 @@ impl<T> Receiver<T> {
     /// assert!(rx.recv_deadline(std::time::Instant::now()).is_err());
     /// ```
     pub fn recv_deadline(&self, deadline: Instant) -> Result<T, RecvTimeoutError> {
-        self.recv_until(Some(deadline))
+        self.recv_until::<true>(Some(deadline))
     }
 
-    fn recv_until(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
+    /// A receive, parking until `deadline` if any. `TIMED`: whether it may
+    /// have one (the untimed receive is its own copy, with no deadline to
+    /// test).
+    fn recv_until<const TIMED: bool>(
+        &self,
+        deadline: Option<Instant>,
+    ) -> Result<T, RecvTimeoutError> {
+        let deadline = deadline.filter(|_| TIMED);
         let mut st = self.chan.state.lock();
         loop {
             if let Some((v, w)) = st.take() {
@@ -373,13 +380,12 @@ impl<T> Receiver<T> {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(RecvTimeoutError::Timeout);
             }
-            let mut woken = wait_on::<RecvSite<T>>(&self.chan.state, st, None, deadline);
-            if let Some(v) = woken.value.take() {
+            match wait_on::<RecvSite<T>>(&self.chan.state, st, None, deadline) {
                 // Handed over by a send (read without locking again): the
                 // queue was empty, no sender waits for room.
-                return Ok(v);
+                Woken::Notified(_, Some(v)) | Woken::Relocked(_, Some(v)) => return Ok(v),
+                woken => st = woken.relock(),
             }
-            st = woken.relock();
         }
     }
 

@@ -83,12 +83,30 @@ fn park_then(
     // lock): the scope's deadline is armed, so an elapsed one is a due
     // timer, which sends this park to the loop, which fires it, and the
     // check after the park unwinds from here as the one before would have.
-    let mut at = deadline;
+    // With no scope active, none is checked after the park either: only
+    // the green thread itself opens one.
     if task.scopes.is_active() {
-        at = earliest(at, task.scopes.earliest());
+        return park_scoped(w, task, wait, deadline, requeue);
     }
-    match at {
-        None => park_switch(w, task, wait, requeue, || {}),
+    match deadline {
+        None => park_switch(w, task, wait, requeue, false, || {}),
+        Some(at) => park_timed(w, task, wait, at, requeue),
+    }
+}
+
+/// [`park_then`] inside a `timeout` scope: the park's deadline is the
+/// earliest of its own and the scopes', and the scopes are checked after
+/// it. Out of line: the parks outside any scope (most) carry no flag.
+#[inline(never)]
+fn park_scoped(
+    w: &Worker,
+    task: &Arc<Task>,
+    wait: Wait,
+    deadline: Option<Instant>,
+    requeue: Option<Arc<Task>>,
+) {
+    match earliest(deadline, task.scopes.earliest()) {
+        None => park_switch(w, task, wait, requeue, true, || {}),
         Some(at) => park_timed(w, task, wait, at, requeue),
     }
 }
@@ -101,7 +119,7 @@ fn park_then(
 #[inline(never)]
 fn park_timed(w: &Worker, task: &Arc<Task>, wait: Wait, at: Instant, requeue: Option<Arc<Task>>) {
     let key = w.timers.borrow_mut().arm(at, Arc::clone(task));
-    park_switch(w, task, wait, requeue, || cancel_timer(w, key));
+    park_switch(w, task, wait, requeue, true, || cancel_timer(w, key));
 }
 
 /// Cancel a park's timer (a no-op for one that fired); the green thread
@@ -112,13 +130,15 @@ fn cancel_timer(w: &Worker, key: TimerKey) {
 }
 
 /// The park itself, once its timer (if any) is armed: `disarm` runs as
-/// soon as it ends, before any unwind is raised from it.
+/// soon as it ends, before any unwind is raised from it; `scoped`: whether
+/// a `timeout` scope was active (its expiry is checked after the park).
 #[inline(always)]
 fn park_switch(
     w: &Worker,
     task: &Arc<Task>,
     wait: Wait,
     requeue: Option<Arc<Task>>,
+    scoped: bool,
     disarm: impl Fn(),
 ) {
     task.set_parked(wait);
@@ -127,7 +147,10 @@ fn park_switch(
         Next::Sibling(to) => Some(to),
         Next::Myself => {
             disarm();
-            return check_scopes(&task.scopes);
+            if scoped {
+                check_scopes(&task.scopes);
+            }
+            return;
         }
         Next::Cancelled => {
             disarm();
@@ -155,7 +178,9 @@ fn park_switch(
     } else {
         disarm();
     }
-    check_scopes(&task.scopes);
+    if scoped {
+        check_scopes(&task.scopes);
+    }
 }
 
 /// Park the green thread `task` until it is woken (or `deadline`, armed

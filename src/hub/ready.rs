@@ -3,6 +3,8 @@
 //! rather than in it.
 //!
 //! Owns: that queue. Uses `VecDeque` for everything behind the front.
+//! Its methods take `&self` (see [`ReadyQueue`]): a wake and a hand-off
+//! reach the front slot with no borrow flag to set and clear.
 //!
 //! The usual queue of a worker holds one or two tasks (a wake and a park
 //! in turn: the channel ping-pong leaves it empty, then one task, then
@@ -11,43 +13,62 @@
 //! it are a store and a load: no ring-buffer index arithmetic, no
 //! capacity check.
 
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 
 /// First in, first out, the front outside the ring buffer: `first` is
 /// `None` only while `rest` is empty, so the order is `first`, then `rest`
-/// from its front.
+/// from its front. Changed through `&self` (a worker's thread alone
+/// reaches it): the front is a [`Cell`], so a push onto an empty queue and
+/// the pop that empties it test no borrow flag; `rest`, behind a
+/// `RefCell`, is borrowed only on the paths that reach it, and `more`
+/// says whether it holds any without a borrow. No method drops a queued
+/// value while it works on the queue ([`clear`](Self::clear) drops them
+/// after), so no destructor can reach the queue half-changed.
 pub(crate) struct ReadyQueue<T> {
-    first: Option<T>,
-    rest: VecDeque<T>,
+    first: Cell<Option<T>>,
+    rest: RefCell<VecDeque<T>>,
+    /// Whether `rest` holds any.
+    more: Cell<bool>,
 }
 
 impl<T> ReadyQueue<T> {
     /// An empty queue (allocates nothing).
     pub(crate) const fn new() -> ReadyQueue<T> {
         ReadyQueue {
-            first: None,
-            rest: VecDeque::new(),
+            first: Cell::new(None),
+            rest: RefCell::new(VecDeque::new()),
+            more: Cell::new(false),
         }
+    }
+
+    /// Whether something is in the front slot.
+    #[inline]
+    fn has_first(&self) -> bool {
+        // SAFETY: a `Cell` hands out no reference to what it holds, and
+        // this read ends before anything else runs (the queue is not
+        // `Sync`): nothing writes it meanwhile.
+        unsafe { (*self.first.as_ptr()).is_some() }
     }
 
     /// Whether nothing is queued.
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.first.is_none()
+        !self.has_first()
     }
 
     /// How many are queued.
     pub(crate) fn len(&self) -> usize {
-        usize::from(self.first.is_some()) + self.rest.len()
+        usize::from(self.has_first()) + self.rest.try_borrow().map_or(0, |rest| rest.len())
     }
 
     /// Queue `t` last.
     #[inline]
-    pub(crate) fn push_back(&mut self, t: T) {
-        if self.first.is_none() {
-            self.first = Some(t);
-        } else {
+    pub(crate) fn push_back(&self, t: T) {
+        if self.has_first() {
             self.push_rest(t);
+        } else {
+            self.first.set(Some(t));
         }
     }
 
@@ -55,42 +76,65 @@ impl<T> ReadyQueue<T> {
     /// ring buffer's growth is in it): a wake that fills the front stays a
     /// few instructions where it is inlined.
     #[inline(never)]
-    fn push_rest(&mut self, t: T) {
-        self.rest.push_back(t);
+    fn push_rest(&self, t: T) {
+        self.rest.borrow_mut().push_back(t);
+        self.more.set(true);
     }
 
     /// Queue `t` first.
     #[inline]
-    pub(crate) fn push_front(&mut self, t: T) {
-        if let Some(old) = self.first.replace(t) {
-            self.rest.push_front(old);
+    pub(crate) fn push_front(&self, t: T) {
+        if let Some(old) = self.first.replace(Some(t)) {
+            self.rest.borrow_mut().push_front(old);
+            self.more.set(true);
         }
     }
 
     /// Take the first one.
     #[inline]
-    pub(crate) fn pop_front(&mut self) -> Option<T> {
+    pub(crate) fn pop_front(&self) -> Option<T> {
         let front = self.first.take()?;
-        if !self.rest.is_empty() {
-            self.first = self.rest.pop_front();
+        if self.more.get() {
+            self.refill();
         }
         Some(front)
+    }
+
+    /// Move the front of `rest` into the empty front slot (out of line:
+    /// the usual queue holds one or two).
+    #[inline(never)]
+    fn refill(&self) {
+        let mut rest = self.rest.borrow_mut();
+        let next = rest.pop_front();
+        self.more.set(!rest.is_empty());
+        drop(rest);
+        // The front slot is empty (the caller took it): nothing dropped.
+        self.first.set(next);
     }
 
     /// With exactly one queued, put `t` in its place and return that one
     /// (`t` queued last, then the first taken, in one step); else `Err(t)`.
     #[inline]
-    pub(crate) fn replace_single(&mut self, t: T) -> Result<T, T> {
-        match &mut self.first {
-            Some(first) if self.rest.is_empty() => Ok(std::mem::replace(first, t)),
-            _ => Err(t),
+    pub(crate) fn replace_single(&self, t: T) -> Result<T, T> {
+        if self.more.get() {
+            return Err(t);
+        }
+        match self.first.take() {
+            Some(front) => {
+                self.first.set(Some(t));
+                Ok(front)
+            }
+            None => Err(t),
         }
     }
 
-    /// Drop everything queued.
-    pub(crate) fn clear(&mut self) {
-        self.first = None;
-        self.rest.clear();
+    /// Drop everything queued (after the queue is empty again).
+    pub(crate) fn clear(&self) {
+        let first = self.first.take();
+        let rest = std::mem::take(&mut *self.rest.borrow_mut());
+        self.more.set(false);
+        drop(first);
+        drop(rest);
     }
 }
 
@@ -110,7 +154,7 @@ mod tests {
 
     #[test]
     fn every_operation_keeps_the_order_of_a_plain_deque() {
-        let mut q = ReadyQueue::new();
+        let q = ReadyQueue::new();
         let mut model = VecDeque::new();
         let mut seed = 0x9e37_79b9_7f4a_7c15;
         for i in 0..20_000u32 {
@@ -150,7 +194,7 @@ mod tests {
 
     #[test]
     fn clear_empties_it_and_a_push_onto_an_empty_queue_fills_the_front() {
-        let mut q = ReadyQueue::new();
+        let q = ReadyQueue::new();
         for t in [1, 2, 3] {
             q.push_back(t);
         }

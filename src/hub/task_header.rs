@@ -16,7 +16,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::panic::Location;
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Wake, Waker};
 
@@ -67,6 +67,10 @@ pub(crate) struct Task {
     pub(crate) park_seq: AtomicU64,
     /// The key in the owner worker's table of live greenlets.
     pub(crate) live_key: AtomicUsize,
+    /// Its greenlet's record (`direct::record_of`) while its entry is in
+    /// that table, else null: set and cleared by that worker's thread only
+    /// (a hand-off finds the greenlet to switch to in one load).
+    pub(crate) greenlet: AtomicPtr<()>,
     /// Where its greenlet's coroutine state lies once started (0 before):
     /// written by its worker after its first run, read by the watchdog to
     /// unwind its stack from its saved context while that worker is
@@ -119,6 +123,7 @@ impl Task {
             cancel: AtomicBool::new(false),
             park_seq: AtomicU64::new(0),
             live_key: AtomicUsize::new(usize::MAX),
+            greenlet: AtomicPtr::new(ptr::null_mut()),
             stack_top: AtomicUsize::new(0),
             links: Links::new(),
             shard,
@@ -194,6 +199,7 @@ impl Task {
         *self.cancel.get_mut() = false;
         *self.park_seq.get_mut() = 0;
         *self.live_key.get_mut() = usize::MAX;
+        *self.greenlet.get_mut() = ptr::null_mut();
         *self.stack_top.get_mut() = 0;
         *self.done.get_mut() = false;
         self.outcome.get_mut().output.renew();

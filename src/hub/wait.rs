@@ -73,13 +73,15 @@ impl Wakeup {
     }
 
     /// Wake it (call without holding the lock its wait list is under).
-    /// Inlined into the notifier: a green thread's wake is a few loads and
-    /// stores there; a plain thread's unpark is a call.
+    /// Inlined into the notifier, with the green thread's wake
+    /// (`worker::wake_task`): a wake of a green thread of the notifier's
+    /// own worker is a few loads and stores there, no call; a plain
+    /// thread's unpark is a call.
     #[inline(always)]
     pub(crate) fn wake(self) {
         match self {
             // By value: the ready queue takes this `Arc` (no clone).
-            Wakeup::Task(task) => std::task::Wake::wake(task),
+            Wakeup::Task(task) => worker::wake_task(task),
             Wakeup::Thread(thread) => unpark(thread),
         }
     }
@@ -249,8 +251,16 @@ impl<P> WaitList<P> {
         if node.is_null() {
             return None;
         }
-        // SAFETY: the head is linked to this list.
-        unsafe { self.unlink(node) };
+        // SAFETY: the head is linked to this list, first (no `prev`); the
+        // lock is held (`&mut self`), and its next, if any, is linked too.
+        unsafe {
+            let next = (*node).slot().next;
+            self.head = next;
+            match next.is_null() {
+                true => self.tail = ptr::null(),
+                false => (*next).slot().prev = ptr::null(),
+            }
+        }
         let wakeup = {
             // SAFETY: it was linked, so alive and not notified; the lock is
             // held; the reference ends before the flag is set.
@@ -301,22 +311,32 @@ pub(crate) trait Site {
     fn unwind(state: &mut Self::State, value: Option<Self::Value>) -> Option<Wakeup>;
 }
 
-/// How a [`wait_on`] ended: notified (the lock not taken again), or its
-/// deadline passed (the lock held again).
-pub(crate) struct Woken<'a, S, P> {
-    lock: &'a Mutex<S>,
-    guard: Option<MutexGuard<'a, S>>,
-    /// The node's value: one handed to it, or its own offer not taken.
-    pub(crate) value: Option<P>,
+/// How a [`wait_on`] ended, with its node's value (one handed to it, or
+/// its own offer not taken): notified (the lock not taken again), or its
+/// deadline passed (the lock held again). An enum, so that the caller's
+/// notified path carries no guard to test.
+pub(crate) enum Woken<'a, S, P> {
+    /// Notified: the lock not taken again.
+    Notified(&'a Mutex<S>, Option<P>),
+    /// The deadline passed: the lock held again.
+    Relocked(MutexGuard<'a, S>, Option<P>),
 }
 
 impl<'a, S, P> Woken<'a, S, P> {
+    /// The node's value, taken.
+    #[inline]
+    pub(crate) fn take_value(&mut self) -> Option<P> {
+        match self {
+            Woken::Notified(_, value) | Woken::Relocked(_, value) => value.take(),
+        }
+    }
+
     /// The lock, held: taken again unless the wait ended holding it.
     #[inline]
     pub(crate) fn relock(self) -> MutexGuard<'a, S> {
-        match self.guard {
-            Some(guard) => guard,
-            None => self.lock.lock(),
+        match self {
+            Woken::Notified(lock, _) => lock.lock(),
+            Woken::Relocked(guard, _) => guard,
         }
     }
 }
@@ -388,11 +408,10 @@ fn wait_with<'a, W: Site>(
             // SAFETY: notified: off the list, and its notifier is done
             // with it (module doc).
             let value = unsafe { node.slot() }.value.take();
-            return Woken {
-                lock,
-                guard: None,
-                value,
-            };
+            // Nothing left in it to drop: the notifier took its wake-up,
+            // and its value is taken.
+            std::mem::forget(node);
+            return Woken::Notified(lock, value);
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
             let mut guard = lock.lock();
@@ -404,11 +423,7 @@ fn wait_with<'a, W: Site>(
             std::mem::forget(leave);
             // SAFETY: the lock is held, and the node is off the list.
             let value = unsafe { node.slot() }.value.take();
-            return Woken {
-                lock,
-                guard: Some(guard),
-                value,
-            };
+            return Woken::Relocked(guard, value);
         }
     }
 }

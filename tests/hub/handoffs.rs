@@ -4,8 +4,10 @@
 //! that nothing starves meanwhile (remote wakes, timers, sockets, new
 //! tasks), that the order stays the ready queue's, and that the hub's
 //! bookkeeping (dump, the watchdog, cancellation, a task that ends or
-//! panics after a hand-off) names the right green thread; and the same
-//! with timers armed (green threads inside `timeout` scopes), which no
+//! panics after a hand-off) names the right green thread; that a channel
+//! ping-pong (each receive parks and hands the CPU to the other side) takes
+//! turns with other ready green threads and starves no timer, wake or
+//! socket; and the same with timers armed (green threads inside `timeout` scopes), which no
 //! longer keep a worker from handing off: timers still fire when due, and
 //! no earlier.
 
@@ -108,6 +110,100 @@ fn busy_yielders_do_not_starve_a_socket() {
 #[test]
 fn busy_yielders_do_not_starve_a_socket_with_timers_armed() {
     a_socket_among(yielders_with_deadlines);
+}
+
+/// `pairs` channel ping-pongs until `stop` is set: a pinger and its echo
+/// over two unbounded channels, the receiver parked whenever a value comes
+/// (each send hands the value over and each receive parks and hands the CPU
+/// to the other side). Each returns its round trips.
+fn ping_pongs(pairs: usize, stop: &Arc<AtomicBool>) -> Vec<hub::JoinHandle<u64>> {
+    let mut hs = Vec::new();
+    for _ in 0..pairs {
+        let (to_echo, from_pinger) = hub::unbounded::<u64>();
+        let (to_pinger, from_echo) = hub::unbounded::<u64>();
+        hs.push(hub::spawn(move || {
+            let mut rounds = 0u64;
+            for v in from_pinger.iter() {
+                to_pinger.send(v).expect("the pinger waits for the echo");
+                rounds += 1;
+            }
+            rounds
+        }));
+        let stop = Arc::clone(stop);
+        hs.push(hub::spawn(move || {
+            let mut rounds = 0u64;
+            while !stop.load(Ordering::SeqCst) {
+                to_echo
+                    .send(rounds)
+                    .expect("the echo runs until the pinger stops");
+                assert_eq!(from_echo.recv().expect("the echo's answer"), rounds);
+                rounds += 1;
+            }
+            rounds
+        }));
+    }
+    hs
+}
+
+#[test]
+fn a_channel_ping_pong_does_not_starve_a_ready_green_thread() {
+    const YIELDS: u64 = 1_000;
+    let rt = rt(1);
+    bounded(60, move || {
+        rt.block_on(|| {
+            let stop = Arc::new(AtomicBool::new(false));
+            let pair = ping_pongs(1, &stop);
+            let s = Arc::clone(&stop);
+            // Ready at every one of its turns: it takes them in the ready
+            // queue's order between the pair's hand-offs.
+            let other = hub::spawn(move || {
+                for _ in 0..YIELDS {
+                    hub::yield_now();
+                }
+                s.store(true, Ordering::SeqCst);
+            });
+            other.join().unwrap();
+            let rounds: Vec<u64> = pair.into_iter().map(|h| h.join().unwrap()).collect();
+            assert!(
+                rounds.iter().all(|&r| r > 0),
+                "the pair never ran: {rounds:?}"
+            );
+            // In turn with the yielder: about one round trip per yield, not
+            // a run of round trips while it waits.
+            assert!(
+                rounds.iter().all(|&r| r <= 10 * YIELDS),
+                "the pair ran {rounds:?} round trips during {YIELDS} yields of another"
+            );
+        })
+        .unwrap()
+    });
+}
+
+#[test]
+fn a_channel_ping_pong_does_not_starve_a_timer_or_a_wake_from_a_plain_thread() {
+    let rt = rt(1);
+    bounded(60, move || {
+        rt.block_on(|| {
+            let stop = Arc::new(AtomicBool::new(false));
+            let pairs = ping_pongs(1, &stop);
+            let sleeper = hub::spawn(|| hub::sleep(Duration::from_millis(1)));
+            let (tx, rx) = hub::channel::<u32>(1);
+            let receiver = hub::spawn(move || rx.recv().unwrap());
+            until_parked(&receiver, Wait::Recv);
+            let sender = thread::spawn(move || tx.send(7).unwrap());
+            sleeper.join().unwrap();
+            assert_eq!(receiver.join().unwrap(), 7);
+            stop.store(true, Ordering::SeqCst);
+            join_yielders(pairs);
+            sender.join().unwrap();
+        })
+        .unwrap()
+    });
+}
+
+#[test]
+fn a_channel_ping_pong_does_not_starve_a_socket() {
+    a_socket_among(ping_pongs);
 }
 
 #[test]

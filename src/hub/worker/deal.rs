@@ -133,9 +133,7 @@ impl Worker {
     /// it that it has not taken.
     fn load(&self, i: usize) -> usize {
         if i == self.index {
-            return self.live_count()
-                + self.queued()
-                + self.ready.try_borrow().map_or(0, |r| r.len());
+            return self.live_count() + self.queued() + self.ready.len();
         }
         let c = &self.shared.workers[i].counters;
         // `placed` before `tasks`: an owner that took placed tasks published

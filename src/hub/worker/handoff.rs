@@ -68,15 +68,13 @@ impl Worker {
             }
             return Next::Hub;
         };
-        let next = {
-            let mut ready = self.ready.borrow_mut();
-            match requeue.map(|me| ready.replace_single(me)) {
-                None => ready.pop_front(),
-                Some(Ok(front)) => Some(front),
-                Some(Err(me)) => {
-                    ready.push_back(me);
-                    ready.pop_front()
-                }
+        let ready = &self.ready;
+        let next = match requeue.map(|me| ready.replace_single(me)) {
+            None => ready.pop_front(),
+            Some(Ok(front)) => Some(front),
+            Some(Err(me)) => {
+                ready.push_back(me);
+                ready.pop_front()
             }
         };
         let Some(next) = next else {
@@ -92,7 +90,7 @@ impl Worker {
             self.live_sibling(&next).map(Some)
         };
         let Some(to) = handed.filter(|_| !next.is_done() && self.no_timer_due()) else {
-            self.ready.borrow_mut().push_front(next);
+            self.ready.push_front(next);
             return Next::Hub;
         };
         self.until_poll.set(until_poll - 1);
@@ -118,20 +116,22 @@ impl Worker {
 
     /// The greenlet of `next`, a started task of this worker, as a sibling
     /// the running green thread may switch straight to (see
-    /// `direct::sibling`), if it is one.
+    /// `direct::sibling_of`), if it is one: found through the task's
+    /// `greenlet` address, set while its entry is in `live` (no lookup in
+    /// the table).
     #[inline(always)]
     pub(super) fn live_sibling(&self, next: &Arc<Task>) -> Option<direct::Sibling> {
-        // SAFETY: the table is read only until `sibling` returns (the
-        // `Sibling` holds no reference into it), with no call in between
-        // that could reach the code that borrows it mutably (the hub's,
-        // suspended).
-        let live = unsafe { self.live.try_borrow_unguarded() }.ok()?;
-        match live.get(next.live_key.load(Ordering::Relaxed)) {
-            // SAFETY: every greenlet in `live` was made by `start`, on
-            // this worker's thread, which runs this.
-            Some((t, g)) if Arc::ptr_eq(t, next) => unsafe { direct::sibling(g) },
-            _ => None,
+        let record = next.greenlet.load(Ordering::Relaxed);
+        if record.is_null() {
+            return None;
         }
+        // SAFETY: `thread` was taken on this worker's thread, which runs
+        // this, before its loop (its greenlet state lives until the
+        // thread's teardown, after the worker); a non-null `greenlet` is
+        // the record of the greenlet of `next`'s entry in `live`, made by
+        // `start` on this thread and held by that entry (the address is
+        // cleared before the entry goes, see `drop_entry` and teardown).
+        unsafe { direct::sibling_of(self.thread?, record) }
     }
 
     /// A yield of the green thread `me` when nothing else is ready and the
@@ -146,7 +146,7 @@ impl Worker {
     /// is left to the park, and so is a yield that trace hooks observe.
     #[inline(always)]
     pub(crate) fn yield_in_place(&self, me: &Task) -> bool {
-        if !self.ready.borrow().is_empty() || me.cancel_requested() || direct::observed() {
+        if !self.ready.is_empty() || me.cancel_requested() || direct::observed() {
             return false;
         }
         let Some(until_poll) = self.hub_is_idle(self.remote()) else {

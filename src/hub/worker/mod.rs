@@ -55,3 +55,4 @@ pub(crate) use self::placement::SLOT_AGE;
 pub(crate) use self::remote::Remote;
 pub(crate) use self::scheduler::main;
 pub(crate) use self::state::{Seed, Worker};
+pub(crate) use self::wake::wake_task;

@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 
 use slab::Slab;
 
-use crate::coroutine::getcurrent;
+use crate::coroutine::{direct, getcurrent};
 use crate::diag::diag_warn;
 
 use super::super::counters::Counters;
@@ -75,7 +75,8 @@ pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
         shared,
         remote,
         hub: getcurrent(),
-        ready: RefCell::new(ReadyQueue::new()),
+        thread: direct::this_thread(),
+        ready: ReadyQueue::new(),
         local_new: RefCell::new(VecDeque::new()),
         spawned: RefCell::new(Vec::new()),
         has_spawned: Cell::new(false),
@@ -127,7 +128,7 @@ impl Worker {
             if shutting_down && !self.cancelled_all.get() {
                 self.cancel_all();
             }
-            let has_ready = !self.ready.borrow().is_empty();
+            let has_ready = !self.ready.is_empty();
             // With ready tasks waiting, the runtime-wide sources (the
             // injector, other workers' deques) at the poll's cadence only.
             let wide = !has_ready || polled;
@@ -138,7 +139,7 @@ impl Worker {
                 continue;
             }
             burst = 0;
-            let next = self.ready.borrow_mut().pop_front();
+            let next = self.ready.pop_front();
             if let Some(task) = next {
                 self.resume_on(remote, &task);
                 self.flush_spawned();
@@ -330,7 +331,7 @@ impl Worker {
         let counters = &self.remote().counters;
         Counters::add(&counters.polls, 1);
         if timeout == Some(Duration::ZERO) {
-            let depth = self.ready.borrow().len();
+            let depth = self.ready.len();
             counters.ready_depth.store(depth, Ordering::Relaxed);
             self.publish_load();
         }
@@ -344,12 +345,11 @@ impl Worker {
     pub(super) fn take_remote(&self, remote: &Remote) {
         let inbox = &remote.inbox;
         if inbox.has_work(Ordering::Relaxed) {
-            let mut ready = self.ready.borrow_mut();
             let mut woken = 0;
             inbox.take(
                 |t| {
                     woken += 1;
-                    ready.push_back(t);
+                    self.ready.push_back(t);
                 },
                 |placed| {
                     let mut local = self.local_new.borrow_mut();

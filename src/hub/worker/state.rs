@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use slab::Slab;
 
+use crate::coroutine::direct;
 use crate::coroutine::Greenlet;
 
 use super::super::driver::{Poller, PollerSeed};
@@ -38,9 +39,12 @@ pub(crate) struct Worker {
     pub(crate) shared: Arc<Shared>,
     /// The thread's main greenlet: the hub. Parking switches to it.
     pub(crate) hub: Greenlet,
+    /// The thread's greenlet state, taken when the hub was (for a
+    /// hand-off's sibling switch, see `live_sibling`).
+    pub(super) thread: Option<direct::ThreadToken>,
     /// This worker's entry of `shared.workers` (see [`remote`](Self::remote)).
     pub(super) remote: *const Remote,
-    pub(super) ready: RefCell<ReadyQueue<Arc<Task>>>,
+    pub(super) ready: ReadyQueue<Arc<Task>>,
     pub(super) local_new: RefCell<VecDeque<LocalUnstarted>>,
     /// On a runtime of one worker, its unstarted `Send` tasks spawned on
     /// it: a stack, the next to start last, with the batch of the green

@@ -5,7 +5,7 @@
 //! a green thread that ended).
 //!
 //! Owns: the `live` table's entries (made in `start`, dropped by
-//! [`drop_entry`]). Uses the coroutine API (`Greenlet::builder` with the
+//! [`drop_entry`]) and the task's `greenlet` address that mirrors its entry. Uses the coroutine API (`Greenlet::builder` with the
 //! hub as parent, `throw`), the task's launch and outcome.
 
 use std::ptr;
@@ -68,6 +68,8 @@ impl Worker {
         let live = self.live.borrow();
         let (task, g) = &live[key];
         task.live_key.store(key, Ordering::Relaxed);
+        task.greenlet
+            .store(direct::record_of(g).cast_mut(), Ordering::Relaxed);
         let full = self.switch_into(self.remote(), &live, task, direct::start);
         // Its coroutine exists now (unless it ended): where the watchdog
         // finds its saved context.
@@ -245,6 +247,7 @@ impl Worker {
 /// something that will finish it holds one.
 #[inline]
 pub(super) fn drop_entry((task, g): (Arc<Task>, Greenlet)) {
+    task.greenlet.store(ptr::null_mut(), Ordering::Relaxed);
     drop(g);
     if !task.is_done() {
         finish_cancelled(&task);

@@ -8,6 +8,7 @@
 //! the runtime's record of refusals.
 
 use std::ptr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crossbeam_deque::Steal;
@@ -82,6 +83,11 @@ impl Worker {
     /// rest.
     pub(super) fn teardown(&self) {
         let entries: Vec<(Arc<Task>, Greenlet)> = self.live.borrow_mut().drain().collect();
+        // Out of the table: no hand-off goes to them now (a green thread
+        // that parks while it is killed parks to the hub, in `kill`).
+        for (task, _) in &entries {
+            task.greenlet.store(ptr::null_mut(), Ordering::Relaxed);
+        }
         for (task, g) in &entries {
             if g.is_dead() {
                 continue;
@@ -106,7 +112,7 @@ impl Worker {
         drop(self.remote().newest.take());
         self.pool.clear();
         self.timers.borrow_mut().clear();
-        self.ready.borrow_mut().clear();
+        self.ready.clear();
         entries.into_iter().for_each(drop_entry);
     }
 }

@@ -3,8 +3,8 @@
 //! remote queue (and an unpark of its poller, if it sleeps). A task's
 //! [`Waker`](std::task::Waker) is the task itself ([`Wake`] for `Task`).
 //!
-//! Owns: [`push_ready`], the local queuing of a woken task, and the task's
-//! `Wake` implementation. Uses the worker's state and its remote parts,
+//! Owns: [`push_ready`], the local queuing of a woken task, [`wake_task`]
+//! and the task's `Wake` implementation. Uses the worker's state and its remote parts,
 //! and the runtime's shared state (to find a task's worker from a thread
 //! that is not one of its runtime's).
 
@@ -13,7 +13,7 @@ use std::task::Wake;
 
 use super::super::shared::Shared;
 use super::super::task_header::Task;
-use super::current::{with_current, with_worker};
+use super::current::with_current;
 use super::state::Worker;
 
 /// Put a woken task on the ready queue of worker `owner`: directly when
@@ -21,13 +21,15 @@ use super::state::Worker;
 /// the waker: a local wake is one frame.
 #[inline(always)]
 pub(crate) fn push_ready(task: Arc<Task>, owner: usize) {
-    let mut task = Some(task);
-    with_worker(|w| {
-        if let Some(t) = task.take_if(|t| w.index == owner && w.shared.owns(t)) {
-            w.push_ready_local(t);
+    // The task back when it is not this worker's.
+    let other = with_current(move |w| match w {
+        Some(w) if w.index == owner && w.shared.owns(&task) => {
+            w.push_ready_local(task);
+            None
         }
+        _ => Some(task),
     });
-    if let Some(task) = task {
+    if let Some(task) = other {
         push_remote(task, owner);
     }
 }
@@ -58,7 +60,7 @@ impl Worker {
     /// Queue `task`, a task of this worker, on the ready queue.
     #[inline]
     pub(crate) fn push_ready_local(&self, task: Arc<Task>) {
-        self.ready.borrow_mut().push_back(task);
+        self.ready.push_back(task);
     }
 
     /// Queue `task`, a task of this worker woken on its thread (a timer
@@ -71,15 +73,22 @@ impl Worker {
     }
 }
 
+/// Wake `task` (see [`Wake`] for `Task`), inlined into its caller: a
+/// wait list's notifier (a channel's or a lock's hand-over) wakes a green
+/// thread of its own worker with no call (`mark_scheduled` and the local
+/// queueing in its frame).
+#[inline(always)]
+pub(crate) fn wake_task(task: Arc<Task>) {
+    if let Some(owner) = task.mark_scheduled() {
+        push_ready(task, owner);
+    }
+}
+
 impl Wake for Task {
-    /// Inline: made in the crate of its caller (a channel's or a lock's
-    /// hand-over, generic code), with `mark_scheduled` and the local
-    /// queueing inlined into it: one call per wake.
+    /// Inline: made in the crate of its caller, one call per wake.
     #[inline]
     fn wake(self: Arc<Self>) {
-        if let Some(owner) = self.mark_scheduled() {
-            push_ready(self, owner);
-        }
+        wake_task(self);
     }
     fn wake_by_ref(self: &Arc<Self>) {
         schedule(self);
