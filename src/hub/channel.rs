@@ -1,5 +1,6 @@
 //! Channels between green threads on any workers and plain threads:
-//! multi-producer [`channel`] (bounded) and [`unbounded`], and [`oneshot`].
+//! multi-producer, multi-consumer [`channel`] (bounded) and [`unbounded`],
+//! and [`oneshot`].
 //! A receive or a send on a full channel parks a green thread and blocks a
 //! plain thread.
 //!
@@ -16,7 +17,7 @@
 //! [`super::wait`]'s nodes).
 //!
 //! Closing: when every [`Sender`] is gone, receives return what is queued,
-//! then [`RecvError`] (so iteration ends); when the [`Receiver`] is gone,
+//! then [`RecvError`] (so iteration ends); when every [`Receiver`] is gone,
 //! sends fail with the value back. Nothing sent is lost to a receiver that
 //! is cancelled (or times out) while parked: a value handed to it goes
 //! back to the front of the queue and on to the next receiver.
@@ -36,7 +37,8 @@ pub(crate) struct State<T> {
     queue: VecDeque<T>,
     capacity: Option<usize>,
     senders: usize,
-    receiver: bool,
+    /// Live [`Receiver`]s (clones count).
+    receivers: usize,
     /// Parked receives (they take a value handed to them) and `select`
     /// watches (they do not). Only while `queue` is empty does a receive
     /// wait un-notified at its front.
@@ -77,7 +79,7 @@ impl<T> Site for SendSite<T> {
         &mut s.send
     }
     /// Notified, its value was either taken (sent) or is still its own
-    /// (the receiver went): nothing to pass on.
+    /// (every receiver went): nothing to pass on.
     fn unwind(_: &mut State<T>, _: Option<T>) -> Option<Wakeup> {
         None
     }
@@ -103,7 +105,7 @@ impl<T> State<T> {
     /// into the sends: one frame for a send.
     #[inline(always)]
     fn offer(&mut self, value: T) -> Result<Option<Wakeup>, TrySendError<T>> {
-        if !self.receiver {
+        if self.receivers == 0 {
             return Err(TrySendError::Disconnected(value));
         }
         if self.queue.is_empty() && self.recv.first_takes() {
@@ -139,14 +141,34 @@ pub struct Sender<T> {
     chan: Arc<Chan<T>>,
 }
 
-/// The receiving end of a channel. `recv` takes `&self`, so it can be
-/// shared (in an `Arc`) by several consumers.
+/// The receiving end of a channel. Cloning it makes another consumer of
+/// the same queue: each value goes to one receive, the longest parked
+/// first; sends fail once every clone is gone.
 ///
 /// ```
 /// let (tx, rx) = greenlet::hub::channel(4);
 /// tx.send("a").unwrap();
 /// drop(tx);
 /// assert_eq!(rx.into_iter().collect::<Vec<_>>(), ["a"]);
+///
+/// // A work queue: two consumers share one channel.
+/// greenlet::hub::run(|| {
+///     let (tx, rx) = greenlet::hub::unbounded::<u32>();
+///     let workers: Vec<_> = (0..2)
+///         .map(|_| {
+///             let rx = rx.clone();
+///             greenlet::hub::spawn(move || rx.iter().sum::<u32>())
+///         })
+///         .collect();
+///     drop(rx);
+///     for n in 1..=10 {
+///         tx.send(n).unwrap();
+///     }
+///     drop(tx);
+///     let total: u32 = workers.into_iter().map(|w| w.join().unwrap()).sum();
+///     assert_eq!(total, 55);
+/// })
+/// .unwrap();
 /// ```
 pub struct Receiver<T> {
     chan: Arc<Chan<T>>,
@@ -158,7 +180,7 @@ fn new_chan<T>(capacity: Option<usize>) -> (Sender<T>, Receiver<T>) {
             queue: VecDeque::new(),
             capacity,
             senders: 1,
-            receiver: true,
+            receivers: 1,
             recv: WaitList::default(),
             send: WaitList::default(),
         }),
@@ -210,7 +232,7 @@ impl<T> Sender<T> {
     /// already moved the value into the channel, in which case it did.
     ///
     /// # Errors
-    /// [`SendError`] with the value when the receiver is gone.
+    /// [`SendError`] with the value when every receiver is gone.
     ///
     /// ```
     /// let (tx, rx) = greenlet::hub::channel(1);
@@ -244,7 +266,7 @@ impl<T> Sender<T> {
             match woken.take_value() {
                 // A receive took it.
                 None => return Ok(()),
-                // The receiver went: retry (it fails).
+                // Every receiver went: retry (it fails).
                 Some(v) => value = v,
             }
             st = woken.relock();
@@ -280,7 +302,7 @@ impl<T> Sender<T> {
         Ok(())
     }
 
-    /// Whether the receiver is gone.
+    /// Whether every receiver (each clone) is gone.
     ///
     /// ```
     /// let (tx, rx) = greenlet::hub::unbounded::<()>();
@@ -289,7 +311,7 @@ impl<T> Sender<T> {
     /// assert!(tx.is_closed());
     /// ```
     pub fn is_closed(&self) -> bool {
-        !self.chan.state.lock().receiver
+        self.chan.state.lock().receivers == 0
     }
 }
 
@@ -461,10 +483,22 @@ impl<T> Receiver<T> {
     }
 }
 
+impl<T> Clone for Receiver<T> {
+    fn clone(&self) -> Self {
+        self.chan.state.lock().receivers += 1;
+        Receiver {
+            chan: Arc::clone(&self.chan),
+        }
+    }
+}
+
 impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
         let mut st = self.chan.state.lock();
-        st.receiver = false;
+        st.receivers -= 1;
+        if st.receivers > 0 {
+            return;
+        }
         let queued = std::mem::take(&mut st.queue);
         let wakers = st.send.notify_all();
         drop(st);
@@ -626,7 +660,7 @@ impl<T> fmt::Debug for SendError<T> {
 }
 impl<T> fmt::Display for SendError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("sending on a channel whose receiver was dropped")
+        f.write_str("sending on a channel whose receivers were all dropped")
     }
 }
 impl<T> std::error::Error for SendError<T> {}
@@ -636,7 +670,7 @@ impl<T> std::error::Error for SendError<T> {}
 pub enum TrySendError<T> {
     /// The bounded channel is full.
     Full(T),
-    /// The receiver is gone.
+    /// Every receiver is gone.
     Disconnected(T),
 }
 
@@ -666,7 +700,7 @@ impl<T> fmt::Display for TrySendError<T> {
         match self {
             TrySendError::Full(_) => f.write_str("the channel is full"),
             TrySendError::Disconnected(_) => {
-                f.write_str("sending on a channel whose receiver was dropped")
+                f.write_str("sending on a channel whose receivers were all dropped")
             }
         }
     }

@@ -494,3 +494,71 @@ fn values_handed_to_a_plain_thread_across_threads_arrive_in_order() {
     .unwrap();
     assert_eq!(plain.join().unwrap(), ROUNDS);
 }
+
+#[test]
+fn cloned_receivers_share_one_queue_on_two_workers_and_close_with_the_last() {
+    const VALUES: u64 = 20_000;
+    let (sums, counts, closed_after_last) = rt(2)
+        .block_on(|| {
+            let (tx, rx) = hub::channel::<u64>(16);
+            let consumers: Vec<_> = (0..4)
+                .map(|_| {
+                    let rx = rx.clone();
+                    hub::spawn(move || {
+                        let (mut sum, mut count) = (0u64, 0u64);
+                        for v in rx.iter() {
+                            sum += v;
+                            count += 1;
+                        }
+                        (sum, count)
+                    })
+                })
+                .collect();
+            // A clone dropped while others live leaves the channel open.
+            let spare = rx.clone();
+            drop(spare);
+            assert!(!tx.is_closed(), "dropping one clone closed the channel");
+            drop(rx);
+            let producers: Vec<_> = (0..2)
+                .map(|p| {
+                    let tx = tx.clone();
+                    hub::spawn(move || {
+                        for v in (p..VALUES).step_by(2) {
+                            tx.send(v).unwrap();
+                        }
+                    })
+                })
+                .collect();
+            drop(tx);
+            producers.into_iter().for_each(|p| p.join().unwrap());
+            let results: Vec<(u64, u64)> =
+                consumers.into_iter().map(|c| c.join().unwrap()).collect();
+            // With every receiver gone, a send fails with its value back.
+            let (tx, rx) = hub::unbounded::<u8>();
+            let rx2 = rx.clone();
+            drop(rx);
+            tx.send(1).unwrap();
+            drop(rx2);
+            let closed = tx.is_closed() && tx.send(2).map_err(|e| e.0) == Err(2);
+            (
+                results.iter().map(|r| r.0).sum::<u64>(),
+                results.iter().map(|r| r.1).collect::<Vec<_>>(),
+                closed,
+            )
+        })
+        .unwrap();
+    assert_eq!(
+        sums,
+        VALUES * (VALUES - 1) / 2,
+        "a value lost or received twice"
+    );
+    assert_eq!(counts.iter().sum::<u64>(), VALUES);
+    assert!(
+        counts.iter().filter(|&&c| c > 0).count() >= 2,
+        "one consumer took every value: {counts:?}"
+    );
+    assert!(
+        closed_after_last,
+        "sends still succeed after every receiver went"
+    );
+}
