@@ -247,9 +247,10 @@ impl Worker {
 /// and the one resumed now runs while it comes. At 500 echo connections
 /// on one worker this takes 10-28% off the server's user time per request
 /// and 1-3% off its CPU (`benches/net-peers/cpusplit.sh`, a build with it
-/// paired with one without); 4-10 instructions more per switch between
-/// green threads when more than one is queued (`hub_hot_loops`). A hint
-/// only; nothing elsewhere than x86_64.
+/// paired with one without), for 4 instructions more per switch between
+/// green threads when more than one is queued (`hub_hot_loops`
+/// `yield-pair` and `ping-pong` under callgrind). A hint only; nothing
+/// elsewhere than x86_64.
 #[inline(always)]
 fn prefetch(address: usize) {
     #[cfg(target_arch = "x86_64")]
