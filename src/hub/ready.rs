@@ -51,6 +51,20 @@ impl<T> ReadyQueue<T> {
         unsafe { (*self.first.as_ptr()).is_some() }
     }
 
+    /// `f` of the first one, if more than one is queued (it sees the
+    /// front in place).
+    #[inline]
+    pub(crate) fn with_front_of_many<R>(&self, f: impl FnOnce(&T) -> R) -> Option<R> {
+        if !self.more.get() {
+            return None;
+        }
+        // SAFETY: a `Cell` hands out no reference to what it holds, and
+        // this borrow ends with `f`, which gets a shared reference only:
+        // the queue is not `Sync` and `f` cannot reach it through `&T`
+        // mutably, so nothing writes the slot meanwhile.
+        unsafe { (*self.first.as_ptr()).as_ref().map(f) }
+    }
+
     /// Whether nothing is queued.
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {

@@ -134,9 +134,8 @@ unsafe fn wait(
             }
             break ring.wait_op_here(key, net::dispatch_ring);
         }
-        let now = Instant::now();
         if !cancelled {
-            timed_out = deadline.at().is_some_and(|at| now >= at);
+            timed_out = deadline.at().is_some_and(|at| Instant::now() >= at);
             let scope = task.scopes.is_active() && task.scopes.expired().is_some();
             if killed || timed_out || scope {
                 ring.cancel_op(key);

@@ -604,6 +604,41 @@ impl<S: AsRawFd> Source<S> {
         }
     }
 
+    /// One try of a stream transfer of `len` bytes, made only if readiness
+    /// in `dir` came since the last transfer that drained (or filled) the
+    /// kernel buffer: `None` when it did not, or when the call would
+    /// block (then the readiness counts as used). Keeps the drained mark
+    /// as [`io_stream`](Self::io_stream) does. For a driver whose own
+    /// operation would park the caller for a turn of the loop even when
+    /// the data is already there.
+    pub(crate) fn try_fresh(
+        &self,
+        dir: Direction,
+        len: usize,
+        op: impl FnOnce(&S) -> io::Result<(usize, bool)>,
+    ) -> Option<io::Result<usize>> {
+        let d = dir as usize;
+        let r = self.reg.get()?;
+        let seq = r.io.seq[d].load(Ordering::SeqCst);
+        if seq == 0 || self.drained[d].load(Ordering::Relaxed) == seq.wrapping_add(1) {
+            return None;
+        }
+        match op(&self.sock) {
+            Ok((n, empty)) => {
+                if n > 0 && (n < len || empty) {
+                    self.drained[d].store(seq.wrapping_add(1), Ordering::Relaxed);
+                }
+                Some(Ok(n))
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.drained[d].store(seq.wrapping_add(1), Ordering::Relaxed);
+                None
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+
     /// Wait until a read may find data, end of file or an error, without
     /// reading: at once if readiness came since the last read that drained
     /// the queue (or the peer closed, or there was never such a read and

@@ -475,24 +475,34 @@ impl TcpStream {
     /// left (a connection whose messages fit the buffer with room to spare
     /// never pays for the option).
     ///
-    /// On a worker with an io_uring ring, the read is an operation on the
-    /// ring instead (see `driver::op`): no readiness round trip.
+    /// A read is tried at once while readiness came since the last read
+    /// that drained the queue (the data is there). Otherwise, on a worker
+    /// with an io_uring ring, it is an operation on the ring (see
+    /// `driver::op`: no readiness round trip); elsewhere it waits for
+    /// readiness.
     fn read_one(&self, buf: &mut [u8]) -> io::Result<usize> {
-        let deadline = self.src.read_deadline("read");
-        #[cfg(target_os = "linux")]
-        if let Some(r) = op::recv(self.src.get().as_raw_fd(), buf, deadline) {
-            return r;
-        }
         let len = buf.len();
-        if self.inq.load(Ordering::Relaxed) == INQ_ON {
-            return self
-                .src
-                .io_stream(Direction::Read, deadline, len, |s| sys::recv_inq(s, buf));
-        }
-        let n = self.src.io_stream(Direction::Read, deadline, len, |s| {
-            sys::recv(s, buf).map(|n| (n, false))
-        })?;
-        if n == len && n > 0 {
+        let inq = self.inq.load(Ordering::Relaxed);
+        let once = |s: &mio::net::TcpStream, buf: &mut [u8]| {
+            if inq == INQ_ON {
+                sys::recv_inq(s, buf)
+            } else {
+                sys::recv(s, buf).map(|n| (n, false))
+            }
+        };
+        let n = match self.src.try_fresh(Direction::Read, len, |s| once(s, buf)) {
+            Some(r) => r?,
+            None => {
+                let deadline = self.src.read_deadline("read");
+                #[cfg(target_os = "linux")]
+                if let Some(r) = op::recv(self.src.get().as_raw_fd(), buf, deadline) {
+                    return r;
+                }
+                self.src
+                    .io_stream(Direction::Read, deadline, len, |s| once(s, buf))?
+            }
+        };
+        if inq == INQ_OFF && n == len && n > 0 {
             let state = match sys::set_inq(self.src.get(), true) {
                 Ok(()) => INQ_ON,
                 Err(_) => INQ_UNAVAILABLE,
