@@ -14,8 +14,7 @@
 #       # (hub, hub_uring, tokio, may, monoio); DRIVER is GREENLET_IO_DRIVER
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-EX="$ROOT/target/release/examples"
-PB="$ROOT/benches/net-peers/target/release"
+. "$ROOT/benches/net-peers/echo_servers.sh"
 ROUNDS="${ROUNDS:-3}"
 DURATION="${DURATION:-3}"
 CELLS="${CELLS:-50:64 50:4096 500:64 500:4096}"
@@ -24,36 +23,18 @@ PORT="${PORT:-7600}"
 TICK=$(getconf CLK_TCK)
 OUT="$(mktemp)"
 
-# bin_of NAME -> "PATH DRIVER"
-bin_of() {
-    case "$1" in
-    hub) echo "$EX/echo_server epoll" ;;
-    hub_uring) echo "$EX/echo_server io_uring" ;;
-    tokio | may | monoio) echo "$PB/${1}_echo epoll" ;;
-    *=*)
-        local spec=${1#*=}
-        local path=${spec%%:*} driver=epoll
-        [ "$spec" != "$path" ] && driver=${spec#*:}
-        [ -x "$path" ] || { echo "SERVERS: $path is not an executable" >&2; exit 2; }
-        echo "$path $driver" ;;
-    *) echo "SERVERS: hub, hub_uring, tokio, may, monoio or NAME=PATH[:DRIVER], not $1" >&2; exit 2 ;;
-    esac
-}
-
 for round in $(seq 1 "$ROUNDS"); do
     for cell in $CELLS; do
         conns=${cell%%:*}
         size=${cell#*:}
         for s in $SERVERS; do
-            read -r bin driver < <(bin_of "$s")
+            spec=$(echo_server_of "$s")
+            read -r bin driver <<<"$spec"
             name=${s%%=*}
             PORT=$((PORT + 1))
             GREENLET_IO_DRIVER=$driver taskset -c 0 "$bin" --addr "127.0.0.1:$PORT" --workers 1 >/dev/null 2>&1 &
             pid=$!
-            for _ in $(seq 1 100); do
-                if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then break; fi
-                sleep 0.05
-            done
+            wait_for_port "$PORT"
             read -r u0 s0 < <(awk '{print $14, $15}' "/proc/$pid/stat")
             line=$(taskset -c 1 "$EX/echo_client" --addr "127.0.0.1:$PORT" --connections "$conns" \
                 --size "$size" --duration "$DURATION" --workers 1 | grep '^RESULT' || true)

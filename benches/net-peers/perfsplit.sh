@@ -12,8 +12,7 @@
 #   CELLS="50:64" SERVERS="hub tokio" bash benches/net-peers/perfsplit.sh
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-EX="$ROOT/target/release/examples"
-PB="$ROOT/benches/net-peers/target/release"
+. "$ROOT/benches/net-peers/echo_servers.sh"
 CELLS="${CELLS:-50:64 50:4096 500:64 500:4096}"
 SERVERS="${SERVERS:-hub hub_uring tokio monoio}"
 SECONDS_PROFILED="${SECONDS_PROFILED:-2}"
@@ -25,19 +24,12 @@ for cell in $CELLS; do
     conns=${cell%%:*}
     size=${cell#*:}
     for s in $SERVERS; do
-        case "$s" in
-        hub) bin="$EX/echo_server" driver=epoll ;;
-        hub_uring) bin="$EX/echo_server" driver=io_uring ;;
-        tokio | may | monoio) bin="$PB/${s}_echo" driver=epoll ;;
-        *) echo "SERVERS: hub, hub_uring, tokio, may or monoio, not $s" >&2; exit 2 ;;
-        esac
+        spec=$(echo_server_of "$s")
+        read -r bin driver <<<"$spec"
         PORT=$((PORT + 1))
         GREENLET_IO_DRIVER=$driver taskset -c 0 "$bin" --addr "127.0.0.1:$PORT" --workers 1 >/dev/null 2>&1 &
         pid=$!
-        for _ in $(seq 1 100); do
-            if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then break; fi
-            sleep 0.05
-        done
+        wait_for_port "$PORT"
         taskset -c 1 "$EX/echo_client" --addr "127.0.0.1:$PORT" --connections "$conns" \
             --size "$size" --duration $((SECONDS_PROFILED + 2)) --workers 1 >/dev/null &
         cpid=$!
@@ -47,7 +39,7 @@ for cell in $CELLS; do
         kill "$pid" 2>/dev/null || true
         wait "$pid" 2>/dev/null || true
         perf report -i "$DATA" --children --sort sym --stdio -g none 2>/dev/null >"$REPORT"
-        awk -v n="$s" -v c="c$conns-${size}B" '
+        awk -v n="${s%%=*}" -v c="c$conns-${size}B" '
             $3 == "[k]" && $4 == "tcp_sendmsg" { sub("%", "", $1); snd = $1 }
             $3 == "[k]" && $4 == "tcp_recvmsg" { sub("%", "", $1); rcv = $1 }
             $3 == "[.]" { sub("%", "", $2); usr += $2 }

@@ -13,24 +13,13 @@ CONNS=${2:?CONNECTIONS}
 SIZE=${3:?SIZE}
 DURATION="${DURATION:-3}"
 PORT="${PORT:-7390}"
-EX="$ROOT/target/release/examples"
-PB="$ROOT/benches/net-peers/target/release"
-DRIVER=epoll
-case "$IMPL" in
-hub) BIN="$EX/echo_server" ;;
-hub_uring) BIN="$EX/echo_server" DRIVER=io_uring ;;
-tokio) BIN="$PB/tokio_echo" ;;
-may) BIN="$PB/may_echo" ;;
-monoio) BIN="$PB/monoio_echo" ;;
-*) echo "IMPL must be hub, hub_uring, tokio, may or monoio, not $IMPL" >&2; exit 2 ;;
-esac
+. "$ROOT/benches/net-peers/echo_servers.sh"
+SPEC=$(echo_server_of "$IMPL")
+read -r BIN DRIVER <<<"$SPEC"
 LOG="$(mktemp)"
 GREENLET_IO_DRIVER=$DRIVER taskset -c 0 strace -c -f -o "$LOG" "$BIN" --addr "127.0.0.1:$PORT" --workers 1 >/dev/null 2>&1 &
 PID=$!
-for _ in $(seq 1 100); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then break; fi
-    sleep 0.05
-done
+wait_for_port "$PORT"
 LINE=$(taskset -c 1 "$EX/echo_client" --addr "127.0.0.1:$PORT" --connections "$CONNS" \
     --size "$SIZE" --duration "$DURATION" --workers 1 | grep '^RESULT')
 # Stop the server (strace's child): strace then writes its summary.
