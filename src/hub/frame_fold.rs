@@ -16,20 +16,15 @@
 pub(crate) const ONLY_RUNTIME: &str = "only runtime frames: its own code was inlined into them \
      (mark a function #[inline(never)] to see it)";
 
-/// Whether `name` is a frame of the runtime or of the backtrace machinery.
+/// Whether `name` is a frame of the runtime itself (the hub, the coroutine
+/// layer, the switch's entry). The standard library's frames, the
+/// backtrace and panic machinery's included, go with their caller (see
+/// [`fold_frames`]).
 fn is_runtime(name: &str) -> bool {
-    const PREFIXES: [&str; 12] = [
+    const PREFIXES: [&str; 4] = [
         "greenlet::hub::",
         "greenlet::coroutine::",
-        "std::backtrace",
-        "std::panicking::",
-        "std::panic::",
-        "core::panicking::",
-        "core::ops::function::",
         "__rust_try",
-        "alloc::boxed::",
-        "std::sys::",
-        "std::thread::local::",
         "greenlet_coroutine_root",
     ];
     let bare = name.trim_start_matches('<');

@@ -48,6 +48,16 @@ pub(crate) fn rt(workers: usize) -> Runtime {
         .expect("runtime")
 }
 
+/// A runtime of one worker whose watchdog reports a stall after 20 ms,
+/// for the tests that read its reports.
+pub(crate) fn watched_rt() -> Runtime {
+    Runtime::builder()
+        .worker_threads(1)
+        .watchdog(Some(Duration::from_millis(20)))
+        .build()
+        .expect("runtime")
+}
+
 /// Yield until `h` is parked on `wait` (bounded by [`HANG`]).
 pub(crate) fn until_parked<T>(h: &hub::JoinHandle<T>, wait: Wait) {
     let start = Instant::now();

@@ -4,7 +4,9 @@
 #[allow(dead_code)] // only the hub's test binaries use it
 pub(crate) mod hub;
 
-use std::process::{Command, Output};
+use std::io::Read;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// The name the test harness gives test `test` of module `module` (the
 /// caller's `module_path!()`): the module path without the test binary's
@@ -19,13 +21,14 @@ pub(crate) fn test_path(module: &str, test: &str) -> String {
 
 /// Run the ignored test `test` of module `module` (the caller's
 /// `module_path!()`) of the calling test binary in a child process with
-/// `var=value` in its environment, and wait for it. For behaviour that ends
-/// the process (exit, abort, a stack overflow) or that shows on stderr,
-/// which the test harness captures in-process.
+/// `var=value` in its environment, and wait for it, at most
+/// [`CHILD_HANG`] (then the child is killed and the test fails). For
+/// behaviour that ends the process (exit, abort, a stack overflow) or that
+/// shows on stderr, which the test harness captures in-process.
 #[allow(dead_code)] // not every test binary uses every helper
 pub(crate) fn run_child_test(module: &str, test: &str, var: &str, value: &str) -> Output {
     let exe = std::env::current_exe().expect("test binary path");
-    Command::new(exe)
+    let mut child = Command::new(exe)
         .args([
             "--exact",
             &test_path(module, test),
@@ -34,9 +37,42 @@ pub(crate) fn run_child_test(module: &str, test: &str, var: &str, value: &str) -
             "--test-threads=1",
         ])
         .env(var, value)
-        .output()
-        .expect("run the child")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the child");
+    // Read both pipes meanwhile, so that a child writing more than a pipe
+    // holds does not wait on us.
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            bytes
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().expect("piped stdout")));
+    let stderr = drain(Box::new(child.stderr.take().expect("piped stderr")));
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("the child's status") {
+            break status;
+        }
+        if start.elapsed() > CHILD_HANG {
+            let _ = child.kill();
+            panic!("the child running {test} with {var}={value} did not end within {CHILD_HANG:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Output {
+        status,
+        stdout: stdout.join().expect("stdout reader"),
+        stderr: stderr.join().expect("stderr reader"),
+    }
 }
+
+/// How long [`run_child_test`] waits for its child.
+#[allow(dead_code)] // not every test binary uses every helper
+pub(crate) const CHILD_HANG: Duration = Duration::from_secs(120);
 
 /// A started greenlet named `name`, suspended in a loop that swallows
 /// everything thrown into it, `GreenletExit` included; it switches to its

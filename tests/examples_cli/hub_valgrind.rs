@@ -10,6 +10,7 @@
 //! not installed.
 
 use crate::common;
+use crate::valgrind::valgrind_available;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -36,11 +37,7 @@ fn hub_demo_answers_help_and_rejects_a_bad_flag() {
 
 #[test]
 fn hub_demo_runs_clean_under_valgrind() {
-    let available = Command::new("valgrind")
-        .arg("--version")
-        .output()
-        .is_ok_and(|out| out.status.success());
-    if !available {
+    if !valgrind_available() {
         eprintln!("valgrind is not installed: skipping");
         return;
     }
@@ -72,11 +69,7 @@ fn hub_demo_runs_clean_under_valgrind() {
 /// fails, saying why and what to ask for instead.
 #[test]
 fn io_uring_under_valgrind_is_refused() {
-    let available = Command::new("valgrind")
-        .arg("--version")
-        .output()
-        .is_ok_and(|out| out.status.success());
-    if !available {
+    if !valgrind_available() {
         eprintln!("valgrind is not installed: skipping");
         return;
     }

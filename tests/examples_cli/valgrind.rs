@@ -11,7 +11,8 @@ use crate::common;
 
 use std::process::Command;
 
-fn valgrind_available() -> bool {
+/// Whether `valgrind` runs here (the valgrind tests skip, saying so, when not).
+pub(crate) fn valgrind_available() -> bool {
     Command::new("valgrind")
         .arg("--version")
         .output()

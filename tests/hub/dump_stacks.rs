@@ -85,17 +85,13 @@ fn a_green_thread_dumped_twice_is_still_cancellable() {
 }
 
 /// A dump takes the stack of a green thread in a sleep without ending the
-/// sleep's timer: the sleep still ends at its deadline. (The timer used to
-/// go when the capture request came back from the park, and the sleeper
-/// then waited for a wake that never came.)
+/// sleep's timer: the sleep still ends at its deadline (a capture request
+/// coming back from the park does not disarm the timer, else the sleeper
+/// would wait for a wake that never comes).
 #[test]
 fn a_sleep_dumped_midway_still_ends() {
     let _dog = common::hub::watchdog(120);
-    let rt = hub::Runtime::builder()
-        .worker_threads(1)
-        .watchdog(None)
-        .build()
-        .unwrap();
+    let rt = common::hub::rt(1);
     let sleeper = rt.handle().spawn(|| {
         hub::sleep(Duration::from_millis(200));
         7u32
@@ -169,11 +165,7 @@ fn a_silent_workers_green_threads_are_read_off_its_thread() {
     use std::sync::Arc;
 
     let _dog = common::hub::watchdog(120);
-    let rt = hub::Runtime::builder()
-        .worker_threads(1)
-        .watchdog(None)
-        .build()
-        .unwrap();
+    let rt = common::hub::rt(1);
     let (tx, rx) = hub::channel::<u32>(1);
     let parked = rt.handle().spawn(move || parks_in_a_channel_receive(&rx));
     wait_for(&parked, TaskState::Parked(Wait::Recv));

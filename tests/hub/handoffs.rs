@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex as StdMutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use greenlet::hub::{self, net::TcpListener, JoinError, Runtime, TaskState, Wait};
+use greenlet::hub::{self, net::TcpListener, JoinError, TaskState, Wait};
 
 /// `n` green threads that yield until `stop` is set; each returns how many
 /// times it yielded.
@@ -422,11 +422,7 @@ fn a_yield_with_nothing_else_ready_still_delivers_an_elapsed_timeout() {
 fn the_watchdog_names_a_green_thread_resumed_by_a_hand_off() {
     let _serial = common::serial();
     common::take_diagnostics();
-    let rt = Runtime::builder()
-        .worker_threads(1)
-        .watchdog(Some(Duration::from_millis(20)))
-        .build()
-        .unwrap();
+    let rt = common::hub::watched_rt();
     let release = Arc::new(AtomicBool::new(false));
     let r = Arc::clone(&release);
     let main = rt.handle().spawn(move || {

@@ -3,55 +3,26 @@
 //! an unnamed one, else the name given to `task()`). The overflows happen
 //! in a child process (this test binary re-run with `OVERFLOW_NAME_CASE`
 //! set), which aborts; the parent reads its stderr, its wait bounded by
-//! `HANG`.
+//! `common::CHILD_HANG`.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
-use std::process::{Command, Stdio};
-use std::thread;
-use std::time::{Duration, Instant};
 
 use greenlet::hub::{self, Runtime};
 
 use crate::common;
 
-const HANG: Duration = Duration::from_secs(60);
 const CASE: &str = "OVERFLOW_NAME_CASE";
 
 /// Run this binary's ignored `child_process` alone in a child with
-/// `CASE=case`; the signal that ended it and its stderr.
+/// `CASE=case` (bounded by `common::CHILD_HANG`); the signal that ended it
+/// and its stderr.
 fn run_child(case: &str) -> (Option<i32>, String) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            &common::test_path(module_path!(), "child_process"),
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CASE, case)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut pipe = child.stderr.take().unwrap();
-    let reader = thread::spawn(move || {
-        let mut text = String::new();
-        let _ = pipe.read_to_string(&mut text);
-        text
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > HANG {
-            let _ = child.kill();
-            panic!("the {case} child did not finish within {HANG:?}");
-        }
-        thread::sleep(Duration::from_millis(10));
-    };
-    (status.signal(), reader.join().unwrap())
+    let out = common::run_child_test(module_path!(), "child_process", CASE, case);
+    (
+        out.status.signal(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// In the child: a green thread (named `name`, if given) that waits until

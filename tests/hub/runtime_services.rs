@@ -210,11 +210,7 @@ fn a_dying_threads_greenlet_state_is_cleaned_up_on_the_hub() {
 fn the_watchdog_names_the_green_thread_that_holds_its_worker() {
     let _serial = common::serial();
     common::take_diagnostics();
-    let rt = Runtime::builder()
-        .worker_threads(1)
-        .watchdog(Some(Duration::from_millis(20)))
-        .build()
-        .unwrap();
+    let rt = common::hub::watched_rt();
     let release = Arc::new(AtomicBool::new(false));
     let r = Arc::clone(&release);
     let hog = rt.handle().spawn(move || {

@@ -68,11 +68,7 @@ fn spawn_hog(rt: &Runtime, name: &'static str, release: &Arc<AtomicBool>) -> hub
 fn the_watchdog_names_the_blocker_and_logs_its_recovery() {
     let _serial = common::serial();
     common::take_diagnostics();
-    let rt = Runtime::builder()
-        .worker_threads(1)
-        .watchdog(Some(Duration::from_millis(20)))
-        .build()
-        .unwrap();
+    let rt = common::hub::watched_rt();
     let release = Arc::new(AtomicBool::new(false));
     let hog = spawn_hog(&rt, "spinning-hog", &release);
     let report = wait_for_line("has not come back");
@@ -163,11 +159,7 @@ fn waits_for_the_lock(lock: &std::sync::Mutex<u32>) -> u32 {
 fn lock_child() {
     static LOCK: std::sync::Mutex<u32> = std::sync::Mutex::new(7);
     common::take_diagnostics();
-    let rt = Runtime::builder()
-        .worker_threads(1)
-        .watchdog(Some(Duration::from_millis(20)))
-        .build()
-        .unwrap();
+    let rt = common::hub::watched_rt();
     let parked = Arc::new(AtomicBool::new(false));
     let p = Arc::clone(&parked);
     let holder = rt

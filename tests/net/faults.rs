@@ -251,11 +251,7 @@ fn child_accept_under_emfile() {
         return;
     }
     let _ = common::take_diagnostics();
-    let rt = Runtime::builder()
-        .worker_threads(1)
-        .watchdog(None)
-        .build()
-        .unwrap();
+    let rt = common::hub::rt(1);
     let l = Arc::new(TcpListener::bind("127.0.0.1:0").unwrap());
     let addr = l.local_addr().unwrap();
     // Register the listener with the worker's poller while descriptors
