@@ -580,9 +580,7 @@ impl<S: AsRawFd> Source<S> {
             let reg = self.reg.get();
             let seq = reg.map(|r| r.io.seq[d].load(Ordering::SeqCst));
             if let (false, Some(s), Some(r)) = (polled, seq, reg) {
-                if self.drained[d].load(Ordering::Relaxed) == s.wrapping_add(1)
-                    && !r.io.closed[d].load(Ordering::SeqCst)
-                {
+                if self.is_drained(d, s) && !r.io.closed[d].load(Ordering::SeqCst) {
                     polled = self.wait(dir, seq, deadline)?;
                     continue;
                 }
@@ -592,9 +590,7 @@ impl<S: AsRawFd> Source<S> {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Ok((n, empty)) => {
                     if let Some(s) = seq {
-                        if n > 0 && (n < len || empty) {
-                            self.drained[d].store(s.wrapping_add(1), Ordering::Relaxed);
-                        }
+                        self.note_transfer(d, s, n, len, empty);
                     }
                     return Ok(n);
                 }
@@ -602,6 +598,32 @@ impl<S: AsRawFd> Source<S> {
             }
             polled = self.wait(dir, seq, deadline)?;
         }
+    }
+
+    /// After a transfer of `n` of `len` bytes under readiness number `seq`
+    /// in direction `d`: one that came up short, or after which the kernel
+    /// reports nothing left (`empty`), drained the buffer, so the next one
+    /// waits for the number to move.
+    #[inline(always)]
+    fn note_transfer(&self, d: usize, seq: u64, n: usize, len: usize, empty: bool) {
+        if n > 0 && (n < len || empty) {
+            self.mark_drained(d, seq);
+        }
+    }
+
+    /// Direction `d`'s buffer is drained (or full) as of readiness number
+    /// `seq`.
+    #[inline(always)]
+    fn mark_drained(&self, d: usize, seq: u64) {
+        self.drained[d].store(seq.wrapping_add(1), Ordering::Relaxed);
+    }
+
+    /// Whether direction `d`'s buffer was drained (or filled) under
+    /// readiness number `seq`: no readiness came since, and trying the
+    /// system call again is futile.
+    #[inline(always)]
+    fn is_drained(&self, d: usize, seq: u64) -> bool {
+        self.drained[d].load(Ordering::Relaxed) == seq.wrapping_add(1)
     }
 
     /// One try of a stream transfer of `len` bytes, made only if readiness
@@ -620,18 +642,16 @@ impl<S: AsRawFd> Source<S> {
         let d = dir as usize;
         let r = self.reg.get()?;
         let seq = r.io.seq[d].load(Ordering::SeqCst);
-        if seq == 0 || self.drained[d].load(Ordering::Relaxed) == seq.wrapping_add(1) {
+        if seq == 0 || self.is_drained(d, seq) {
             return None;
         }
         match op(&self.sock) {
             Ok((n, empty)) => {
-                if n > 0 && (n < len || empty) {
-                    self.drained[d].store(seq.wrapping_add(1), Ordering::Relaxed);
-                }
+                self.note_transfer(d, seq, n, len, empty);
                 Some(Ok(n))
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                self.drained[d].store(seq.wrapping_add(1), Ordering::Relaxed);
+                self.mark_drained(d, seq);
                 None
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => None,
@@ -652,8 +672,7 @@ impl<S: AsRawFd> Source<S> {
             match self.reg.get() {
                 Some(r) => {
                     let seq = r.io.seq[d].load(Ordering::SeqCst);
-                    let fresh =
-                        seq != 0 && self.drained[d].load(Ordering::Relaxed) != seq.wrapping_add(1);
+                    let fresh = seq != 0 && !self.is_drained(d, seq);
                     if fresh || r.io.closed[d].load(Ordering::SeqCst) {
                         return Ok(());
                     }
