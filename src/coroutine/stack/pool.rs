@@ -317,9 +317,10 @@ impl ThreadCache {
                 raw
             }
             None => {
-                let more = match self.made_in_a_row {
-                    n if n >= BURST => CREATE_BATCH - 1,
-                    _ => 0,
+                let more = if self.made_in_a_row >= BURST {
+                    CREATE_BATCH - 1
+                } else {
+                    0
                 };
                 let (raw, extra) = create(map_len, more, free)?;
                 self.made_in_a_row += 1 + extra;
