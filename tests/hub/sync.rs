@@ -338,3 +338,62 @@ fn task_group_joins_first_finished_then_all_and_cancels_on_drop() {
     .unwrap();
     assert_eq!(dropped.load(Ordering::SeqCst), 5);
 }
+
+#[test]
+fn task_group_try_join_next_reaps_finished_members_without_parking() {
+    rt(1)
+        .block_on(|| {
+            let mut g = TaskGroup::new();
+            g.spawn(|| 1).unwrap();
+            // On one worker the member starts only when this green thread
+            // parks or yields: a `try_join_next` that parked would find it.
+            assert!(g.try_join_next().is_none());
+            assert_eq!(g.len(), 1);
+            hub::yield_now();
+            assert_eq!(g.try_join_next().unwrap().unwrap(), 1);
+            assert!(g.is_empty());
+            assert!(g.try_join_next().is_none());
+        })
+        .unwrap();
+}
+
+#[test]
+fn task_group_reaped_between_spawns_stays_small_and_loses_no_result() {
+    for workers in [1, 2] {
+        let (seen, most) = rt(workers)
+            .block_on(|| {
+                let (stop_tx, stop_rx) = hub::unbounded::<()>();
+                let stop_rx = Arc::new(stop_rx);
+                let mut g = TaskGroup::new();
+                // One long-lived member, as a connection that stays open.
+                let r = Arc::clone(&stop_rx);
+                g.spawn(move || r.recv().map(|()| usize::MAX).unwrap())
+                    .unwrap();
+                let mut seen = Vec::new();
+                let mut most = 0;
+                for i in 0..300usize {
+                    g.spawn(move || i).unwrap();
+                    hub::yield_now();
+                    while let Some(r) = g.try_join_next() {
+                        seen.push(r.unwrap());
+                    }
+                    most = most.max(g.len());
+                }
+                let start = Instant::now();
+                while seen.len() < 300 {
+                    assert!(start.elapsed() < HANG, "reaped {} of 300", seen.len());
+                    hub::yield_now();
+                    seen.extend(g.try_join_next().map(Result::unwrap));
+                }
+                stop_tx.send(()).unwrap();
+                assert_eq!(g.join_next().unwrap().unwrap(), usize::MAX);
+                assert!(g.join_next().is_none());
+                (seen, most)
+            })
+            .unwrap();
+        let mut sorted = seen.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..300).collect::<Vec<_>>(), "workers {workers}");
+        assert!(most < 100, "workers {workers}: the group grew to {most}");
+    }
+}
