@@ -240,7 +240,7 @@ pub use self::runtime::{
 pub use self::selecting::{select, Selectable, Watch};
 pub use self::spawning::{spawn, spawn_local, task, TaskBuilder, MIN_STACK_SIZE};
 pub use self::stack_dump::{Dump, TaskStack, DUMP_ANSWER_WITHIN};
-pub use self::sync::{Event, Mutex, MutexGuard, Semaphore, SemaphorePermit};
+pub use self::sync::{Event, Mutex, MutexGuard, OwnedSemaphorePermit, Semaphore, SemaphorePermit};
 pub use self::task_info::TaskInfo;
 pub use self::task_local::LocalKey;
 pub use self::task_state::{TaskState, Wait};
