@@ -177,7 +177,8 @@ impl OwnedReadHalf {
     /// Its readiness to read, as an arm of [`select`](crate::hub::select)
     /// (see [`Readiness`]): a reader green thread waits for data or for
     /// another source (a shutdown [`Event`](crate::hub::Event), a
-    /// channel) at once.
+    /// channel) at once. Behind a `BufReader`, select only when its
+    /// buffer is empty: what it holds is no longer the socket's.
     ///
     /// ```
     /// use std::sync::Arc;
