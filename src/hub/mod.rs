@@ -52,7 +52,7 @@
 //! [`JoinHandle::join`], [`TaskGroup::join_next`]/[`join_all`](TaskGroup::join_all),
 //! channel `recv`/`recv_timeout`/`send` (when a bounded channel is full),
 //! [`select`] (over channels, joins, events, semaphores, deadlines,
-//! signals and socket readiness), [`Event::wait`], [`Mutex::lock`], [`Semaphore::acquire`],
+//! signals and socket readiness), [`Event::wait`], [`Mutex::lock`], [`Semaphore::acquire`] (and `acquire_owned`),
 //! [`block_on`] while its future is pending, every wait of a [`net`] socket
 //! or [`net::Fd`], [`signal::Signals::recv`], and [`process::Child::wait`]
 //! (with the `process` calls built on it). They are the **only**
