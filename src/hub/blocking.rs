@@ -25,8 +25,19 @@ use super::unstarted::Unstarted;
 
 /// Run the blocking `f` on the runtime's blocking pool (a bounded set of OS
 /// threads, started on demand); join its handle from a green thread to
-/// park until it is done without holding up the hub. `cancel()` on the
-/// handle only stops a call that has not started.
+/// park until it is done without holding up the hub. Calls beyond the
+/// pool's threads ([`Builder::max_blocking_threads`](super::Builder::max_blocking_threads),
+/// default 16) wait in its queue. `cancel()` on the handle only stops a
+/// call that has not started.
+///
+/// A join that stops waiting (its green thread cancelled, or a
+/// [`timeout`](super::timeout) around it elapsed) detaches the call, which
+/// runs on to its end. So a bound on the calls held by the joiner (a
+/// [`Semaphore`](super::Semaphore) permit taken around the join) comes back
+/// while its call still runs: move an
+/// [`OwnedSemaphorePermit`](super::OwnedSemaphorePermit) into the call
+/// instead ([`Semaphore::acquire_owned`](super::Semaphore::acquire_owned)
+/// shows how).
 ///
 /// # Panics
 /// Outside a runtime; [`Handle::spawn_blocking`] never does.

@@ -8,9 +8,11 @@
 //! the builder asked ([`Builder::fail_on_deadlock`](super::Builder::fail_on_deadlock)),
 //! fails the root `block_on` calls waiting in it.
 //!
-//! What it cannot see: a plain OS thread (or a signal handler) holding a
-//! `Sender`, an `Event`, a `Mutex`, a `Semaphore` or a `Handle` of the
-//! runtime may still wake a green thread. So the report says "likely", and
+//! What it cannot see: a plain OS thread (or a signal handler, or a green
+//! thread of another runtime) holding a `Sender`, an `Event`, a `Mutex`, a
+//! `Semaphore` or a `Handle` of the runtime may still wake a green thread.
+//! A join of another runtime's task is left out by its state
+//! (`Wait::JoinElsewhere`, not a certain wait): that runtime finishes it. So the report says "likely", and
 //! failing the root calls is an opt-in for programs whose green threads
 //! are woken only by each other.
 //!

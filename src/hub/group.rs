@@ -1,12 +1,13 @@
 //! [`TaskGroup`]: green threads spawned together, joined all at once
 //! ([`TaskGroup::join_all`]) or as they finish ([`TaskGroup::join_next`],
-//! like gevent's `iwait` or tokio's `JoinSet`). Dropping a group cancels
-//! what is still running in it.
+//! like gevent's `iwait` or tokio's `JoinSet`), or reaped without waiting
+//! ([`TaskGroup::try_join_next`]). Dropping a group cancels what is still
+//! running in it.
 //!
 //! Owns: [`TaskGroup`]. Uses `spawn`, `JoinHandle` and an unbounded channel
 //! on which each member reports that it ended.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::panic::Location;
 
@@ -28,6 +29,12 @@ impl Drop for Ended {
 
 /// A set of green threads with one result type.
 ///
+/// Dropping the group cancels the members still running (unlike dropping a
+/// [`JoinHandle`], which detaches its green thread). A member's result stays
+/// in the group until it is joined, so a long-lived group (an accept loop's
+/// connections) reaps its finished members with
+/// [`try_join_next`](Self::try_join_next) to stay small.
+///
 /// ```
 /// use greenlet::hub::{self, TaskGroup};
 /// let firsts = hub::run(|| {
@@ -48,6 +55,9 @@ pub struct TaskGroup<T> {
     next: usize,
     tx: Sender<usize>,
     rx: Receiver<usize>,
+    /// Members whose closure has ended, taken off `rx` by
+    /// `try_join_next` while their result was not yet stored.
+    ended: VecDeque<usize>,
 }
 
 impl<T: Send + 'static> Default for TaskGroup<T> {
@@ -70,6 +80,7 @@ impl<T: Send + 'static> TaskGroup<T> {
             next: 0,
             tx,
             rx,
+            ended: VecDeque::new(),
         }
     }
 
@@ -138,12 +149,56 @@ impl<T: Send + 'static> TaskGroup<T> {
     /// ```
     pub fn join_next(&mut self) -> Option<Result<T, JoinError>> {
         while !self.members.is_empty() {
-            let Ok(index) = self.rx.recv() else { break };
+            let index = match self.ended.pop_front() {
+                Some(index) => index,
+                None => match self.rx.recv() {
+                    Ok(index) => index,
+                    Err(_) => break,
+                },
+            };
             if let Some(h) = self.members.remove(&index) {
                 return Some(h.join());
             }
         }
         None
+    }
+
+    /// The result of a member that has finished, without waiting; `None`
+    /// when none has (or none is left). Not a parking point: an accept
+    /// loop calls it between accepts so that its group holds only the
+    /// connections still open.
+    ///
+    /// ```
+    /// use greenlet::hub::{self, TaskGroup};
+    /// hub::run(|| {
+    ///     let mut g = TaskGroup::new();
+    ///     let (go, wait) = hub::oneshot::<()>();
+    ///     g.spawn(move || wait.recv().map(|()| "waited").unwrap()).unwrap();
+    ///     g.spawn(|| "at once").unwrap();
+    ///     while g.len() == 2 {
+    ///         match g.try_join_next() {
+    ///             Some(r) => assert_eq!(r.unwrap(), "at once"),
+    ///             None => hub::yield_now(),
+    ///         }
+    ///     }
+    ///     assert!(g.try_join_next().is_none()); // the other still waits
+    ///     go.send(()).unwrap();
+    ///     assert_eq!(g.join_next().unwrap().unwrap(), "waited");
+    /// })
+    /// .unwrap();
+    /// ```
+    pub fn try_join_next(&mut self) -> Option<Result<T, JoinError>> {
+        while let Ok(index) = self.rx.try_recv() {
+            self.ended.push_back(index);
+        }
+        // A member's closure ends (and reports) just before its result is
+        // stored: one whose handle is not finished yet stays queued.
+        let members = &self.members;
+        self.ended.retain(|i| members.contains_key(i));
+        let pos = self.ended.iter().position(|i| members[i].is_finished())?;
+        let index = self.ended.remove(pos)?;
+        let h = self.members.remove(&index)?;
+        Some(h.join())
     }
 
     /// Every member's result, in the order they were spawned. A parking

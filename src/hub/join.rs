@@ -72,8 +72,15 @@ impl<T> JoinHandle<T> {
                 if Arc::ptr_eq(&self.task, me) {
                     return false;
                 }
+                // A task of another runtime finishes out of this one's
+                // sight: its deadlock check must not count the wait.
+                let wait = if self.task.runtime.same_as(&me.runtime) {
+                    Wait::Join
+                } else {
+                    Wait::JoinElsewhere
+                };
                 while self.task.add_green_joiner(w.index, me) {
-                    park_green(w, me, Wait::Join, None);
+                    park_green(w, me, wait, None);
                     if self.task.is_done() {
                         break;
                     }

@@ -8,7 +8,7 @@
 //! which runs another. A **wake** (a [`std::task::Waker`], `Send + Sync`)
 //! puts the green thread back on its hub's ready queue: directly from its
 //! own worker, through the worker's remote queue (and an unpark of its
-//! `mio` poller, if it sleeps) from anywhere else.
+//! poller, if it sleeps) from anywhere else.
 //!
 //! ```
 //! use greenlet::hub;
@@ -52,7 +52,7 @@
 //! [`JoinHandle::join`], [`TaskGroup::join_next`]/[`join_all`](TaskGroup::join_all),
 //! channel `recv`/`recv_timeout`/`send` (when a bounded channel is full),
 //! [`select`] (over channels, joins, events, semaphores, deadlines,
-//! signals and socket readiness), [`Event::wait`], [`Mutex::lock`], [`Semaphore::acquire`],
+//! signals and socket readiness), [`Event::wait`], [`Mutex::lock`], [`Semaphore::acquire`] (and `acquire_owned`),
 //! [`block_on`] while its future is pending, every wait of a [`net`] socket
 //! or [`net::Fd`], [`signal::Signals::recv`], and [`process::Child::wait`]
 //! (with the `process` calls built on it). They are the **only**
@@ -73,13 +73,19 @@
 //! green thread is printed under the green thread's name, id and spawn
 //! site (see `panic_name`). [`Handle::metrics`] takes a [`Metrics`]
 //! snapshot: green threads by state, each worker's counters, the blocking
-//! pool.
+//! pool. The watchdog's reports, the deadlock report and the network
+//! layer's warnings go through the `log` facade only: a program that
+//! installs no logger (`env_logger`, say) sees none of them, and a stalled
+//! or deadlocked runtime then hangs without a word (a
+//! [`Builder::fail_on_deadlock`] runtime still returns its
+//! [`JoinError::Deadlock`]).
 //!
 //! # Timers and the poller
 //! Each worker has its own timers (a hierarchical timing wheel with a 1 ms
 //! tick: a deadline fires at the first scheduling point after the end of
-//! its millisecond, never early; see `timer`) and its own `mio::Poll`. An
-//! idle worker sleeps in `poll` until the next timer's deadline or a wake;
+//! its millisecond, never early; see `timer`) and its own poller (epoll
+//! through a `mio::Poll`, or an io_uring ring: see [`IoDriver`]). An
+//! idle worker sleeps in its poller until the next timer's deadline or a wake;
 //! a busy one polls without waiting every 61 rounds so I/O sources
 //! registered with it are not starved. The network layer
 //! registers sockets with the poller of the worker their green thread lives
@@ -240,7 +246,7 @@ pub use self::runtime::{
 pub use self::selecting::{select, Selectable, Watch};
 pub use self::spawning::{spawn, spawn_local, task, TaskBuilder, MIN_STACK_SIZE};
 pub use self::stack_dump::{Dump, TaskStack, DUMP_ANSWER_WITHIN};
-pub use self::sync::{Event, Mutex, MutexGuard, Semaphore, SemaphorePermit};
+pub use self::sync::{Event, Mutex, MutexGuard, OwnedSemaphorePermit, Semaphore, SemaphorePermit};
 pub use self::task_info::TaskInfo;
 pub use self::task_local::LocalKey;
 pub use self::task_state::{TaskState, Wait};

@@ -794,6 +794,13 @@ impl fmt::Debug for Handle {
 /// Run `f` as a green thread on a new runtime with the default settings,
 /// return its result, and shut the runtime down.
 ///
+/// It is meant for a program's `main` or a test. Called from a green
+/// thread it starts a second runtime: the caller parks while `f` runs,
+/// then holds its own worker without parking while the second runtime's
+/// workers stop (the watchdog may report that); inside a runtime,
+/// [`spawn`](super::spawn) and [`join`](super::JoinHandle::join) run `f`
+/// on the runtime already there.
+///
 /// # Errors
 /// [`HubError`] if the runtime cannot start or `f` panicked.
 ///

@@ -183,7 +183,8 @@ impl Watch for Readiness<'_> {
 /// Park until one of `sources` is ready and return its index (the first
 /// ready one, in order); then take from it without waiting (`try_recv`,
 /// `join`, `try_acquire`, the socket operation...). `deadline: None`
-/// waits for ever. A parking point.
+/// waits for ever; an empty `sources` waits for the deadline alone (with
+/// `None`, until the green thread is cancelled). A parking point.
 ///
 /// | arm | ready when | then |
 /// |---|---|---|

@@ -261,7 +261,9 @@ pub struct Signals {
 
 impl Signals {
     /// A receiver for `signals` (installing the handler for each the
-    /// first time).
+    /// first time). The numbers are the platform's, as the `libc` crate
+    /// names them (`libc::SIGTERM`): a program that names signals adds
+    /// `libc` to its own dependencies.
     ///
     /// # Errors
     /// [`SignalError`]: no signal given, a number out of range, a signal

@@ -2,12 +2,14 @@
 //! [`Event`], [`Mutex`], [`Semaphore`]. Waiting on any of them is a parking
 //! point.
 //!
-//! Owns: the three types and their guards. Uses [`WaitList`] / [`wait_on`].
+//! Owns: the three types and their guards (a [`Semaphore`]'s permit borrowed
+//! or, through an `Arc`, owned). Uses [`WaitList`] / [`wait_on`].
 
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::spin_lock::QuickMutex as Lock;
@@ -395,6 +397,15 @@ pub struct SemaphorePermit<'a> {
     sem: &'a Semaphore,
 }
 
+/// One permit of a [`Semaphore`] shared through an [`Arc`], given back
+/// when dropped: `Send` and `'static`, so it moves into another green
+/// thread or a [`spawn_blocking`](super::spawn_blocking) call and bounds
+/// the work itself rather than the wait for it (see
+/// [`Semaphore::acquire_owned`]).
+pub struct OwnedSemaphorePermit {
+    sem: Arc<Semaphore>,
+}
+
 impl Semaphore {
     /// The most permits a semaphore counts, free and held together. A
     /// count past it is a mistake (no program holds that many), and the
@@ -435,14 +446,8 @@ impl Semaphore {
     /// assert_eq!(s.available(), 0);
     /// ```
     pub fn acquire(&self) -> SemaphorePermit<'_> {
-        let mut st = self.state.lock();
-        loop {
-            if st.permits > 0 {
-                st.permits -= 1;
-                return SemaphorePermit { sem: self };
-            }
-            st = wait_on::<PermitSite>(&self.state, st, None, None).relock();
-        }
+        self.take();
+        SemaphorePermit { sem: self }
     }
 
     /// Take a permit if one is free.
@@ -451,12 +456,89 @@ impl Semaphore {
     /// assert!(greenlet::hub::Semaphore::new(0).try_acquire().is_none());
     /// ```
     pub fn try_acquire(&self) -> Option<SemaphorePermit<'_>> {
+        self.try_take().then_some(SemaphorePermit { sem: self })
+    }
+
+    /// Take a permit that holds its own reference to the semaphore,
+    /// parking while there is none. A parking point.
+    ///
+    /// Move it into the work it bounds. A permit held by a green thread
+    /// that waits for a [`spawn_blocking`](super::spawn_blocking) call
+    /// comes back when that green thread stops waiting (a
+    /// [`timeout`](super::timeout), a cancellation), while the call runs
+    /// on; a permit moved into the call comes back when the call ends, so
+    /// no more calls run at once than there are permits.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use greenlet::hub::{self, Semaphore};
+    /// hub::run(|| {
+    ///     let cpu = Arc::new(Semaphore::new(1));
+    ///     let permit = cpu.acquire_owned();
+    ///     let job = hub::spawn_blocking(move || {
+    ///         let _permit = permit; // held until the call ends
+    ///         std::thread::sleep(Duration::from_millis(50));
+    ///     });
+    ///     // The caller gives up waiting; the call still holds the permit.
+    ///     let waited = hub::timeout(Duration::from_millis(1), || job.join());
+    ///     assert!(waited.is_err());
+    ///     assert_eq!(cpu.available(), 0);
+    ///     drop(cpu.acquire_owned()); // parks until the call ends
+    /// })
+    /// .unwrap();
+    /// ```
+    pub fn acquire_owned(self: &Arc<Self>) -> OwnedSemaphorePermit {
+        self.take();
+        OwnedSemaphorePermit {
+            sem: Arc::clone(self),
+        }
+    }
+
+    /// Take a permit that holds its own reference to the semaphore, if
+    /// one is free (see [`acquire_owned`](Self::acquire_owned)).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let s = Arc::new(greenlet::hub::Semaphore::new(1));
+    /// let p = s.try_acquire_owned().unwrap();
+    /// assert!(s.try_acquire_owned().is_none());
+    /// std::thread::spawn(move || drop(p)).join().unwrap();
+    /// assert_eq!(s.available(), 1);
+    /// ```
+    pub fn try_acquire_owned(self: &Arc<Self>) -> Option<OwnedSemaphorePermit> {
+        self.try_take().then(|| OwnedSemaphorePermit {
+            sem: Arc::clone(self),
+        })
+    }
+
+    /// Take a free permit off the count, parking while there is none.
+    fn take(&self) {
         let mut st = self.state.lock();
-        if st.permits == 0 {
-            return None;
+        while st.permits == 0 {
+            st = wait_on::<PermitSite>(&self.state, st, None, None).relock();
         }
         st.permits -= 1;
-        Some(SemaphorePermit { sem: self })
+    }
+
+    /// Take a free permit off the count if there is one.
+    fn try_take(&self) -> bool {
+        let mut st = self.state.lock();
+        if st.permits == 0 {
+            return false;
+        }
+        st.permits -= 1;
+        true
+    }
+
+    /// Give a held permit back, waking a waiter.
+    fn give_back(&self) {
+        // A held permit is counted in `total`, which is at most
+        // `MAX_PERMITS`: `permits` stays below it.
+        let mut st = self.state.lock();
+        let wakers = Semaphore::release(&mut st, 1);
+        drop(st);
+        wake_all(wakers);
     }
 
     /// Add `n` permits (waking as many waiters). Stops at
@@ -542,12 +624,13 @@ impl Semaphore {
 
 impl Drop for SemaphorePermit<'_> {
     fn drop(&mut self) {
-        // A held permit is counted in `total`, which is at most
-        // `MAX_PERMITS`: `permits` stays below it.
-        let mut st = self.sem.state.lock();
-        let wakers = Semaphore::release(&mut st, 1);
-        drop(st);
-        wake_all(wakers);
+        self.sem.give_back();
+    }
+}
+
+impl Drop for OwnedSemaphorePermit {
+    fn drop(&mut self) {
+        self.sem.give_back();
     }
 }
 
@@ -562,5 +645,11 @@ impl fmt::Debug for Semaphore {
 impl fmt::Debug for SemaphorePermit<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("SemaphorePermit")
+    }
+}
+
+impl fmt::Debug for OwnedSemaphorePermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("OwnedSemaphorePermit")
     }
 }

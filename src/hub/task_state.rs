@@ -14,7 +14,8 @@ pub enum Wait {
     Sleep,
     /// `yield_now` (it is also on the ready queue).
     Yield,
-    /// Joining another green thread (or a task group's next result).
+    /// Joining another green thread or a blocking call of its runtime (or
+    /// a task group's next result).
     Join,
     /// Receiving on a channel.
     Recv,
@@ -32,10 +33,14 @@ pub enum Wait {
     Future,
     /// A socket of [`net`](super::net) becoming readable or writable.
     Io,
+    /// Joining a green thread or a blocking call of another runtime, which
+    /// this runtime's deadlock check cannot see into (so it is never part
+    /// of a deadlock this runtime reports).
+    JoinElsewhere,
 }
 
 impl Wait {
-    pub(crate) const ALL: [Wait; 11] = [
+    pub(crate) const ALL: [Wait; 12] = [
         Wait::Sleep,
         Wait::Yield,
         Wait::Join,
@@ -47,6 +52,7 @@ impl Wait {
         Wait::Event,
         Wait::Future,
         Wait::Io,
+        Wait::JoinElsewhere,
     ];
 
     pub(crate) fn from_code(code: u8) -> Wait {
@@ -73,6 +79,7 @@ impl Wait {
             Wait::Event => "event",
             Wait::Future => "future",
             Wait::Io => "socket I/O",
+            Wait::JoinElsewhere => "join of another runtime's task",
         }
     }
 }

@@ -4,6 +4,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+#[cfg(feature = "hub")]
+mod chat;
 #[cfg(feature = "cpython-model")]
 mod demo;
 mod flags;

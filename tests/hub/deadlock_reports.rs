@@ -171,3 +171,40 @@ fn a_sleeping_green_thread_is_no_deadlock() {
     });
     assert_eq!(out.unwrap(), 7);
 }
+
+/// A green thread joining a green thread or a blocking call of another
+/// runtime waits for that runtime, which this one's check cannot see
+/// into: no deadlock, though it is the only green thread and no timer of
+/// its runtime is pending.
+#[test]
+fn joining_a_task_of_another_runtime_is_no_deadlock() {
+    let _dog = common::hub::watchdog(120);
+    let other = hub::Runtime::builder().worker_threads(1).build().unwrap();
+    let there = other.handle().clone();
+    let rt = hub::Runtime::builder()
+        .worker_threads(1)
+        .fail_on_deadlock(true)
+        .build()
+        .unwrap();
+    let out = rt.block_on(move || {
+        let green = there.spawn(|| {
+            hub::sleep(Duration::from_millis(100));
+            7
+        });
+        let blocking = there.spawn_blocking(|| {
+            std::thread::sleep(Duration::from_millis(100));
+            8
+        });
+        (green.join().unwrap(), blocking.join().unwrap())
+    });
+    assert_eq!(out.unwrap(), (7, 8));
+    // The same runtime's own join is still a certain wait: the check is
+    // narrowed to other runtimes only.
+    let err = rt
+        .block_on(|| {
+            let (_keep, rx) = hub::channel::<u8>(1);
+            hub::spawn(move || rx.recv()).join()
+        })
+        .unwrap_err();
+    assert!(err.is_deadlock(), "{err}");
+}

@@ -338,3 +338,124 @@ fn task_group_joins_first_finished_then_all_and_cancels_on_drop() {
     .unwrap();
     assert_eq!(dropped.load(Ordering::SeqCst), 5);
 }
+
+#[test]
+fn task_group_try_join_next_reaps_finished_members_without_parking() {
+    rt(1)
+        .block_on(|| {
+            let mut g = TaskGroup::new();
+            g.spawn(|| 1).unwrap();
+            // On one worker the member starts only when this green thread
+            // parks or yields: a `try_join_next` that parked would find it.
+            assert!(g.try_join_next().is_none());
+            assert_eq!(g.len(), 1);
+            hub::yield_now();
+            assert_eq!(g.try_join_next().unwrap().unwrap(), 1);
+            assert!(g.is_empty());
+            assert!(g.try_join_next().is_none());
+        })
+        .unwrap();
+}
+
+#[test]
+fn task_group_reaped_between_spawns_stays_small_and_loses_no_result() {
+    for workers in [1, 2] {
+        let (seen, most) = rt(workers)
+            .block_on(|| {
+                let (stop_tx, stop_rx) = hub::unbounded::<()>();
+                let stop_rx = Arc::new(stop_rx);
+                let mut g = TaskGroup::new();
+                // One long-lived member, as a connection that stays open.
+                let r = Arc::clone(&stop_rx);
+                g.spawn(move || r.recv().map(|()| usize::MAX).unwrap())
+                    .unwrap();
+                let mut seen = Vec::new();
+                let mut most = 0;
+                for i in 0..300usize {
+                    g.spawn(move || i).unwrap();
+                    hub::yield_now();
+                    while let Some(r) = g.try_join_next() {
+                        seen.push(r.unwrap());
+                    }
+                    most = most.max(g.len());
+                }
+                let start = Instant::now();
+                while seen.len() < 300 {
+                    assert!(start.elapsed() < HANG, "reaped {} of 300", seen.len());
+                    hub::yield_now();
+                    seen.extend(g.try_join_next().map(Result::unwrap));
+                }
+                stop_tx.send(()).unwrap();
+                assert_eq!(g.join_next().unwrap().unwrap(), usize::MAX);
+                assert!(g.join_next().is_none());
+                (seen, most)
+            })
+            .unwrap();
+        let mut sorted = seen.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..300).collect::<Vec<_>>(), "workers {workers}");
+        assert!(most < 100, "workers {workers}: the group grew to {most}");
+    }
+}
+
+#[test]
+fn owned_permits_bound_blocking_calls_whose_callers_stop_waiting() {
+    // A CPU pool bounded by a semaphore: each request takes a permit, moves
+    // it into a blocking call, and waits for the call under a deadline
+    // shorter than some calls. The callers that time out stop waiting; the
+    // permits stay with the calls, so no more than two run at once.
+    let rt = hub::Runtime::builder()
+        .worker_threads(2)
+        .max_blocking_threads(8)
+        .build()
+        .unwrap();
+    let running = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let ended = Arc::new(AtomicUsize::new(0));
+    let (r, p, e) = (running.clone(), peak.clone(), ended.clone());
+    let (timed_out, started) = rt
+        .block_on(move || {
+            let cpu = Arc::new(Semaphore::new(2));
+            let mut g = TaskGroup::new();
+            for i in 0..16u64 {
+                let (cpu, r, p, e) = (cpu.clone(), r.clone(), p.clone(), e.clone());
+                g.spawn(move || {
+                    hub::timeout(Duration::from_millis(25), || {
+                        let permit = cpu.acquire_owned();
+                        let call = hub::spawn_blocking(move || {
+                            let _permit = permit;
+                            let now = r.fetch_add(1, Ordering::SeqCst) + 1;
+                            p.fetch_max(now, Ordering::SeqCst);
+                            thread::sleep(Duration::from_millis(10 + 5 * (i % 4)));
+                            r.fetch_sub(1, Ordering::SeqCst);
+                            e.fetch_add(1, Ordering::SeqCst);
+                        });
+                        call.join().unwrap();
+                    })
+                    .is_err()
+                })
+                .unwrap();
+            }
+            let timed_out = g
+                .join_all()
+                .into_iter()
+                .filter(|r| *r.as_ref().unwrap())
+                .count();
+            // Every call that got a permit ends and gives it back.
+            let start = Instant::now();
+            while cpu.available() < 2 {
+                assert!(start.elapsed() < HANG, "a permit never came back");
+                hub::sleep(Duration::from_millis(1));
+            }
+            (timed_out, 16 - timed_out)
+        })
+        .unwrap();
+    assert!(
+        timed_out > 0,
+        "no caller stopped waiting: the test shows nothing"
+    );
+    assert!(ended.load(Ordering::SeqCst) >= started);
+    assert_eq!(running.load(Ordering::SeqCst), 0);
+    let peak = peak.load(Ordering::SeqCst);
+    assert!((1..=2).contains(&peak), "{peak} blocking calls ran at once");
+}

@@ -152,3 +152,71 @@ fn try_clone_reads_while_the_original_writes() {
     });
     assert_eq!(&got, b"ping");
 }
+
+/// A reader green thread on a split read half waits in one `select` for
+/// data or a stop event: data wins while the stop is clear, the stop wins
+/// on an idle connection, and the write half's readiness is an arm too.
+#[test]
+fn a_read_half_selects_between_data_and_a_stop_event() {
+    use greenlet::hub::{Event, Selectable};
+    use std::sync::Arc;
+    bounded(30, || {
+        rt(2)
+            .block_on(|| {
+                let l = TcpListener::bind("127.0.0.1:0").unwrap();
+                let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+                let (mut r, w) = l.accept().unwrap().0.into_split();
+                let stop = Arc::new(Event::new());
+                let stopper = Arc::clone(&stop);
+                let reader = hub::spawn(move || {
+                    let mut got = Vec::new();
+                    loop {
+                        let arms: [&dyn Selectable; 2] = [&r.select_readable(), &*stop];
+                        match hub::select(&arms, None).unwrap() {
+                            0 => {
+                                let mut buf = [0u8; 64];
+                                let n = r.read(&mut buf).unwrap();
+                                got.extend_from_slice(&buf[..n]);
+                            }
+                            _ => return got,
+                        }
+                    }
+                });
+                (&c).write_all(b"one ").unwrap();
+                hub::sleep(std::time::Duration::from_millis(20));
+                (&c).write_all(b"two").unwrap();
+                hub::sleep(std::time::Duration::from_millis(20));
+                assert!(!reader.is_finished(), "the reader left before the stop");
+                stopper.set();
+                assert_eq!(reader.join().unwrap(), b"one two");
+                let now = Some(std::time::Instant::now());
+                assert_eq!(
+                    hub::select(&[&w.select_writable() as &dyn Selectable], now),
+                    Ok(0)
+                );
+            })
+            .unwrap();
+    });
+}
+
+/// `readable` on a read half parks until data is queued, holding no buffer.
+#[test]
+fn a_read_half_waits_readable_without_reading() {
+    bounded(30, || {
+        rt(1)
+            .block_on(|| {
+                let l = TcpListener::bind("127.0.0.1:0").unwrap();
+                let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+                let (mut r, _w) = l.accept().unwrap().0.into_split();
+                let waiter = hub::spawn(move || {
+                    r.readable().unwrap();
+                    let mut buf = [0u8; 8];
+                    r.read(&mut buf).unwrap()
+                });
+                common::hub::until_parked(&waiter, Wait::Io);
+                (&c).write_all(b"abc").unwrap();
+                assert_eq!(waiter.join().unwrap(), 3);
+            })
+            .unwrap();
+    });
+}

@@ -6,7 +6,8 @@
 //! Owns the three types and their methods, and [`TcpStream::into_split`],
 //! the one method of the stream that makes them (kept here so that the
 //! stream's file knows nothing of its halves). Uses [`TcpStream`]'s `Read`
-//! and `Write` for `&TcpStream`, shared through an `Arc`.
+//! and `Write` for `&TcpStream` and its readiness ([`Readiness`]), shared
+//! through an `Arc`.
 
 use std::fmt;
 use std::io::{self, IoSlice, IoSliceMut, Read, Write};
@@ -14,6 +15,7 @@ use std::net::{Shutdown, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::readiness::Readiness;
 use super::tcp_stream::TcpStream;
 
 impl TcpStream {
@@ -148,6 +150,55 @@ impl OwnedReadHalf {
     pub fn set_read_timeout(&self, d: Option<Duration>) -> io::Result<()> {
         self.stream.set_read_timeout(d)
     }
+
+    /// Wait, without reading, until a read may find data (see
+    /// [`TcpStream::readable`]). Data already taken into a `BufReader`
+    /// around the half is not the socket's: look at its buffer first.
+    ///
+    /// # Errors
+    /// As [`TcpStream::readable`].
+    ///
+    /// ```
+    /// # use std::io::{Read, Write};
+    /// # use greenlet::hub::{self, net::{TcpListener, TcpStream}};
+    /// # hub::run(|| {
+    /// let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    /// let (mut r, _w) = l.accept().unwrap().0.into_split();
+    /// (&c).write_all(b"hi").unwrap();
+    /// r.readable().unwrap(); // returns once "hi" is queued
+    /// assert_eq!(r.read(&mut [0u8; 8]).unwrap(), 2);
+    /// # }).unwrap();
+    /// ```
+    pub fn readable(&self) -> io::Result<()> {
+        self.stream.readable()
+    }
+
+    /// Its readiness to read, as an arm of [`select`](crate::hub::select)
+    /// (see [`Readiness`]): a reader green thread waits for data or for
+    /// another source (a shutdown [`Event`](crate::hub::Event), a
+    /// channel) at once. Behind a `BufReader`, select only when its
+    /// buffer is empty: what it holds is no longer the socket's.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use greenlet::hub::{self, net::{TcpListener, TcpStream}, Event, Selectable};
+    /// hub::run(|| {
+    ///     let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    ///     let _c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    ///     let (r, _w) = l.accept().unwrap().0.into_split();
+    ///     let stop = Arc::new(Event::new());
+    ///     let stopper = Arc::clone(&stop);
+    ///     hub::spawn(move || stopper.set());
+    ///     // Nothing to read: the stop wins.
+    ///     let arms: [&dyn Selectable; 2] = [&r.select_readable(), &*stop];
+    ///     assert_eq!(hub::select(&arms, None), Ok(1));
+    /// })
+    /// .unwrap();
+    /// ```
+    pub fn select_readable(&self) -> Readiness<'_> {
+        self.stream.select_readable()
+    }
 }
 
 impl OwnedWriteHalf {
@@ -203,6 +254,22 @@ impl OwnedWriteHalf {
     /// ```
     pub fn set_write_timeout(&self, d: Option<Duration>) -> io::Result<()> {
         self.stream.set_write_timeout(d)
+    }
+
+    /// Its readiness to write, as an arm of [`select`](crate::hub::select)
+    /// (see [`Readiness`]).
+    ///
+    /// ```
+    /// # use greenlet::hub::{self, net::{TcpListener, TcpStream}, Selectable};
+    /// # hub::run(|| {
+    /// let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let (_r, w) = TcpStream::connect(l.local_addr().unwrap()).unwrap().into_split();
+    /// let now = Some(std::time::Instant::now());
+    /// assert_eq!(hub::select(&[&w.select_writable() as &dyn Selectable], now), Ok(0));
+    /// # }).unwrap();
+    /// ```
+    pub fn select_writable(&self) -> Readiness<'_> {
+        self.stream.select_writable()
     }
 }
 
