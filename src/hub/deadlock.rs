@@ -4,7 +4,8 @@
 //! asleep with no timer and no queued work, and a root `Runtime::block_on`
 //! waiting (a runtime driven only through handles from plain threads, which
 //! can wake its green threads, is not checked), it calls [`report`], which logs
-//! the deadlock with every green thread's stack (`log::error!`), and, if
+//! the deadlock with every green thread's stack (at `error` level through
+//! the crate's diagnostics: the `log` facade, or stderr with no logger), and, if
 //! the builder asked ([`Builder::fail_on_deadlock`](super::Builder::fail_on_deadlock)),
 //! fails the root `block_on` calls waiting in it.
 //!
@@ -17,7 +18,7 @@
 //! are woken only by each other.
 //!
 //! Owns: [`report`], [`is_certain_wait`]. Uses the dump with stacks, the
-//! latch in `Shared` and the log facade.
+//! latch in `Shared` and the crate's diagnostics (`diag`).
 
 use std::sync::Arc;
 
@@ -25,6 +26,7 @@ use super::shared::Shared;
 use super::stacks;
 use super::task_info::TaskInfo;
 use super::task_state::{TaskState, Wait};
+use crate::diag::diag_error;
 
 /// Whether a green thread in `state` waits for something only another
 /// green thread (or a plain thread holding a handle) can give it: a
@@ -59,7 +61,7 @@ pub(crate) fn report(shared: &Arc<Shared>, tasks: &[TaskInfo]) {
         .name("hub-deadlock-report".into())
         .spawn(move || {
             let dump = stacks::dump_of(&shared);
-            log::error!(
+            diag_error!(
                 "hub: deadlock (likely): all {} green threads are parked waiting for each other, \
                  no timer is pending, no socket, future or blocking call can wake one, and no \
                  worker has work; only a plain thread holding a handle of the runtime could still \
@@ -72,6 +74,6 @@ pub(crate) fn report(shared: &Arc<Shared>, tasks: &[TaskInfo]) {
             }
         });
     if let Err(e) = spawned {
-        log::error!("hub: deadlock (likely) among {count} green threads; no thread to report it with their stacks: {e}");
+        diag_error!("hub: deadlock (likely) among {count} green threads; no thread to report it with their stacks: {e}");
     }
 }

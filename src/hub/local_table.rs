@@ -9,6 +9,8 @@ use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
 
+use crate::diag::diag_error;
+
 /// Rounds of drops when a table is cleared: a destructor that uses a key
 /// makes a new value, dropped in the next round; values still made after
 /// this many rounds (a destructor that recreates its own key) are leaked,
@@ -151,7 +153,7 @@ impl Locals {
                 // out of the table).
                 let dropped = catch_unwind(AssertUnwindSafe(|| unsafe { (value.drop)(value.ptr) }));
                 if dropped.is_err() {
-                    log::error!(
+                    diag_error!(
                         "a task-local value's destructor panicked; the others are still dropped"
                     );
                 }
@@ -159,7 +161,7 @@ impl Locals {
         }
         // SAFETY: as above.
         if unsafe { &mut *self.0.get() }.take().is_some() {
-            log::error!(
+            diag_error!(
                 "task-local destructors kept making new values after {CLEAR_ROUNDS} rounds; the last ones are leaked"
             );
         }

@@ -74,11 +74,10 @@
 //! site (see `panic_name`). [`Handle::metrics`] takes a [`Metrics`]
 //! snapshot: green threads by state, each worker's counters, the blocking
 //! pool. The watchdog's reports, the deadlock report and the network
-//! layer's warnings go through the `log` facade only: a program that
-//! installs no logger (`env_logger`, say) sees none of them, and a stalled
-//! or deadlocked runtime then hangs without a word (a
-//! [`Builder::fail_on_deadlock`] runtime still returns its
-//! [`JoinError::Deadlock`]).
+//! layer's warnings go through the `log` facade, or to stderr while no
+//! logger is installed (see [`crate::set_stderr_fallback`]); a
+//! [`Builder::fail_on_deadlock`] runtime also returns its
+//! [`JoinError::Deadlock`].
 //!
 //! # Timers and the poller
 //! Each worker has its own timers (a hierarchical timing wheel with a 1 ms

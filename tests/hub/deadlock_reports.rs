@@ -1,5 +1,5 @@
 //! The deadlock report: two green threads each waiting to receive from the
-//! other are reported through the log facade with both their stacks, and
+//! other are reported through the crate's diagnostics (the log facade, or stderr with no logger: checked in a child process) with both their stacks, and
 //! with `fail_on_deadlock` the root `block_on` returns the error naming
 //! them. Not timing-based: the report comes when the workers go to sleep
 //! with nothing to wake them; the watchdog only bounds a hang.
@@ -207,4 +207,46 @@ fn joining_a_task_of_another_runtime_is_no_deadlock() {
         })
         .unwrap_err();
     assert!(err.is_deadlock(), "{err}");
+}
+
+/// The variable that makes this binary, re-run as a child, run
+/// [`child_without_a_logger`].
+const NO_LOGGER: &str = "DEADLOCK_REPORT_NO_LOGGER";
+
+/// In a child with no logger installed: a root waiting on a semaphore
+/// nothing releases, failed by `fail_on_deadlock` after the report.
+#[test]
+#[ignore = "run as a child by a_deadlock_report_reaches_stderr_without_a_logger"]
+fn child_without_a_logger() {
+    if std::env::var_os(NO_LOGGER).is_none() {
+        return;
+    }
+    assert_eq!(log::max_level(), log::LevelFilter::Off, "no logger here");
+    let rt = hub::Runtime::builder()
+        .worker_threads(1)
+        .fail_on_deadlock(true)
+        .build()
+        .unwrap();
+    let outcome = rt.block_on(|| {
+        let permits = hub::Semaphore::new(0);
+        drop(permits.acquire());
+    });
+    println!(
+        "deadlock error: {}",
+        outcome.is_err_and(|e| e.is_deadlock())
+    );
+}
+
+#[test]
+fn a_deadlock_report_reaches_stderr_without_a_logger() {
+    let out = common::run_child_test(module_path!(), "child_without_a_logger", NO_LOGGER, "1");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("deadlock error: true"), "{stdout}");
+    assert!(stderr.contains("hub: deadlock (likely)"), "{stderr}");
+    assert!(
+        stderr.contains("block_on [parked on semaphore]"),
+        "{stderr}"
+    );
 }
