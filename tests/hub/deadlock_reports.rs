@@ -1,7 +1,8 @@
 //! The deadlock report: two green threads each waiting to receive from the
-//! other are reported through the crate's diagnostics (the log facade, or stderr with no logger: checked in a child process) with both their stacks, and
-//! with `fail_on_deadlock` the root `block_on` returns the error naming
-//! them. Not timing-based: the report comes when the workers go to sleep
+//! other are reported through the crate's diagnostics (the log facade,
+//! or stderr with no logger: checked in a child process) with both their
+//! stacks, and with `fail_on_deadlock` the root `block_on` returns the
+//! error naming them. Not timing-based: the report comes when the workers go to sleep
 //! with nothing to wake them; the watchdog only bounds a hang.
 
 use std::time::{Duration, Instant};
