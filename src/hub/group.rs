@@ -55,8 +55,9 @@ pub struct TaskGroup<T> {
     next: usize,
     tx: Sender<usize>,
     rx: Receiver<usize>,
-    /// Members whose closure has ended, taken off `rx` by
-    /// `try_join_next` while their result was not yet stored.
+    /// Members whose closure has ended, taken off `rx` but not yet joined:
+    /// by `try_join_next` while their result was not yet stored, or by a
+    /// `join_next` whose wait for it was cut short.
     ended: VecDeque<usize>,
 }
 
@@ -149,16 +150,30 @@ impl<T: Send + 'static> TaskGroup<T> {
     /// ```
     pub fn join_next(&mut self) -> Option<Result<T, JoinError>> {
         while !self.members.is_empty() {
-            let index = match self.ended.pop_front() {
-                Some(index) => index,
+            let index = match self.ended.front() {
+                Some(&index) => index,
                 None => match self.rx.recv() {
-                    Ok(index) => index,
+                    Ok(index) => {
+                        self.ended.push_back(index);
+                        index
+                    }
                     Err(_) => break,
                 },
             };
-            if let Some(h) = self.members.remove(&index) {
-                return Some(h.join());
+            let Some(h) = self.members.get(&index) else {
+                self.ended.pop_front();
+                continue;
+            };
+            // Its closure has ended; its result may still be on its way
+            // into the task. The member and its place in `ended` stay
+            // until it is there, so a cancel or timeout of this wait loses
+            // nothing: the next call finds them.
+            if let Err(e) = h.wait_done() {
+                return Some(Err(e));
             }
+            self.ended.pop_front();
+            let h = self.members.remove(&index)?;
+            return Some(h.join());
         }
         None
     }

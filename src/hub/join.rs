@@ -65,6 +65,26 @@ impl<T> JoinHandle<T> {
     /// assert_eq!(v, "done");
     /// ```
     pub fn join(self) -> Result<T, JoinError> {
+        self.wait_done()?;
+        let result = self.take_result();
+        // Done, so no value comes later: the handle goes without `Drop`'s
+        // `abandon_output` (a lock taken for nothing), its task to the
+        // worker's pool of spent tasks if this was the last reference.
+        let this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again, so its `Arc` is
+        // moved out (and given up) exactly once.
+        recycle(unsafe { ptr::read(&this.task) });
+        result
+    }
+
+    /// Park (block, on a plain thread) until the task is done, keeping the
+    /// handle: a cancel or timeout that unwinds the wait leaves the result
+    /// where a later wait or [`join`](Self::join) takes it. A parking point.
+    ///
+    /// # Errors
+    /// [`JoinError::JoinedSelf`] (at once) when a green thread waits for
+    /// its own task.
+    pub(crate) fn wait_done(&self) -> Result<(), JoinError> {
         if !self.task.is_done() {
             // On a green thread, its worker and task are looked up once for
             // the waker and the park.
@@ -101,15 +121,7 @@ impl<T> JoinHandle<T> {
                 }
             }
         }
-        let result = self.take_result();
-        // Done, so no value comes later: the handle goes without `Drop`'s
-        // `abandon_output` (a lock taken for nothing), its task to the
-        // worker's pool of spent tasks if this was the last reference.
-        let this = ManuallyDrop::new(self);
-        // SAFETY: `this` is never used or dropped again, so its `Arc` is
-        // moved out (and given up) exactly once.
-        recycle(unsafe { ptr::read(&this.task) });
-        result
+        Ok(())
     }
 
     /// The result of a finished task (call only once this thread saw it

@@ -459,3 +459,69 @@ fn owned_permits_bound_blocking_calls_whose_callers_stop_waiting() {
     let peak = peak.load(Ordering::SeqCst);
     assert!((1..=2).contains(&peak), "{peak} blocking calls ran at once");
 }
+
+/// Sleeps (holding its thread) when dropped, and says on which thread.
+struct SlowDrop(Arc<std::sync::Mutex<Option<thread::ThreadId>>>);
+
+impl Drop for SlowDrop {
+    fn drop(&mut self) {
+        *self.0.lock().unwrap() = Some(thread::current().id());
+        thread::sleep(Duration::from_millis(300));
+    }
+}
+
+#[test]
+fn a_task_group_join_cut_short_while_a_result_is_on_its_way_loses_nothing() {
+    // A member cancelled before it starts reports its end when its closure
+    // is dropped, and its result (the cancellation) is stored after the
+    // closure's captures are: here one that holds the other worker for
+    // 300 ms. A join_next cut by a 50 ms timeout in that window keeps the
+    // member, and the next join_next returns it. The window needs the
+    // member dropped on the other worker; an attempt where it was not
+    // (the root's worker ran it) proves nothing and is tried again.
+    let mut windows = 0;
+    for _ in 0..10 {
+        let hit = rt(2)
+            .block_on(|| {
+                let dropped_on = Arc::new(std::sync::Mutex::new(None));
+                let started = Arc::new(AtomicUsize::new(0));
+                let mut g = TaskGroup::new();
+                let (slow, flag) = (SlowDrop(Arc::clone(&dropped_on)), Arc::clone(&started));
+                g.spawn(move || {
+                    flag.fetch_add(1, Ordering::SeqCst);
+                    drop(slow);
+                    7
+                })
+                .unwrap();
+                g.cancel_all();
+                // Hold this worker so that the other one takes the member.
+                thread::sleep(Duration::from_millis(30));
+                let cut = hub::timeout(Duration::from_millis(50), || g.join_next());
+                let cut_short = cut.is_err();
+                let rest = g.join_next();
+                let outcome = match (cut, rest) {
+                    (Ok(Some(r)), None) | (Err(_), Some(r)) => r,
+                    other => panic!("one result, once: {other:?}"),
+                };
+                let here = thread::current().id();
+                let elsewhere = dropped_on.lock().unwrap().is_some_and(|t| t != here);
+                let unstarted = started.load(Ordering::SeqCst) == 0;
+                if unstarted {
+                    assert!(outcome.unwrap_err().is_cancelled());
+                } else {
+                    assert_eq!(outcome.unwrap(), 7);
+                }
+                assert!(g.join_next().is_none());
+                unstarted && elsewhere && cut_short
+            })
+            .unwrap();
+        windows += usize::from(hit);
+        if windows >= 2 {
+            break;
+        }
+    }
+    assert!(
+        windows > 0,
+        "the member was never dropped on the other worker"
+    );
+}
