@@ -54,9 +54,27 @@ pub(crate) fn park(wait: Wait, deadline: Option<Instant>) {
     }
 }
 
-/// [`park`] for the green thread `task`, running on its worker `w`.
+/// [`park`] for the green thread `task`, running on its worker `w`: one
+/// of two frames, so that a park without a deadline (most) passes none
+/// and tests none.
+#[inline(always)]
 pub(crate) fn park_green(w: &Worker, task: &Arc<Task>, wait: Wait, deadline: Option<Instant>) {
-    park_then(w, task, wait, deadline, None);
+    match deadline {
+        None => park_untimed(w, task, wait),
+        Some(at) => park_until(w, task, wait, at),
+    }
+}
+
+/// [`park_green`] without a deadline.
+#[inline(never)]
+fn park_untimed(w: &Worker, task: &Arc<Task>, wait: Wait) {
+    park_then(w, task, wait, None, None);
+}
+
+/// [`park_green`] until `at`.
+#[inline(never)]
+fn park_until(w: &Worker, task: &Arc<Task>, wait: Wait, at: Instant) {
+    park_then(w, task, wait, Some(at), None);
 }
 
 /// A yield of the green thread `task`, running on its worker `w`, that
@@ -118,14 +136,14 @@ fn park_scoped(
 /// switch.
 #[inline(never)]
 fn park_timed(w: &Worker, task: &Arc<Task>, wait: Wait, at: Instant, requeue: Option<Arc<Task>>) {
-    let key = w.timers.borrow_mut().arm(at, Arc::clone(task));
+    let key = w.arm_timer(at, task);
     park_switch(w, task, wait, requeue, true, || cancel_timer(w, key));
 }
 
 /// Cancel a park's timer (a no-op for one that fired); the green thread
 /// the timer held goes after the timers' borrow ends.
 fn cancel_timer(w: &Worker, key: TimerKey) {
-    let target = w.timers.borrow_mut().cancel(key);
+    let target = w.cancel_timer(key);
     drop(target);
 }
 
@@ -197,7 +215,7 @@ pub(crate) fn park_shielded(
     wait: Wait,
     deadline: Option<Instant>,
 ) -> bool {
-    let key = deadline.map(|at| w.timers.borrow_mut().arm(at, Arc::clone(task)));
+    let key = deadline.map(|at| w.arm_timer(at, task));
     // The park's timer goes when the park ends, whatever ended it.
     let disarm = || {
         if let Some(key) = key {

@@ -29,6 +29,7 @@ use std::time::Instant;
 use crate::coroutine::direct;
 
 use super::super::task_header::Task;
+use super::gate::Gate;
 use super::remote::Remote;
 use super::state::Worker;
 
@@ -62,7 +63,7 @@ impl Worker {
     #[inline(always)]
     pub(crate) fn next_after_park(&self, me: &Task, requeue: Option<Arc<Task>>) -> Next {
         let remote = self.remote();
-        let Some(until_poll) = self.hub_is_idle(remote) else {
+        let Some(gate) = self.hub_is_idle(remote) else {
             if let Some(me) = requeue {
                 self.push_ready_local(me);
             }
@@ -89,11 +90,11 @@ impl Worker {
         } else {
             self.live_sibling(&next).map(Some)
         };
-        let Some(to) = handed.filter(|_| !next.is_done() && self.no_timer_due()) else {
+        let Some(to) = handed.filter(|_| !next.is_done() && self.no_timer_due(gate)) else {
             self.ready.push_front(next);
             return Next::Hub;
         };
-        self.until_poll.set(until_poll - 1);
+        self.gate.count(gate);
         next.take_scheduled();
         if next.take_cancel() {
             // The loop throws it into a sibling: asked for again, which
@@ -149,13 +150,13 @@ impl Worker {
         if !self.ready.is_empty() || me.cancel_requested() || direct::observed() {
             return false;
         }
-        let Some(until_poll) = self.hub_is_idle(self.remote()) else {
+        let Some(gate) = self.hub_is_idle(self.remote()) else {
             return false;
         };
-        if !self.no_timer_due() {
+        if !self.no_timer_due(gate) {
             return false;
         }
-        self.until_poll.set(until_poll - 1);
+        self.gate.count(gate);
         true
     }
 
@@ -166,8 +167,13 @@ impl Worker {
     /// handing off, and a due timer sends the parking green thread to the
     /// loop, which fires it: timers fire at the first scheduling point
     /// after their deadline, hand-off or not.
+    /// `gate`: the gate's word the hand-off read (with no timer armed,
+    /// nothing else is read).
     #[inline(always)]
-    pub(super) fn no_timer_due(&self) -> bool {
+    pub(super) fn no_timer_due(&self, gate: u32) -> bool {
+        if !Gate::timers_armed(gate) {
+            return true;
+        }
         // SAFETY: the reference ends when `none_due` returns, which calls
         // nothing but the clock: nothing that could borrow the timers
         // mutably runs meanwhile (as `borrow` would check, at a cost).
@@ -179,9 +185,9 @@ impl Worker {
 
     /// Whether the loop's next round would only resume the front of the
     /// ready queue, as far as this worker's own work and the wakes aimed
-    /// at it go: no task queued here to start (`local_work`), no remote
+    /// at it go: no task queued here to start (the gate's local-work flag), no remote
     /// wake, no pending call, and the poll cadence not due. `Some` of the
-    /// rounds left before the next poll, then. (Timers: see
+    /// gate's word (see [`Gate`]), then. (Timers: see
     /// [`no_timer_due`](Self::no_timer_due), asked once a hand-off has
     /// someone to resume.)
     ///
@@ -203,11 +209,9 @@ impl Worker {
     /// no interleaving can lose a wake.
     #[inline(always)]
     pub(super) fn hub_is_idle(&self, remote: &Remote) -> Option<u32> {
-        let until_poll = self.until_poll.get();
-        let busy = until_poll <= 1
-            || self.local_work.get()
-            || remote.inbox.marked()
-            || self.shared.pending.wants_drain();
-        (!busy).then_some(until_poll)
+        let gate = self.gate.word();
+        let busy =
+            !Gate::lets_by(gate) || remote.inbox.marked() || self.shared.pending.wants_drain();
+        (!busy).then_some(gate)
     }
 }

@@ -24,6 +24,7 @@ use super::super::task_header::Task;
 use super::super::task_pool::TaskPool;
 use super::super::timer::Timers;
 use super::super::unstarted::{LocalUnstarted, Unstarted};
+use super::gate::Gate;
 use super::remote::Remote;
 
 /// What a worker thread is started with.
@@ -57,14 +58,6 @@ pub(crate) struct Worker {
     pub(super) has_spawned: Cell<bool>,
     /// Where the open batch of `spawned` starts ([`NO_BATCH`](super::placement::NO_BATCH): none open).
     pub(super) batch: Cell<usize>,
-    /// Whether a task queued on this worker to start may wait (`spawned`,
-    /// `local_new`, the newest-spawn slot or the deque may hold one): set
-    /// by whoever queues one (`push_unstarted`, `push_local`,
-    /// `push_local_first`, a steal of a batch onto the deque in
-    /// `find_unstarted`), cleared by the loop when it finds none to start.
-    /// One load for a hand-off's check (see
-    /// [`hub_is_idle`](Self::hub_is_idle)) instead of four.
-    pub(super) local_work: Cell<bool>,
     /// Unstarted `Send` tasks, newest batch on top (a LIFO deque); other
     /// workers steal the oldest.
     pub(super) deque: crossbeam_deque::Worker<Unstarted>,
@@ -85,8 +78,14 @@ pub(crate) struct Worker {
     pub(super) held: Cell<*const Task>,
     pub(super) poller: Poller,
     /// Scheduling rounds (the loop's, and hand-offs) left before the next
-    /// poll that does not wait.
-    pub(super) until_poll: Cell<u32>,
+    /// poll that does not wait; whether a task queued on this worker to
+    /// start may wait (`spawned`, `local_new`, the newest-spawn slot or the
+    /// deque may hold one: set by whoever queues one, `push_unstarted`,
+    /// `push_local`, `push_local_first`, a steal of a batch onto the deque
+    /// in `find_unstarted`, cleared by the loop when it finds none to
+    /// start); and whether a timer may be armed. One word for a hand-off's
+    /// check (see [`hub_is_idle`](Self::hub_is_idle)).
+    pub(super) gate: Gate,
     pub(super) cancelled_all: Cell<bool>,
     /// Spent tasks, for spawns on this worker to reuse.
     pub(crate) pool: TaskPool,
