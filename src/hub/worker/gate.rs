@@ -68,14 +68,23 @@ impl Gate {
         self.0.set(word - 1);
     }
 
-    /// The rounds left before the next poll.
-    pub(super) fn rounds(&self) -> u32 {
-        self.0.get() & ROUNDS
+    /// Count a round of the loop: whether it is the one that polls (the
+    /// last of the rounds left, which start again at `every`).
+    #[inline(always)]
+    pub(super) fn count_loop_round(&self, every: u32) -> bool {
+        let word = self.0.get();
+        if word & ROUNDS > 1 {
+            self.0.set(word - 1);
+            return false;
+        }
+        self.0.set(word & !ROUNDS | every & ROUNDS);
+        true
     }
 
-    /// Set the rounds left before the next poll (at least 1).
-    pub(super) fn set_rounds(&self, rounds: u32) {
-        self.0.set(self.0.get() & !ROUNDS | rounds & ROUNDS);
+    /// The rounds left before the next poll.
+    #[cfg(test)]
+    fn rounds(&self) -> u32 {
+        self.0.get() & ROUNDS
     }
 
     /// Whether a task queued on this worker to start may wait.
@@ -153,7 +162,9 @@ mod tests {
         let gate = Gate::new(61);
         gate.set_local_work(true);
         gate.set_flag(TIMERS, true);
-        gate.set_rounds(5);
+        for _ in 0..56 {
+            assert!(!gate.count_loop_round(61));
+        }
         assert!(gate.local_work() && gate.timers());
         assert_eq!(gate.rounds(), 5);
         gate.set_local_work(false);
@@ -163,5 +174,10 @@ mod tests {
         assert!(gate.timers() && !gate.local_work());
         gate.set_flag(TIMERS, false);
         assert_eq!(gate.word(), 4);
+        for _ in 0..3 {
+            assert!(!gate.count_loop_round(61));
+        }
+        assert!(gate.count_loop_round(61), "the last round left polls");
+        assert_eq!(gate.rounds(), 61);
     }
 }

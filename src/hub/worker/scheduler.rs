@@ -116,13 +116,9 @@ impl Worker {
             if self.gate.timers() {
                 self.fire_timers(Instant::now(), &mut due);
             }
-            let until_poll = self.gate.rounds() - 1;
-            let polled = until_poll == 0;
+            let polled = self.gate.count_loop_round(POLL_EVERY);
             if polled {
-                self.gate.set_rounds(POLL_EVERY);
                 self.poll_once(Some(Duration::ZERO));
-            } else {
-                self.gate.set_rounds(until_poll);
             }
             let shutting_down = self.shared.is_shutting_down();
             if shutting_down && !self.cancelled_all.get() {
