@@ -65,10 +65,18 @@ pub(crate) fn park_green(w: &Worker, task: &Arc<Task>, wait: Wait, deadline: Opt
     }
 }
 
-/// [`park_green`] without a deadline.
+/// [`park_green`] without a deadline: the task by its address only (no
+/// reference to pass through memory), its own reference needed only in a
+/// `timeout` scope, whose deadline is a timer's.
 #[inline(never)]
-fn park_untimed(w: &Worker, task: &Arc<Task>, wait: Wait) {
-    park_then(w, task, wait, None, None);
+fn park_untimed(w: &Worker, task: &Task, wait: Wait) {
+    if task.scopes.is_active() {
+        // The caller's contract: `task` is the running green thread, so
+        // the worker's current one.
+        worker::with_current_task(|w, task| park_scoped(w, task, wait, None, None));
+        return;
+    }
+    park_switch(w, task, wait, None, false, || {});
 }
 
 /// [`park_green`] until `at`.
@@ -153,7 +161,7 @@ fn cancel_timer(w: &Worker, key: TimerKey) {
 #[inline(always)]
 fn park_switch(
     w: &Worker,
-    task: &Arc<Task>,
+    task: &Task,
     wait: Wait,
     requeue: Option<Arc<Task>>,
     scoped: bool,
