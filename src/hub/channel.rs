@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use super::spin_lock::{QuickGuard as MutexGuard, QuickMutex as Mutex};
 
 use super::task_state::Wait;
-use super::wait::{wait_on, wake, wake_all, Site, WaitList, Wakeup, Watch, Woken};
+use super::wait::{wait_on, wait_on_then, wake, wake_all, Site, WaitList, Wakeup, Watch, Woken};
 
 pub(crate) struct State<T> {
     queue: VecDeque<T>,
@@ -434,12 +434,16 @@ impl<T> Receiver<T> {
             }
             // Handed over by a send (read without locking again): the queue
             // was empty, no sender waits for room.
-            st = match wait_on::<RecvSite<T>>(&self.chan.state, st, None, deadline) {
-                Woken::Notified(_, Some(v)) => return Ok(v),
-                Woken::Relocked(_, Some(v)) => return Ok(v),
-                Woken::Notified(lock, None) => lock.lock(),
-                Woken::Relocked(guard, None) => guard,
-            };
+            let lock = &self.chan.state;
+            let woken =
+                wait_on_then::<RecvSite<T>, _>(lock, st, None, deadline, |woken| match woken {
+                    Woken::Notified(_, Some(v)) | Woken::Relocked(_, Some(v)) => Ok(v),
+                    woken => Err(woken.relock()),
+                });
+            match woken {
+                Ok(v) => return Ok(v),
+                Err(guard) => st = guard,
+            }
         }
     }
 

@@ -2,7 +2,7 @@
 //! [`Event`], [`Mutex`], [`Semaphore`]. Waiting on any of them is a parking
 //! point.
 //!
-//! Owns: the three types and their guards. Uses [`WaitList`] / [`wait_on`].
+//! Owns: the three types and their guards. Uses [`WaitList`] / [`wait_on_then`].
 
 use std::cell::UnsafeCell;
 use std::fmt;
@@ -14,7 +14,7 @@ use super::spin_lock::QuickMutex as Lock;
 
 use super::error::{Elapsed, HubError};
 use super::task_state::Wait;
-use super::wait::{wait_on, wake, wake_all, Site, WaitList, Wakeup, Watch};
+use super::wait::{wait_on_then, wake, wake_all, Site, WaitList, Wakeup, Watch, Woken};
 
 pub(crate) struct EventState {
     set: bool,
@@ -154,7 +154,7 @@ impl Event {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(Elapsed);
             }
-            st = wait_on::<EventSite>(&self.state, st, None, deadline).relock();
+            st = wait_on_then::<EventSite, _>(&self.state, st, None, deadline, Woken::relock);
         }
     }
 }
@@ -283,7 +283,7 @@ impl<T: ?Sized> Mutex<T> {
                     _value: PhantomData,
                 };
             }
-            st = wait_on::<LockSite>(&self.state, st, None, None).relock();
+            st = wait_on_then::<LockSite, _>(&self.state, st, None, None, Woken::relock);
         }
     }
 
@@ -441,7 +441,7 @@ impl Semaphore {
                 st.permits -= 1;
                 return SemaphorePermit { sem: self };
             }
-            st = wait_on::<PermitSite>(&self.state, st, None, None).relock();
+            st = wait_on_then::<PermitSite, _>(&self.state, st, None, None, Woken::relock);
         }
     }
 
