@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use super::scopes::Scopes;
 use super::stack_capture;
-use super::task_header::Task;
+use super::task_header::{Parked, Task};
 use super::task_state::Wait;
 use super::timer::TimerKey;
 use super::unwind::{CancelUnwind, TimeoutUnwind};
@@ -60,7 +60,7 @@ pub(crate) fn park(wait: Wait, deadline: Option<Instant>) {
 #[inline(always)]
 pub(crate) fn park_green(w: &Worker, task: &Arc<Task>, wait: Wait, deadline: Option<Instant>) {
     match deadline {
-        None => park_untimed(w, task, wait),
+        None => park_untimed(w, task, Task::parked_as(wait)),
         Some(at) => park_until(w, task, wait, at),
     }
 }
@@ -68,21 +68,22 @@ pub(crate) fn park_green(w: &Worker, task: &Arc<Task>, wait: Wait, deadline: Opt
 /// [`park_green`] without a deadline: the task by its address only (no
 /// reference to pass through memory), its own reference needed only in a
 /// `timeout` scope, whose deadline is a timer's.
+/// `parked`: its state while parked (what it waits for).
 #[inline(never)]
-fn park_untimed(w: &Worker, task: &Task, wait: Wait) {
+fn park_untimed(w: &Worker, task: &Task, parked: Parked) {
     if task.scopes.is_active() {
         // The caller's contract: `task` is the running green thread, so
         // the worker's current one.
-        worker::with_current_task(|w, task| park_scoped(w, task, wait, None, None));
+        worker::with_current_task(|w, task| park_scoped(w, task, parked, None, None));
         return;
     }
-    park_switch(w, task, wait, None, false, || {});
+    park_switch(w, task, parked, None, false, || {});
 }
 
 /// [`park_green`] until `at`.
 #[inline(never)]
 fn park_until(w: &Worker, task: &Arc<Task>, wait: Wait, at: Instant) {
-    park_then(w, task, wait, Some(at), None);
+    park_then(w, task, Task::parked_as(wait), Some(at), None);
 }
 
 /// A yield of the green thread `task`, running on its worker `w`, that
@@ -92,7 +93,7 @@ fn park_until(w: &Worker, task: &Arc<Task>, wait: Wait, at: Instant) {
 /// for `yield_now` and its park.
 #[inline(always)]
 pub(crate) fn yield_green(w: &Worker, task: &Arc<Task>, me: Option<Arc<Task>>) {
-    park_then(w, task, Wait::Yield, None, me);
+    park_then(w, task, Task::parked_as(Wait::Yield), None, me);
 }
 
 /// [`park_green`], queuing `requeue` (the parking task's own reference)
@@ -101,7 +102,7 @@ pub(crate) fn yield_green(w: &Worker, task: &Arc<Task>, me: Option<Arc<Task>>) {
 fn park_then(
     w: &Worker,
     task: &Arc<Task>,
-    wait: Wait,
+    parked: Parked,
     deadline: Option<Instant>,
     requeue: Option<Arc<Task>>,
 ) {
@@ -112,11 +113,11 @@ fn park_then(
     // With no scope active, none is checked after the park either: only
     // the green thread itself opens one.
     if task.scopes.is_active() {
-        return park_scoped(w, task, wait, deadline, requeue);
+        return park_scoped(w, task, parked, deadline, requeue);
     }
     match deadline {
-        None => park_switch(w, task, wait, requeue, false, || {}),
-        Some(at) => park_timed(w, task, wait, at, requeue),
+        None => park_switch(w, task, parked, requeue, false, || {}),
+        Some(at) => park_timed(w, task, parked, at, requeue),
     }
 }
 
@@ -127,13 +128,13 @@ fn park_then(
 fn park_scoped(
     w: &Worker,
     task: &Arc<Task>,
-    wait: Wait,
+    parked: Parked,
     deadline: Option<Instant>,
     requeue: Option<Arc<Task>>,
 ) {
     match earliest(deadline, task.scopes.earliest()) {
-        None => park_switch(w, task, wait, requeue, true, || {}),
-        Some(at) => park_timed(w, task, wait, at, requeue),
+        None => park_switch(w, task, parked, requeue, true, || {}),
+        Some(at) => park_timed(w, task, parked, at, requeue),
     }
 }
 
@@ -143,9 +144,15 @@ fn park_scoped(
 /// so that the parks without a deadline (most) carry no key across their
 /// switch.
 #[inline(never)]
-fn park_timed(w: &Worker, task: &Arc<Task>, wait: Wait, at: Instant, requeue: Option<Arc<Task>>) {
+fn park_timed(
+    w: &Worker,
+    task: &Arc<Task>,
+    parked: Parked,
+    at: Instant,
+    requeue: Option<Arc<Task>>,
+) {
     let key = w.arm_timer(at, task);
-    park_switch(w, task, wait, requeue, true, || cancel_timer(w, key));
+    park_switch(w, task, parked, requeue, true, || cancel_timer(w, key));
 }
 
 /// Cancel a park's timer (a no-op for one that fired); the green thread
@@ -162,12 +169,12 @@ fn cancel_timer(w: &Worker, key: TimerKey) {
 fn park_switch(
     w: &Worker,
     task: &Task,
-    wait: Wait,
+    parked: Parked,
     requeue: Option<Arc<Task>>,
     scoped: bool,
     disarm: impl Fn(),
 ) {
-    task.set_parked(wait);
+    task.set_parked_as(parked);
     let to = match w.next_after_park(task, requeue) {
         Next::Hub => None,
         Next::Sibling(to) => Some(to),
