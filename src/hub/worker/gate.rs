@@ -18,12 +18,15 @@ use super::super::task_header::Task;
 use super::super::timer::TimerKey;
 use super::state::Worker;
 
+/// Set for good on a worker whose thread has no greenlet state to hand
+/// off through (see `Worker::bar_handoffs`): no hand-off is let by.
+const NO_HANDOFF: u32 = 1 << 29;
 /// Set while a timer may be armed (cleared when the timers are empty).
 const TIMERS: u32 = 1 << 30;
 /// Set while a task queued on this worker to start may wait.
 const LOCAL_WORK: u32 = 1 << 31;
 /// The rounds left before the next poll (see `POLL_EVERY`).
-const ROUNDS: u32 = TIMERS - 1;
+const ROUNDS: u32 = NO_HANDOFF - 1;
 
 /// The rounds left before the worker's next poll, with the two flags
 /// above them (see the module doc). A round count of at least 2 with no
@@ -46,9 +49,9 @@ impl Gate {
 
     /// Whether `word` lets a hand-off skip the loop as far as this worker's
     /// own work goes: at least two rounds left before the poll (the
-    /// hand-off counts one) and no task queued to start; a timer may be
-    /// armed (then [`timers_armed`](Self::timers_armed), and the clock
-    /// decides).
+    /// hand-off counts one), no task queued to start, and hand-offs not
+    /// barred; a timer may be armed (then
+    /// [`timers_armed`](Self::timers_armed), and the clock decides).
     #[inline(always)]
     pub(super) fn lets_by(word: u32) -> bool {
         word.wrapping_sub(2) < ROUNDS - 1 || word.wrapping_sub(TIMERS | 2) < ROUNDS - 1
@@ -102,6 +105,11 @@ impl Gate {
         Self::timers_armed(self.0.get())
     }
 
+    /// Let no hand-off by from now on (never undone).
+    pub(super) fn bar_handoffs(&self) {
+        self.set_flag(NO_HANDOFF, true);
+    }
+
     fn set_flag(&self, flag: u32, on: bool) {
         let word = self.0.get() & !flag;
         self.0.set(if on { word | flag } else { word });
@@ -143,14 +151,20 @@ impl Worker {
 
 #[cfg(test)]
 mod tests {
-    use super::{Gate, LOCAL_WORK, ROUNDS, TIMERS};
+    use super::{Gate, LOCAL_WORK, NO_HANDOFF, ROUNDS, TIMERS};
 
     #[test]
     fn only_two_rounds_or_more_with_no_work_to_start_let_a_hand_off_by() {
         for rounds in [0, 1, 2, 3, 61, ROUNDS] {
-            for flags in [0, TIMERS, LOCAL_WORK, TIMERS | LOCAL_WORK] {
+            for flags in (0..8).map(|k| {
+                [LOCAL_WORK, TIMERS, NO_HANDOFF]
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| k & (1 << i) != 0)
+                    .fold(0, |all, (_, f)| all | f)
+            }) {
                 let word = rounds | flags;
-                let expected = rounds >= 2 && flags & LOCAL_WORK == 0;
+                let expected = rounds >= 2 && flags & (LOCAL_WORK | NO_HANDOFF) == 0;
                 assert_eq!(Gate::lets_by(word), expected, "{word:#x}");
                 assert_eq!(Gate::timers_armed(word), flags & TIMERS != 0, "{word:#x}");
             }
@@ -174,6 +188,12 @@ mod tests {
         assert!(gate.timers() && !gate.local_work());
         gate.set_flag(TIMERS, false);
         assert_eq!(gate.word(), 4);
+        gate.bar_handoffs();
+        assert!(!Gate::lets_by(gate.word()));
+        gate.set_local_work(true);
+        gate.set_local_work(false);
+        assert!(!Gate::lets_by(gate.word()), "barred for good");
+        gate.set_flag(NO_HANDOFF, false);
         for _ in 0..3 {
             assert!(!gate.count_loop_round(61));
         }

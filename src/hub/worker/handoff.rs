@@ -17,7 +17,7 @@
 //! the shutdown) are taken then, and nothing starves; a cancellation
 //! waiting for the front is left to the loop, which throws it.
 //!
-//! Owns: [`Next`] and the check that the loop may be skipped. Uses the
+//! Owns: [`Next`], [`Idle`] and the check that the loop may be skipped. Uses the
 //! worker's state, the held reference, the resume bookkeeping of
 //! `switch` and `coroutine::direct`'s sibling switch.
 
@@ -32,6 +32,11 @@ use super::super::task_header::Task;
 use super::gate::Gate;
 use super::remote::Remote;
 use super::state::Worker;
+
+/// The gate's word (see [`Gate`]) when [`Worker::hub_is_idle`] let a
+/// hand-off by: made there only, so holding one proves it (see
+/// [`Worker::live_sibling`]).
+pub(super) struct Idle(u32);
 
 /// What a parking green thread does next (see
 /// [`Worker::next_after_park`]).
@@ -63,7 +68,7 @@ impl Worker {
     #[inline(always)]
     pub(crate) fn next_after_park(&self, me: &Task, requeue: Option<Arc<Task>>) -> Next {
         let remote = self.remote();
-        let Some(gate) = self.hub_is_idle(remote) else {
+        let Some(idle) = self.hub_is_idle(remote) else {
             if let Some(me) = requeue {
                 self.push_ready_local(me);
             }
@@ -88,13 +93,13 @@ impl Worker {
             // Hooks see a park switch to the hub and back.
             (!direct::observed()).then_some(None)
         } else {
-            self.live_sibling(&next).map(Some)
+            self.live_sibling(&next, &idle).map(Some)
         };
-        let Some(to) = handed.filter(|_| !next.is_done() && self.no_timer_due(gate)) else {
+        let Some(to) = handed.filter(|_| !next.is_done() && self.no_timer_due(idle.0)) else {
             self.ready.push_front(next);
             return Next::Hub;
         };
-        self.gate.count(gate);
+        self.gate.count(idle.0);
         next.take_scheduled();
         if next.take_cancel() {
             // The loop throws it into a sibling: asked for again, which
@@ -119,20 +124,24 @@ impl Worker {
     /// the running green thread may switch straight to (see
     /// `direct::sibling_of`), if it is one: found through the task's
     /// `greenlet` address, set while its entry is in `live` (no lookup in
-    /// the table).
+    /// the table). `_idle`: the proof that the gate let a hand-off by, so
+    /// that this worker has its thread's greenlet state.
     #[inline(always)]
-    pub(super) fn live_sibling(&self, next: &Arc<Task>) -> Option<direct::Sibling> {
+    pub(super) fn live_sibling(&self, next: &Arc<Task>, _idle: &Idle) -> Option<direct::Sibling> {
         let record = next.greenlet.load(Ordering::Relaxed);
         if record.is_null() {
             return None;
         }
-        // SAFETY: `thread` was taken on this worker's thread, which runs
-        // this, before its loop (its greenlet state lives until the
-        // thread's teardown, after the worker); a non-null `greenlet` is
-        // the record of the greenlet of `next`'s entry in `live`, made by
-        // `start` on this thread and held by that entry (the address is
+        // SAFETY: `thread` is `Some`: an `Idle` is made only by
+        // `hub_is_idle`, when the gate lets a hand-off by, which it never
+        // does on a worker whose `thread` is `None` (`main` bars them then,
+        // for good, before the loop). It was taken on this worker's thread,
+        // which runs this, before its loop (its greenlet state lives until
+        // the thread's teardown, after the worker); a non-null `greenlet`
+        // is the record of the greenlet of `next`'s entry in `live`, made
+        // by `start` on this thread and held by that entry (the address is
         // cleared before the entry goes, see `drop_entry` and teardown).
-        unsafe { direct::sibling_of(self.thread?, record) }
+        unsafe { direct::sibling_of(self.thread.unwrap_unchecked(), record) }
     }
 
     /// A yield of the green thread `me` when nothing else is ready and the
@@ -150,13 +159,13 @@ impl Worker {
         if !self.ready.is_empty() || me.cancel_requested() || direct::observed() {
             return false;
         }
-        let Some(gate) = self.hub_is_idle(self.remote()) else {
+        let Some(idle) = self.hub_is_idle(self.remote()) else {
             return false;
         };
-        if !self.no_timer_due(gate) {
+        if !self.no_timer_due(idle.0) {
             return false;
         }
-        self.gate.count(gate);
+        self.gate.count(idle.0);
         true
     }
 
@@ -187,7 +196,7 @@ impl Worker {
     /// ready queue, as far as this worker's own work and the wakes aimed
     /// at it go: no task queued here to start (the gate's local-work flag), no remote
     /// wake, no pending call, and the poll cadence not due. `Some` of the
-    /// gate's word (see [`Gate`]), then. (Timers: see
+    /// gate's word (see [`Gate`]) as an [`Idle`], then. (Timers: see
     /// [`no_timer_due`](Self::no_timer_due), asked once a hand-off has
     /// someone to resume.)
     ///
@@ -208,10 +217,10 @@ impl Worker {
     /// between threads, and the sleep handshake reads the whole inbox, so
     /// no interleaving can lose a wake.
     #[inline(always)]
-    pub(super) fn hub_is_idle(&self, remote: &Remote) -> Option<u32> {
+    pub(super) fn hub_is_idle(&self, remote: &Remote) -> Option<Idle> {
         let gate = self.gate.word();
         let busy =
             !Gate::lets_by(gate) || remote.inbox.marked() || self.shared.pending.wants_drain();
-        (!busy).then_some(gate)
+        (!busy).then_some(Idle(gate))
     }
 }

@@ -96,6 +96,11 @@ pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
         pool: TaskPool::new(),
         watch,
     });
+    if w.thread.is_none() {
+        // No greenlet state to switch through (its thread-locals would be
+        // gone): every park goes to the hub.
+        w.gate.bar_handoffs();
+    }
     let running = MarkRunning::new(&w);
     w.run();
     super::current::mark_ended();

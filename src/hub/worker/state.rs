@@ -41,7 +41,8 @@ pub(crate) struct Worker {
     /// The thread's main greenlet: the hub. Parking switches to it.
     pub(crate) hub: Greenlet,
     /// The thread's greenlet state, taken when the hub was (for a
-    /// hand-off's sibling switch, see `live_sibling`).
+    /// hand-off's sibling switch, see `live_sibling`). Never changed; when
+    /// `None`, `main` bars hand-offs at the gate for good.
     pub(super) thread: Option<direct::ThreadToken>,
     /// This worker's entry of `shared.workers` (see [`remote`](Self::remote)).
     pub(super) remote: *const Remote,
