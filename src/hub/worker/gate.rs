@@ -1,9 +1,10 @@
 //! The one word a hand-off reads for the worker's own reasons to go
 //! through the loop ([`Gate`]): the rounds left before the next poll, and
-//! two flags, "a task queued here to start may wait" and "a timer may be
-//! armed". A park with no timer armed and nothing to start tests it with
-//! one comparison (see `Worker::hub_is_idle`); the flags are set and
-//! cleared where those things change, all on the worker's own thread.
+//! three flags, "a task queued here to start may wait", "a timer may be
+//! armed" and "no hand-offs on this worker". A park tests it with one
+//! comparison (see `Worker::hub_is_idle`), and the timers only while one
+//! may be armed; the flags are set and cleared where those things change,
+//! all on the worker's own thread.
 //!
 //! Owns: [`Gate`], and the worker's timer calls that keep its timers flag
 //! ([`Worker::arm_timer`], [`Worker::cancel_timer`],
@@ -18,26 +19,32 @@ use super::super::task_header::Task;
 use super::super::timer::TimerKey;
 use super::state::Worker;
 
+/// Set while a timer may be armed (cleared when the timers are empty):
+/// the lowest bit, below the rounds, so that it does not change which
+/// words [`Gate::lets_by`] lets by.
+const TIMERS: u32 = 1;
+/// One round of the rounds left before the next poll (see `POLL_EVERY`),
+/// counted in the bits above [`TIMERS`] and below [`NO_HANDOFF`].
+const ROUND: u32 = 2;
 /// Set for good on a worker whose thread has no greenlet state to hand
 /// off through (see `Worker::bar_handoffs`): no hand-off is let by.
 const NO_HANDOFF: u32 = 1 << 29;
-/// Set while a timer may be armed (cleared when the timers are empty).
-const TIMERS: u32 = 1 << 30;
 /// Set while a task queued on this worker to start may wait.
 const LOCAL_WORK: u32 = 1 << 31;
-/// The rounds left before the next poll (see `POLL_EVERY`).
-const ROUNDS: u32 = NO_HANDOFF - 1;
+/// The bits of the rounds left.
+const ROUNDS: u32 = (NO_HANDOFF - 1) & !TIMERS;
 
-/// The rounds left before the worker's next poll, with the two flags
-/// above them (see the module doc). A round count of at least 2 with no
-/// flag is the only word below [`TIMERS`] that lets a hand-off skip the
-/// loop: one comparison.
+/// The rounds left before the worker's next poll, between the timers
+/// flag below them and the other two flags above them (see the module
+/// doc). At least two rounds with neither flag above is a word in
+/// `4..NO_HANDOFF`, whatever the timers flag: one comparison lets a
+/// hand-off by.
 pub(crate) struct Gate(Cell<u32>);
 
 impl Gate {
     /// `rounds` to the first poll, no flag set.
     pub(super) const fn new(rounds: u32) -> Gate {
-        Gate(Cell::new(rounds & ROUNDS))
+        Gate(Cell::new(rounds * ROUND & ROUNDS))
     }
 
     /// The word, for [`lets_by`](Self::lets_by),
@@ -54,7 +61,7 @@ impl Gate {
     /// [`timers_armed`](Self::timers_armed), and the clock decides).
     #[inline(always)]
     pub(super) fn lets_by(word: u32) -> bool {
-        word.wrapping_sub(2) < ROUNDS - 1 || word.wrapping_sub(TIMERS | 2) < ROUNDS - 1
+        word.wrapping_sub(2 * ROUND) < NO_HANDOFF - 2 * ROUND
     }
 
     /// Whether a timer may be armed, by `word`.
@@ -68,7 +75,7 @@ impl Gate {
     /// less one round.
     #[inline(always)]
     pub(super) fn count(&self, word: u32) {
-        self.0.set(word - 1);
+        self.0.set(word - ROUND);
     }
 
     /// Count a round of the loop: whether it is the one that polls (the
@@ -76,18 +83,18 @@ impl Gate {
     #[inline(always)]
     pub(super) fn count_loop_round(&self, every: u32) -> bool {
         let word = self.0.get();
-        if word & ROUNDS > 1 {
-            self.0.set(word - 1);
+        if word & ROUNDS > ROUND {
+            self.0.set(word - ROUND);
             return false;
         }
-        self.0.set(word & !ROUNDS | every & ROUNDS);
+        self.0.set(word & !ROUNDS | every * ROUND & ROUNDS);
         true
     }
 
     /// The rounds left before the next poll.
     #[cfg(test)]
     fn rounds(&self) -> u32 {
-        self.0.get() & ROUNDS
+        (self.0.get() & ROUNDS) / ROUND
     }
 
     /// Whether a task queued on this worker to start may wait.
@@ -151,11 +158,11 @@ impl Worker {
 
 #[cfg(test)]
 mod tests {
-    use super::{Gate, LOCAL_WORK, NO_HANDOFF, ROUNDS, TIMERS};
+    use super::{Gate, LOCAL_WORK, NO_HANDOFF, ROUND, ROUNDS, TIMERS};
 
     #[test]
     fn only_two_rounds_or_more_with_no_work_to_start_let_a_hand_off_by() {
-        for rounds in [0, 1, 2, 3, 61, ROUNDS] {
+        for rounds in [0, 1, 2, 3, 61, ROUNDS / ROUND] {
             for flags in (0..8).map(|k| {
                 [LOCAL_WORK, TIMERS, NO_HANDOFF]
                     .iter()
@@ -163,7 +170,7 @@ mod tests {
                     .filter(|(i, _)| k & (1 << i) != 0)
                     .fold(0, |all, (_, f)| all | f)
             }) {
-                let word = rounds | flags;
+                let word = rounds * ROUND | flags;
                 let expected = rounds >= 2 && flags & (LOCAL_WORK | NO_HANDOFF) == 0;
                 assert_eq!(Gate::lets_by(word), expected, "{word:#x}");
                 assert_eq!(Gate::timers_armed(word), flags & TIMERS != 0, "{word:#x}");
@@ -187,7 +194,7 @@ mod tests {
         assert_eq!(gate.rounds(), 4);
         assert!(gate.timers() && !gate.local_work());
         gate.set_flag(TIMERS, false);
-        assert_eq!(gate.word(), 4);
+        assert_eq!(gate.word(), 4 * ROUND);
         gate.bar_handoffs();
         assert!(!Gate::lets_by(gate.word()));
         gate.set_local_work(true);
