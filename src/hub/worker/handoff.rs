@@ -32,6 +32,7 @@ use super::super::task_header::Task;
 use super::gate::Gate;
 use super::remote::Remote;
 use super::state::Worker;
+use super::switch::see_next;
 
 /// The gate's word (see [`Gate`]) when [`Worker::hub_is_idle`] let a
 /// hand-off by: made there only, so holding one proves it (see
@@ -75,12 +76,15 @@ impl Worker {
             return Next::Hub;
         };
         let ready = &self.ready;
+        // The next one's stack top is looked at when more than one is
+        // left (see `enter`): with one left (a yield's trade in the
+        // queue's one slot), nothing to look at.
         let next = match requeue.map(|me| ready.replace_single(me)) {
-            None => ready.pop_front(),
+            None => ready.pop_front_seeing(see_next),
             Some(Ok(front)) => Some(front),
             Some(Err(me)) => {
                 ready.push_back(me);
-                ready.pop_front()
+                ready.pop_front_seeing(see_next)
             }
         };
         let Some(next) = next else {
@@ -108,11 +112,11 @@ impl Worker {
                 next.request_cancel();
                 return Next::Hub;
             }
-            self.enter(remote, &next);
+            self.enter_unseen(remote, &next);
             self.hold(next);
             return Next::Cancelled;
         }
-        self.enter(remote, &next);
+        self.enter_unseen(remote, &next);
         self.hold(next);
         match to {
             Some(s) => Next::Sibling(s),
