@@ -542,8 +542,8 @@ impl Listed for Task {
 /// shared state, whose type the header does not name (that state queues
 /// and lists tasks, so it sits above this file), and the registry inside
 /// it, which the task leaves when it finishes. The shared state makes the
-/// link (`Shared::link`) and finds itself in it (`Shared::owns`,
-/// `Shared::of`).
+/// link (`Shared::link`) and finds itself in it (`Shared::of`; a worker
+/// compares its registry's address, `Worker::owns`).
 pub(crate) struct RuntimeLink {
     /// Keeps the runtime's shared state alive.
     owner: Arc<dyn Any + Send + Sync>,
@@ -578,10 +578,10 @@ impl RuntimeLink {
         unsafe { self.registry.as_ref() }
     }
 
-    /// Whether `registry` is this runtime's: the identity of a runtime, as
-    /// each has one registry.
+    /// Whether `registry` (an address only, never read) is this runtime's:
+    /// the identity of a runtime, as each has one registry.
     #[inline]
-    pub(crate) fn is_of(&self, registry: &Registry<Task>) -> bool {
+    pub(crate) fn is_of(&self, registry: *const Registry<Task>) -> bool {
         ptr::eq(self.registry.as_ptr(), registry)
     }
 

@@ -49,6 +49,7 @@ use super::super::counters::Counters;
 use super::super::deadlock::is_certain_wait;
 use super::super::idle::{self, Idle, Plan, Spun, SPIN_WINDOW};
 use super::super::ready::ReadyQueue;
+use super::super::registry::Registry;
 use super::super::shared::Shared;
 use super::super::task_header::Task;
 use super::super::task_pool::TaskPool;
@@ -71,9 +72,11 @@ pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
     shared.workers[seed.index].counters.note_thread();
     let watch = shared.workers.iter().map(|_| Cell::new(None)).collect();
     let deal_watch = shared.workers.iter().map(|_| Cell::new(None)).collect();
+    let registry: *const Registry<Task> = &shared.registry;
     let w = Rc::new(Worker {
         index: seed.index,
         shared,
+        registry,
         remote,
         hub: getcurrent(),
         thread: direct::this_thread(),

@@ -19,6 +19,7 @@ use crate::coroutine::Greenlet;
 
 use super::super::driver::{Poller, PollerSeed};
 use super::super::ready::ReadyQueue;
+use super::super::registry::Registry;
 use super::super::shared::Shared;
 use super::super::task_header::Task;
 use super::super::task_pool::TaskPool;
@@ -38,6 +39,9 @@ pub(crate) struct Seed {
 pub(crate) struct Worker {
     pub(crate) index: usize,
     pub(crate) shared: Arc<Shared>,
+    /// The address of `shared`'s registry (the runtime's identity, see
+    /// [`owns`](Self::owns)): one load for a wake's check.
+    pub(super) registry: *const Registry<Task>,
     /// The thread's main greenlet: the hub. Parking switches to it.
     pub(crate) hub: Greenlet,
     /// The thread's greenlet state, taken when the hub was (for a
@@ -114,6 +118,13 @@ impl Worker {
         // before the workers start and never resized, which `self.shared`
         // keeps alive as long as `self`.
         unsafe { &*self.remote }
+    }
+
+    /// Whether `task` belongs to this worker's runtime: its link names the
+    /// runtime's registry.
+    #[inline(always)]
+    pub(crate) fn owns(&self, task: &Task) -> bool {
+        task.runtime.is_of(self.registry)
     }
 
     /// How many green threads this worker has started and not finished.
