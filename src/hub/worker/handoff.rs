@@ -21,6 +21,7 @@
 //! worker's state, the held reference, the resume bookkeeping of
 //! `switch` and `coroutine::direct`'s sibling switch.
 
+use std::mem::ManuallyDrop;
 use std::ptr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -90,6 +91,10 @@ impl Worker {
         let Some(next) = next else {
             return Next::Hub;
         };
+        // Without drop glue from here on, so that no unwind path keeps it
+        // in the frame: each way out below gives the reference on, or
+        // drops it, once.
+        let next = ManuallyDrop::new(next);
         // `Some(None)`: the front is `me` itself, to run on without a
         // switch; `Some(Some(_))`: a sibling to switch to; `None`: neither
         // (the front goes back, and the park to the hub).
@@ -100,7 +105,7 @@ impl Worker {
             self.live_sibling(&next, &idle).map(Some)
         };
         let Some(to) = handed.filter(|_| !next.is_done() && self.no_timer_due(idle.0)) else {
-            self.ready.push_front(next);
+            self.ready.push_front(ManuallyDrop::into_inner(next));
             return Next::Hub;
         };
         self.gate.count(idle.0);
@@ -110,14 +115,15 @@ impl Worker {
             // queues the sibling again (its wake flag is clear).
             if to.is_some() {
                 next.request_cancel();
+                drop(ManuallyDrop::into_inner(next));
                 return Next::Hub;
             }
             self.enter_unseen(remote, &next);
-            self.hold(next);
+            self.hold(ManuallyDrop::into_inner(next));
             return Next::Cancelled;
         }
         self.enter_unseen(remote, &next);
-        self.hold(next);
+        self.hold(ManuallyDrop::into_inner(next));
         match to {
             Some(s) => Next::Sibling(s),
             None => Next::Myself,
