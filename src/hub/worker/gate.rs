@@ -44,7 +44,7 @@ pub(crate) struct Gate(Cell<u32>);
 impl Gate {
     /// `rounds` to the first poll, no flag set.
     pub(super) const fn new(rounds: u32) -> Gate {
-        Gate(Cell::new(rounds * ROUND & ROUNDS))
+        Gate(Cell::new((rounds * ROUND) & ROUNDS))
     }
 
     /// The word, for [`lets_by`](Self::lets_by),
@@ -87,7 +87,7 @@ impl Gate {
             self.0.set(word - ROUND);
             return false;
         }
-        self.0.set(word & !ROUNDS | every * ROUND & ROUNDS);
+        self.0.set((word & !ROUNDS) | ((every * ROUND) & ROUNDS));
         true
     }
 
@@ -170,7 +170,7 @@ mod tests {
                     .filter(|(i, _)| k & (1 << i) != 0)
                     .fold(0, |all, (_, f)| all | f)
             }) {
-                let word = rounds * ROUND | flags;
+                let word = (rounds * ROUND) | flags;
                 let expected = rounds >= 2 && flags & (LOCAL_WORK | NO_HANDOFF) == 0;
                 assert_eq!(Gate::lets_by(word), expected, "{word:#x}");
                 assert_eq!(Gate::timers_armed(word), flags & TIMERS != 0, "{word:#x}");
