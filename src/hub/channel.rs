@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use super::spin_lock::{QuickGuard as MutexGuard, QuickMutex as Mutex};
 
 use super::task_state::Wait;
-use super::wait::{wait_on, wake, wake_all, Site, WaitList, Wakeup, Watch, Woken};
+use super::wait::{wait_on, wait_on_then, wake, wake_all, Site, WaitList, Wakeup, Watch, Woken};
 
 pub(crate) struct State<T> {
     queue: VecDeque<T>,
@@ -126,6 +126,39 @@ impl<T> State<T> {
         let sender = self.send.notify_one_with(|slot| queue.extend(slot.take()));
         Some((v, sender))
     }
+}
+
+/// A receive with a deadline or without: its errors. The untimed one's
+/// error is the size of nothing, so its result comes back in registers.
+trait RecvMode {
+    /// Why it returned no value.
+    type Error;
+    /// Whether it may have a deadline.
+    const TIMED: bool;
+    /// Every sender is gone and nothing is queued.
+    const DISCONNECTED: Self::Error;
+    /// The deadline passed (an untimed receive has none to pass).
+    const TIMEOUT: Self::Error;
+}
+
+/// [`Receiver::recv`]'s.
+struct Untimed;
+
+impl RecvMode for Untimed {
+    type Error = RecvError;
+    const TIMED: bool = false;
+    const DISCONNECTED: RecvError = RecvError;
+    const TIMEOUT: RecvError = RecvError;
+}
+
+/// [`Receiver::recv_timeout`]'s and [`Receiver::recv_deadline`]'s.
+struct Timed;
+
+impl RecvMode for Timed {
+    type Error = RecvTimeoutError;
+    const TIMED: bool = true;
+    const DISCONNECTED: RecvTimeoutError = RecvTimeoutError::Disconnected;
+    const TIMEOUT: RecvTimeoutError = RecvTimeoutError::Timeout;
 }
 
 /// The sending end of a channel; clone it for more producers.
@@ -350,7 +383,7 @@ impl<T> Receiver<T> {
     /// assert_eq!(rx.recv().unwrap(), "from a plain thread");
     /// ```
     pub fn recv(&self) -> Result<T, RecvError> {
-        self.recv_until::<false>(None).map_err(|_| RecvError)
+        self.recv_until::<Untimed>(None)
     }
 
     /// [`recv`](Self::recv), giving up after `d`.
@@ -365,7 +398,7 @@ impl<T> Receiver<T> {
     /// assert_eq!(r, Err(RecvTimeoutError::Timeout));
     /// ```
     pub fn recv_timeout(&self, d: Duration) -> Result<T, RecvTimeoutError> {
-        self.recv_until::<true>(Instant::now().checked_add(d))
+        self.recv_until::<Timed>(Instant::now().checked_add(d))
     }
 
     /// [`recv`](Self::recv), giving up at `deadline`.
@@ -378,17 +411,14 @@ impl<T> Receiver<T> {
     /// assert!(rx.recv_deadline(std::time::Instant::now()).is_err());
     /// ```
     pub fn recv_deadline(&self, deadline: Instant) -> Result<T, RecvTimeoutError> {
-        self.recv_until::<true>(Some(deadline))
+        self.recv_until::<Timed>(Some(deadline))
     }
 
-    /// A receive, parking until `deadline` if any. `TIMED`: whether it may
-    /// have one (the untimed receive is its own copy, with no deadline to
-    /// test).
-    fn recv_until<const TIMED: bool>(
-        &self,
-        deadline: Option<Instant>,
-    ) -> Result<T, RecvTimeoutError> {
-        let deadline = deadline.filter(|_| TIMED);
+    /// A receive, parking until `deadline` if any. `M`: whether it may
+    /// have one, and its errors (the untimed receive is its own copy, with
+    /// no deadline to test).
+    fn recv_until<M: RecvMode>(&self, deadline: Option<Instant>) -> Result<T, M::Error> {
+        let deadline = deadline.filter(|_| M::TIMED);
         let mut st = self.chan.state.lock();
         loop {
             if let Some((v, w)) = st.take() {
@@ -397,16 +427,22 @@ impl<T> Receiver<T> {
                 return Ok(v);
             }
             if st.senders == 0 {
-                return Err(RecvTimeoutError::Disconnected);
+                return Err(M::DISCONNECTED);
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Err(RecvTimeoutError::Timeout);
+                return Err(M::TIMEOUT);
             }
-            match wait_on::<RecvSite<T>>(&self.chan.state, st, None, deadline) {
-                // Handed over by a send (read without locking again): the
-                // queue was empty, no sender waits for room.
-                Woken::Notified(_, Some(v)) | Woken::Relocked(_, Some(v)) => return Ok(v),
-                woken => st = woken.relock(),
+            // Handed over by a send (read without locking again): the queue
+            // was empty, no sender waits for room.
+            let lock = &self.chan.state;
+            let woken =
+                wait_on_then::<RecvSite<T>, _>(lock, st, None, deadline, |woken| match woken {
+                    Woken::Notified(_, Some(v)) | Woken::Relocked(_, Some(v)) => Ok(v),
+                    woken => Err(woken.relock()),
+                });
+            match woken {
+                Ok(v) => return Ok(v),
+                Err(guard) => st = guard,
             }
         }
     }

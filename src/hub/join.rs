@@ -279,7 +279,7 @@ impl<T> fmt::Debug for JoinHandle<T> {
 /// go to that worker's pool (see [`TaskPool`](super::task_pool::TaskPool)), elsewhere it is dropped.
 fn recycle(task: Arc<Task>) {
     worker::with_current(|w| match w {
-        Some(w) if w.shared.owns(&task) => w.pool.give(task),
+        Some(w) if w.owns(&task) => w.pool.give(task),
         _ => drop(task),
     });
 }

@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use super::scopes::Scopes;
 use super::stack_capture;
-use super::task_header::Task;
+use super::task_header::{Parked, Task};
 use super::task_state::Wait;
 use super::timer::TimerKey;
 use super::unwind::{CancelUnwind, TimeoutUnwind};
@@ -54,9 +54,36 @@ pub(crate) fn park(wait: Wait, deadline: Option<Instant>) {
     }
 }
 
-/// [`park`] for the green thread `task`, running on its worker `w`.
+/// [`park`] for the green thread `task`, running on its worker `w`: one
+/// of two frames, so that a park without a deadline (most) passes none
+/// and tests none.
+#[inline(always)]
 pub(crate) fn park_green(w: &Worker, task: &Arc<Task>, wait: Wait, deadline: Option<Instant>) {
-    park_then(w, task, wait, deadline, None);
+    match deadline {
+        None => park_untimed(w, task, Task::parked_as(wait)),
+        Some(at) => park_until(w, task, wait, at),
+    }
+}
+
+/// [`park_green`] without a deadline: the task by its address only (no
+/// reference to pass through memory), its own reference needed only in a
+/// `timeout` scope, whose deadline is a timer's.
+/// `parked`: its state while parked (what it waits for).
+#[inline(never)]
+fn park_untimed(w: &Worker, task: &Task, parked: Parked) {
+    if task.scopes.is_active() {
+        // The caller's contract: `task` is the running green thread, so
+        // the worker's current one.
+        worker::with_current_task(|w, task| park_scoped(w, task, parked, None, None));
+        return;
+    }
+    park_switch(w, task, parked, None, false, || {});
+}
+
+/// [`park_green`] until `at`.
+#[inline(never)]
+fn park_until(w: &Worker, task: &Arc<Task>, wait: Wait, at: Instant) {
+    park_then(w, task, Task::parked_as(wait), Some(at), None);
 }
 
 /// A yield of the green thread `task`, running on its worker `w`, that
@@ -66,7 +93,7 @@ pub(crate) fn park_green(w: &Worker, task: &Arc<Task>, wait: Wait, deadline: Opt
 /// for `yield_now` and its park.
 #[inline(always)]
 pub(crate) fn yield_green(w: &Worker, task: &Arc<Task>, me: Option<Arc<Task>>) {
-    park_then(w, task, Wait::Yield, None, me);
+    park_then(w, task, Task::parked_as(Wait::Yield), None, me);
 }
 
 /// [`park_green`], queuing `requeue` (the parking task's own reference)
@@ -75,7 +102,7 @@ pub(crate) fn yield_green(w: &Worker, task: &Arc<Task>, me: Option<Arc<Task>>) {
 fn park_then(
     w: &Worker,
     task: &Arc<Task>,
-    wait: Wait,
+    parked: Parked,
     deadline: Option<Instant>,
     requeue: Option<Arc<Task>>,
 ) {
@@ -86,11 +113,11 @@ fn park_then(
     // With no scope active, none is checked after the park either: only
     // the green thread itself opens one.
     if task.scopes.is_active() {
-        return park_scoped(w, task, wait, deadline, requeue);
+        return park_scoped(w, task, parked, deadline, requeue);
     }
     match deadline {
-        None => park_switch(w, task, wait, requeue, false, || {}),
-        Some(at) => park_timed(w, task, wait, at, requeue),
+        None => park_switch(w, task, parked, requeue, false, || {}),
+        Some(at) => park_timed(w, task, parked, at, requeue),
     }
 }
 
@@ -101,13 +128,13 @@ fn park_then(
 fn park_scoped(
     w: &Worker,
     task: &Arc<Task>,
-    wait: Wait,
+    parked: Parked,
     deadline: Option<Instant>,
     requeue: Option<Arc<Task>>,
 ) {
     match earliest(deadline, task.scopes.earliest()) {
-        None => park_switch(w, task, wait, requeue, true, || {}),
-        Some(at) => park_timed(w, task, wait, at, requeue),
+        None => park_switch(w, task, parked, requeue, true, || {}),
+        Some(at) => park_timed(w, task, parked, at, requeue),
     }
 }
 
@@ -117,15 +144,21 @@ fn park_scoped(
 /// so that the parks without a deadline (most) carry no key across their
 /// switch.
 #[inline(never)]
-fn park_timed(w: &Worker, task: &Arc<Task>, wait: Wait, at: Instant, requeue: Option<Arc<Task>>) {
-    let key = w.timers.borrow_mut().arm(at, Arc::clone(task));
-    park_switch(w, task, wait, requeue, true, || cancel_timer(w, key));
+fn park_timed(
+    w: &Worker,
+    task: &Arc<Task>,
+    parked: Parked,
+    at: Instant,
+    requeue: Option<Arc<Task>>,
+) {
+    let key = w.arm_timer(at, task);
+    park_switch(w, task, parked, requeue, true, || cancel_timer(w, key));
 }
 
 /// Cancel a park's timer (a no-op for one that fired); the green thread
 /// the timer held goes after the timers' borrow ends.
 fn cancel_timer(w: &Worker, key: TimerKey) {
-    let target = w.timers.borrow_mut().cancel(key);
+    let target = w.cancel_timer(key);
     drop(target);
 }
 
@@ -135,13 +168,13 @@ fn cancel_timer(w: &Worker, key: TimerKey) {
 #[inline(always)]
 fn park_switch(
     w: &Worker,
-    task: &Arc<Task>,
-    wait: Wait,
+    task: &Task,
+    parked: Parked,
     requeue: Option<Arc<Task>>,
     scoped: bool,
     disarm: impl Fn(),
 ) {
-    task.set_parked(wait);
+    task.set_parked_as(parked);
     let to = match w.next_after_park(task, requeue) {
         Next::Hub => None,
         Next::Sibling(to) => Some(to),
@@ -197,7 +230,7 @@ pub(crate) fn park_shielded(
     wait: Wait,
     deadline: Option<Instant>,
 ) -> bool {
-    let key = deadline.map(|at| w.timers.borrow_mut().arm(at, Arc::clone(task)));
+    let key = deadline.map(|at| w.arm_timer(at, task));
     // The park's timer goes when the park ends, whatever ended it.
     let disarm = || {
         if let Some(key) = key {

@@ -114,6 +114,19 @@ impl<T> ReadyQueue<T> {
         Some(front)
     }
 
+    /// [`pop_front`](Self::pop_front), then `f` of the new first one if
+    /// more than one is left (as [`with_front_of_many`](Self::with_front_of_many)
+    /// would see it): with one queued or none, one test in all.
+    #[inline]
+    pub(crate) fn pop_front_seeing(&self, f: impl FnOnce(&T)) -> Option<T> {
+        let front = self.first.take()?;
+        if self.more.get() {
+            self.refill();
+            self.with_front_of_many(f);
+        }
+        Some(front)
+    }
+
     /// Move the front of `rest` into the empty front slot (out of line:
     /// the usual queue holds one or two).
     #[inline(never)]

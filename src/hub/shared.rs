@@ -9,8 +9,8 @@
 //! state that lists and queues them. Everything that acts on them sits
 //! above.
 //!
-//! Owns: [`Shared`], a task's link to it and the test of a task's runtime
-//! ([`Shared::owns`], [`Shared::of`]), the idle-worker notification and
+//! Owns: [`Shared`], a task's link to it and a task's runtime
+//! ([`Shared::of`]; a worker tests it with `Worker::owns`), the idle-worker notification and
 //! the record of refusals. Uses the worker's remote parts,
 //! `crossbeam-deque`'s injector, the registry, the task header and its
 //! token, the pending-call slot, the blocking pool, the cleanup queue and
@@ -93,12 +93,6 @@ impl Shared {
     /// A new task's link to this runtime.
     pub(crate) fn link(self: &Arc<Self>) -> RuntimeLink {
         RuntimeLink::new(Arc::clone(self), |shared| &shared.registry)
-    }
-
-    /// Whether `task` belongs to this runtime.
-    #[inline]
-    pub(crate) fn owns(&self, task: &Task) -> bool {
-        task.runtime.is_of(&self.registry)
     }
 
     /// The runtime `task` belongs to (always found: every link is made by

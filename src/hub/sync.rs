@@ -3,7 +3,7 @@
 //! point.
 //!
 //! Owns: the three types and their guards (a [`Semaphore`]'s permit borrowed
-//! or, through an `Arc`, owned). Uses [`WaitList`] / [`wait_on`].
+//! or, through an `Arc`, owned). Uses [`WaitList`] / [`wait_on_then`].
 
 use std::cell::UnsafeCell;
 use std::fmt;
@@ -16,7 +16,7 @@ use super::spin_lock::QuickMutex as Lock;
 
 use super::error::{Elapsed, HubError};
 use super::task_state::Wait;
-use super::wait::{wait_on, wake, wake_all, Site, WaitList, Wakeup, Watch};
+use super::wait::{wait_on_then, wake, wake_all, Site, WaitList, Wakeup, Watch, Woken};
 
 pub(crate) struct EventState {
     set: bool,
@@ -156,7 +156,7 @@ impl Event {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(Elapsed);
             }
-            st = wait_on::<EventSite>(&self.state, st, None, deadline).relock();
+            st = wait_on_then::<EventSite, _>(&self.state, st, None, deadline, Woken::relock);
         }
     }
 }
@@ -285,7 +285,7 @@ impl<T: ?Sized> Mutex<T> {
                     _value: PhantomData,
                 };
             }
-            st = wait_on::<LockSite>(&self.state, st, None, None).relock();
+            st = wait_on_then::<LockSite, _>(&self.state, st, None, None, Woken::relock);
         }
     }
 
@@ -516,7 +516,7 @@ impl Semaphore {
     fn take(&self) {
         let mut st = self.state.lock();
         while st.permits == 0 {
-            st = wait_on::<PermitSite>(&self.state, st, None, None).relock();
+            st = wait_on_then::<PermitSite, _>(&self.state, st, None, None, Woken::relock);
         }
         st.permits -= 1;
     }

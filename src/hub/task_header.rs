@@ -16,7 +16,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::panic::Location;
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Wake, Waker};
 
@@ -33,12 +33,16 @@ use super::task_state::{TaskState, Wait};
 /// `owner` of a task that has not started on any worker.
 pub(crate) const NO_OWNER: usize = usize::MAX;
 
-const QUEUED: u8 = 0;
-const READY: u8 = 1;
-const RUNNING: u8 = 2;
-const PARKED: u8 = 3;
-const BLOCKING: u8 = 4;
-const FINISHED: u8 = 5;
+const QUEUED: u16 = 0;
+const READY: u16 = 1;
+const RUNNING: u16 = 2;
+const PARKED: u16 = 3;
+const BLOCKING: u16 = 4;
+const FINISHED: u16 = 5;
+
+/// The state word of a parked task (see [`Task::parked_as`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Parked(u16);
 
 /// The part of a green thread that any thread may see. Its greenlet handle
 /// stays on the owner worker (see `worker::Worker::live`).
@@ -57,8 +61,10 @@ pub(crate) struct Task {
     /// steals from there). Written by that worker's thread only, so read
     /// as its own on that thread (see `add_green_joiner`).
     finisher: AtomicUsize,
-    state: AtomicU8,
-    wait: AtomicU8,
+    /// Its state (`QUEUED`...`FINISHED`) in the low byte and, while it is
+    /// `PARKED`, what it waits for (`Wait::code`) in the high byte: a park
+    /// sets both with one store, and a reader sees the two together.
+    state: AtomicU16,
     /// On a ready queue (or about to be): a second wake pushes nothing.
     scheduled: AtomicBool,
     /// Cancellation requested and not yet delivered at a parking point.
@@ -117,8 +123,7 @@ impl Task {
             runtime,
             owner: AtomicUsize::new(NO_OWNER),
             finisher: AtomicUsize::new(NO_OWNER),
-            state: AtomicU8::new(QUEUED),
-            wait: AtomicU8::new(0),
+            state: AtomicU16::new(QUEUED),
             scheduled: AtomicBool::new(false),
             cancel: AtomicBool::new(false),
             park_seq: AtomicU64::new(0),
@@ -194,7 +199,6 @@ impl Task {
         *self.owner.get_mut() = NO_OWNER;
         *self.finisher.get_mut() = NO_OWNER;
         *self.state.get_mut() = QUEUED;
-        *self.wait.get_mut() = 0;
         *self.scheduled.get_mut() = false;
         *self.cancel.get_mut() = false;
         *self.park_seq.get_mut() = 0;
@@ -240,11 +244,12 @@ impl Task {
     }
 
     pub(crate) fn state(&self) -> TaskState {
-        match self.state.load(Ordering::Relaxed) {
+        let word = self.state.load(Ordering::Relaxed);
+        match word & 0xff {
             QUEUED => TaskState::Queued,
             READY => TaskState::Ready,
             RUNNING => TaskState::Running,
-            PARKED => TaskState::Parked(Wait::from_code(self.wait.load(Ordering::Relaxed))),
+            PARKED => TaskState::Parked(Wait::from_code((word >> 8) as u8)),
             BLOCKING => TaskState::Blocking,
             _ => TaskState::Finished,
         }
@@ -259,8 +264,21 @@ impl Task {
     }
 
     pub(crate) fn set_parked(&self, wait: Wait) {
-        self.wait.store(wait.code(), Ordering::Relaxed);
-        self.state.store(PARKED, Ordering::Relaxed);
+        self.set_parked_as(Task::parked_as(wait));
+    }
+
+    /// The state of a task parked for `wait`, for
+    /// [`set_parked_as`](Self::set_parked_as): made where `wait` is known
+    /// (a constant at most parks), so that the park stores it as it is.
+    #[inline(always)]
+    pub(crate) fn parked_as(wait: Wait) -> Parked {
+        Parked(PARKED | u16::from(wait.code()) << 8)
+    }
+
+    /// [`set_parked`](Self::set_parked) with its state made already.
+    #[inline(always)]
+    pub(crate) fn set_parked_as(&self, parked: Parked) {
+        self.state.store(parked.0, Ordering::Relaxed);
     }
 
     /// Clear the wake flag before resuming it: a wake from now on queues it
@@ -524,8 +542,8 @@ impl Listed for Task {
 /// shared state, whose type the header does not name (that state queues
 /// and lists tasks, so it sits above this file), and the registry inside
 /// it, which the task leaves when it finishes. The shared state makes the
-/// link (`Shared::link`) and finds itself in it (`Shared::owns`,
-/// `Shared::of`).
+/// link (`Shared::link`) and finds itself in it (`Shared::of`; a worker
+/// compares its registry's address, `Worker::owns`).
 pub(crate) struct RuntimeLink {
     /// Keeps the runtime's shared state alive.
     owner: Arc<dyn Any + Send + Sync>,
@@ -560,10 +578,10 @@ impl RuntimeLink {
         unsafe { self.registry.as_ref() }
     }
 
-    /// Whether `registry` is this runtime's: the identity of a runtime, as
-    /// each has one registry.
+    /// Whether `registry` (an address only, never read) is this runtime's:
+    /// the identity of a runtime, as each has one registry.
     #[inline]
-    pub(crate) fn is_of(&self, registry: &Registry<Task>) -> bool {
+    pub(crate) fn is_of(&self, registry: *const Registry<Task>) -> bool {
         ptr::eq(self.registry.as_ptr(), registry)
     }
 

@@ -62,6 +62,7 @@ impl Wait {
             .unwrap_or(Wait::Sleep)
     }
 
+    #[inline]
     pub(crate) fn code(self) -> u8 {
         Wait::ALL.iter().position(|w| *w == self).unwrap_or(0) as u8
     }

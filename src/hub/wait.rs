@@ -356,22 +356,43 @@ pub(crate) fn wait_on<'a, W: Site>(
     value: Option<W::Value>,
     deadline: Option<Instant>,
 ) -> Woken<'a, W::State, W::Value> {
+    wait_on_then::<W, _>(lock, guard, value, deadline, |woken| woken)
+}
+
+/// [`wait_on`], then `then` of how it ended, called on the green thread's
+/// path and on the plain thread's apart: what `then` returns is all that
+/// the two paths merge (a receive's value or its lock, in registers),
+/// where a [`Woken`] merged would go through memory (the plain thread's
+/// comes back from an out-of-line call).
+#[inline(always)]
+pub(crate) fn wait_on_then<'a, W: Site, R>(
+    lock: &'a Mutex<W::State>,
+    guard: MutexGuard<'a, W::State>,
+    value: Option<W::Value>,
+    deadline: Option<Instant>,
+    then: impl Fn(Woken<'a, W::State, W::Value>) -> R,
+) -> R {
     // Taken by whichever path waits (a closure not called drops nothing).
     let mut held = Some((guard, value));
     let green = worker::with_current_task(|w, task| {
         let (guard, value) = held.take()?;
         let me = Wakeup::Task(w.take_ref(task));
-        Some(wait_with::<W>(lock, guard, value, deadline, me, || {
-            park_green(w, task, W::WAIT, deadline)
-        }))
+        Some(then(wait_with::<W>(
+            lock,
+            guard,
+            value,
+            deadline,
+            me,
+            || park_green(w, task, W::WAIT, deadline),
+        )))
     });
-    if let Some(woken) = green.flatten() {
-        return woken;
+    if let Some(ended) = green.flatten() {
+        return ended;
     }
     let Some((guard, value)) = held else {
         unreachable!("hub wait: a green thread's wait took the lock and returned no wake-up")
     };
-    wait_on_thread::<W>(lock, guard, value, deadline)
+    then(wait_on_thread::<W>(lock, guard, value, deadline))
 }
 
 /// [`wait_on`] on a plain thread (out of line: a green thread's wait

@@ -17,10 +17,11 @@
 //! the shutdown) are taken then, and nothing starves; a cancellation
 //! waiting for the front is left to the loop, which throws it.
 //!
-//! Owns: [`Next`] and the check that the loop may be skipped. Uses the
+//! Owns: [`Next`], [`Idle`] and the check that the loop may be skipped. Uses the
 //! worker's state, the held reference, the resume bookkeeping of
 //! `switch` and `coroutine::direct`'s sibling switch.
 
+use std::mem::ManuallyDrop;
 use std::ptr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -29,8 +30,15 @@ use std::time::Instant;
 use crate::coroutine::direct;
 
 use super::super::task_header::Task;
+use super::gate::Gate;
 use super::remote::Remote;
 use super::state::Worker;
+use super::switch::see_next;
+
+/// The gate's word (see [`Gate`]) when [`Worker::hub_is_idle`] let a
+/// hand-off by: made there only, so holding one proves it (see
+/// [`Worker::live_sibling`]).
+pub(super) struct Idle(u32);
 
 /// What a parking green thread does next (see
 /// [`Worker::next_after_park`]).
@@ -62,24 +70,31 @@ impl Worker {
     #[inline(always)]
     pub(crate) fn next_after_park(&self, me: &Task, requeue: Option<Arc<Task>>) -> Next {
         let remote = self.remote();
-        let Some(until_poll) = self.hub_is_idle(remote) else {
+        let Some(idle) = self.hub_is_idle(remote) else {
             if let Some(me) = requeue {
                 self.push_ready_local(me);
             }
             return Next::Hub;
         };
         let ready = &self.ready;
+        // The next one's stack top is looked at when more than one is
+        // left (see `enter`): with one left (a yield's trade in the
+        // queue's one slot), nothing to look at.
         let next = match requeue.map(|me| ready.replace_single(me)) {
-            None => ready.pop_front(),
+            None => ready.pop_front_seeing(see_next),
             Some(Ok(front)) => Some(front),
             Some(Err(me)) => {
                 ready.push_back(me);
-                ready.pop_front()
+                ready.pop_front_seeing(see_next)
             }
         };
         let Some(next) = next else {
             return Next::Hub;
         };
+        // Without drop glue from here on, so that no unwind path keeps it
+        // in the frame: each way out below gives the reference on, or
+        // drops it, once.
+        let next = ManuallyDrop::new(next);
         // `Some(None)`: the front is `me` itself, to run on without a
         // switch; `Some(Some(_))`: a sibling to switch to; `None`: neither
         // (the front goes back, and the park to the hub).
@@ -87,27 +102,28 @@ impl Worker {
             // Hooks see a park switch to the hub and back.
             (!direct::observed()).then_some(None)
         } else {
-            self.live_sibling(&next).map(Some)
+            self.live_sibling(&next, &idle).map(Some)
         };
-        let Some(to) = handed.filter(|_| !next.is_done() && self.no_timer_due()) else {
-            self.ready.push_front(next);
+        let Some(to) = handed.filter(|_| !next.is_done() && self.no_timer_due(idle.0)) else {
+            self.ready.push_front(ManuallyDrop::into_inner(next));
             return Next::Hub;
         };
-        self.until_poll.set(until_poll - 1);
+        self.gate.count(idle.0);
         next.take_scheduled();
         if next.take_cancel() {
             // The loop throws it into a sibling: asked for again, which
             // queues the sibling again (its wake flag is clear).
             if to.is_some() {
                 next.request_cancel();
+                drop(ManuallyDrop::into_inner(next));
                 return Next::Hub;
             }
-            self.enter(remote, &next);
-            self.hold(next);
+            self.enter_unseen(remote, &next);
+            self.hold(ManuallyDrop::into_inner(next));
             return Next::Cancelled;
         }
-        self.enter(remote, &next);
-        self.hold(next);
+        self.enter_unseen(remote, &next);
+        self.hold(ManuallyDrop::into_inner(next));
         match to {
             Some(s) => Next::Sibling(s),
             None => Next::Myself,
@@ -118,20 +134,24 @@ impl Worker {
     /// the running green thread may switch straight to (see
     /// `direct::sibling_of`), if it is one: found through the task's
     /// `greenlet` address, set while its entry is in `live` (no lookup in
-    /// the table).
+    /// the table). `_idle`: the proof that the gate let a hand-off by, so
+    /// that this worker has its thread's greenlet state.
     #[inline(always)]
-    pub(super) fn live_sibling(&self, next: &Arc<Task>) -> Option<direct::Sibling> {
+    pub(super) fn live_sibling(&self, next: &Arc<Task>, _idle: &Idle) -> Option<direct::Sibling> {
         let record = next.greenlet.load(Ordering::Relaxed);
         if record.is_null() {
             return None;
         }
-        // SAFETY: `thread` was taken on this worker's thread, which runs
-        // this, before its loop (its greenlet state lives until the
-        // thread's teardown, after the worker); a non-null `greenlet` is
-        // the record of the greenlet of `next`'s entry in `live`, made by
-        // `start` on this thread and held by that entry (the address is
+        // SAFETY: `thread` is `Some`: an `Idle` is made only by
+        // `hub_is_idle`, when the gate lets a hand-off by, which it never
+        // does on a worker whose `thread` is `None` (`main` bars them then,
+        // for good, before the loop). It was taken on this worker's thread,
+        // which runs this, before its loop (its greenlet state lives until
+        // the thread's teardown, after the worker); a non-null `greenlet`
+        // is the record of the greenlet of `next`'s entry in `live`, made
+        // by `start` on this thread and held by that entry (the address is
         // cleared before the entry goes, see `drop_entry` and teardown).
-        unsafe { direct::sibling_of(self.thread?, record) }
+        unsafe { direct::sibling_of(self.thread.unwrap_unchecked(), record) }
     }
 
     /// A yield of the green thread `me` when nothing else is ready and the
@@ -149,13 +169,13 @@ impl Worker {
         if !self.ready.is_empty() || me.cancel_requested() || direct::observed() {
             return false;
         }
-        let Some(until_poll) = self.hub_is_idle(self.remote()) else {
+        let Some(idle) = self.hub_is_idle(self.remote()) else {
             return false;
         };
-        if !self.no_timer_due() {
+        if !self.no_timer_due(idle.0) {
             return false;
         }
-        self.until_poll.set(until_poll - 1);
+        self.gate.count(idle.0);
         true
     }
 
@@ -166,8 +186,13 @@ impl Worker {
     /// handing off, and a due timer sends the parking green thread to the
     /// loop, which fires it: timers fire at the first scheduling point
     /// after their deadline, hand-off or not.
+    /// `gate`: the gate's word the hand-off read (with no timer armed,
+    /// nothing else is read).
     #[inline(always)]
-    pub(super) fn no_timer_due(&self) -> bool {
+    pub(super) fn no_timer_due(&self, gate: u32) -> bool {
+        if !Gate::timers_armed(gate) {
+            return true;
+        }
         // SAFETY: the reference ends when `none_due` returns, which calls
         // nothing but the clock: nothing that could borrow the timers
         // mutably runs meanwhile (as `borrow` would check, at a cost).
@@ -179,9 +204,9 @@ impl Worker {
 
     /// Whether the loop's next round would only resume the front of the
     /// ready queue, as far as this worker's own work and the wakes aimed
-    /// at it go: no task queued here to start (`local_work`), no remote
+    /// at it go: no task queued here to start (the gate's local-work flag), no remote
     /// wake, no pending call, and the poll cadence not due. `Some` of the
-    /// rounds left before the next poll, then. (Timers: see
+    /// gate's word (see [`Gate`]) as an [`Idle`], then. (Timers: see
     /// [`no_timer_due`](Self::no_timer_due), asked once a hand-off has
     /// someone to resume.)
     ///
@@ -202,12 +227,10 @@ impl Worker {
     /// between threads, and the sleep handshake reads the whole inbox, so
     /// no interleaving can lose a wake.
     #[inline(always)]
-    pub(super) fn hub_is_idle(&self, remote: &Remote) -> Option<u32> {
-        let until_poll = self.until_poll.get();
-        let busy = until_poll <= 1
-            || self.local_work.get()
-            || remote.inbox.marked()
-            || self.shared.pending.wants_drain();
-        (!busy).then_some(until_poll)
+    pub(super) fn hub_is_idle(&self, remote: &Remote) -> Option<Idle> {
+        let gate = self.gate.word();
+        let busy =
+            !Gate::lets_by(gate) || remote.inbox.marked() || self.shared.pending.wants_drain();
+        (!busy).then_some(Idle(gate))
     }
 }

@@ -35,6 +35,7 @@
 
 mod current;
 mod deal;
+mod gate;
 mod handoff;
 mod held;
 mod placement;

@@ -84,7 +84,7 @@ impl Worker {
             if let Some(older) = self.remote().newest.put(u) {
                 self.deque.push(older);
             }
-            self.local_work.set(true);
+            self.gate.set_local_work(true);
             self.shared.notify_idle();
             return;
         }
@@ -97,7 +97,7 @@ impl Worker {
         u.task().set_finisher(self.index);
         spawned.push(u);
         self.has_spawned.set(true);
-        self.local_work.set(true);
+        self.gate.set_local_work(true);
     }
 
     /// On a runtime of one worker, close the batch of tasks spawned since
@@ -135,18 +135,18 @@ impl Worker {
     /// Queue a `!Send` task on this worker.
     pub(crate) fn push_local(&self, u: LocalUnstarted) {
         self.local_new.borrow_mut().push_back(u);
-        self.local_work.set(true);
+        self.gate.set_local_work(true);
     }
 
     /// Start a task at the front of the line (the pending-call drain).
     pub(crate) fn push_local_first(&self, u: LocalUnstarted) {
         self.local_new.borrow_mut().push_front(u);
-        self.local_work.set(true);
+        self.gate.set_local_work(true);
     }
 
     /// Start one unstarted task, if there is one; whether one was: queued
     /// on this worker, or (`wide`) from the runtime's injector or stolen
-    /// from another worker. With none, `local_work` is cleared: nothing is
+    /// from another worker. With none, the gate's local-work flag is cleared: nothing is
     /// queued on this worker to start (unless the hub itself spawned one,
     /// in `cancel_all`: it waits in `spawned`).
     pub(super) fn start_next(&self, wide: bool) -> bool {
@@ -159,7 +159,7 @@ impl Worker {
             self.start(u);
             return true;
         }
-        self.local_work.set(self.has_spawned.get());
+        self.gate.set_local_work(self.has_spawned.get());
         false
     }
 
@@ -190,7 +190,7 @@ impl Worker {
             match self.shared.injector.steal_batch_and_pop(&self.deque) {
                 Steal::Success(u) => {
                     // The rest of the batch waits on the deque.
-                    self.local_work.set(true);
+                    self.gate.set_local_work(true);
                     return Some(u);
                 }
                 Steal::Retry => continue,
@@ -204,7 +204,7 @@ impl Worker {
                 match victim.stealer.steal_batch_and_pop(&self.deque) {
                     Steal::Success(u) => {
                         Counters::add(&self.remote().counters.steals, 1);
-                        self.local_work.set(true);
+                        self.gate.set_local_work(true);
                         return Some(u);
                     }
                     Steal::Retry => continue,

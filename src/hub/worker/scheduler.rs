@@ -49,12 +49,14 @@ use super::super::counters::Counters;
 use super::super::deadlock::is_certain_wait;
 use super::super::idle::{self, Idle, Plan, Spun, SPIN_WINDOW};
 use super::super::ready::ReadyQueue;
+use super::super::registry::Registry;
 use super::super::shared::Shared;
 use super::super::task_header::Task;
 use super::super::task_pool::TaskPool;
 use super::super::timer::Timers;
 use super::super::unstarted::Unstarted;
 use super::current::MarkRunning;
+use super::gate::Gate;
 use super::placement::NO_BATCH;
 use super::remote::Remote;
 use super::state::{Seed, Worker};
@@ -70,9 +72,11 @@ pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
     shared.workers[seed.index].counters.note_thread();
     let watch = shared.workers.iter().map(|_| Cell::new(None)).collect();
     let deal_watch = shared.workers.iter().map(|_| Cell::new(None)).collect();
+    let registry: *const Registry<Task> = &shared.registry;
     let w = Rc::new(Worker {
         index: seed.index,
         shared,
+        registry,
         remote,
         hub: getcurrent(),
         thread: direct::this_thread(),
@@ -81,14 +85,13 @@ pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
         spawned: RefCell::new(Vec::new()),
         has_spawned: Cell::new(false),
         batch: Cell::new(NO_BATCH),
-        local_work: Cell::new(false),
         deque: seed.deque,
         timers: RefCell::new(Timers::default()),
         current: Cell::new(ptr::null()),
         live: RefCell::new(Slab::new()),
         held: Cell::new(ptr::null()),
         poller: seed.poll.into(),
-        until_poll: Cell::new(POLL_EVERY),
+        gate: Gate::new(POLL_EVERY),
         cancelled_all: Cell::new(false),
         accepted: Cell::new(ptr::null()),
         deal_turn: Cell::new(seed.index),
@@ -96,6 +99,11 @@ pub(crate) fn main(shared: Arc<Shared>, seed: Seed) {
         pool: TaskPool::new(),
         watch,
     });
+    if w.thread.is_none() {
+        // No greenlet state to switch through (its thread-locals would be
+        // gone): every park goes to the hub.
+        w.gate.bar_handoffs();
+    }
     let running = MarkRunning::new(&w);
     w.run();
     super::current::mark_ended();
@@ -113,16 +121,12 @@ impl Worker {
                 super::super::pending_drain::scheduling_point(self);
             }
             self.take_remote(remote);
-            if !self.timers.borrow().is_empty() {
+            if self.gate.timers() {
                 self.fire_timers(Instant::now(), &mut due);
             }
-            let until_poll = self.until_poll.get() - 1;
-            let polled = until_poll == 0;
+            let polled = self.gate.count_loop_round(POLL_EVERY);
             if polled {
-                self.until_poll.set(POLL_EVERY);
                 self.poll_once(Some(Duration::ZERO));
-            } else {
-                self.until_poll.set(until_poll);
             }
             let shutting_down = self.shared.is_shutting_down();
             if shutting_down && !self.cancelled_all.get() {
@@ -132,7 +136,7 @@ impl Worker {
             // With ready tasks waiting, the runtime-wide sources (the
             // injector, other workers' deques) at the poll's cadence only.
             let wide = !has_ready || polled;
-            let look = !has_ready || (burst < START_BURST && (wide || self.local_work.get()));
+            let look = !has_ready || (burst < START_BURST && (wide || self.gate.local_work()));
             if look && self.start_next(wide) {
                 self.flush_spawned();
                 burst += 1;
@@ -356,7 +360,7 @@ impl Worker {
                     let n = placed.len();
                     local.extend(placed.drain(..).map(Unstarted::into_local));
                     self.took_placed(n, local.len());
-                    self.local_work.set(true);
+                    self.gate.set_local_work(true);
                 },
             );
             Counters::add(&remote.counters.remote_wakes, woken);
@@ -370,7 +374,7 @@ impl Worker {
     /// which the compiler inlines the switch into it (`hub_hot_loops --op
     /// yield` under callgrind shows the difference).
     pub(super) fn fire_timers(&self, now: Instant, due: &mut Vec<Arc<Task>>) {
-        self.timers.borrow_mut().expire(now, |t| due.push(t));
+        self.expire_timers(now, |t| due.push(t));
         for t in due.drain(..) {
             self.schedule_local(&t);
         }

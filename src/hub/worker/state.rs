@@ -19,11 +19,13 @@ use crate::coroutine::Greenlet;
 
 use super::super::driver::{Poller, PollerSeed};
 use super::super::ready::ReadyQueue;
+use super::super::registry::Registry;
 use super::super::shared::Shared;
 use super::super::task_header::Task;
 use super::super::task_pool::TaskPool;
 use super::super::timer::Timers;
 use super::super::unstarted::{LocalUnstarted, Unstarted};
+use super::gate::Gate;
 use super::remote::Remote;
 
 /// What a worker thread is started with.
@@ -37,10 +39,14 @@ pub(crate) struct Seed {
 pub(crate) struct Worker {
     pub(crate) index: usize,
     pub(crate) shared: Arc<Shared>,
+    /// The address of `shared`'s registry (the runtime's identity, see
+    /// [`owns`](Self::owns)): one load for a wake's check.
+    pub(super) registry: *const Registry<Task>,
     /// The thread's main greenlet: the hub. Parking switches to it.
     pub(crate) hub: Greenlet,
     /// The thread's greenlet state, taken when the hub was (for a
-    /// hand-off's sibling switch, see `live_sibling`).
+    /// hand-off's sibling switch, see `live_sibling`). Never changed; when
+    /// `None`, `main` bars hand-offs at the gate for good.
     pub(super) thread: Option<direct::ThreadToken>,
     /// This worker's entry of `shared.workers` (see [`remote`](Self::remote)).
     pub(super) remote: *const Remote,
@@ -57,14 +63,6 @@ pub(crate) struct Worker {
     pub(super) has_spawned: Cell<bool>,
     /// Where the open batch of `spawned` starts ([`NO_BATCH`](super::placement::NO_BATCH): none open).
     pub(super) batch: Cell<usize>,
-    /// Whether a task queued on this worker to start may wait (`spawned`,
-    /// `local_new`, the newest-spawn slot or the deque may hold one): set
-    /// by whoever queues one (`push_unstarted`, `push_local`,
-    /// `push_local_first`, a steal of a batch onto the deque in
-    /// `find_unstarted`), cleared by the loop when it finds none to start.
-    /// One load for a hand-off's check (see
-    /// [`hub_is_idle`](Self::hub_is_idle)) instead of four.
-    pub(super) local_work: Cell<bool>,
     /// Unstarted `Send` tasks, newest batch on top (a LIFO deque); other
     /// workers steal the oldest.
     pub(super) deque: crossbeam_deque::Worker<Unstarted>,
@@ -85,8 +83,14 @@ pub(crate) struct Worker {
     pub(super) held: Cell<*const Task>,
     pub(super) poller: Poller,
     /// Scheduling rounds (the loop's, and hand-offs) left before the next
-    /// poll that does not wait.
-    pub(super) until_poll: Cell<u32>,
+    /// poll that does not wait; whether a task queued on this worker to
+    /// start may wait (`spawned`, `local_new`, the newest-spawn slot or the
+    /// deque may hold one: set by whoever queues one, `push_unstarted`,
+    /// `push_local`, `push_local_first`, a steal of a batch onto the deque
+    /// in `find_unstarted`, cleared by the loop when it finds none to
+    /// start); and whether a timer may be armed. One word for a hand-off's
+    /// check (see [`hub_is_idle`](Self::hub_is_idle)).
+    pub(super) gate: Gate,
     pub(super) cancelled_all: Cell<bool>,
     /// Spent tasks, for spawns on this worker to reuse.
     pub(crate) pool: TaskPool,
@@ -114,6 +118,13 @@ impl Worker {
         // before the workers start and never resized, which `self.shared`
         // keeps alive as long as `self`.
         unsafe { &*self.remote }
+    }
+
+    /// Whether `task` belongs to this worker's runtime: its link names the
+    /// runtime's registry.
+    #[inline(always)]
+    pub(crate) fn owns(&self, task: &Task) -> bool {
+        task.runtime.is_of(self.registry)
     }
 
     /// How many green threads this worker has started and not finished.

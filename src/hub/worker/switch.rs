@@ -181,6 +181,15 @@ impl Worker {
     /// would only add instructions to every switch.
     #[inline(always)]
     pub(super) fn enter(&self, remote: &Remote, task: &Task) {
+        self.enter_unseen(remote, task);
+        self.ready.with_front_of_many(see_next);
+    }
+
+    /// [`enter`](Self::enter) without the look at the next one's stack
+    /// top: for a hand-off, which looked when it took `task` off the ready
+    /// queue (`ReadyQueue::pop_front_seeing` with [`see_next`]).
+    #[inline(always)]
+    pub(super) fn enter_unseen(&self, remote: &Remote, task: &Task) {
         // Only this thread writes these two counters.
         let seq = task.park_seq.load(Ordering::Relaxed);
         task.park_seq.store(seq.wrapping_add(1), Ordering::Relaxed);
@@ -189,8 +198,6 @@ impl Worker {
         let tick = remote.tick.load(Ordering::Relaxed);
         remote.tick.store(tick.wrapping_add(1), Ordering::Relaxed);
         self.current.set(task);
-        self.ready
-            .with_front_of_many(|next| prefetch(next.stack_top.load(Ordering::Relaxed)));
     }
 
     /// A switch into the task at `key` of `live` came back through the
@@ -239,6 +246,13 @@ impl Worker {
             })),
         }
     }
+}
+
+/// The look at the green thread queued next that a resume starts (see
+/// [`prefetch`]).
+#[inline(always)]
+pub(super) fn see_next(next: &Arc<Task>) {
+    prefetch(next.stack_top.load(Ordering::Relaxed));
 }
 
 /// Start loading the cache line at `address` (the top of the stack of the

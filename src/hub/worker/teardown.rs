@@ -111,7 +111,7 @@ impl Worker {
         drop(self.spawned.take());
         drop(self.remote().newest.take());
         self.pool.clear();
-        self.timers.borrow_mut().clear();
+        self.clear_timers();
         self.ready.clear();
         entries.into_iter().for_each(drop_entry);
     }

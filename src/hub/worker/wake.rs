@@ -23,7 +23,7 @@ use super::state::Worker;
 pub(crate) fn push_ready(task: Arc<Task>, owner: usize) {
     // The task back when it is not this worker's.
     let other = with_current(move |w| match w {
-        Some(w) if w.index == owner && w.shared.owns(&task) => {
+        Some(w) if w.index == owner && w.owns(&task) => {
             w.push_ready_local(task);
             None
         }
@@ -43,7 +43,7 @@ pub(super) fn push_remote(task: Arc<Task>, owner: usize) {
     let mut task = Some(task);
     with_current(|w| {
         let Some(w) = w else { return };
-        if let Some(t) = task.take_if(|t| w.shared.owns(t)) {
+        if let Some(t) = task.take_if(|t| w.owns(t)) {
             if let Some(remote) = w.shared.workers.get(owner) {
                 remote.push(t);
             }
