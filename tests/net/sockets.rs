@@ -174,6 +174,41 @@ fn read_deadline_fires() {
 }
 
 #[test]
+fn a_served_connection_is_named_after_its_peer() {
+    let (names, err, peer) = on_runtime(1, || {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let (tx, rx) = hub::unbounded();
+        let server = hub::spawn(move || {
+            serve(l, move |mut s| {
+                s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+                let _ = tx.send(s.read(&mut [0u8; 8]).unwrap_err());
+            })
+        });
+        let c = TcpStream::connect(addr).unwrap();
+        let peer = c.local_addr().unwrap();
+        // The handler waits in its read until the timeout: list it there.
+        let names = loop {
+            let names: Vec<String> = hub::tasks().unwrap().into_iter().map(|t| t.name).collect();
+            if names.iter().any(|n| n.starts_with("conn ")) {
+                break names;
+            }
+            hub::sleep(Duration::from_millis(1));
+        };
+        let err = rx.recv().unwrap();
+        server.cancel();
+        (names, err, peer)
+    });
+    let wanted = format!("conn {peer}");
+    assert!(names.contains(&wanted), "{wanted} among {names:?}");
+    assert!(
+        err.to_string()
+            .contains(&format!("in green thread '{wanted}' (id ")),
+        "{err}"
+    );
+}
+
+#[test]
 fn write_deadline_fires_when_the_peer_does_not_read() {
     let (err, written) = on_runtime(1, || {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();

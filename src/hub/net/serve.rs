@@ -35,7 +35,8 @@ use super::tcp_listener::TcpListener;
 use super::tcp_stream::TcpStream;
 
 /// Accept connections on `listener` for ever, running `handler` on a new
-/// green thread for each. With several workers the connections are dealt
+/// green thread for each, named `conn <peer address>` (as `dump()`, the
+/// watchdog and a timed-out socket's error show it). With several workers the connections are dealt
 /// out over the workers in turn, passing over a worker that is stalled or
 /// clearly more loaded than another (each stays on the worker it starts
 /// on).
@@ -100,7 +101,8 @@ where
                 h(s);
             }
         };
-        drop(handle.shared.spawn_at(run, None, None, site));
+        let name = format!("conn {peer}");
+        drop(handle.shared.spawn_at(run, Some(name), None, site));
     }
 }
 
