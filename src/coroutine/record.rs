@@ -756,6 +756,12 @@ impl Drop for Record {
         if !*self.uncounted.get_mut() {
             count_records(-1);
         }
+        if !*self.has_finalizers.get_mut() {
+            // Never given a finalizer nor taken: the empty list it was made
+            // (or reset) with, which owns nothing; forgotten instead of
+            // going through its drop glue, a call and a loop over nothing.
+            mem::forget(self.finalizers.get_mut().take());
+        }
         let local = self.local.get_mut();
         if local.run.is_some() || local.fiber.is_some() {
             // Unreachable by the registry invariant (see the Send impl); if it
