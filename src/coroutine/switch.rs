@@ -427,7 +427,7 @@ pub(super) unsafe fn prepared(ts: *mut ThreadState, record: &Arc<Record>) -> boo
             return true;
         }
         let Some(fiber) = (*ts).kept.take((*local).stack_size) else {
-            return prepare_new(ts, record).is_ok();
+            return prepared_new(ts, record);
         };
         install(local, fiber, record);
         true
@@ -441,11 +441,39 @@ pub(super) unsafe fn prepared(ts: *mut ThreadState, record: &Arc<Record>) -> boo
 /// As for [`prepare`], and `record` has no fiber.
 #[inline(never)]
 unsafe fn prepare_new(ts: *mut ThreadState, record: &Arc<Record>) -> Result<(), GreenletError> {
+    // SAFETY: guaranteed by the caller; a short read of `local`.
+    unsafe {
+        new_fiber(ts, record)
+            .map_err(|source| stack_error(record, (*record.local()).stack_size, source))
+    }
+}
+
+/// [`prepare_new`] for the hub's lean start ([`prepared`]): whether
+/// `record` has its fiber now. A stack that cannot be mapped makes no
+/// `GreenletError` here (a label formatted, and a drop of the result out of
+/// line at every start): the full protocol tries again and reports it.
+///
+/// # Safety
+/// As for [`prepare_new`].
+#[cfg(feature = "hub")]
+#[inline(never)]
+unsafe fn prepared_new(ts: *mut ThreadState, record: &Arc<Record>) -> bool {
+    // SAFETY: guaranteed by the caller.
+    unsafe { new_fiber(ts, record).is_ok() }
+}
+
+/// A stack from the pool for `record` (which has no fiber), and a new
+/// coroutine on it, installed; the pool's error if no stack could be
+/// mapped. One closure type for both callers: one coroutine entry.
+///
+/// # Safety
+/// As for [`prepare_new`].
+#[inline(always)]
+unsafe fn new_fiber(ts: *mut ThreadState, record: &Arc<Record>) -> std::io::Result<()> {
     // SAFETY: owner thread (caller); short accesses to `local`.
     unsafe {
         let local = record.local();
-        let size = (*local).stack_size;
-        let stack = stack::acquire(size).map_err(|source| stack_error(record, size, source))?;
+        let stack = stack::acquire((*local).stack_size)?;
         let fiber = Fiber::new(stack, move |top, next, carried| {
             run_bodies(ts, top, next, carried)
         });
