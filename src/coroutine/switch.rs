@@ -405,7 +405,7 @@ pub(super) unsafe fn prepare(
         let Some(fiber) = (*ts).kept.take((*local).stack_size) else {
             return prepare_new(ts, record);
         };
-        install(local, fiber, record);
+        install(local, fiber, record, true);
         Ok(())
     }
 }
@@ -429,7 +429,7 @@ pub(super) unsafe fn prepared(ts: *mut ThreadState, record: &Arc<Record>) -> boo
         let Some(fiber) = (*ts).kept.take((*local).stack_size) else {
             return prepared_new(ts, record);
         };
-        install(local, fiber, record);
+        install(local, fiber, record, true);
         true
     }
 }
@@ -477,17 +477,20 @@ unsafe fn new_fiber(ts: *mut ThreadState, record: &Arc<Record>) -> std::io::Resu
         let fiber = Fiber::new(stack, move |top, next, carried| {
             run_bodies(ts, top, next, carried)
         });
-        install(local, fiber, record);
+        install(local, fiber, record, false);
         Ok(())
     }
 }
 
 /// Give `record`, which has no fiber, `fiber`, its stack named after it.
+/// A `kept` fiber (a finished greenlet's, parked between two bodies) takes
+/// the running context's floating-point control state for its next body;
+/// a new one took it when it was made (`Fiber::new`).
 ///
 /// # Safety
 /// `local` is `record`'s, on its owner thread, with no fiber.
 #[inline(always)]
-unsafe fn install(local: *mut Local, fiber: Fiber, record: &Record) {
+unsafe fn install(local: *mut Local, fiber: Fiber, record: &Record, kept: bool) {
     // SAFETY: guaranteed by the caller; written over a `None`: nothing to
     // drop. Written before the label, so that the fiber is not kept on the
     // stack across the named label's call.
@@ -495,7 +498,9 @@ unsafe fn install(local: *mut Local, fiber: Fiber, record: &Record) {
         let slot = ptr::addr_of_mut!((*local).fiber);
         ptr::write(slot, Some(fiber));
         if let Some(fiber) = &*slot {
-            fiber.inherit_fp_control();
+            if kept {
+                fiber.inherit_fp_control();
+            }
             label_stack(fiber.stack(), record);
         }
     }
