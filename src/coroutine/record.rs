@@ -749,6 +749,17 @@ impl Record {
         *self.flags.get_mut() = Flags::UNSTARTED.0;
         self.local.get_mut().stack_size = stack_size;
     }
+
+    /// [`reuse_unnamed`](Self::reuse_unnamed), then
+    /// [`name_after_task`](Self::name_after_task): the record of the hub's
+    /// unnamed green thread `task`.
+    #[cfg(feature = "hub")]
+    #[inline(always)]
+    pub(crate) fn reuse_for_task(&mut self, id: u64, stack_size: usize, task: u64) {
+        self.reuse_unnamed(id, stack_size);
+        *self.task.get_mut() = task;
+        *self.flags.get_mut() = Flags::NAMED;
+    }
 }
 
 impl Drop for Record {

@@ -45,18 +45,16 @@ impl Worker {
         let (launch, task) = unsafe { Launch::new(u) };
         task.set_owner(self.index);
         task.set_finisher(self.index);
-        let builder = Greenlet::builder().stack_size(task.stack_size);
-        let (builder, named) = match task.has_name() {
-            Some(name) => (builder.name(name), true),
-            None => (builder, false),
+        let body = launch.greenlet_body();
+        let spawned = match task.has_name() {
+            Some(name) => Greenlet::builder()
+                .stack_size(task.stack_size)
+                .name(name)
+                .spawn(body),
+            None => Greenlet::spawn_for_task(task.stack_size, task.id, body),
         };
-        let g = match builder.spawn(launch.greenlet_body()) {
-            Ok(g) => {
-                if !named {
-                    g.name_after_task(task.id);
-                }
-                g
-            }
+        let g = match spawned {
+            Ok(g) => g,
             Err(e) => {
                 task.finish(Some(JoinError::Cancelled {
                     name: format!("{} (not started: {e})", task.name()),
