@@ -53,8 +53,9 @@ pub(crate) struct Fiber {
 impl Fiber {
     /// A new coroutine on `stack` that will run `entry` (handed its `Top`
     /// and the word and pointer of the first switch into it), its state
-    /// stored at the top of `stack`. Nothing runs until that first switch.
-    /// The entry owns nothing that needs a drop (checked when this
+    /// stored at the top of `stack`. Nothing runs until that first switch,
+    /// which goes on with the floating-point control state of the context
+    /// that made the fiber. The entry owns nothing that needs a drop (checked when this
     /// compiles): a fiber dropped before its first switch forgets it.
     #[inline]
     pub(crate) fn new<F>(stack: PooledStack, entry: F) -> Fiber

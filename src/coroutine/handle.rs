@@ -257,14 +257,30 @@ impl Greenlet {
         self.record.id()
     }
 
-    /// Name this greenlet, made just now without a name, `task-<task>`
-    /// after the hub's green thread `task` that it runs, so that its name,
-    /// its errors and its stack-overflow report say what the green thread's
-    /// own errors say. Costs no allocation.
+    /// A new greenlet of the calling thread for the hub's unnamed green
+    /// thread `task`, whose parent is the current greenlet: as
+    /// `Greenlet::builder().stack_size(stack_size).spawn(run)`, named
+    /// `task-<task>` after that green thread, so that its name, its errors
+    /// and its stack-overflow report say what the green thread's own errors
+    /// say (no allocation). Its common case, the hub (the thread's main
+    /// greenlet) starting it with no mail to read and a spare record, takes
+    /// that record as it is (see [`spawn_task_record`]).
     #[cfg(feature = "hub")]
     #[inline]
-    pub(crate) fn name_after_task(&self, task: u64) {
-        self.record.name_after_task(task);
+    pub(crate) fn spawn_for_task<F>(
+        stack_size: usize,
+        task: u64,
+        run: F,
+    ) -> Result<Greenlet, GreenletError>
+    where
+        F: FnOnce(Value) -> Result<Value, GreenletError> + 'static,
+    {
+        let Some(ts) = thread_state::state(&UPCALLS) else {
+            // The thread's state is gone: the builder's error says so.
+            return Greenlet::builder().stack_size(stack_size).spawn(run);
+        };
+        // SAFETY: `ts` is this thread's live state.
+        Ok(unsafe { spawn_task_record(ts, stack_size, task).install(run) })
     }
 
     /// Its name: the one given to the builder; for a main greenlet, its
@@ -552,6 +568,41 @@ unsafe fn spawn_default(ts: *mut ThreadState) -> Greenlet {
             }
         }
         spawn_configured(ts, None, None, default_stack_size())
+    }
+}
+
+/// [`spawn_in`] for [`Greenlet::spawn_for_task`]: no parent given (the
+/// current greenlet), no name (named after `task`). Its common case, main
+/// with no mail to read and a spare record (whose parent is main's handle),
+/// takes that record as it is, as [`spawn_default`] does.
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+#[cfg(feature = "hub")]
+#[inline(never)]
+unsafe fn spawn_task_record(ts: *mut ThreadState, stack_size: usize, task: u64) -> Greenlet {
+    // SAFETY: `ts` is live (caller); the accesses below are short and run
+    // no user code. `current` is main's record, alive.
+    unsafe {
+        let plain = !ThreadState::link(ts).has_mail(Ordering::Relaxed)
+            && ptr::eq((*ts).current, (*ts).main_ptr);
+        if plain {
+            if let Some(record) = (*ts).spare.pop() {
+                (*ts).records.add(1);
+                let id = (*ts).ids.take();
+                // SAFETY: as in `spawn_default`: a reset record of this
+                // thread, referred to by `record` and the registry only,
+                // with main's parent handle, which the new greenlet gets.
+                let spare = &mut *Arc::as_ptr(&record).cast_mut();
+                spare.reuse_for_task(id, stack_size, task);
+                return Greenlet {
+                    record: ManuallyDrop::new(record),
+                };
+            }
+        }
+        let g = spawn_configured(ts, None, None, stack_size);
+        g.record.name_after_task(task);
+        g
     }
 }
 

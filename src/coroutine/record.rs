@@ -749,12 +749,29 @@ impl Record {
         *self.flags.get_mut() = Flags::UNSTARTED.0;
         self.local.get_mut().stack_size = stack_size;
     }
+
+    /// [`reuse_unnamed`](Self::reuse_unnamed), then
+    /// [`name_after_task`](Self::name_after_task): the record of the hub's
+    /// unnamed green thread `task`.
+    #[cfg(feature = "hub")]
+    #[inline(always)]
+    pub(crate) fn reuse_for_task(&mut self, id: u64, stack_size: usize, task: u64) {
+        self.reuse_unnamed(id, stack_size);
+        *self.task.get_mut() = task;
+        *self.flags.get_mut() = Flags::NAMED;
+    }
 }
 
 impl Drop for Record {
     fn drop(&mut self) {
         if !*self.uncounted.get_mut() {
             count_records(-1);
+        }
+        if !*self.has_finalizers.get_mut() {
+            // Never given a finalizer nor taken: the empty list it was made
+            // (or reset) with, which owns nothing; forgotten instead of
+            // going through its drop glue, a call and a loop over nothing.
+            mem::forget(self.finalizers.get_mut().take());
         }
         let local = self.local.get_mut();
         if local.run.is_some() || local.fiber.is_some() {

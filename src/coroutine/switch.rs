@@ -405,7 +405,7 @@ pub(super) unsafe fn prepare(
         let Some(fiber) = (*ts).kept.take((*local).stack_size) else {
             return prepare_new(ts, record);
         };
-        install(local, fiber, record);
+        install(local, fiber, record, true);
         Ok(())
     }
 }
@@ -427,9 +427,9 @@ pub(super) unsafe fn prepared(ts: *mut ThreadState, record: &Arc<Record>) -> boo
             return true;
         }
         let Some(fiber) = (*ts).kept.take((*local).stack_size) else {
-            return prepare_new(ts, record).is_ok();
+            return prepared_new(ts, record);
         };
-        install(local, fiber, record);
+        install(local, fiber, record, true);
         true
     }
 }
@@ -441,25 +441,56 @@ pub(super) unsafe fn prepared(ts: *mut ThreadState, record: &Arc<Record>) -> boo
 /// As for [`prepare`], and `record` has no fiber.
 #[inline(never)]
 unsafe fn prepare_new(ts: *mut ThreadState, record: &Arc<Record>) -> Result<(), GreenletError> {
+    // SAFETY: guaranteed by the caller; a short read of `local`.
+    unsafe {
+        new_fiber(ts, record)
+            .map_err(|source| stack_error(record, (*record.local()).stack_size, source))
+    }
+}
+
+/// [`prepare_new`] for the hub's lean start ([`prepared`]): whether
+/// `record` has its fiber now. A stack that cannot be mapped makes no
+/// `GreenletError` here (a label formatted, and a drop of the result out of
+/// line at every start): the full protocol tries again and reports it.
+///
+/// # Safety
+/// As for [`prepare_new`].
+#[cfg(feature = "hub")]
+#[inline(never)]
+unsafe fn prepared_new(ts: *mut ThreadState, record: &Arc<Record>) -> bool {
+    // SAFETY: guaranteed by the caller.
+    unsafe { new_fiber(ts, record).is_ok() }
+}
+
+/// A stack from the pool for `record` (which has no fiber), and a new
+/// coroutine on it, installed; the pool's error if no stack could be
+/// mapped. One closure type for both callers: one coroutine entry.
+///
+/// # Safety
+/// As for [`prepare_new`].
+#[inline(always)]
+unsafe fn new_fiber(ts: *mut ThreadState, record: &Arc<Record>) -> std::io::Result<()> {
     // SAFETY: owner thread (caller); short accesses to `local`.
     unsafe {
         let local = record.local();
-        let size = (*local).stack_size;
-        let stack = stack::acquire(size).map_err(|source| stack_error(record, size, source))?;
+        let stack = stack::acquire((*local).stack_size)?;
         let fiber = Fiber::new(stack, move |top, next, carried| {
             run_bodies(ts, top, next, carried)
         });
-        install(local, fiber, record);
+        install(local, fiber, record, false);
         Ok(())
     }
 }
 
 /// Give `record`, which has no fiber, `fiber`, its stack named after it.
+/// A `kept` fiber (a finished greenlet's, parked between two bodies) takes
+/// the running context's floating-point control state for its next body;
+/// a new one took it when it was made (`Fiber::new`).
 ///
 /// # Safety
 /// `local` is `record`'s, on its owner thread, with no fiber.
 #[inline(always)]
-unsafe fn install(local: *mut Local, fiber: Fiber, record: &Record) {
+unsafe fn install(local: *mut Local, fiber: Fiber, record: &Record, kept: bool) {
     // SAFETY: guaranteed by the caller; written over a `None`: nothing to
     // drop. Written before the label, so that the fiber is not kept on the
     // stack across the named label's call.
@@ -467,7 +498,9 @@ unsafe fn install(local: *mut Local, fiber: Fiber, record: &Record) {
         let slot = ptr::addr_of_mut!((*local).fiber);
         ptr::write(slot, Some(fiber));
         if let Some(fiber) = &*slot {
-            fiber.inherit_fp_control();
+            if kept {
+                fiber.inherit_fp_control();
+            }
             label_stack(fiber.stack(), record);
         }
     }

@@ -239,6 +239,15 @@ fn thread_counts<'a>() -> Option<&'a CacheCounts> {
 }
 
 impl CacheCounts {
+    /// Add to the count of free stacks in the cache (only its thread writes
+    /// it: a load and a store).
+    #[inline]
+    fn add_pooled(&self, delta: isize) {
+        let now = self.pooled.load(Ordering::Relaxed);
+        self.pooled
+            .store(now.wrapping_add_signed(delta), Ordering::Relaxed);
+    }
+
     /// Add to the counts (only their thread writes them: a load and a store).
     #[inline]
     fn add(&self, pooled: isize, live: isize) {
@@ -286,13 +295,6 @@ impl ThreadCache {
         }
     }
 
-    fn add_count(&self, delta: isize) {
-        // Only this thread writes the counts, so a load and a store suffice.
-        let pooled = &self.counts.pooled;
-        let now = pooled.load(Ordering::Relaxed);
-        pooled.store(now.wrapping_add_signed(delta), Ordering::Relaxed);
-    }
-
     fn add_live(&self, delta: isize) {
         self.counts.add(0, delta);
     }
@@ -308,12 +310,11 @@ impl ThreadCache {
             if refilled > 0 {
                 self.made_in_a_row = 0;
             }
-            self.add_count(refilled as isize);
+            self.counts.add_pooled(refilled as isize);
         }
-        let free = class_of(&mut self.classes, map_len);
         let raw = match free.pop() {
             Some(raw) => {
-                self.add_count(-1);
+                self.counts.add_pooled(-1);
                 raw
             }
             None => {
@@ -324,7 +325,7 @@ impl ThreadCache {
                 };
                 let (raw, extra) = create(map_len, more, free)?;
                 self.made_in_a_row += 1 + extra;
-                self.add_count(extra as isize);
+                self.counts.add_pooled(extra as isize);
                 raw
             }
         };
@@ -338,10 +339,10 @@ impl ThreadCache {
         let free = class_of(&mut self.classes, map_len);
         if free.len() >= THREAD_CACHE_CAP {
             give_to_global(map_len, free.drain(..THREAD_CACHE_CAP / 2));
-            self.add_count(-((THREAD_CACHE_CAP / 2) as isize));
+            self.counts.add_pooled(-((THREAD_CACHE_CAP / 2) as isize));
         }
-        class_of(&mut self.classes, map_len).push(raw);
-        self.add_count(1);
+        free.push(raw);
+        self.counts.add_pooled(1);
     }
 }
 

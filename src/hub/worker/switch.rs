@@ -45,18 +45,16 @@ impl Worker {
         let (launch, task) = unsafe { Launch::new(u) };
         task.set_owner(self.index);
         task.set_finisher(self.index);
-        let builder = Greenlet::builder().stack_size(task.stack_size);
-        let (builder, named) = match task.has_name() {
-            Some(name) => (builder.name(name), true),
-            None => (builder, false),
+        let body = launch.greenlet_body();
+        let spawned = match task.has_name() {
+            Some(name) => Greenlet::builder()
+                .stack_size(task.stack_size)
+                .name(name)
+                .spawn(body),
+            None => Greenlet::spawn_for_task(task.stack_size, task.id, body),
         };
-        let g = match builder.spawn(launch.greenlet_body()) {
-            Ok(g) => {
-                if !named {
-                    g.name_after_task(task.id);
-                }
-                g
-            }
+        let g = match spawned {
+            Ok(g) => g,
             Err(e) => {
                 task.finish(Some(JoinError::Cancelled {
                     name: format!("{} (not started: {e})", task.name()),
@@ -70,7 +68,11 @@ impl Worker {
         task.live_key.store(key, Ordering::Relaxed);
         task.greenlet
             .store(direct::record_of(g).cast_mut(), Ordering::Relaxed);
-        let full = self.switch_into(self.remote(), &live, task, direct::start);
+        let full = if Self::runnable(task) {
+            self.switch_to(self.remote(), &live, key, task, g, direct::start)
+        } else {
+            None
+        };
         // Its coroutine exists now (unless it ended): where the watchdog
         // finds its saved context.
         // SAFETY: this worker's thread made `g` (above), so it is its
@@ -129,8 +131,7 @@ impl Worker {
         task: &Task,
         lean: fn(&Greenlet) -> Resumed,
     ) -> Option<(usize, Result<Value, GreenletError>, bool)> {
-        task.take_scheduled();
-        if task.is_done() {
+        if !Self::runnable(task) {
             return None;
         }
         let key = task.live_key.load(Ordering::Relaxed);
@@ -138,6 +139,31 @@ impl Worker {
             Some((t, g)) if ptr::eq(Arc::as_ptr(t), task) => g,
             _ => return None,
         };
+        self.switch_to(remote, live, key, task, g, lean)
+    }
+
+    /// Clear `task`'s wake flag before a switch into it (a wake from now
+    /// on queues it again); whether it is to be switched into (not done).
+    #[inline(always)]
+    fn runnable(task: &Task) -> bool {
+        task.take_scheduled();
+        !task.is_done()
+    }
+
+    /// [`switch_into`](Self::switch_into) once `task` is
+    /// [`runnable`](Self::runnable), with its `live` entry at hand: `key`,
+    /// holding `g` (found by `switch_into`, or made just now by
+    /// [`start`](Self::start), which needs no look).
+    #[inline(always)]
+    fn switch_to(
+        &self,
+        remote: &Remote,
+        live: &Slab<(Arc<Task>, Greenlet)>,
+        key: usize,
+        task: &Task,
+        g: &Greenlet,
+        lean: fn(&Greenlet) -> Resumed,
+    ) -> Option<(usize, Result<Value, GreenletError>, bool)> {
         self.enter(remote, task);
         let resumed = if task.take_cancel() {
             Resumed::Full(g.throw(GreenletError::exit()))
