@@ -62,9 +62,10 @@ pub enum ErrorKind {
 
     /// The greenlet's code panicked; the panic was caught at its root and
     /// raised in its parent's pending switch.
-    #[error("greenlet '{greenlet}' panicked: {message}")]
+    #[error("greenlet {greenlet} panicked: {message}")]
     Panic {
-        /// The greenlet whose code (or trace hook) panicked.
+        /// The greenlet whose code (or trace hook) panicked: `'name' (id N)`,
+        /// or `'name' (id N)'s trace hook`.
         greenlet: String,
         /// The panic message, if it was a string.
         message: String,

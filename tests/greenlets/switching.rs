@@ -181,6 +181,14 @@ fn errors_and_panics_go_up_the_chain() {
         other => panic!("unexpected {other:?}"),
     }
     assert!(p.is_dead());
+    // The message quotes the name once: `greenlet 'panicky' (id N) panicked`.
+    let p = Greenlet::builder()
+        .name("panicky")
+        .spawn(|_| -> Result<Value, GreenletError> { panic!("kaboom") })
+        .unwrap();
+    let msg = p.switch(()).unwrap_err().to_string();
+    let expected = format!("greenlet 'panicky' (id {}) panicked: kaboom", p.id());
+    assert_eq!(msg, expected);
 
     // An error going through an unstarted ancestor kills it without running.
     let ran = Rc::new(RefCell::new(false));
