@@ -101,7 +101,10 @@ pub enum ErrorKind {
     },
 
     /// [`Value::downcast`] was asked for the wrong type.
-    #[error("expected a value of type {expected}, but the switch carried a {found}")]
+    #[error(
+        "expected a value of type {expected}, found a value of type {found}; downcast to the type \
+         that was sent"
+    )]
     TypeMismatch {
         /// The type asked for.
         expected: &'static str,

@@ -269,7 +269,12 @@ fn values_of_many_types_and_mismatch_errors() {
     );
 
     let h = Greenlet::new(|v| Ok(Value::new(v.downcast::<u32>()?)));
-    match h.switch("not a number").map_err(GreenletError::into_kind) {
+    let err = h.switch("not a number").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "expected a value of type u32, found a value of type &str; downcast to the type that was sent"
+    );
+    match Err::<Value, _>(err).map_err(GreenletError::into_kind) {
         Err(ErrorKind::TypeMismatch { expected, found }) => {
             assert_eq!(expected, "u32");
             assert_eq!(found, "&str");
