@@ -274,8 +274,8 @@ fn values_of_many_types_and_mismatch_errors() {
         err.to_string(),
         "expected a value of type u32, found a value of type &str; downcast to the type that was sent"
     );
-    match Err::<Value, _>(err).map_err(GreenletError::into_kind) {
-        Err(ErrorKind::TypeMismatch { expected, found }) => {
+    match err.into_kind() {
+        ErrorKind::TypeMismatch { expected, found } => {
             assert_eq!(expected, "u32");
             assert_eq!(found, "&str");
         }
