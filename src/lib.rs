@@ -16,6 +16,27 @@
 //! Built with `--no-default-features`, the crate is the greenlets and the
 //! cleanup queue alone.
 //!
+//! # Example
+//! A generator: the greenlet yields by switching to its parent.
+//! ```
+//! use greenlet::{getcurrent, Greenlet, GreenletError, Value};
+//!
+//! let squares = Greenlet::new(|_| {
+//!     let parent = getcurrent().parent().expect("a greenlet has a parent");
+//!     for n in 1..=3u32 {
+//!         parent.switch(n * n)?; // yield; `?` passes a kill on
+//!     }
+//!     Ok(Value::unit())
+//! });
+//! let mut seen = Vec::new();
+//! while let Some(n) = squares.switch(())?.try_downcast::<u32>().ok() {
+//!     seen.push(n);
+//! }
+//! assert_eq!(seen, [1, 4, 9]);
+//! assert!(squares.is_dead());
+//! # Ok::<(), GreenletError>(())
+//! ```
+//!
 //! Library diagnostics (a greenlet that refused to die, a finalizer that
 //! panicked) go through the `log` facade; see [`set_stderr_fallback`] for
 //! where they go while no logger is configured.

@@ -62,9 +62,10 @@ pub enum ErrorKind {
 
     /// The greenlet's code panicked; the panic was caught at its root and
     /// raised in its parent's pending switch.
-    #[error("greenlet '{greenlet}' panicked: {message}")]
+    #[error("greenlet {greenlet} panicked: {message}")]
     Panic {
-        /// The greenlet whose code (or trace hook) panicked.
+        /// The greenlet whose code (or trace hook) panicked: `'name' (id N)`,
+        /// or `'name' (id N)'s trace hook`.
         greenlet: String,
         /// The panic message, if it was a string.
         message: String,
@@ -100,7 +101,10 @@ pub enum ErrorKind {
     },
 
     /// [`Value::downcast`] was asked for the wrong type.
-    #[error("expected a value of type {expected}, but the switch carried a {found}")]
+    #[error(
+        "expected a value of type {expected}, found a value of type {found}; downcast to the type \
+         that was sent"
+    )]
     TypeMismatch {
         /// The type asked for.
         expected: &'static str,

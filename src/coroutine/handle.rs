@@ -182,7 +182,8 @@ impl Greenlet {
     /// let held = Rc::clone(&token);
     /// let g = greenlet::Greenlet::new(move |_| {
     ///     let _keep = held;
-    ///     greenlet::getcurrent().parent().unwrap().switch(())?;
+    ///     let parent = greenlet::getcurrent().parent().unwrap();
+    ///     parent.switch(())?;
     ///     Ok(().into())
     /// });
     /// g.switch(()).unwrap();

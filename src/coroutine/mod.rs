@@ -106,6 +106,10 @@
 //!   the value, not the exit (greenlet hands the exception object).
 //! - An unstarted greenlet whose last handle goes on another thread dies on
 //!   its own thread (its closure is dropped there), like a started one.
+//! - There is no cycle collector: a suspended greenlet that holds a handle
+//!   to itself (the temporary `getcurrent()` of
+//!   `getcurrent().parent().unwrap().switch(v)` included) outlives the
+//!   program's other handles until it is killed or its thread exits.
 //!
 //! `docs/greenlets.md`'s "Where it differs from Python's greenlet, and why" has the
 //! full list, each with the differential tester's name for it.

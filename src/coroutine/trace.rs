@@ -129,7 +129,7 @@ fn call(
     match catch_unwind(AssertUnwindSafe(|| hook(event))) {
         Ok(result) => result,
         Err(panic) => Err(GreenletError::from(ErrorKind::Panic {
-            greenlet: format!("trace hook in {}", event.target().name()),
+            greenlet: format!("{}'s trace hook", event.target().record.label()),
             message: panic_message(&*panic),
         })),
     }

@@ -181,6 +181,14 @@ fn errors_and_panics_go_up_the_chain() {
         other => panic!("unexpected {other:?}"),
     }
     assert!(p.is_dead());
+    // The message quotes the name once: `greenlet 'panicky' (id N) panicked`.
+    let p = Greenlet::builder()
+        .name("panicky")
+        .spawn(|_| -> Result<Value, GreenletError> { panic!("kaboom") })
+        .unwrap();
+    let msg = p.switch(()).unwrap_err().to_string();
+    let expected = format!("greenlet 'panicky' (id {}) panicked: kaboom", p.id());
+    assert_eq!(msg, expected);
 
     // An error going through an unstarted ancestor kills it without running.
     let ran = Rc::new(RefCell::new(false));
@@ -261,8 +269,13 @@ fn values_of_many_types_and_mismatch_errors() {
     );
 
     let h = Greenlet::new(|v| Ok(Value::new(v.downcast::<u32>()?)));
-    match h.switch("not a number").map_err(GreenletError::into_kind) {
-        Err(ErrorKind::TypeMismatch { expected, found }) => {
+    let err = h.switch("not a number").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "expected a value of type u32, found a value of type &str; downcast to the type that was sent"
+    );
+    match err.into_kind() {
+        ErrorKind::TypeMismatch { expected, found } => {
             assert_eq!(expected, "u32");
             assert_eq!(found, "&str");
         }

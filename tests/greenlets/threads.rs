@@ -856,3 +856,42 @@ fn cleanup_queue_problems_are_reported_through_the_log_facade() {
         ],
     );
 }
+
+/// A suspended greenlet that holds a handle to itself (here the temporary
+/// `getcurrent()` of `getcurrent().parent().unwrap().switch(())`, alive
+/// until the end of that statement) is not killed when its other handles go:
+/// the kill on drop waits for the last handle, and there is no cycle
+/// collector. Binding the parent first (`let parent = ...;`) drops the
+/// temporary before the switch, and the drop kills it, as docs/greenlets.md
+/// says.
+#[test]
+fn a_greenlet_suspended_holding_its_own_handle_outlives_its_other_handles() {
+    let counter = Arc::new(AtomicUsize::new(0));
+    let c = Arc::clone(&counter);
+    let holds_itself = Greenlet::new(move |_| {
+        let _local = DropCounter(c);
+        getcurrent().parent().unwrap().switch(())?;
+        Ok(().into())
+    });
+    holds_itself.switch(()).unwrap();
+    let weak = holds_itself.downgrade();
+    drop(holds_itself);
+    assert_eq!(counter.load(Ordering::SeqCst), 0, "still suspended");
+    let g = weak.upgrade().expect("kept alive by its own handle");
+    assert!(!g.is_dead());
+    g.kill().unwrap();
+    assert_eq!(counter.load(Ordering::SeqCst), 1);
+
+    let c = Arc::clone(&counter);
+    let binds_parent = Greenlet::new(move |_| {
+        let _local = DropCounter(c);
+        let parent = getcurrent().parent().unwrap();
+        parent.switch(())?;
+        Ok(().into())
+    });
+    binds_parent.switch(()).unwrap();
+    let weak = binds_parent.downgrade();
+    drop(binds_parent);
+    assert_eq!(counter.load(Ordering::SeqCst), 2, "killed by the drop");
+    assert!(weak.upgrade().is_none());
+}

@@ -120,8 +120,15 @@ fn panicking_hook_is_removed_too() {
     let g = Greenlet::new(Ok);
     // Into g: the hook panics in g, so g's run gets the error instead of the
     // value, and dies without running; the error comes back to main.
-    match g.switch(5).map_err(GreenletError::into_kind) {
-        Err(ErrorKind::Panic { message, .. }) => assert_eq!(message, "hook panic"),
+    let err = g.switch(5).unwrap_err();
+    let expected = format!(
+        "greenlet '{}' (id {})'s trace hook panicked: hook panic",
+        g.name(),
+        g.id()
+    );
+    assert_eq!(err.to_string(), expected);
+    match err.into_kind() {
+        ErrorKind::Panic { message, .. } => assert_eq!(message, "hook panic"),
         other => panic!("unexpected {other:?}"),
     }
     assert!(greenlet::gettrace().is_none());
