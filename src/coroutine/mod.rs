@@ -106,19 +106,20 @@
 //!   the value, not the exit (greenlet hands the exception object).
 //! - An unstarted greenlet whose last handle goes on another thread dies on
 //!   its own thread (its closure is dropped there), like a started one.
-//! - There is no cycle collector: a suspended greenlet that holds a handle
-//!   to itself (the temporary `getcurrent()` of
-//!   `getcurrent().parent().unwrap().switch(v)` included) outlives the
-//!   program's other handles until it is killed or its thread exits.
-//!
-//! `docs/greenlets.md`'s "Where it differs from Python's greenlet, and why" has the
-//! full list, each with the differential tester's name for it.
+//! - A Rust temporary lives to the end of its statement: suspended in
+//!   `getcurrent().parent().unwrap().switch(v)`, a greenlet holds itself
+//!   through the temporary `getcurrent()` and outlives its other handles
+//!   until it is killed or its thread exits (Python drops its temporary
+//!   before the switch). Bind the parent first.
 //! - A greenlet whose stack cannot be mapped dies without running, and the
 //!   [`ErrorKind::StackAllocation`] error goes up its parent chain.
 //! - Values and errors are thread-bound (`Value` may hold `Rc`), so
 //!   [`GreenletError`] is not `Send`; convert it to a string to cross threads.
 //! - Tracing has a process-wide hook besides the per-thread one, and hooks
 //!   are not traced (switches made inside a hook fire no events).
+//!
+//! `docs/greenlets.md`'s "Where it differs from Python's greenlet, and why" has the
+//! full list, each with the differential tester's name for it.
 
 mod arch;
 mod context;

@@ -57,11 +57,12 @@ use super::thread_link::ThreadLink;
 /// Children hold their parent, and the running greenlet is never killed
 /// until it switches away.
 ///
-/// Handles the greenlet holds itself count too, and there is no cycle
-/// collector: one it holds to itself while suspended (a `let me =
-/// getcurrent()`, or the temporary `getcurrent()` of
+/// Handles the greenlet holds itself count too: one it holds to itself
+/// while suspended (a `let me = getcurrent()`, as a reference from its own
+/// frame does in Python, or the temporary `getcurrent()` of
 /// `getcurrent().parent().unwrap().switch(v)`, which lives until the end of
-/// that statement) keeps it alive until it is killed or its thread exits.
+/// that statement where Python's is gone before the switch) keeps it alive
+/// until it is killed or its thread exits.
 /// Bind the parent first (`let parent = getcurrent().parent().unwrap();`),
 /// then switch to it.
 ///

@@ -860,8 +860,8 @@ fn cleanup_queue_problems_are_reported_through_the_log_facade() {
 /// A suspended greenlet that holds a handle to itself (here the temporary
 /// `getcurrent()` of `getcurrent().parent().unwrap().switch(())`, alive
 /// until the end of that statement) is not killed when its other handles go:
-/// the kill on drop waits for the last handle, and there is no cycle
-/// collector. Binding the parent first (`let parent = ...;`) drops the
+/// the kill on drop waits for the last handle (Python's temporary is gone
+/// before its switch, and greenlet kills it there). Binding the parent first (`let parent = ...;`) drops the
 /// temporary before the switch, and the drop kills it, as docs/greenlets.md
 /// says.
 #[test]
