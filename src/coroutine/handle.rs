@@ -548,27 +548,43 @@ impl GreenletBuilder {
 /// `ts` is the calling thread's live state.
 #[inline(never)]
 unsafe fn spawn_default(ts: *mut ThreadState) -> Greenlet {
+    // SAFETY: `ts` is live (caller).
+    unsafe {
+        if let Some((record, id)) = main_spare(ts) {
+            // SAFETY: `record` came from `spare` (a reset record of this
+            // thread, referred to by `record` and the registry only, as
+            // `reuse` needs). It has main's parent handle, which main's
+            // new greenlet gets: nothing replaced.
+            let spare = &mut *Arc::as_ptr(&record).cast_mut();
+            spare.reuse_unnamed(id, default_stack_size());
+            return Greenlet {
+                record: ManuallyDrop::new(record),
+            };
+        }
+        spawn_configured(ts, None, None, default_stack_size())
+    }
+}
+
+/// The common case of a spawn with no parent given: main creating a
+/// greenlet with no mail to read, and a spare record (whose parent is
+/// main's handle) to take. That record, counted, and the new greenlet's
+/// id; `None` in any other case.
+///
+/// # Safety
+/// `ts` is the calling thread's live state.
+#[inline(always)]
+unsafe fn main_spare(ts: *mut ThreadState) -> Option<(Arc<Record>, u64)> {
     // SAFETY: `ts` is live (caller); the accesses below are short and run
     // no user code. `current` is main's record, alive.
     unsafe {
         let plain = !ThreadState::link(ts).has_mail(Ordering::Relaxed)
             && ptr::eq((*ts).current, (*ts).main_ptr);
-        if plain {
-            if let Some(record) = (*ts).spare.pop() {
-                (*ts).records.add(1);
-                let id = (*ts).ids.take();
-                // SAFETY: `record` came from `spare` (a reset record of
-                // this thread, referred to by `record` and the registry
-                // only, as `reuse` needs). It has main's parent handle,
-                // which main's new greenlet gets: nothing replaced.
-                let spare = &mut *Arc::as_ptr(&record).cast_mut();
-                spare.reuse_unnamed(id, default_stack_size());
-                return Greenlet {
-                    record: ManuallyDrop::new(record),
-                };
-            }
+        if !plain {
+            return None;
         }
-        spawn_configured(ts, None, None, default_stack_size())
+        let record = (*ts).spare.pop()?;
+        (*ts).records.add(1);
+        Some((record, (*ts).ids.take()))
     }
 }
 
@@ -582,24 +598,17 @@ unsafe fn spawn_default(ts: *mut ThreadState) -> Greenlet {
 #[cfg(feature = "hub")]
 #[inline(never)]
 unsafe fn spawn_task_record(ts: *mut ThreadState, stack_size: usize, task: u64) -> Greenlet {
-    // SAFETY: `ts` is live (caller); the accesses below are short and run
-    // no user code. `current` is main's record, alive.
+    // SAFETY: `ts` is live (caller).
     unsafe {
-        let plain = !ThreadState::link(ts).has_mail(Ordering::Relaxed)
-            && ptr::eq((*ts).current, (*ts).main_ptr);
-        if plain {
-            if let Some(record) = (*ts).spare.pop() {
-                (*ts).records.add(1);
-                let id = (*ts).ids.take();
-                // SAFETY: as in `spawn_default`: a reset record of this
-                // thread, referred to by `record` and the registry only,
-                // with main's parent handle, which the new greenlet gets.
-                let spare = &mut *Arc::as_ptr(&record).cast_mut();
-                spare.reuse_for_task(id, stack_size, task);
-                return Greenlet {
-                    record: ManuallyDrop::new(record),
-                };
-            }
+        if let Some((record, id)) = main_spare(ts) {
+            // SAFETY: as in `spawn_default`: a reset record of this
+            // thread, referred to by `record` and the registry only, with
+            // main's parent handle, which the new greenlet gets.
+            let spare = &mut *Arc::as_ptr(&record).cast_mut();
+            spare.reuse_for_task(id, stack_size, task);
+            return Greenlet {
+                record: ManuallyDrop::new(record),
+            };
         }
         let g = spawn_configured(ts, None, None, stack_size);
         g.record.name_after_task(task);
