@@ -55,6 +55,7 @@ impl Wait {
         Wait::JoinElsewhere,
     ];
 
+    /// The wait whose [`code`](Self::code) is `code`.
     pub(crate) fn from_code(code: u8) -> Wait {
         Wait::ALL
             .get(usize::from(code))
@@ -62,9 +63,11 @@ impl Wait {
             .unwrap_or(Wait::Sleep)
     }
 
+    /// Its one-byte code: its place in the declaration, which is its place
+    /// in [`ALL`](Self::ALL).
     #[inline]
     pub(crate) fn code(self) -> u8 {
-        Wait::ALL.iter().position(|w| *w == self).unwrap_or(0) as u8
+        self as u8
     }
 
     fn label(self) -> &'static str {
@@ -118,6 +121,19 @@ impl fmt::Display for TaskState {
             TaskState::Parked(w) => write!(f, "parked on {w}"),
             TaskState::Blocking => f.write_str("blocking"),
             TaskState::Finished => f.write_str("finished"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Wait;
+
+    #[test]
+    fn a_waits_code_is_its_place_in_all_and_comes_back() {
+        for (i, w) in Wait::ALL.iter().enumerate() {
+            assert_eq!(usize::from(w.code()), i, "{w:?}");
+            assert_eq!(Wait::from_code(w.code()), *w);
         }
     }
 }
